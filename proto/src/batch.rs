@@ -1,0 +1,478 @@
+//! Index batches: a bounded run of index operations in one frame.
+//!
+//! A batch is self-contained (it decodes without any earlier batch), so a
+//! receiver can persist the frame's bytes as they are and replay them later.
+//! Inside a batch every field is coded against the previous operation, which
+//! for a directory walk makes most of them one byte:
+//!
+//! ```text
+//! u8    0x10                  frame type
+//! uv    first                 Seq of the first operation
+//! uv    known                 entries the sharer has found so far ("announced")
+//! u8    flags                 bit 0: the initial snapshot is complete at the end of this batch
+//! uv    first_id              id the first operation's implicit id starts from
+//! iv    base_mtime            seconds; the first operation's mtime delta is against this
+//! uv    n_modes  (<= 15)      permission modes used in this batch, each sent once
+//! uv*   modes
+//! uv    n_ops
+//! op*:
+//!   u8  head   bits 0-1 kind: 0 file, 1 dir, 2 symlink, 3 remove
+//!              bit  2   id is explicit (else: previous id + 1)
+//!              bit  3   generation follows (else: 0)
+//!              bits 4-7 index into the mode table; 15: mode follows as uv
+//!   [iv id - (previous id + 1)]        if bit 2
+//!   -- remove ops end here --
+//!   iv  parent - previous parent       (previous parent starts at 0)
+//!   uv  bytes shared with the previous name, uv suffix length, suffix
+//!   uv  size                           files only
+//!   iv  mtime - previous mtime         (previous starts at base_mtime)
+//!   [uv generation]                    if bit 3
+//!   [uv mode]                          if mode index is 15
+//!   [uv target length, target]         symlinks only
+//! ```
+//! (`uv` is an unsigned LEB128 varint, `iv` a zigzag varint.)
+
+use crate::entry::{EntryKind, EntryView, OpView};
+use crate::ids::{EntryId, Generation, Seq};
+use crate::varint::{Reader, put_ivarint, put_uvarint};
+use crate::{DecodeError, FRAME_INDEX_BATCH, MAX_FRAME_LEN};
+
+/// Longest name a batch may carry, in bytes (Linux allows 255; leave room for others).
+pub const MAX_NAME_LEN: usize = 1024;
+/// Longest symlink target a batch may carry, in bytes (Linux `PATH_MAX`).
+pub const MAX_TARGET_LEN: usize = 4096;
+/// Size of the mode table in a batch header.
+pub const MODE_TABLE_LEN: usize = 15;
+/// Upper bound of the header's encoded size; the encoder reserves it.
+const HEADER_MAX: usize = 1 + 10 + 10 + 1 + 10 + 10 + 1 + MODE_TABLE_LEN * 3 + 10;
+/// Smallest byte cap a batch may be given: room for the largest possible operation.
+pub const MIN_BATCH_CAP: usize = HEADER_MAX + 2 * 10 + 10 + MAX_NAME_LEN + 10 + 10 + 10 + 10 + 10 + MAX_TARGET_LEN + 16;
+
+const KIND_REMOVE: u8 = 3;
+const HEAD_ID_EXPLICIT: u8 = 1 << 2;
+const HEAD_GENERATION: u8 = 1 << 3;
+const MODE_EXPLICIT: u8 = 15;
+const FLAG_SNAPSHOT_COMPLETE: u8 = 1;
+
+/// What a batch says about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub first: Seq,
+    /// Entries the sharer had found when it sent this batch.
+    pub known: u64,
+    /// Every entry that existed when sharing began is at or before the end of this batch.
+    pub snapshot_complete: bool,
+    pub ops: u32,
+}
+
+impl BatchHeader {
+    /// The `Seq` after this batch's last operation.
+    pub fn end(&self) -> Seq {
+        self.first.advance(u64::from(self.ops))
+    }
+}
+
+/// Builds one batch, refusing operations once the frame would pass its byte cap.
+#[derive(Debug)]
+pub struct BatchEncoder {
+    cap: usize,
+    first: Seq,
+    first_id: u32,
+    base_mtime: i64,
+    modes: Vec<u32>,
+    body: Vec<u8>,
+    scratch: Vec<u8>,
+    n_ops: u32,
+    prev_id: i64,
+    prev_parent: i64,
+    prev_name: Vec<u8>,
+    prev_mtime: i64,
+}
+
+impl BatchEncoder {
+    /// A batch whose first operation will have `first`; `cap` bounds the whole frame
+    /// (clamped to `MIN_BATCH_CAP..=MAX_FRAME_LEN`).
+    pub fn new(first: Seq, cap: usize) -> Self {
+        BatchEncoder {
+            cap: cap.clamp(MIN_BATCH_CAP, MAX_FRAME_LEN),
+            first,
+            first_id: 0,
+            base_mtime: 0,
+            modes: Vec::new(),
+            body: Vec::with_capacity(cap.min(MAX_FRAME_LEN)),
+            scratch: Vec::with_capacity(64),
+            n_ops: 0,
+            prev_id: 0,
+            prev_parent: 0,
+            prev_name: Vec::new(),
+            prev_mtime: 0,
+        }
+    }
+
+    pub fn ops(&self) -> u32 {
+        self.n_ops
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n_ops == 0
+    }
+
+    /// Bytes the frame would have if finished now (an upper bound).
+    pub fn len_bound(&self) -> usize {
+        HEADER_MAX + self.body.len()
+    }
+
+    fn start(&mut self, id: EntryId, mtime: i64) {
+        if self.n_ops == 0 {
+            self.first_id = id.0;
+            self.prev_id = i64::from(id.0) - 1;
+            self.base_mtime = mtime;
+            self.prev_mtime = mtime;
+        }
+    }
+
+    fn commit(&mut self, id: EntryId) -> bool {
+        if HEADER_MAX + self.body.len() + self.scratch.len() > self.cap {
+            self.scratch.clear();
+            return false;
+        }
+        self.body.extend_from_slice(&self.scratch);
+        self.scratch.clear();
+        self.prev_id = i64::from(id.0);
+        self.n_ops += 1;
+        true
+    }
+
+    fn id_part(&self, head: &mut u8, id: EntryId) -> Option<i64> {
+        let delta = i64::from(id.0) - (self.prev_id + 1);
+        if delta != 0 {
+            *head |= HEAD_ID_EXPLICIT;
+            Some(delta)
+        } else {
+            None
+        }
+    }
+
+    /// Adds an upsert; returns false (and adds nothing) when the batch is full.
+    ///
+    /// Names longer than [`MAX_NAME_LEN`] or targets longer than
+    /// [`MAX_TARGET_LEN`] must be filtered out by the caller; they are cut here.
+    pub fn push_upsert(&mut self, e: &EntryView<'_>) -> bool {
+        let saved = (self.first_id, self.prev_id, self.base_mtime, self.prev_mtime);
+        self.start(e.id, e.mtime);
+        let name = &e.name[..e.name.len().min(MAX_NAME_LEN)];
+        let target = &e.target[..e.target.len().min(MAX_TARGET_LEN)];
+        let mode = e.mode & 0o7777;
+        let (mode_idx, new_mode) = match self.modes.iter().position(|m| *m == mode) {
+            Some(i) => (i as u8, false),
+            None if self.modes.len() < MODE_TABLE_LEN => (self.modes.len() as u8, true),
+            None => (MODE_EXPLICIT, false),
+        };
+        let mut head = e.kind as u8 | (mode_idx << 4);
+        let id_delta = self.id_part(&mut head, e.id);
+        if e.generation.0 != 0 {
+            head |= HEAD_GENERATION;
+        }
+        let shared = common_prefix(&self.prev_name, name);
+        let s = &mut self.scratch;
+        s.push(head);
+        if let Some(d) = id_delta {
+            put_ivarint(s, d);
+        }
+        put_ivarint(s, i64::from(e.parent.0) - self.prev_parent);
+        put_uvarint(s, shared as u64);
+        put_uvarint(s, (name.len() - shared) as u64);
+        s.extend_from_slice(&name[shared..]);
+        if e.kind == EntryKind::File {
+            put_uvarint(s, e.size);
+        }
+        put_ivarint(s, e.mtime.wrapping_sub(self.prev_mtime));
+        if e.generation.0 != 0 {
+            put_uvarint(s, u64::from(e.generation.0));
+        }
+        if mode_idx == MODE_EXPLICIT {
+            put_uvarint(s, u64::from(mode));
+        }
+        if e.kind == EntryKind::Symlink {
+            put_uvarint(s, target.len() as u64);
+            s.extend_from_slice(target);
+        }
+        if !self.commit(e.id) {
+            (self.first_id, self.prev_id, self.base_mtime, self.prev_mtime) = saved;
+            return false;
+        }
+        if new_mode {
+            self.modes.push(mode);
+        }
+        self.prev_parent = i64::from(e.parent.0);
+        self.prev_name.clear();
+        self.prev_name.extend_from_slice(name);
+        self.prev_mtime = e.mtime;
+        true
+    }
+
+    /// Adds a removal; returns false (and adds nothing) when the batch is full.
+    pub fn push_remove(&mut self, id: EntryId) -> bool {
+        let saved = (self.first_id, self.prev_id, self.base_mtime, self.prev_mtime);
+        self.start(id, self.prev_mtime);
+        let mut head = KIND_REMOVE;
+        let id_delta = self.id_part(&mut head, id);
+        self.scratch.push(head);
+        if let Some(d) = id_delta {
+            put_ivarint(&mut self.scratch, d);
+        }
+        if !self.commit(id) {
+            (self.first_id, self.prev_id, self.base_mtime, self.prev_mtime) = saved;
+            return false;
+        }
+        true
+    }
+
+    /// The finished frame. `known` is how many entries the sharer has found so far.
+    pub fn finish(self, known: u64, snapshot_complete: bool) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_MAX + self.body.len());
+        out.push(FRAME_INDEX_BATCH);
+        put_uvarint(&mut out, self.first.0);
+        put_uvarint(&mut out, known);
+        out.push(if snapshot_complete {
+            FLAG_SNAPSHOT_COMPLETE
+        } else {
+            0
+        });
+        put_uvarint(&mut out, u64::from(self.first_id));
+        put_ivarint(&mut out, self.base_mtime);
+        put_uvarint(&mut out, self.modes.len() as u64);
+        for m in &self.modes {
+            put_uvarint(&mut out, u64::from(*m));
+        }
+        put_uvarint(&mut out, u64::from(self.n_ops));
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Reads the operations of one batch frame without allocating per operation.
+#[derive(Debug)]
+pub struct BatchReader<'a> {
+    r: Reader<'a>,
+    header: BatchHeader,
+    modes: Vec<u32>,
+    left: u32,
+    prev_id: i64,
+    prev_parent: i64,
+    prev_mtime: i64,
+    name: Vec<u8>,
+}
+
+impl<'a> BatchReader<'a> {
+    /// Parses the header of `frame` (which starts with its type byte).
+    pub fn new(frame: &'a [u8]) -> Result<Self, DecodeError> {
+        if frame.len() > MAX_FRAME_LEN {
+            return Err(DecodeError::TooLarge {
+                len: frame.len(),
+                max: MAX_FRAME_LEN,
+            });
+        }
+        let mut r = Reader::new(frame);
+        let kind = r.u8()?;
+        if kind != FRAME_INDEX_BATCH {
+            return Err(DecodeError::Invalid {
+                at: 0,
+                what: "index batch type",
+            });
+        }
+        let first = Seq(r.uvarint()?);
+        let known = r.uvarint()?;
+        let flags_at = r.position();
+        let flags = r.u8()?;
+        if flags & !FLAG_SNAPSHOT_COMPLETE != 0 {
+            return Err(DecodeError::Invalid {
+                at: flags_at,
+                what: "batch flags",
+            });
+        }
+        let first_id = r.u32varint()?;
+        let base_mtime = r.ivarint()?;
+        let n_modes_at = r.position();
+        let n_modes = r.uvarint()?;
+        if n_modes > MODE_TABLE_LEN as u64 {
+            return Err(DecodeError::OutOfRange {
+                at: n_modes_at,
+                what: "mode table length",
+            });
+        }
+        let mut modes = Vec::with_capacity(n_modes as usize);
+        for _ in 0..n_modes {
+            modes.push(read_mode(&mut r)?);
+        }
+        let n_ops_at = r.position();
+        let n_ops = r.uvarint()?;
+        // Every operation takes at least one byte: a count beyond that is a lie.
+        if n_ops > r.remaining() as u64 {
+            return Err(DecodeError::OutOfRange {
+                at: n_ops_at,
+                what: "operation count",
+            });
+        }
+        let header = BatchHeader {
+            first,
+            known,
+            snapshot_complete: flags & FLAG_SNAPSHOT_COMPLETE != 0,
+            ops: n_ops as u32,
+        };
+        Ok(BatchReader {
+            r,
+            header,
+            modes,
+            left: n_ops as u32,
+            prev_id: i64::from(first_id) - 1,
+            prev_parent: 0,
+            prev_mtime: base_mtime,
+            name: Vec::with_capacity(64),
+        })
+    }
+
+    pub fn header(&self) -> BatchHeader {
+        self.header
+    }
+
+    /// The next operation, or `None` after the last one (when the frame must be used up).
+    pub fn next_op(&mut self) -> Result<Option<OpView<'_>>, DecodeError> {
+        if self.left == 0 {
+            self.r.finish()?;
+            return Ok(None);
+        }
+        self.left -= 1;
+        let r = &mut self.r;
+        let head_at = r.position();
+        let head = r.u8()?;
+        let mut id = self.prev_id + 1;
+        if head & HEAD_ID_EXPLICIT != 0 {
+            id = id.wrapping_add(r.ivarint()?);
+        }
+        let id = entry_id(id, head_at)?;
+        self.prev_id = i64::from(id.0);
+        let kind_bits = head & 3;
+        if kind_bits == KIND_REMOVE {
+            if head & !(KIND_REMOVE | HEAD_ID_EXPLICIT) != 0 {
+                return Err(DecodeError::Invalid {
+                    at: head_at,
+                    what: "remove operation flags",
+                });
+            }
+            return Ok(Some(OpView::Remove(id)));
+        }
+        // kind_bits is 0..=2 here.
+        let kind = EntryKind::from_bits(kind_bits).ok_or(DecodeError::Invalid {
+            at: head_at,
+            what: "entry kind",
+        })?;
+        let parent_at = r.position();
+        let parent = entry_id(self.prev_parent.wrapping_add(r.ivarint()?), parent_at)?;
+        self.prev_parent = i64::from(parent.0);
+        let shared_at = r.position();
+        let shared = r.uvarint()?;
+        if shared > self.name.len() as u64 {
+            return Err(DecodeError::OutOfRange {
+                at: shared_at,
+                what: "shared name prefix",
+            });
+        }
+        let suffix = r.byte_string()?;
+        let name_len = shared as usize + suffix.len();
+        if name_len > MAX_NAME_LEN {
+            return Err(DecodeError::OutOfRange {
+                at: shared_at,
+                what: "name length",
+            });
+        }
+        self.name.truncate(shared as usize);
+        self.name.extend_from_slice(suffix);
+        let mut size = if kind == EntryKind::File {
+            r.uvarint()?
+        } else {
+            0
+        };
+        let mtime = self.prev_mtime.wrapping_add(r.ivarint()?);
+        self.prev_mtime = mtime;
+        let generation = if head & HEAD_GENERATION != 0 {
+            Generation(r.u32varint()?)
+        } else {
+            Generation(0)
+        };
+        let mode_idx = head >> 4;
+        let mode = if mode_idx == MODE_EXPLICIT {
+            read_mode(r)?
+        } else {
+            *self
+                .modes
+                .get(mode_idx as usize)
+                .ok_or(DecodeError::OutOfRange {
+                    at: head_at,
+                    what: "mode table index",
+                })?
+        };
+        let target: &'a [u8] = if kind == EntryKind::Symlink {
+            let at = r.position();
+            let t = r.byte_string()?;
+            if t.len() > MAX_TARGET_LEN {
+                return Err(DecodeError::OutOfRange {
+                    at,
+                    what: "symlink target length",
+                });
+            }
+            size = t.len() as u64;
+            t
+        } else {
+            &[]
+        };
+        Ok(Some(OpView::Upsert(EntryView {
+            id,
+            parent,
+            kind,
+            name: &self.name,
+            size,
+            mtime,
+            mode,
+            generation,
+            target,
+        })))
+    }
+}
+
+fn read_mode(r: &mut Reader<'_>) -> Result<u32, DecodeError> {
+    let at = r.position();
+    let m = r.uvarint()?;
+    if m > 0o7777 {
+        return Err(DecodeError::OutOfRange {
+            at,
+            what: "permission mode",
+        });
+    }
+    Ok(m as u32)
+}
+
+fn entry_id(v: i64, at: usize) -> Result<EntryId, DecodeError> {
+    u32::try_from(v)
+        .map(EntryId)
+        .map_err(|_| DecodeError::OutOfRange {
+            at,
+            what: "entry id",
+        })
+}
+
+/// Decodes a whole batch into owned operations (tests and tools; the receiver
+/// uses [`BatchReader`] directly).
+pub fn decode_batch(frame: &[u8]) -> Result<(BatchHeader, Vec<crate::IndexOp>), DecodeError> {
+    let mut reader = BatchReader::new(frame)?;
+    let header = reader.header();
+    let mut ops = Vec::with_capacity(header.ops as usize);
+    while let Some(op) = reader.next_op()? {
+        ops.push(op.to_op());
+    }
+    Ok((header, ops))
+}

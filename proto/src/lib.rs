@@ -1,0 +1,70 @@
+//! The linkfs wire: data-channel frames, index batches and signaling messages.
+//!
+//! # Protocol flow (one data channel, one receiver)
+//!
+//! ```text
+//! receiver                                              sender (the sharer)
+//!   |-- Hello {version, resume: (epoch, next seq)?} ------->|
+//!   |<-- Welcome {version, epoch, start seq, limits} -------|  start 0 = fresh snapshot
+//!   |<-- IndexBatch {first seq, known, ops...} -------------|  streamed while the walk runs,
+//!   |<-- IndexBatch ... ------------------------------------|  at most WINDOW unacked bytes
+//!   |-- Ack {next seq} ------------------------------------>|  after applying (and persisting)
+//!   |-- Read {read id, entry id, generation, offset, len} ->|  any time, several at once
+//!   |<-- ReadChunk {read id, offset, blake3, bytes} --------|  checked before use
+//!   |<-- ReadError {read id, code, message} ----------------|
+//!   |<-- Goodbye / --> Goodbye -----------------------------|
+//! ```
+//!
+//! Every frame is one data-channel message of at most [`MAX_FRAME_LEN`] bytes
+//! (60 KiB: below the 64 KiB `max-message-size` webrtc-rs advertises, with room
+//! to spare). Every frame begins with a type byte; unknown types decode as
+//! `Unknown` and are skipped, so frames can be added without a version bump.
+//! Incompatible changes bump [`PROTOCOL_VERSION`].
+//!
+//! Index entries are coded by [`batch`]: ids implicit, parent/mtime/id as deltas,
+//! names front-coded against the previous name, modes sent once per batch.
+//! Reads name an entry id, its generation and a byte range, never a path.
+//! Signaling ([`signal`]) is JSON through the relay with sealed payloads.
+//!
+//! Nothing here does IO; decoders never panic and never allocate more than their
+//! input.
+
+pub mod batch;
+pub mod entry;
+pub mod error;
+pub mod frame;
+pub mod ids;
+pub mod signal;
+pub mod varint;
+
+pub use batch::{BatchEncoder, BatchHeader, BatchReader, decode_batch};
+pub use entry::{Entry, EntryKind, EntryView, IndexOp, OpView};
+pub use error::DecodeError;
+pub use frame::{
+    Goodbye, GoodbyeCode, Hello, ReadChunk, ReadError, ReadErrorCode, ReadRequest,
+    ReceiverToSender, SenderToReceiver, Welcome, chunk_hash,
+};
+pub use ids::{EntryId, Epoch, Generation, ReadId, Seq};
+
+/// Version of the data-channel protocol. Both sides must speak the same one.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Hard cap on every data-channel frame, either direction: 61,440 bytes (60 KiB).
+/// webrtc-rs advertises `max-message-size:65536`; Chromium 262,144.
+pub const MAX_FRAME_LEN: usize = 60 * 1024;
+
+/// Most file bytes in one `ReadChunk` frame: the frame cap less its header.
+pub const CHUNK_LEN: usize = MAX_FRAME_LEN - frame::READ_CHUNK_HEADER_MAX;
+
+/// The data-channel label both sides use.
+pub const CHANNEL_LABEL: &str = "linkfs/1";
+
+pub const FRAME_WELCOME: u8 = 0x01;
+pub const FRAME_HELLO: u8 = 0x02;
+pub const FRAME_INDEX_BATCH: u8 = 0x10;
+pub const FRAME_ACK: u8 = 0x11;
+pub const FRAME_READ_CHUNK: u8 = 0x20;
+pub const FRAME_READ_ERROR: u8 = 0x21;
+pub const FRAME_READ: u8 = 0x22;
+pub const FRAME_CANCEL_READ: u8 = 0x23;
+pub const FRAME_GOODBYE: u8 = 0x7f;

@@ -1,0 +1,215 @@
+//! Signaling: what goes over the relay's WebSocket, and what is sealed inside it.
+//!
+//! ```text
+//! sharer (host)                      relay                        browser / peer (guest)
+//!   |-- GET /signal/{room}?role=host -->|                                   |
+//!   |<-- welcome {peer: 0, ice_servers} |                                   |
+//!   |                                   |<-- GET /signal/{room}?role=guest --|
+//!   |                                   |--- welcome {peer: N, ...} ------->|
+//!   |<-- joined {peer: N} --------------|                                   |
+//!   |                                   |<-- msg {to: 0, data: seal(offer)} |
+//!   |<-- msg {from: N, data} -----------|                                   |
+//!   |-- msg {to: N, data: seal(answer)}>|--- msg {from: 0, data} ---------->|
+//!   |<========= candidates both ways, sealed, the same way =================>|
+//!   |                 (the data channel opens peer to peer)                 |
+//! ```
+//!
+//! Relay messages are JSON text frames ([`ClientToRelay`], [`RelayToClient`]).
+//! `data` is base64url (no padding) of a sealed [`SignalPayload`]; the relay
+//! cannot read or alter it. The guest makes the offer; the sharer answers.
+//! The host is always peer 0; guests get 1, 2, ... in join order.
+
+use serde::{Deserialize, Serialize};
+
+/// Path prefix of the relay's WebSocket endpoint: `/signal/{room}?role=host|guest`.
+pub const SIGNAL_PATH: &str = "/signal/";
+/// Largest relay message (a JSON text frame) in bytes, either direction.
+pub const MAX_SIGNAL_MESSAGE: usize = 16 * 1024;
+
+/// A peer's number within a room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PeerId(pub u32);
+
+impl PeerId {
+    pub const HOST: PeerId = PeerId(0);
+}
+
+/// A room id: 8 to 64 characters of `A-Z a-z 0-9 _ -`.
+pub fn is_valid_room_id(room: &str) -> bool {
+    (8..=64).contains(&room.len())
+        && room
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Which side of a room a WebSocket is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Host,
+    Guest,
+}
+
+/// A STUN or TURN server, in the browser's `RTCIceServer` shape.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IceServer {
+    pub urls: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
+}
+
+/// What a client sends the relay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ClientToRelay {
+    /// Forward `data` to peer `to` (guests may only send to the host).
+    Msg { to: PeerId, data: String },
+}
+
+/// Why the relay refused something. The relay closes the socket after sending one,
+/// except for `UnknownPeer` and `RateLimited`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum RelayErrorCode {
+    /// No sharer is in this room (the share ended, or the link is wrong).
+    NoSuchRoom,
+    /// A sharer already holds this room.
+    RoomTaken,
+    /// The room has as many guests as the relay allows.
+    RoomFull,
+    /// The relay holds as many rooms as it allows.
+    TooManyRooms,
+    /// A message was over [`MAX_SIGNAL_MESSAGE`] bytes.
+    MessageTooLarge,
+    /// Messages came faster than the relay allows.
+    RateLimited,
+    /// A message was not valid JSON of the expected shape.
+    BadMessage,
+    /// The request (room id or role) was not valid.
+    BadRequest,
+    /// The addressed peer is not in the room.
+    UnknownPeer,
+    /// The connection was idle too long.
+    IdleTimeout,
+    #[serde(other)]
+    Other,
+}
+
+/// What the relay sends a client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum RelayToClient {
+    /// First message on every socket.
+    Welcome {
+        peer: PeerId,
+        #[serde(default)]
+        ice_servers: Vec<IceServer>,
+        max_message: usize,
+    },
+    /// To the host: a guest arrived.
+    Joined { peer: PeerId },
+    /// To the host: a guest left. To a guest: the host left (`peer` 0).
+    Left { peer: PeerId },
+    Msg { from: PeerId, data: String },
+    Error {
+        code: RelayErrorCode,
+        message: String,
+    },
+}
+
+/// What travels sealed between guest and host, as JSON inside the seal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum SignalPayload {
+    Offer {
+        sdp: String,
+    },
+    Answer {
+        sdp: String,
+    },
+    Candidate {
+        candidate: String,
+        #[serde(rename = "sdpMid", default)]
+        sdp_mid: Option<String>,
+        #[serde(rename = "sdpMLineIndex", default)]
+        sdp_mline_index: Option<u16>,
+    },
+    /// The host will not connect this guest; `reason` says why in words.
+    Reject {
+        reason: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_messages_have_the_documented_json() {
+        let m = RelayToClient::Msg {
+            from: PeerId(3),
+            data: "abc".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"t":"msg","from":3,"data":"abc"}"#
+        );
+        let e = RelayToClient::Error {
+            code: RelayErrorCode::NoSuchRoom,
+            message: "x".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"t":"error","code":"no-such-room","message":"x"}"#
+        );
+        let c: ClientToRelay = serde_json::from_str(r#"{"t":"msg","to":0,"data":"zz"}"#).unwrap();
+        assert_eq!(
+            c,
+            ClientToRelay::Msg {
+                to: PeerId::HOST,
+                data: "zz".into()
+            }
+        );
+        let p: SignalPayload = serde_json::from_str(
+            r#"{"type":"candidate","candidate":"candidate:1 1 udp 1 127.0.0.1 5000 typ host","sdpMLineIndex":0}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            p,
+            SignalPayload::Candidate {
+                sdp_mid: None,
+                sdp_mline_index: Some(0),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn unknown_error_codes_still_parse() {
+        let e: RelayToClient =
+            serde_json::from_str(r#"{"t":"error","code":"from-the-future","message":"m"}"#)
+                .unwrap();
+        assert!(matches!(
+            e,
+            RelayToClient::Error {
+                code: RelayErrorCode::Other,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn room_ids() {
+        assert!(is_valid_room_id("abcdEFGH12_-"));
+        assert!(!is_valid_room_id("short"));
+        assert!(!is_valid_room_id("has/slash123"));
+        assert!(!is_valid_room_id(&"a".repeat(65)));
+    }
+}

@@ -1,0 +1,96 @@
+// The one interface the UI codes against. `share.ts` implements it on top of the
+// wasm module (loaded lazily, the only place that touches it); tests reach the
+// same object as `window.linkfsShare` once a link is open.
+
+export type EntryKind = 'file' | 'dir' | 'symlink';
+
+/** One entry of the share, as the index holds it. */
+export interface EntryRow {
+  /** Stable id the sharer gave the entry; the root is 0. */
+  id: number;
+  parent: number;
+  /** Display name (invalid UTF-8 bytes in a name show as U+FFFD). */
+  name: string;
+  kind: EntryKind;
+  /** Bytes for files, 0 for directories, target length for symlinks. */
+  size: number;
+  /** Modification time, whole seconds since the Unix epoch. */
+  mtime: number;
+  /** Permission bits, e.g. 0o644. */
+  mode: number;
+  /** Symlink target, symlinks only. */
+  target?: string;
+  /** Number of children, directories only. */
+  children?: number;
+}
+
+export type SortKey = 'name' | 'size' | 'mtime' | 'kind';
+
+/** A window of one directory's children in the requested order. */
+export interface ListPage {
+  dir: number;
+  /** Children of `dir` in the index now. */
+  total: number;
+  start: number;
+  rows: EntryRow[];
+}
+
+export type ConnectionState =
+  | 'connecting'
+  | 'connected'
+  | 'sharer-gone'
+  | 'invalid-link'
+  | 'error';
+
+export interface ConnectionStatus {
+  state: ConnectionState;
+  /** What happened, in words a user understands, with the fix where there is one. */
+  message: string;
+}
+
+export interface IndexProgress {
+  /** Entries in the local index now (from the cache and from the sharer). */
+  received: number;
+  /** Entries the sharer says it has found so far. */
+  announced: number;
+  /** The sharer finished walking and everything it found is in the local index. */
+  complete: boolean;
+  /** Entries committed to IndexedDB. */
+  persisted: number;
+  /** Entries shown from IndexedDB before the sharer answered (0 on a first visit). */
+  fromCache: number;
+}
+
+export interface ReadProgress {
+  /** Verified bytes received so far. */
+  done: number;
+  total: number;
+}
+
+export interface ReadOptions {
+  onProgress?: (p: ReadProgress) => void;
+  signal?: AbortSignal;
+}
+
+export type ShareEvent =
+  | { type: 'status'; status: ConnectionStatus }
+  | { type: 'progress'; progress: IndexProgress }
+  /** Entries under these directories changed; re-list them if shown. */
+  | { type: 'changed'; dirs: number[] };
+
+export interface ShareApi {
+  readonly rootId: number;
+  status(): ConnectionStatus;
+  progress(): IndexProgress;
+  /** Returns an unsubscribe function. */
+  subscribe(listener: (event: ShareEvent) => void): () => void;
+  list(dir: number, sort: SortKey, descending: boolean, start: number, count: number): Promise<ListPage>;
+  entry(id: number): Promise<EntryRow | null>;
+  /** The entries from the root down to `id`, for breadcrumbs. */
+  path(id: number): Promise<EntryRow[]>;
+  /** Looks up a '/'-separated path relative to the share root ('' is the root). */
+  lookup(path: string): Promise<EntryRow | null>;
+  /** Reads a whole file; every chunk is BLAKE3-verified before it is used. */
+  read(id: number, options?: ReadOptions): Promise<Blob>;
+  close(): void;
+}
