@@ -1,0 +1,364 @@
+// DEVELOPMENT FAKE of the ShareApi: an in-memory share over a generated tree
+// (fake-tree.ts), with no network, no wasm and no sharer. It exists so the UI can be
+// built, looked at and measured before the wasm-backed implementation is ready. It is
+// not a model of the protocol; it only plays the events a visitor would see.
+//
+// It plays these situations, chosen by the room part of the link:
+//   #dev.x          index fills over 1.5 s, then a file appears in /live every 4 s
+//   #dev-slow.x     index fills over 20 s
+//   #dev-cached.x   60% of the tree "comes from the local cache", the rest follows
+//   #dev-gone.x     the sharer goes away 2.5 s in, before the index is complete
+//   #dev-invalid.x  the link's secret is wrong
+//   #dev-reject.x   openShare itself fails
+// A fragment without a '.' is rejected as not a link.
+
+import type {
+  ConnectionStatus,
+  EntryRow,
+  IndexProgress,
+  ListPage,
+  ReadOptions,
+  ShareApi,
+  ShareEvent,
+  SortKey,
+} from '../src/api';
+import { FakeTree, type FakeEntry } from './fake-tree';
+import { linesContent } from './fake-files';
+
+interface Scenario {
+  fillMs: number;
+  cachedShare: number;
+  goneAfterMs: number | null;
+  invalid: boolean;
+}
+
+const READ_CHUNK = 61_392;
+/** Simulated transfer rate of reads, bytes per second. */
+const READ_RATE = 40 * 1024 * 1024;
+/** Simulated worker round trip of a list call. */
+const LIST_LATENCY_MS = 1;
+const LIVE_EVERY_MS = 4000;
+const LIVE_LIMIT = 30;
+
+function scenarioFor(room: string): Scenario {
+  const base: Scenario = { fillMs: 1500, cachedShare: 0, goneAfterMs: null, invalid: false };
+  switch (room) {
+    case 'dev-slow':
+      return { ...base, fillMs: 20_000 };
+    case 'dev-cached':
+      return { ...base, fillMs: 6000, cachedShare: 0.6 };
+    case 'dev-gone':
+      return { ...base, fillMs: 8000, goneAfterMs: 2500 };
+    case 'dev-invalid':
+      return { ...base, invalid: true };
+    default:
+      return base;
+  }
+}
+
+class InvalidLinkError extends Error {
+  override name = 'InvalidLinkError';
+}
+
+export async function openShare(fragment: string): Promise<ShareApi> {
+  const key = fragment.replace(/^#/, '').split('/')[0] ?? '';
+  const dot = key.indexOf('.');
+  if (dot <= 0 || dot === key.length - 1) {
+    throw new InvalidLinkError('This link is not valid: it should end in #<room>.<secret>. Check that you copied the whole link.');
+  }
+  const room = key.slice(0, dot);
+  if (room === 'dev-reject') {
+    throw new Error('Could not start the share reader: this browser blocked WebAssembly. (development fake: simulated failure)');
+  }
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  return new FakeShare(scenarioFor(room));
+}
+
+class FakeShare implements ShareApi {
+  readonly rootId = 0;
+  private readonly tree = new FakeTree();
+  private readonly listeners = new Set<(event: ShareEvent) => void>();
+  private readonly timers: ReturnType<typeof setTimeout>[] = [];
+  private readonly started = performance.now();
+  private current: ConnectionStatus = { state: 'connecting', message: 'Connecting to the sharer…' };
+  /** Entries with id < received are in the "local index". */
+  private received: number;
+  private announced: number;
+  private readonly fromCache: number;
+  private walkDone = false;
+  private liveAdded = 0;
+  private readonly sorted = new Map<string, number[]>();
+  private readonly byName = new Map<number, Map<string, number>>();
+
+  constructor(private readonly scenario: Scenario) {
+    const total = this.tree.entries.length;
+    this.fromCache = Math.floor(total * scenario.cachedShare);
+    this.received = this.fromCache;
+    this.announced = this.fromCache;
+    if (scenario.invalid) {
+      this.later(300, () =>
+        this.setStatus({
+          state: 'invalid-link',
+          message: 'This link is not valid: the sharer could not verify its secret. Ask the sharer to send the link again, and copy all of it.',
+        }),
+      );
+      return;
+    }
+    this.later(400, () => this.setStatus({ state: 'connected', message: 'Connected to the sharer.' }));
+    if (scenario.goneAfterMs !== null) {
+      this.later(scenario.goneAfterMs, () =>
+        this.setStatus({
+          state: 'sharer-gone',
+          message: 'The sharer went away. You can still browse what was received; reopen the link when they share again.',
+        }),
+      );
+    }
+    this.later(400, () => this.fillStep());
+  }
+
+  status(): ConnectionStatus {
+    return this.current;
+  }
+
+  progress(): IndexProgress {
+    return {
+      received: this.received,
+      announced: this.announced,
+      complete: this.walkDone && this.received >= this.announced,
+      persisted: this.received,
+      fromCache: this.fromCache,
+    };
+  }
+
+  subscribe(listener: (event: ShareEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async list(dir: number, sort: SortKey, descending: boolean, start: number, count: number): Promise<ListPage> {
+    await new Promise((resolve) => setTimeout(resolve, LIST_LATENCY_MS));
+    const children = this.visibleSorted(dir, sort);
+    const total = children.length;
+    const from = Math.max(0, Math.min(start, total));
+    const to = Math.max(from, Math.min(total, start + Math.max(0, count)));
+    const rows: EntryRow[] = [];
+    const dirs = this.leadingDirs(children);
+    for (let i = from; i < to; i += 1) {
+      // Directories stay first in both directions; each group is reversed on its own.
+      const index = !descending ? i : i < dirs ? dirs - 1 - i : dirs + (total - 1 - i);
+      const id = children[index];
+      if (id !== undefined) rows.push(this.rowOf(id));
+    }
+    return { dir, total, start: from, rows };
+  }
+
+  async entry(id: number): Promise<EntryRow | null> {
+    return this.visible(id) ? this.rowOf(id) : null;
+  }
+
+  async path(id: number): Promise<EntryRow[]> {
+    const out: EntryRow[] = [];
+    let at: number | undefined = id;
+    while (at !== undefined && this.visible(at)) {
+      out.push(this.rowOf(at));
+      if (at === this.rootId) return out.reverse();
+      at = this.tree.get(at)?.row.parent;
+    }
+    return [];
+  }
+
+  async lookup(path: string): Promise<EntryRow | null> {
+    let at = this.rootId;
+    for (const name of path.split('/').filter((s) => s.length > 0)) {
+      const next = this.childNamed(at, name);
+      if (next === undefined || !this.visible(next)) return null;
+      at = next;
+    }
+    return this.visible(at) ? this.rowOf(at) : null;
+  }
+
+  async read(id: number, options: ReadOptions = {}): Promise<Blob> {
+    const entry = this.tree.get(id);
+    if (!entry || !this.visible(id)) throw new Error('This file is no longer in the share.');
+    if (entry.row.kind === 'dir') throw new Error(`“${entry.row.name}” is a folder; only files can be read.`);
+    if (entry.row.kind === 'symlink') throw new Error(`“${entry.row.name}” is a link to ${entry.row.target ?? 'somewhere else'}; links are not followed.`);
+    const content = entry.content;
+    if (!content) throw new Error('This file has no content.');
+    const { signal, onProgress } = options;
+    const parts: Uint8Array<ArrayBuffer>[] = [];
+    let done = 0;
+    const total = content.size;
+    onProgress?.({ done, total });
+    while (done < total) {
+      this.checkReadable(entry, done, total, signal);
+      // Deliver about one frame's worth of chunks per tick at READ_RATE.
+      const burst = Math.max(READ_CHUNK, Math.floor(READ_RATE / 60 / READ_CHUNK) * READ_CHUNK);
+      const end = Math.min(total, done + burst);
+      for (let at = done; at < end; at += READ_CHUNK) {
+        parts.push(new Uint8Array(content.bytes(at, Math.min(READ_CHUNK, end - at))));
+      }
+      done = end;
+      onProgress?.({ done, total });
+      if (done < total) await sleep(1000 / 60, signal);
+    }
+    return new Blob(parts);
+  }
+
+  close(): void {
+    for (const timer of this.timers) clearTimeout(timer);
+    this.listeners.clear();
+  }
+
+  // --- simulation ---
+
+  private checkReadable(entry: FakeEntry, done: number, total: number, signal: AbortSignal | undefined): void {
+    if (signal?.aborted) throw new DOMException('The download was cancelled.', 'AbortError');
+    if (this.current.state === 'sharer-gone') {
+      throw new Error('The sharer went away, so this file cannot be read now. Reopen the link when they share again.');
+    }
+    if (entry.changesWhileRead && done > total / 2) {
+      throw new Error(`“${entry.row.name}” changed on the sharer's computer while it was being read, so the copy was dropped. Try again to get the new version.`);
+    }
+  }
+
+  private fillStep(): void {
+    if (this.current.state === 'sharer-gone') return;
+    const total = this.tree.entries.length;
+    const elapsed = performance.now() - this.started - 400;
+    const share = Math.min(1, elapsed / this.scenario.fillMs);
+    this.received = Math.max(this.received, Math.floor(this.fromCache + (total - this.fromCache) * share));
+    this.walkDone = share >= 0.7;
+    this.announced = this.walkDone ? total : Math.max(this.received, Math.min(total, Math.floor(this.received * 1.25 + 2000)));
+    this.emit({ type: 'progress', progress: this.progress() });
+    if (this.received < total) {
+      this.later(50, () => this.fillStep());
+    } else {
+      this.later(LIVE_EVERY_MS, () => this.addLiveFile());
+    }
+  }
+
+  private addLiveFile(): void {
+    if (this.current.state === 'sharer-gone' || this.liveAdded >= LIVE_LIMIT) return;
+    this.liveAdded += 1;
+    const name = `tick-${String(this.liveAdded).padStart(3, '0')}.txt`;
+    this.tree.file(this.tree.liveDir, name, linesContent(64 * this.liveAdded, name), Math.floor(Date.now() / 1000));
+    this.sorted.clear();
+    this.byName.delete(this.tree.liveDir);
+    this.received = this.tree.entries.length;
+    this.announced = this.received;
+    this.emit({ type: 'changed', dirs: [this.tree.liveDir] });
+    this.emit({ type: 'progress', progress: this.progress() });
+    this.later(LIVE_EVERY_MS, () => this.addLiveFile());
+  }
+
+  private setStatus(status: ConnectionStatus): void {
+    this.current = status;
+    this.emit({ type: 'status', status });
+  }
+
+  private emit(event: ShareEvent): void {
+    for (const listener of this.listeners) listener(event);
+  }
+
+  private later(ms: number, run: () => void): void {
+    this.timers.push(setTimeout(run, ms));
+  }
+
+  // --- index queries ---
+
+  private visible(id: number): boolean {
+    return id >= 0 && id < this.received && id < this.tree.entries.length;
+  }
+
+  private rowOf(id: number): EntryRow {
+    const entry = this.tree.get(id);
+    if (!entry) throw new Error(`no entry ${id}`);
+    if (entry.children) {
+      return { ...entry.row, children: countBelow(entry.children, this.received) };
+    }
+    return { ...entry.row };
+  }
+
+  private childNamed(dir: number, name: string): number | undefined {
+    let names = this.byName.get(dir);
+    if (!names) {
+      names = new Map();
+      for (const id of this.tree.get(dir)?.children ?? []) {
+        const row = this.tree.get(id)?.row;
+        if (row) names.set(row.name, id);
+      }
+      this.byName.set(dir, names);
+    }
+    return names.get(name);
+  }
+
+  /** Children of `dir` in the local index, directories first, ascending by `sort`. */
+  private visibleSorted(dir: number, sort: SortKey): number[] {
+    const children = this.tree.get(dir)?.children;
+    if (!children || !this.visible(dir)) return [];
+    const key = `${dir}:${sort}`;
+    let all = this.sorted.get(key);
+    if (!all) {
+      all = [...children].sort(this.comparator(sort));
+      this.sorted.set(key, all);
+    }
+    const visibleCount = countBelow(children, this.received);
+    return visibleCount === children.length ? all : all.filter((id) => id < this.received);
+  }
+
+  private leadingDirs(ids: number[]): number {
+    let n = 0;
+    while (n < ids.length && this.tree.get(ids[n] ?? -1)?.row.kind === 'dir') n += 1;
+    return n;
+  }
+
+  private comparator(sort: SortKey): (a: number, b: number) => number {
+    const rows = this.tree.entries;
+    const rank = (id: number): number => {
+      const kind = rows[id]?.row.kind;
+      return kind === 'dir' ? 0 : kind === 'symlink' ? 1 : 2;
+    };
+    const byName = (a: number, b: number): number => {
+      const x = rows[a]?.row.name.toLowerCase() ?? '';
+      const y = rows[b]?.row.name.toLowerCase() ?? '';
+      return x < y ? -1 : x > y ? 1 : a - b;
+    };
+    const dirsFirst = (a: number, b: number): number => (rank(a) === 0 ? 0 : 1) - (rank(b) === 0 ? 0 : 1);
+    switch (sort) {
+      case 'name':
+        return (a, b) => dirsFirst(a, b) || byName(a, b);
+      case 'size':
+        return (a, b) => dirsFirst(a, b) || (rows[a]?.row.size ?? 0) - (rows[b]?.row.size ?? 0) || byName(a, b);
+      case 'mtime':
+        return (a, b) => dirsFirst(a, b) || (rows[a]?.row.mtime ?? 0) - (rows[b]?.row.mtime ?? 0) || byName(a, b);
+      case 'kind':
+        return (a, b) => rank(a) - rank(b) || byName(a, b);
+    }
+  }
+}
+
+/** How many ids in an ascending list are below `limit`. */
+function countBelow(ids: number[], limit: number): number {
+  let lo = 0;
+  let hi = ids.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((ids[mid] ?? Infinity) < limit) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(new DOMException('The download was cancelled.', 'AbortError'));
+      },
+      { once: true },
+    );
+  });
+}
