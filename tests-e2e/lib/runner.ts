@@ -108,8 +108,13 @@ async function runOne(test: TestCase): Promise<Outcome> {
   return { name: test.name, ok, ms };
 }
 
+export interface SuiteOptions {
+  /** Runs once after the last test (removing shared fixtures); its failure fails the suite. */
+  afterAll?: () => unknown;
+}
+
 /** Runs the tests in order, prints a summary and exits (code 1 if any failed). */
-export async function runSuite(suite: string, tests: TestCase[]): Promise<never> {
+export async function runSuite(suite: string, tests: TestCase[], options: SuiteOptions = {}): Promise<never> {
   const only = (process.env.LINKFS_E2E_ONLY ?? '')
     .split(',')
     .map((s) => s.trim())
@@ -121,6 +126,15 @@ export async function runSuite(suite: string, tests: TestCase[]): Promise<never>
   }
   const outcomes: Outcome[] = [];
   for (const test of selected) outcomes.push(await runOne(test));
+  if (options.afterAll) {
+    const start = performance.now();
+    try {
+      await withTimeout(Promise.resolve().then(options.afterAll), 60_000, 'afterAll');
+    } catch (e) {
+      console.log(`FAIL afterAll\n${indent(describe(e))}`);
+      outcomes.push({ name: 'afterAll', ok: false, ms: performance.now() - start });
+    }
+  }
   const passed = outcomes.filter((o) => o.ok).length;
   const failed = outcomes.length - passed;
   console.log(`\n${suite} summary:`);

@@ -1,0 +1,110 @@
+// Walks a local directory the way a user would describe it: every entry below the root
+// with its kind, size, whole-second mtime, permission bits and symlink target, never
+// following symlinks. This is the "expected" side of every comparison with a share.
+
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { lstat, readdir, readlink } from 'node:fs/promises';
+
+export type EntryKind = 'file' | 'dir' | 'symlink';
+
+export interface TreeEntry {
+  /** Relative to the root, '/'-separated, no leading '/'. Invalid UTF-8 shows as U+FFFD. */
+  path: string;
+  kind: EntryKind;
+  /** Bytes for files; what lstat says for the others. */
+  size: number;
+  /** Seconds since the epoch, rounded down. */
+  mtime: number;
+  /** mode & 0o7777 */
+  mode: number;
+  /** Symlinks only: the target exactly as stored (not resolved). */
+  target?: string;
+  /** Files only, when hashing was asked for: lowercase hex SHA-256 of the content. */
+  sha256?: string;
+  /** The path as raw bytes, for opening the file. */
+  raw: Buffer;
+}
+
+export interface OtherEntry {
+  path: string;
+  /** 'fifo', 'socket', 'char-device', 'block-device' */
+  kind: string;
+}
+
+export interface Tree {
+  /** Sorted by path. The root itself is not included. */
+  entries: TreeEntry[];
+  /** Entries that are neither file, directory nor symlink; shares are not expected to list them. */
+  others: OtherEntry[];
+}
+
+const utf8 = new TextDecoder('utf-8'); // not fatal: invalid bytes become U+FFFD, as in the UI
+
+/** SHA-256 of a file's content, lowercase hex. */
+export async function sha256File(file: string | Buffer): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+function otherKind(st: import('node:fs').Stats): string {
+  if (st.isFIFO()) return 'fifo';
+  if (st.isSocket()) return 'socket';
+  if (st.isCharacterDevice()) return 'char-device';
+  if (st.isBlockDevice()) return 'block-device';
+  return 'unknown';
+}
+
+/**
+ * Lists everything under `root` with lstat (one call per entry), never following
+ * symlinks. With `hash: true` also reads every regular file and records its SHA-256.
+ */
+export async function walkTree(root: string, options: { hash?: boolean } = {}): Promise<Tree> {
+  const entries: TreeEntry[] = [];
+  const others: OtherEntry[] = [];
+  const rootRaw = Buffer.from(root);
+  const pending: Array<{ raw: Buffer; path: string }> = [{ raw: rootRaw, path: '' }];
+  while (pending.length > 0) {
+    const dir = pending.pop()!;
+    const names = await readdir(dir.raw, { encoding: 'buffer' });
+    for (const name of names) {
+      const raw = Buffer.concat([dir.raw, Buffer.from('/'), name]);
+      const rel = dir.path === '' ? utf8.decode(name) : `${dir.path}/${utf8.decode(name)}`;
+      const st = await lstat(raw);
+      const common = { path: rel, size: st.size, mtime: Math.floor(st.mtimeMs / 1000), mode: st.mode & 0o7777, raw };
+      if (st.isSymbolicLink()) {
+        const target = utf8.decode(await readlink(raw, { encoding: 'buffer' }));
+        entries.push({ ...common, kind: 'symlink', target });
+      } else if (st.isDirectory()) {
+        entries.push({ ...common, kind: 'dir' });
+        pending.push({ raw, path: rel });
+      } else if (st.isFile()) {
+        const entry: TreeEntry = { ...common, kind: 'file' };
+        if (options.hash) entry.sha256 = await sha256File(raw);
+        entries.push(entry);
+      } else {
+        others.push({ path: rel, kind: otherKind(st) });
+      }
+    }
+  }
+  entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  others.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  return { entries, others };
+}
+
+/** Totals a user would quote: entry count and file bytes. */
+export function treeTotals(tree: Tree): { entries: number; files: number; dirs: number; symlinks: number; bytes: number } {
+  let files = 0;
+  let dirs = 0;
+  let symlinks = 0;
+  let bytes = 0;
+  for (const e of tree.entries) {
+    if (e.kind === 'file') {
+      files += 1;
+      bytes += e.size;
+    } else if (e.kind === 'dir') dirs += 1;
+    else symlinks += 1;
+  }
+  return { entries: tree.entries.length, files, dirs, symlinks, bytes };
+}
