@@ -6,6 +6,7 @@
 // It plays these situations, chosen by the room part of the link:
 //   #dev.x          index fills over 1.5 s, then a file appears in /live every 4 s
 //   #dev-slow.x     index fills over 20 s
+//   #dev-instant.x  the whole index is there at once (for measuring the UI alone)
 //   #dev-cached.x   60% of the tree "comes from the local cache", the rest follows
 //   #dev-gone.x     the sharer goes away 2.5 s in, before the index is complete
 //   #dev-invalid.x  the link's secret is wrong
@@ -45,6 +46,8 @@ function scenarioFor(room: string): Scenario {
   switch (room) {
     case 'dev-slow':
       return { ...base, fillMs: 20_000 };
+    case 'dev-instant':
+      return { ...base, fillMs: 0 };
     case 'dev-cached':
       return { ...base, fillMs: 6000, cachedShare: 0.6 };
     case 'dev-gone':
@@ -113,7 +116,14 @@ class FakeShare implements ShareApi {
         }),
       );
     }
-    this.later(400, () => this.fillStep());
+    if (scenario.fillMs === 0) {
+      this.received = total;
+      this.announced = total;
+      this.walkDone = true;
+      this.later(LIVE_EVERY_MS, () => this.addLiveFile());
+    } else {
+      this.later(400, () => this.fillStep());
+    }
   }
 
   status(): ConnectionStatus {
@@ -225,7 +235,7 @@ class FakeShare implements ShareApi {
     if (this.current.state === 'sharer-gone') return;
     const total = this.tree.entries.length;
     const elapsed = performance.now() - this.started - 400;
-    const share = Math.min(1, elapsed / this.scenario.fillMs);
+    const share = Math.min(1, elapsed / Math.max(1, this.scenario.fillMs));
     this.received = Math.max(this.received, Math.floor(this.fromCache + (total - this.fromCache) * share));
     this.walkDone = share >= 0.7;
     this.announced = this.walkDone ? total : Math.max(this.received, Math.min(total, Math.floor(this.received * 1.25 + 2000)));

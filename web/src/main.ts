@@ -1,0 +1,54 @@
+// Bootstrap: read the share key from the fragment, open the share, show it.
+// The key is handed only to openShare; it never goes into a URL query or a request.
+
+import './style.css';
+import type { ConnectionStatus, ShareApi } from './api';
+import { openShare } from './share';
+import { errorText } from './ui/save-file';
+import { parseFragment } from './ui/share-link';
+import { ShareView } from './ui/share-view';
+
+declare global {
+  interface Window {
+    /** The open share, for tests and for the curious (set once openShare resolves). */
+    linkfsShare?: ShareApi;
+  }
+}
+
+const NO_KEY: ConnectionStatus = {
+  state: 'invalid-link',
+  message: 'This page opens folders shared with linkfs, but its address has no share key. Open the complete link the sharer gave you; it ends in #<room>.<secret>.',
+};
+
+async function main(): Promise<void> {
+  const mount = document.getElementById('app');
+  if (!mount) throw new Error('index.html has no #app element');
+  const { key } = parseFragment(window.location.hash);
+  const view = new ShareView(key);
+  mount.replaceChildren(view.element);
+
+  if (key === '') {
+    view.showFailure(NO_KEY);
+    // Pasting a link into this tab's address bar only changes the fragment.
+    window.addEventListener('hashchange', () => window.location.reload(), { once: true });
+    return;
+  }
+  try {
+    const api = await openShare(key);
+    window.linkfsShare = api;
+    view.attach(api);
+  } catch (error) {
+    view.showFailure(failureStatus(error));
+  }
+}
+
+/** openShare failed: a link the share rejects as malformed, or anything else. */
+function failureStatus(error: unknown): ConnectionStatus {
+  const invalid = error instanceof Error && error.name === 'InvalidLinkError';
+  return {
+    state: invalid ? 'invalid-link' : 'error',
+    message: invalid ? errorText(error) : `Could not open this share: ${errorText(error)}`,
+  };
+}
+
+void main();

@@ -1,0 +1,376 @@
+// The directory listing: a virtualized grid with a fixed row height. Only the rows in
+// view (plus a small overscan) exist in the DOM, and their data comes in windows from
+// DirectoryPages, so a directory of 100,000 or 1,000,000 entries scrolls like one of 50.
+//
+// Directories too tall for a browser's maximum element height are scrolled
+// proportionally: the scrollbar maps onto row indexes instead of onto pixels.
+
+import type { EntryRow, SortKey, ShareApi } from '../api';
+import { DirectoryPages, type ListingOrder } from './directory-pages';
+import { el } from './dom';
+import { previewKindOf } from './file-types';
+import { formatFullTime, formatItems, formatSize, formatTime } from './format';
+import { icon, type IconName } from './icons';
+
+export const ROW_HEIGHT = 36;
+const OVERSCAN = 8;
+/** Keep the scrollable height well under every browser's element size limit. */
+const MAX_SCROLL_PX = 8_000_000;
+
+export interface ListingActions {
+  /** A row was activated (click or Enter). */
+  open(row: EntryRow): void;
+  download(row: EntryRow): void;
+  /** Backspace: go to the parent folder. */
+  up(): void;
+  orderChanged(order: ListingOrder): void;
+  /** The number of rows in the shown directory changed (null: not known yet). */
+  totalChanged(total: number | null): void;
+}
+
+const COLUMNS: { key: SortKey; label: string; className: string }[] = [
+  { key: 'name', label: 'Name', className: 'col-name' },
+  { key: 'size', label: 'Size', className: 'col-size' },
+  { key: 'mtime', label: 'Modified', className: 'col-mtime' },
+];
+
+interface RenderedRow {
+  element: HTMLElement;
+  /** The data it shows; a new object from a fresher page re-renders it. */
+  data: EntryRow | undefined;
+  index: number;
+}
+
+export class DirectoryListing {
+  readonly element: HTMLElement;
+  private readonly viewport: HTMLElement;
+  private readonly sizer: HTMLElement;
+  private readonly message: HTMLElement;
+  private readonly headers = new Map<SortKey, HTMLElement>();
+  private pages: DirectoryPages | null = null;
+  private order: ListingOrder = { sort: 'name', descending: false };
+  private readonly rendered = new Map<number, RenderedRow>();
+  private readonly pool: HTMLElement[] = [];
+  private activeIndex = 0;
+  private frame = 0;
+  private pendingScrollTop: number | null = null;
+  /** Text for an empty directory: differs while the index is still filling. */
+  private emptyText = 'This folder is empty.';
+  private reportedTotal: number | null | undefined = undefined;
+
+  constructor(
+    private readonly api: ShareApi,
+    private readonly actions: ListingActions,
+  ) {
+    const headRow = el('div', { className: 'listing-row listing-head-row', attrs: { role: 'row', 'aria-rowindex': '1' } });
+    for (const column of COLUMNS) {
+      const header = el(
+        'div',
+        { className: `listing-header ${column.className}`, attrs: { role: 'columnheader', 'aria-sort': 'none' }, data: { testid: `sort-${column.key}` } },
+        el('button', { className: 'sort-button', text: column.label, attrs: { type: 'button', title: `Sort by ${column.label.toLowerCase()}` } }),
+      );
+      header.addEventListener('click', () => this.sortBy(column.key));
+      this.headers.set(column.key, header);
+      headRow.append(header);
+    }
+    headRow.append(el('div', { className: 'listing-header col-actions', attrs: { role: 'columnheader', 'aria-label': 'Actions' } }));
+
+    this.sizer = el('div', { className: 'listing-sizer', attrs: { role: 'presentation' } });
+    this.message = el('div', { className: 'listing-message', attrs: { role: 'status' } });
+    this.viewport = el('div', { className: 'listing-viewport', attrs: { role: 'rowgroup' } }, this.sizer, this.message);
+    this.element = el(
+      'div',
+      { className: 'listing', attrs: { role: 'grid', 'aria-label': 'Folder contents', 'aria-colcount': '4', tabindex: '0' } },
+      el('div', { className: 'listing-head', attrs: { role: 'rowgroup' } }, headRow),
+      this.viewport,
+    );
+
+    this.viewport.addEventListener('scroll', () => this.schedule(), { passive: true });
+    this.viewport.addEventListener('click', (event) => this.onClick(event));
+    this.element.addEventListener('keydown', (event) => this.onKey(event));
+    new ResizeObserver(() => this.schedule()).observe(this.viewport);
+    this.updateHeaders();
+  }
+
+  /** Shows `dir` in `order`, scrolled to `scrollTop`. */
+  show(dir: number, order: ListingOrder, scrollTop = 0): void {
+    this.order = order;
+    this.pages?.dispose();
+    this.pages = new DirectoryPages(this.api, dir, order, () => this.schedule());
+    this.activeIndex = 0;
+    this.reportedTotal = undefined;
+    this.clearRows();
+    this.pendingScrollTop = scrollTop;
+    this.updateHeaders();
+    this.schedule();
+  }
+
+  /** The shown directory changed (or may have): refetch the visible rows. */
+  refresh(): void {
+    this.pages?.invalidate();
+    this.schedule();
+  }
+
+  get dir(): number | null {
+    return this.pages?.dir ?? null;
+  }
+
+  get scrollTop(): number {
+    return this.viewport.scrollTop;
+  }
+
+  /** Rows the shown directory has, as of the latest answer (null before it). */
+  get total(): number | null {
+    return this.pages?.total ?? null;
+  }
+
+  setEmptyText(text: string): void {
+    if (text === this.emptyText) return;
+    this.emptyText = text;
+    this.schedule();
+  }
+
+  focus(): void {
+    this.element.focus({ preventScroll: true });
+  }
+
+  // --- rendering ---
+
+  private schedule(): void {
+    if (this.frame !== 0) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.render();
+    });
+  }
+
+  private render(): void {
+    const pages = this.pages;
+    if (!pages) return;
+    const total = pages.total ?? 0;
+    const fullHeight = total * ROW_HEIGHT;
+    const height = Math.min(fullHeight, MAX_SCROLL_PX);
+    this.sizer.style.height = `${height}px`;
+    this.element.setAttribute('aria-rowcount', String(total + 1));
+
+    if (this.pendingScrollTop !== null && pages.total !== null) {
+      this.viewport.scrollTop = this.pendingScrollTop;
+      this.pendingScrollTop = null;
+    }
+
+    const viewHeight = this.viewport.clientHeight;
+    const scrollTop = this.viewport.scrollTop;
+    const visibleRows = Math.ceil(viewHeight / ROW_HEIGHT);
+    const scaled = fullHeight > MAX_SCROLL_PX;
+    const topRow = scaled
+      ? (scrollTop / Math.max(1, height - viewHeight)) * Math.max(0, total - viewHeight / ROW_HEIGHT)
+      : scrollTop / ROW_HEIGHT;
+    const first = Math.max(0, Math.floor(topRow) - OVERSCAN);
+    const last = Math.min(total - 1, Math.floor(topRow) + visibleRows + OVERSCAN);
+    pages.want(first, Math.max(first, last));
+
+    for (const [index, row] of this.rendered) {
+      if (index < first || index > last) {
+        row.element.remove();
+        this.pool.push(row.element);
+        this.rendered.delete(index);
+      }
+    }
+    for (let index = first; index <= last; index += 1) {
+      let row = this.rendered.get(index);
+      const data = pages.row(index);
+      if (!row) {
+        row = { element: this.pool.pop() ?? el('div'), data: undefined, index };
+        this.fill(row, index, data);
+        this.sizer.append(row.element);
+        this.rendered.set(index, row);
+      } else if (row.data !== data) {
+        this.fill(row, index, data);
+      }
+      const top = scaled ? scrollTop + (index - topRow) * ROW_HEIGHT : index * ROW_HEIGHT;
+      row.element.style.transform = `translateY(${top}px)`;
+    }
+    this.updateActive();
+    this.updateMessage(pages, total);
+    if (pages.total !== this.reportedTotal) {
+      this.reportedTotal = pages.total;
+      this.actions.totalChanged(pages.total);
+    }
+  }
+
+  private fill(row: RenderedRow, index: number, data: EntryRow | undefined): void {
+    row.data = data;
+    row.index = index;
+    const element = row.element;
+    element.replaceChildren();
+    element.id = `listing-row-${index}`;
+    element.setAttribute('role', 'row');
+    element.setAttribute('aria-rowindex', String(index + 2));
+    element.dataset.index = String(index);
+    if (!data) {
+      element.className = 'listing-row row-pending';
+      element.dataset.testid = 'row-pending';
+      delete element.dataset.name;
+      delete element.dataset.kind;
+      delete element.dataset.id;
+      element.removeAttribute('title');
+      element.append(el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, el('span', { className: 'skeleton' })));
+      return;
+    }
+    element.className = `listing-row row-${data.kind}`;
+    element.dataset.testid = 'row';
+    element.dataset.name = data.name;
+    element.dataset.kind = data.kind;
+    element.dataset.id = String(data.id);
+
+    const name = el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, icon(iconFor(data)), el('span', { className: 'entry-name', text: data.name }));
+    if (data.kind === 'symlink') {
+      name.append(el('span', { className: 'link-target', text: `→ ${data.target ?? ''}` }));
+      element.title = `${data.name} is a link to ${data.target ?? 'an unknown target'}; links are not followed.`;
+    } else {
+      element.removeAttribute('title');
+    }
+    const size = data.kind === 'dir' ? (data.children === undefined ? '' : formatItems(data.children)) : formatSize(data.size);
+    const actions = el('div', { className: 'cell col-actions', attrs: { role: 'gridcell' } });
+    if (data.kind === 'file') {
+      // Clicks reach it through the viewport's delegated handler (onClick).
+      const label = `Download ${data.name}`;
+      const download = el(
+        'button',
+        { className: 'icon-button row-download', attrs: { type: 'button', 'aria-label': label, title: label, tabindex: '-1' }, data: { testid: 'row-download' } },
+        icon('download'),
+      );
+      actions.append(download);
+    }
+    element.append(
+      name,
+      el('div', { className: 'cell col-size', text: size, attrs: { role: 'gridcell' } }),
+      el('div', { className: 'cell col-mtime', text: formatTime(data.mtime), attrs: { role: 'gridcell', title: formatFullTime(data.mtime) } }),
+      actions,
+    );
+  }
+
+  private clearRows(): void {
+    for (const row of this.rendered.values()) {
+      row.element.remove();
+      this.pool.push(row.element);
+    }
+    this.rendered.clear();
+    this.sizer.style.height = '0px';
+    this.message.hidden = true;
+  }
+
+  private updateMessage(pages: DirectoryPages, total: number): void {
+    let text = '';
+    if (pages.error !== null) text = `Could not list this folder: ${pages.error}`;
+    else if (pages.total === null) text = pages.loading ? 'Loading…' : '';
+    else if (total === 0) text = this.emptyText;
+    this.message.textContent = text;
+    this.message.hidden = text === '';
+    this.message.classList.toggle('is-error', pages.error !== null);
+  }
+
+  private updateHeaders(): void {
+    for (const [key, header] of this.headers) {
+      const active = key === this.order.sort;
+      header.setAttribute('aria-sort', active ? (this.order.descending ? 'descending' : 'ascending') : 'none');
+      header.classList.toggle('is-sorted', active);
+    }
+  }
+
+  // --- interaction ---
+
+  private sortBy(key: SortKey): void {
+    const descending = key === this.order.sort ? !this.order.descending : false;
+    this.actions.orderChanged({ sort: key, descending });
+  }
+
+  private rowAtEvent(event: Event): EntryRow | undefined {
+    const target = event.target instanceof Element ? event.target.closest<HTMLElement>('.listing-row') : null;
+    const index = Number(target?.dataset.index);
+    if (!target || !Number.isInteger(index)) return undefined;
+    this.activeIndex = index;
+    this.updateActive();
+    return this.rendered.get(index)?.data;
+  }
+
+  private onClick(event: MouseEvent): void {
+    const row = this.rowAtEvent(event);
+    if (!row) return;
+    const onDownload = event.target instanceof Element && event.target.closest('.row-download') !== null;
+    if (onDownload) this.actions.download(row);
+    else if (row.kind !== 'symlink') this.actions.open(row);
+  }
+
+  private onKey(event: KeyboardEvent): void {
+    if (event.target instanceof HTMLButtonElement && (event.key === 'Enter' || event.key === ' ')) return;
+    const total = this.pages?.total ?? 0;
+    const page = Math.max(1, Math.floor(this.viewport.clientHeight / ROW_HEIGHT) - 1);
+    let next: number | null = null;
+    switch (event.key) {
+      case 'ArrowDown': next = this.activeIndex + 1; break;
+      case 'ArrowUp':
+        if (event.altKey) { this.actions.up(); event.preventDefault(); return; }
+        next = this.activeIndex - 1;
+        break;
+      case 'PageDown': next = this.activeIndex + page; break;
+      case 'PageUp': next = this.activeIndex - page; break;
+      case 'Home': next = 0; break;
+      case 'End': next = total - 1; break;
+      case 'Enter': {
+        const row = this.pages?.row(this.activeIndex);
+        if (row && row.kind !== 'symlink') this.actions.open(row);
+        event.preventDefault();
+        return;
+      }
+      case 'Backspace':
+        this.actions.up();
+        event.preventDefault();
+        return;
+      default:
+        return;
+    }
+    event.preventDefault();
+    if (total === 0) return;
+    this.activeIndex = Math.max(0, Math.min(total - 1, next));
+    this.scrollToIndex(this.activeIndex);
+    this.updateActive();
+  }
+
+  private scrollToIndex(index: number): void {
+    const total = this.pages?.total ?? 0;
+    const viewHeight = this.viewport.clientHeight;
+    const fullHeight = total * ROW_HEIGHT;
+    if (fullHeight > MAX_SCROLL_PX) {
+      const height = Math.min(fullHeight, MAX_SCROLL_PX);
+      const rowsInView = viewHeight / ROW_HEIGHT;
+      const topRow = Math.max(0, Math.min(index - rowsInView / 2, total - rowsInView));
+      this.viewport.scrollTop = (topRow / Math.max(1, total - rowsInView)) * (height - viewHeight);
+    } else {
+      const top = index * ROW_HEIGHT;
+      if (top < this.viewport.scrollTop) this.viewport.scrollTop = top;
+      else if (top + ROW_HEIGHT > this.viewport.scrollTop + viewHeight) this.viewport.scrollTop = top + ROW_HEIGHT - viewHeight;
+    }
+    this.schedule();
+  }
+
+  private updateActive(): void {
+    for (const [index, row] of this.rendered) {
+      const active = index === this.activeIndex;
+      row.element.classList.toggle('is-active', active);
+      row.element.setAttribute('aria-selected', String(active));
+    }
+    const active = this.rendered.get(this.activeIndex);
+    if (active) this.element.setAttribute('aria-activedescendant', active.element.id);
+    else this.element.removeAttribute('aria-activedescendant');
+  }
+}
+
+function iconFor(row: EntryRow): IconName {
+  if (row.kind === 'dir') return 'folder';
+  if (row.kind === 'symlink') return 'link';
+  const preview = previewKindOf(row.name, row.size).kind;
+  if (preview === 'image') return 'image';
+  if (preview === 'text') return 'text';
+  return 'file';
+}

@@ -1,0 +1,324 @@
+// The page for one open share: header (share name, index progress, connection
+// status), breadcrumbs, the directory listing, the preview panel and the downloads
+// panel, and the navigation between folders. The shown folder lives in the fragment
+// after the share key (`#<key>/photos/2024`), so back/forward and reload work.
+
+import type { ConnectionStatus, EntryRow, IndexProgress, ShareApi, ShareEvent } from '../api';
+import { Breadcrumbs } from './breadcrumbs';
+import type { ListingOrder } from './directory-pages';
+import { el } from './dom';
+import { DownloadsPanel } from './downloads';
+import { previewKindOf } from './file-types';
+import { formatItems } from './format';
+import { IndexProgressView } from './index-progress';
+import { DirectoryListing } from './listing';
+import { PreviewPanel } from './preview';
+import { errorText } from './save-file';
+import { fragmentFor, lookupPath, parseFragment } from './share-link';
+import { ConnectionStatusView } from './status';
+import { throttle } from './throttle';
+
+/** While the index fills, the shown folder is re-listed at most this often. */
+const PROGRESS_REFRESH_MS = 500;
+/** A `changed` event re-lists the shown folder at most this often. */
+const CHANGE_REFRESH_MS = 100;
+/** Folders whose scroll position is remembered for back/forward. */
+const REMEMBERED_SCROLLS = 200;
+
+export class ShareView {
+  readonly element: HTMLElement;
+  private readonly status = new ConnectionStatusView();
+  private readonly indexProgress = new IndexProgressView();
+  private readonly breadcrumbs: Breadcrumbs;
+  private readonly shareName: HTMLElement;
+  private readonly count: HTMLElement;
+  private readonly notice: HTMLElement;
+  private readonly content: HTMLElement;
+
+  private api: ShareApi | null = null;
+  private listing: DirectoryListing | null = null;
+  private preview: PreviewPanel | null = null;
+  private downloads: DownloadsPanel | null = null;
+
+  private order: ListingOrder = { sort: 'name', descending: false };
+  private shownDir: EntryRow | null = null;
+  private crumbs: EntryRow[] = [];
+  /** Bumped by every navigation; answers for an older one are dropped. */
+  private navigation = 0;
+  /** A folder from the link that is not in the index yet. */
+  private waitingFor: string[] | null = null;
+  private lastReceived = -1;
+  private lastComplete = false;
+  private readonly scrolls = new Map<number, number>();
+
+  private readonly progressRefresh = throttle(() => this.onIndexGrew(), PROGRESS_REFRESH_MS);
+  private readonly changeRefresh = throttle(() => this.listing?.refresh(), CHANGE_REFRESH_MS);
+
+  constructor(private readonly key: string) {
+    this.breadcrumbs = new Breadcrumbs(key);
+    this.shareName = el('h1', { className: 'share-name', text: 'Shared folder' });
+    this.count = el('div', { className: 'folder-count', attrs: { 'aria-live': 'off' } });
+    this.notice = el('div', { className: 'notice', attrs: { role: 'status' } });
+    this.notice.hidden = true;
+    this.content = el('main', { className: 'content' }, this.notice);
+
+    this.element = el(
+      'div',
+      { className: 'app' },
+      el(
+        'header',
+        { className: 'topbar' },
+        el('div', { className: 'brand', text: 'linkfs', attrs: { 'aria-hidden': 'true' } }),
+        this.shareName,
+        el('div', { className: 'topbar-spacer' }),
+        this.indexProgress.element,
+        this.status.element,
+      ),
+      el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count),
+      this.content,
+    );
+    this.showStatus({ state: 'connecting', message: '' });
+  }
+
+  showStatus(status: ConnectionStatus): void {
+    this.status.show(status);
+    if (this.api) this.indexProgress.show(this.api.progress(), status.state);
+  }
+
+  /** The share could not be opened at all. */
+  showFailure(status: ConnectionStatus): void {
+    this.showStatus(status);
+    this.indexProgress.element.hidden = true;
+    this.setNotice(null);
+  }
+
+  attach(api: ShareApi): void {
+    this.api = api;
+    this.listing = new DirectoryListing(api, {
+      open: (row) => this.open(row),
+      download: (row) => this.downloads?.start(row),
+      up: () => this.up(),
+      orderChanged: (order) => this.setOrder(order),
+      totalChanged: (total) => this.showCount(total),
+    });
+    this.preview = new PreviewPanel(api, {
+      download: (row, blob) => this.downloads?.start(row, blob),
+      closed: () => this.content.classList.remove('has-preview'),
+    });
+    this.downloads = new DownloadsPanel(api);
+    this.content.append(this.listing.element, this.preview.element);
+    this.element.append(this.downloads.element);
+
+    api.subscribe((event) => this.onEvent(event));
+    this.showStatus(api.status());
+    this.onProgress(api.progress());
+    window.addEventListener('hashchange', () => this.onLocationChange());
+    this.onLocationChange();
+  }
+
+  // --- events from the share ---
+
+  private onEvent(event: ShareEvent): void {
+    switch (event.type) {
+      case 'status':
+        this.showStatus(event.status);
+        if (this.waitingFor) this.progressRefresh.request();
+        break;
+      case 'progress':
+        this.onProgress(event.progress);
+        break;
+      case 'changed':
+        this.onChanged(event.dirs);
+        break;
+    }
+  }
+
+  private onProgress(progress: IndexProgress): void {
+    const state = this.api?.status().state ?? 'connecting';
+    this.indexProgress.show(progress, state);
+    this.listing?.setEmptyText(progress.complete ? 'This folder is empty.' : 'Nothing here yet; the folder list is still arriving.');
+    if (progress.received !== this.lastReceived || progress.complete !== this.lastComplete) {
+      this.lastReceived = progress.received;
+      const completed = progress.complete && !this.lastComplete;
+      this.lastComplete = progress.complete;
+      if (completed) this.progressRefresh.flush();
+      else this.progressRefresh.request();
+    }
+  }
+
+  /** The index grew: look again for a folder we wait for, or re-list the shown one. */
+  private onIndexGrew(): void {
+    if (this.waitingFor) {
+      void this.showPath(this.waitingFor);
+    } else if (this.shownDir) {
+      this.listing?.refresh();
+      if (this.crumbs.length === 0 || this.crumbs[0]?.name === '') void this.updateCrumbs(this.navigation);
+    }
+  }
+
+  private onChanged(dirs: number[]): void {
+    const shown = this.shownDir?.id;
+    if (shown === undefined) return;
+    if (dirs.includes(shown)) this.changeRefresh.request();
+    // A change in an ancestor may have renamed or removed the shown folder.
+    if (this.crumbs.some((crumb) => crumb.id !== shown && dirs.includes(crumb.id))) {
+      void this.updateCrumbs(this.navigation);
+    }
+  }
+
+  // --- navigation ---
+
+  private onLocationChange(): void {
+    const location = parseFragment(window.location.hash);
+    if (location.key !== this.key) {
+      // Another share's link was pasted into this tab: start over with it.
+      window.location.reload();
+      return;
+    }
+    void this.showPath(location.path);
+  }
+
+  private async showPath(path: string[]): Promise<void> {
+    const api = this.api;
+    if (!api) return;
+    const navigation = ++this.navigation;
+    let entry: EntryRow | null;
+    try {
+      entry = await api.lookup(lookupPath(path));
+    } catch (error) {
+      if (navigation === this.navigation) this.setNotice(`Could not open this folder: ${errorText(error)}`);
+      return;
+    }
+    if (navigation !== this.navigation) return;
+    if (!entry) {
+      this.showMissing(path);
+      return;
+    }
+    this.waitingFor = null;
+    if (entry.kind === 'dir') {
+      await this.showDir(entry, navigation);
+      return;
+    }
+    // A link to a file: show its folder, and the file in the preview.
+    const parent = await api.entry(entry.parent);
+    if (navigation !== this.navigation || !parent) return;
+    await this.showDir(parent, navigation);
+    if (entry.kind === 'file' && navigation === this.navigation) this.open(entry);
+  }
+
+  private showMissing(path: string[]): void {
+    const api = this.api;
+    if (!api) return;
+    const state = api.status().state;
+    const stillArriving = !api.progress().complete && (state === 'connecting' || state === 'connected');
+    const where = path.length === 0 ? 'the shared folder' : `“${path.join('/')}”`;
+    if (stillArriving) {
+      this.waitingFor = path;
+      this.setNotice(`Waiting for ${where} to arrive…`);
+      return;
+    }
+    this.waitingFor = null;
+    if (path.length === 0) {
+      this.setNotice('Nothing of this share has arrived.');
+      return;
+    }
+    const root = el('a', { text: 'Go to the top folder', attrs: { href: fragmentFor(this.key, []) } });
+    this.setNotice(`${where} is not in this share. It may have been moved or removed. `, root);
+  }
+
+  private async showDir(entry: EntryRow, navigation: number): Promise<void> {
+    const listing = this.listing;
+    if (!listing) return;
+    this.setNotice(null);
+    if (listing.dir !== entry.id) {
+      if (listing.dir !== null) this.rememberScroll(listing.dir, listing.scrollTop);
+      const hadFocus = document.activeElement === document.body || listing.element.contains(document.activeElement);
+      listing.show(entry.id, this.order, this.scrolls.get(entry.id) ?? 0);
+      if (hadFocus) listing.focus();
+    }
+    this.shownDir = entry;
+    await this.updateCrumbs(navigation);
+  }
+
+  /** Fetches the path of the shown folder for the breadcrumbs and the title. */
+  private async updateCrumbs(navigation: number): Promise<void> {
+    const api = this.api;
+    const shown = this.shownDir;
+    if (!api || !shown) return;
+    const crumbs = await api.path(shown.id);
+    if (navigation !== this.navigation) return;
+    if (crumbs.length === 0) {
+      // The shown folder left the index (removed on the sharer's side).
+      this.setNotice('This folder was removed on the sharer’s side.', el('a', { text: 'Go to the top folder', attrs: { href: fragmentFor(this.key, []) } }));
+      return;
+    }
+    this.crumbs = crumbs;
+    this.breadcrumbs.show(crumbs);
+    const names = crumbs.slice(1).map((crumb) => crumb.name);
+    const fragment = fragmentFor(this.key, names);
+    if (fragment !== window.location.hash) {
+      // The folder was renamed, or the link spelled it differently: fix the address.
+      history.replaceState(history.state, '', fragment);
+    }
+    const rootName = crumbs[0]?.name || 'Shared folder';
+    this.shareName.textContent = rootName;
+    this.shareName.title = rootName;
+    const here = crumbs.length > 1 ? ` › ${crumbs[crumbs.length - 1]?.name ?? ''}` : '';
+    document.title = `${rootName}${here} — linkfs`;
+  }
+
+  private navigateTo(names: string[]): void {
+    window.location.hash = fragmentFor(this.key, names);
+  }
+
+  private open(row: EntryRow): void {
+    if (row.kind === 'dir') {
+      const shown = this.shownDir;
+      if (shown && row.parent === shown.id && this.crumbs.at(-1)?.id === shown.id) {
+        this.navigateTo([...this.crumbs.slice(1).map((crumb) => crumb.name), row.name]);
+      } else {
+        void this.api?.path(row.id).then((path) => this.navigateTo(path.slice(1).map((crumb) => crumb.name)));
+      }
+      return;
+    }
+    if (row.kind !== 'file') return;
+    if (previewKindOf(row.name, row.size).kind === 'none') {
+      this.downloads?.start(row);
+      return;
+    }
+    this.preview?.open(row);
+    this.content.classList.add('has-preview');
+  }
+
+  private up(): void {
+    if (this.crumbs.length > 1) this.navigateTo(this.crumbs.slice(1, -1).map((crumb) => crumb.name));
+  }
+
+  private setOrder(order: ListingOrder): void {
+    this.order = order;
+    const listing = this.listing;
+    if (listing?.dir != null) {
+      this.scrolls.delete(listing.dir);
+      listing.show(listing.dir, order, 0);
+    }
+  }
+
+  private rememberScroll(dir: number, scrollTop: number): void {
+    this.scrolls.delete(dir);
+    this.scrolls.set(dir, scrollTop);
+    if (this.scrolls.size > REMEMBERED_SCROLLS) {
+      const oldest = this.scrolls.keys().next();
+      if (!oldest.done) this.scrolls.delete(oldest.value);
+    }
+  }
+
+  private showCount(total: number | null): void {
+    this.count.textContent = total === null ? '' : formatItems(total);
+  }
+
+  private setNotice(text: string | null, ...extra: Node[]): void {
+    this.notice.hidden = text === null;
+    this.notice.replaceChildren(text ?? '', ...extra);
+    this.content.classList.toggle('has-notice', text !== null);
+  }
+}
