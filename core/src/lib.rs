@@ -1,1 +1,40 @@
-//! placeholder
+//! linkfs core: the sans-IO logic shared by the native peer and the browser.
+//!
+//! Nothing here touches a socket, a file, a clock or a thread. Shells feed
+//! frames, time and IO results in, and take frames, events and IO requests out:
+//!
+//! - [`share_index::ShareIndex`]: the sharer's index and its log of operations.
+//! - [`sender::SenderSession`]: one receiver's session on the sharer's side:
+//!   streams the log as bounded, sequenced batches inside a window of
+//!   unacknowledged bytes, checks and serves reads chunk by chunk.
+//! - [`receiver::Receiver`]: the receiving side: applies batches in order into
+//!   an [`index::Index`], acknowledges (after persisting, where the shell
+//!   persists), schedules pipelined reads and checks every chunk's BLAKE3 hash.
+//! - [`index::Index`]: the compact, column-wise receiver index with lazy sorted
+//!   listings and binary-search lookups.
+//! - [`seal`] and [`link`]: share links and the sealing of signaling payloads
+//!   with a key derived from the link's secret.
+//!
+//! The same code compiles for the native peer and for wasm32 in the browser.
+//! Time is [`Millis`] from any monotonic clock the shell has.
+
+pub mod index;
+pub mod link;
+pub mod receiver;
+pub mod seal;
+pub mod sender;
+pub mod share_index;
+
+pub use index::{EntryRef, Index, IndexError, SortKey};
+pub use link::{LinkError, ShareLink, ShareSecret};
+pub use receiver::{
+    EndReason, Progress, ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
+    StartReadError,
+};
+pub use seal::{Direction, SealError, SignalKey};
+pub use sender::{IoFailure, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError};
+pub use share_index::{LogOp, NewEntry, ReadTarget, ShareIndex, ShareIndexError};
+
+/// Milliseconds on the shell's monotonic clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Millis(pub u64);

@@ -46,7 +46,8 @@ pub const MODE_TABLE_LEN: usize = 15;
 /// Upper bound of the header's encoded size; the encoder reserves it.
 const HEADER_MAX: usize = 1 + 10 + 10 + 1 + 10 + 10 + 1 + MODE_TABLE_LEN * 3 + 10;
 /// Smallest byte cap a batch may be given: room for the largest possible operation.
-pub const MIN_BATCH_CAP: usize = HEADER_MAX + 2 * 10 + 10 + MAX_NAME_LEN + 10 + 10 + 10 + 10 + 10 + MAX_TARGET_LEN + 16;
+pub const MIN_BATCH_CAP: usize =
+    HEADER_MAX + 2 * 10 + 10 + MAX_NAME_LEN + 10 + 10 + 10 + 10 + 10 + MAX_TARGET_LEN + 16;
 
 const KIND_REMOVE: u8 = 3;
 const HEAD_ID_EXPLICIT: u8 = 1 << 2;
@@ -158,7 +159,12 @@ impl BatchEncoder {
     /// Names longer than [`MAX_NAME_LEN`] or targets longer than
     /// [`MAX_TARGET_LEN`] must be filtered out by the caller; they are cut here.
     pub fn push_upsert(&mut self, e: &EntryView<'_>) -> bool {
-        let saved = (self.first_id, self.prev_id, self.base_mtime, self.prev_mtime);
+        let saved = (
+            self.first_id,
+            self.prev_id,
+            self.base_mtime,
+            self.prev_mtime,
+        );
         self.start(e.id, e.mtime);
         let name = &e.name[..e.name.len().min(MAX_NAME_LEN)];
         let target = &e.target[..e.target.len().min(MAX_TARGET_LEN)];
@@ -198,7 +204,12 @@ impl BatchEncoder {
             s.extend_from_slice(target);
         }
         if !self.commit(e.id) {
-            (self.first_id, self.prev_id, self.base_mtime, self.prev_mtime) = saved;
+            (
+                self.first_id,
+                self.prev_id,
+                self.base_mtime,
+                self.prev_mtime,
+            ) = saved;
             return false;
         }
         if new_mode {
@@ -213,7 +224,12 @@ impl BatchEncoder {
 
     /// Adds a removal; returns false (and adds nothing) when the batch is full.
     pub fn push_remove(&mut self, id: EntryId) -> bool {
-        let saved = (self.first_id, self.prev_id, self.base_mtime, self.prev_mtime);
+        let saved = (
+            self.first_id,
+            self.prev_id,
+            self.base_mtime,
+            self.prev_mtime,
+        );
         self.start(id, self.prev_mtime);
         let mut head = KIND_REMOVE;
         let id_delta = self.id_part(&mut head, id);
@@ -222,7 +238,12 @@ impl BatchEncoder {
             put_ivarint(&mut self.scratch, d);
         }
         if !self.commit(id) {
-            (self.first_id, self.prev_id, self.base_mtime, self.prev_mtime) = saved;
+            (
+                self.first_id,
+                self.prev_id,
+                self.base_mtime,
+                self.prev_mtime,
+            ) = saved;
             return false;
         }
         true

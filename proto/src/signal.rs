@@ -113,10 +113,17 @@ pub enum RelayToClient {
         max_message: usize,
     },
     /// To the host: a guest arrived.
-    Joined { peer: PeerId },
+    Joined {
+        peer: PeerId,
+    },
     /// To the host: a guest left. To a guest: the host left (`peer` 0).
-    Left { peer: PeerId },
-    Msg { from: PeerId, data: String },
+    Left {
+        peer: PeerId,
+    },
+    Msg {
+        from: PeerId,
+        data: String,
+    },
     Error {
         code: RelayErrorCode,
         message: String,

@@ -206,7 +206,14 @@ mod tests {
 
     #[test]
     fn zigzag_vectors() {
-        for (v, z) in [(0i64, 0u64), (-1, 1), (1, 2), (-2, 3), (i64::MAX, u64::MAX - 1), (i64::MIN, u64::MAX)] {
+        for (v, z) in [
+            (0i64, 0u64),
+            (-1, 1),
+            (1, 2),
+            (-2, 3),
+            (i64::MAX, u64::MAX - 1),
+            (i64::MIN, u64::MAX),
+        ] {
             assert_eq!(zigzag(v), z);
             assert_eq!(unzigzag(z), v);
         }

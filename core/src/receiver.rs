@@ -1,0 +1,781 @@
+//! The receiver's session (sans-IO): index batches in, reads out, every chunk checked.
+//!
+//! ```text
+//! shell                                   Receiver
+//!  frame from the data channel ---------> handle_frame(now, frame)
+//!  ready to send? <---------------------- poll_transmit(now) -> frame
+//!  what happened? <---------------------- poll_event() -> ReceiverEvent
+//!  batch committed to storage ----------> persisted(seq)       (persisting shells only)
+//!  timer <------------------------------- poll_timeout();  handle_timeout(now)
+//!  user wants bytes --------------------> start_read(entry, offset, len) -> ReadHandle
+//! ```
+//!
+//! Batches are applied strictly in log order. One that arrives early is held
+//! (up to [`ReceiverConfig::max_early_bytes`]; beyond that it is dropped and the
+//! sender's retransmission brings it again); a duplicate is dropped and answered
+//! with the current acknowledgement. A shell that persists the index (the
+//! browser) sets `ack_after_persist` and calls [`Receiver::persisted`] once a
+//! batch is committed, so the sender's window also bounds what is not yet on
+//! disk. Otherwise acknowledgements go out as soon as batches are applied.
+//!
+//! A read is split into requests of at most `request_len` bytes (and the
+//! sender's `max_read`); requests are issued round-robin over the open reads
+//! while at most `max_in_flight_bytes` (and the sender's `max_reads_in_flight`
+//! requests) are outstanding, and at most `max_job_in_flight_bytes` for any one
+//! read, so a large download does not starve a small read. Every chunk's BLAKE3
+//! hash, which covers the entry id, generation and offset, is checked before
+//! its bytes are delivered; bytes are delivered in order. A request that makes
+//! no progress for `retry_ms` is asked again for what is missing, at most
+//! `max_retries` times per read.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use linkfs_proto::{
+    BatchHeader, CHUNK_LEN, EntryId, EntryKind, Epoch, Generation, Goodbye, GoodbyeCode, Hello,
+    PROTOCOL_VERSION, ReadErrorCode, ReadId, ReadRequest, ReceiverToSender, SenderToReceiver, Seq,
+    chunk_hash,
+};
+
+use crate::Millis;
+use crate::index::{Index, IndexError};
+
+#[derive(Debug, Clone)]
+pub struct ReceiverConfig {
+    /// Acknowledge batches only when the shell says they are persisted.
+    pub ack_after_persist: bool,
+    /// Most bytes of batches that arrived ahead of their turn kept waiting.
+    pub max_early_bytes: usize,
+    /// Bytes asked for by one read request (capped by the sender's `max_read`).
+    pub request_len: u32,
+    pub max_in_flight_bytes: u64,
+    pub max_job_in_flight_bytes: u64,
+    /// Most reads open at once.
+    pub max_reads: usize,
+    pub retry_ms: u64,
+    pub max_retries: u32,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        ReceiverConfig {
+            ack_after_persist: false,
+            max_early_bytes: 4 << 20,
+            request_len: 1 << 20,
+            max_in_flight_bytes: 8 << 20,
+            max_job_in_flight_bytes: 4 << 20,
+            max_reads: 4096,
+            retry_ms: 5000,
+            max_retries: 4,
+        }
+    }
+}
+
+/// One read the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReadHandle(pub u32);
+
+/// Why a read failed, in words for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadFailure {
+    #[error("{0}")]
+    Refused(String, ReadErrorCode),
+    #[error("a chunk of the file failed its integrity check (BLAKE3); nothing from it was used")]
+    Corrupt,
+    #[error("the sharer did not answer the read; try again")]
+    TimedOut,
+    #[error("the connection to the sharer ended: {0}")]
+    SharerGone(String),
+    #[error("the read was cancelled")]
+    Cancelled,
+}
+
+/// Why a read could not be started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartReadError {
+    #[error("entry {0} is not in the index")]
+    NoSuchEntry(EntryId),
+    #[error("entry {0} is a {1}, not a file")]
+    NotAFile(EntryId, &'static str),
+    #[error("bytes {offset}+{len} are past the end of the file ({size} bytes)")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("too many reads are open ({0}); wait for some to finish")]
+    TooMany(usize),
+    #[error("the connection to the sharer has ended")]
+    Closed,
+}
+
+/// Why the session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndReason {
+    /// The sharer said goodbye (for example, sharing stopped).
+    SharerGoodbye(String),
+    /// The data channel closed without a goodbye.
+    ConnectionLost,
+    /// The sharer sent something invalid; the message says what.
+    ProtocolError(String),
+    /// The sharer speaks another protocol version.
+    VersionMismatch(String),
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndReason::SharerGoodbye(m) if m.is_empty() => {
+                f.write_str("the sharer stopped sharing")
+            }
+            EndReason::SharerGoodbye(m) => write!(f, "the sharer stopped sharing ({m})"),
+            EndReason::ConnectionLost => f.write_str("the connection to the sharer was lost"),
+            EndReason::ProtocolError(m) => write!(f, "the sharer sent something invalid: {m}"),
+            EndReason::VersionMismatch(m) => {
+                write!(f, "this linkfs version cannot talk to the sharer's: {m}")
+            }
+        }
+    }
+}
+
+/// What happened, for the shell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReceiverEvent {
+    /// The sharer answered. `fresh`: the index was cleared and a new snapshot follows
+    /// (drop what was persisted).
+    Started {
+        epoch: Epoch,
+        fresh: bool,
+    },
+    /// A batch was applied. `frame` is set when the shell persists batches; it
+    /// must call [`Receiver::persisted`] with `header.end()` once it is stored.
+    /// `refused` lists operations that were not valid and were skipped.
+    Applied {
+        header: BatchHeader,
+        frame: Option<Vec<u8>>,
+        refused: Vec<IndexError>,
+    },
+    /// Verified bytes of a read, in order.
+    ReadData {
+        handle: ReadHandle,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    ReadDone {
+        handle: ReadHandle,
+    },
+    ReadFailed {
+        handle: ReadHandle,
+        error: ReadFailure,
+    },
+    Ended {
+        reason: EndReason,
+    },
+}
+
+/// Index fill progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Progress {
+    pub received: u64,
+    pub announced: u64,
+    pub complete: bool,
+}
+
+#[derive(Debug)]
+struct Job {
+    entry: EntryId,
+    generation: Generation,
+    end: u64,
+    next_request: u64,
+    delivered: u64,
+    in_flight: u64,
+    pending: BTreeMap<u64, Vec<u8>>,
+    retries: u32,
+}
+
+#[derive(Debug)]
+struct Request {
+    job: ReadHandle,
+    offset: u64,
+    len: u32,
+    /// Received (offset, len) pieces, sorted.
+    received: Vec<(u64, u32)>,
+    received_bytes: u32,
+    last_progress: Millis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    AwaitingWelcome,
+    Open,
+    Closed,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Receiver {
+    config: ReceiverConfig,
+    state: State,
+    index: Index,
+    resume: Option<(Epoch, Seq)>,
+    epoch: Epoch,
+    next: Seq,
+    acked: Seq,
+    ack_due: bool,
+    early: BTreeMap<u64, Vec<u8>>,
+    early_bytes: usize,
+    announced: u64,
+    complete: bool,
+    out: VecDeque<Vec<u8>>,
+    events: VecDeque<ReceiverEvent>,
+    max_read: u32,
+    max_requests: usize,
+    next_handle: u32,
+    next_read_id: u32,
+    jobs: BTreeMap<ReadHandle, Job>,
+    rr_cursor: Option<ReadHandle>,
+    requests: HashMap<ReadId, Request>,
+    in_flight: u64,
+    index_wire_bytes: u64,
+}
+
+impl Receiver {
+    /// A session over `index` (empty, or rebuilt from storage). `resume` names
+    /// the epoch and next `Seq` of that index, if it came from storage.
+    pub fn new(config: ReceiverConfig, index: Index, resume: Option<(Epoch, Seq)>) -> Self {
+        let mut r = Receiver {
+            config,
+            state: State::AwaitingWelcome,
+            index,
+            resume,
+            epoch: Epoch(0),
+            next: Seq(0),
+            acked: Seq(0),
+            ack_due: false,
+            early: BTreeMap::new(),
+            early_bytes: 0,
+            announced: 0,
+            complete: false,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            max_read: 0,
+            max_requests: 0,
+            next_handle: 1,
+            next_read_id: 1,
+            jobs: BTreeMap::new(),
+            rr_cursor: None,
+            requests: HashMap::new(),
+            in_flight: 0,
+            index_wire_bytes: 0,
+        };
+        r.out.push_back(
+            ReceiverToSender::Hello(Hello {
+                version: PROTOCOL_VERSION,
+                resume,
+            })
+            .encode(),
+        );
+        r
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// Mutable access for lookups and listings (they sort lazily).
+    pub fn index_mut(&mut self) -> &mut Index {
+        &mut self.index
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.state == State::Open
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// The epoch and the next `Seq` of the index held, for resuming later.
+    pub fn position(&self) -> (Epoch, Seq) {
+        (self.epoch, self.next)
+    }
+
+    pub fn progress(&self) -> Progress {
+        let received = self.index.len() as u64;
+        Progress {
+            received,
+            announced: self.announced.max(received),
+            complete: self.complete,
+        }
+    }
+
+    /// Bytes of index batches received from the sharer in this session.
+    pub fn index_wire_bytes(&self) -> u64 {
+        self.index_wire_bytes
+    }
+
+    pub fn poll_event(&mut self) -> Option<ReceiverEvent> {
+        self.events.pop_front()
+    }
+
+    /// Handles one frame from the sharer. Protocol errors end the session
+    /// (an `Ended` event says why).
+    pub fn handle_frame(&mut self, now: Millis, frame: &[u8]) {
+        if self.state == State::Closed {
+            return;
+        }
+        let msg = match SenderToReceiver::decode(frame) {
+            Ok(m) => m,
+            Err(e) => return self.fail_protocol(format!("undecodable frame: {e}")),
+        };
+        match msg {
+            SenderToReceiver::Welcome(w) => {
+                if self.state != State::AwaitingWelcome {
+                    return self.fail_protocol("Welcome sent twice".into());
+                }
+                if w.version != PROTOCOL_VERSION {
+                    return self.end(EndReason::VersionMismatch(format!(
+                        "the sharer speaks protocol {}, this receiver {PROTOCOL_VERSION}",
+                        w.version
+                    )));
+                }
+                let fresh = w.start == Seq(0);
+                if fresh {
+                    self.index.clear();
+                    self.complete = false;
+                    self.announced = 0;
+                } else if Some((w.epoch, w.start)) != self.resume {
+                    return self.fail_protocol(format!(
+                        "the sharer resumed at {} of another index",
+                        w.start
+                    ));
+                }
+                self.epoch = w.epoch;
+                self.next = w.start;
+                self.acked = w.start;
+                self.max_read = w.max_read.clamp(1, u32::MAX);
+                self.max_requests = w.max_reads_in_flight.max(1) as usize;
+                self.state = State::Open;
+                self.events.push_back(ReceiverEvent::Started {
+                    epoch: w.epoch,
+                    fresh: fresh && (self.resume.is_some() || !self.index.is_empty()),
+                });
+            }
+            SenderToReceiver::IndexBatch { header, frame } => {
+                if self.state != State::Open {
+                    return self.fail_protocol("an index batch came before Welcome".into());
+                }
+                self.index_wire_bytes += frame.len() as u64;
+                self.handle_batch(header, frame);
+            }
+            SenderToReceiver::ReadChunk(c) => {
+                self.handle_chunk(now, c.read, c.offset, &c.hash, c.data)
+            }
+            SenderToReceiver::ReadError(e) => {
+                if let Some(req) = self.requests.get(&e.read) {
+                    let job = req.job;
+                    self.fail_job(job, ReadFailure::Refused(e.message, e.code));
+                }
+            }
+            SenderToReceiver::Goodbye(g) => {
+                let reason = match g.code {
+                    GoodbyeCode::VersionMismatch => EndReason::VersionMismatch(g.message),
+                    GoodbyeCode::ProtocolError => {
+                        EndReason::ProtocolError(format!("the sharer says: {}", g.message))
+                    }
+                    _ => EndReason::SharerGoodbye(g.message),
+                };
+                self.end(reason);
+            }
+            // Frames of a newer protocol revision are skipped.
+            _ => {}
+        }
+    }
+
+    fn handle_batch(&mut self, header: BatchHeader, frame: &[u8]) {
+        if header.first < self.next {
+            // A retransmission of something already applied: repeat the acknowledgement.
+            self.ack_due = true;
+            return;
+        }
+        if header.first > self.next {
+            if self.early_bytes + frame.len() <= self.config.max_early_bytes
+                && !self.early.contains_key(&header.first.0)
+            {
+                self.early_bytes += frame.len();
+                self.early.insert(header.first.0, frame.to_vec());
+            }
+            return;
+        }
+        self.apply_batch(header, frame);
+        while let Some(f) = self.early.remove(&self.next.0) {
+            self.early_bytes -= f.len();
+            match linkfs_proto::BatchReader::new(&f) {
+                Ok(r) => {
+                    let h = r.header();
+                    self.apply_batch(h, &f);
+                }
+                Err(e) => return self.fail_protocol(format!("undecodable batch: {e}")),
+            }
+        }
+        // Anything older than the new position is a duplicate now.
+        let next = self.next.0;
+        let stale: Vec<u64> = self.early.range(..next).map(|(k, _)| *k).collect();
+        for k in stale {
+            if let Some(f) = self.early.remove(&k) {
+                self.early_bytes -= f.len();
+            }
+        }
+    }
+
+    fn apply_batch(&mut self, header: BatchHeader, frame: &[u8]) {
+        match self.index.apply_batch(frame) {
+            Ok((_, refused)) => {
+                self.next = header.end();
+                self.announced = self.announced.max(header.known);
+                if header.snapshot_complete {
+                    self.complete = true;
+                }
+                let persist = self.config.ack_after_persist;
+                self.events.push_back(ReceiverEvent::Applied {
+                    header,
+                    frame: persist.then(|| frame.to_vec()),
+                    refused,
+                });
+                if !persist {
+                    self.acked = self.next;
+                    self.ack_due = true;
+                }
+            }
+            Err(e) => self.fail_protocol(e.to_string()),
+        }
+    }
+
+    /// The shell stored every batch up to `end` (exclusive).
+    pub fn persisted(&mut self, end: Seq) {
+        if end > self.acked && end <= self.next {
+            self.acked = end;
+            self.ack_due = true;
+        }
+    }
+
+    fn fail_protocol(&mut self, message: String) {
+        if self.state != State::Closed {
+            self.out.push_back(
+                ReceiverToSender::Goodbye(Goodbye {
+                    code: GoodbyeCode::ProtocolError,
+                    message: message.clone(),
+                })
+                .encode(),
+            );
+        }
+        self.end(EndReason::ProtocolError(message));
+    }
+
+    fn end(&mut self, reason: EndReason) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
+        let handles: Vec<ReadHandle> = self.jobs.keys().copied().collect();
+        for h in handles {
+            self.fail_job(h, ReadFailure::SharerGone(reason.to_string()));
+        }
+        self.events.push_back(ReceiverEvent::Ended { reason });
+    }
+
+    /// The data channel closed.
+    pub fn connection_lost(&mut self) {
+        self.end(EndReason::ConnectionLost);
+    }
+
+    /// Starts reading `len` bytes at `offset` of a file in the index.
+    pub fn start_read(
+        &mut self,
+        entry: EntryId,
+        offset: u64,
+        len: u64,
+    ) -> Result<ReadHandle, StartReadError> {
+        if self.state == State::Closed {
+            return Err(StartReadError::Closed);
+        }
+        let e = self
+            .index
+            .get(entry)
+            .ok_or(StartReadError::NoSuchEntry(entry))?;
+        if e.kind != EntryKind::File {
+            return Err(StartReadError::NotAFile(entry, e.kind.as_str()));
+        }
+        let end = offset.checked_add(len).filter(|end| *end <= e.size).ok_or(
+            StartReadError::OutOfRange {
+                offset,
+                len,
+                size: e.size,
+            },
+        )?;
+        if self.jobs.len() >= self.config.max_reads {
+            return Err(StartReadError::TooMany(self.config.max_reads));
+        }
+        let handle = ReadHandle(self.next_handle);
+        self.next_handle = self.next_handle.wrapping_add(1).max(1);
+        if len == 0 {
+            self.events.push_back(ReceiverEvent::ReadDone { handle });
+            return Ok(handle);
+        }
+        self.jobs.insert(
+            handle,
+            Job {
+                entry,
+                generation: e.generation,
+                end,
+                next_request: offset,
+                delivered: offset,
+                in_flight: 0,
+                pending: BTreeMap::new(),
+                retries: 0,
+            },
+        );
+        Ok(handle)
+    }
+
+    /// Stops a read; no more events come for it.
+    pub fn cancel_read(&mut self, handle: ReadHandle) {
+        self.drop_job(handle);
+    }
+
+    fn drop_job(&mut self, handle: ReadHandle) -> bool {
+        if self.jobs.remove(&handle).is_none() {
+            return false;
+        }
+        let ids: Vec<ReadId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.job == handle)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(r) = self.requests.remove(&id) {
+                self.in_flight -= u64::from(r.len - r.received_bytes);
+                if self.state == State::Open {
+                    self.out
+                        .push_back(ReceiverToSender::CancelRead { read: id }.encode());
+                }
+            }
+        }
+        true
+    }
+
+    fn fail_job(&mut self, handle: ReadHandle, error: ReadFailure) {
+        if self.drop_job(handle) {
+            self.events
+                .push_back(ReceiverEvent::ReadFailed { handle, error });
+        }
+    }
+
+    fn handle_chunk(
+        &mut self,
+        now: Millis,
+        read: ReadId,
+        offset: u64,
+        hash: &[u8; 32],
+        data: &[u8],
+    ) {
+        let Some(req) = self.requests.get_mut(&read) else {
+            // A cancelled or already completed request.
+            return;
+        };
+        let handle = req.job;
+        let req_end = req.offset + u64::from(req.len);
+        let len = data.len() as u64;
+        if data.is_empty()
+            || len > CHUNK_LEN as u64
+            || offset < req.offset
+            || offset + len > req_end
+        {
+            return self.fail_job(handle, ReadFailure::Corrupt);
+        }
+        let pos = req.received.partition_point(|(o, _)| *o < offset);
+        if req.received.get(pos).is_some_and(|(o, _)| *o == offset) {
+            return; // duplicate
+        }
+        let overlaps_prev =
+            pos > 0 && req.received[pos - 1].0 + u64::from(req.received[pos - 1].1) > offset;
+        let overlaps_next = req
+            .received
+            .get(pos)
+            .is_some_and(|(o, _)| offset + len > *o);
+        if overlaps_prev || overlaps_next {
+            return self.fail_job(handle, ReadFailure::Corrupt);
+        }
+        let Some(job) = self.jobs.get(&handle) else {
+            return;
+        };
+        if chunk_hash(job.entry, job.generation, offset, data) != *hash {
+            return self.fail_job(handle, ReadFailure::Corrupt);
+        }
+        req.received.insert(pos, (offset, len as u32));
+        req.received_bytes += len as u32;
+        req.last_progress = now;
+        let req_done = req.received_bytes == req.len;
+        if req_done {
+            self.requests.remove(&read);
+        }
+        self.in_flight -= len;
+        let Some(job) = self.jobs.get_mut(&handle) else {
+            return;
+        };
+        job.in_flight -= len;
+        job.pending.insert(offset, data.to_vec());
+        while let Some(data) = job.pending.remove(&job.delivered) {
+            let at = job.delivered;
+            job.delivered += data.len() as u64;
+            self.events.push_back(ReceiverEvent::ReadData {
+                handle,
+                offset: at,
+                data,
+            });
+        }
+        if job.delivered >= job.end {
+            self.jobs.remove(&handle);
+            self.events.push_back(ReceiverEvent::ReadDone { handle });
+        }
+    }
+
+    fn issue_requests(&mut self, now: Millis) {
+        if self.state != State::Open || self.jobs.is_empty() {
+            return;
+        }
+        let request_len = u64::from(self.config.request_len.min(self.max_read));
+        let mut idle_rounds = 0;
+        while self.in_flight < self.config.max_in_flight_bytes
+            && self.requests.len() < self.max_requests
+            && idle_rounds < 2
+        {
+            // Round-robin: the next job after the cursor that wants more bytes.
+            let after = self.rr_cursor.map_or(0, |h| h.0.wrapping_add(1));
+            let pick = self
+                .jobs
+                .range(ReadHandle(after)..)
+                .chain(self.jobs.range(..ReadHandle(after)))
+                .find(|(_, j)| {
+                    j.next_request < j.end && j.in_flight < self.config.max_job_in_flight_bytes
+                })
+                .map(|(h, _)| *h);
+            let Some(handle) = pick else {
+                idle_rounds += 1;
+                self.rr_cursor = None;
+                continue;
+            };
+            self.rr_cursor = Some(handle);
+            let Some(job) = self.jobs.get_mut(&handle) else {
+                break;
+            };
+            let len = (job.end - job.next_request).min(request_len) as u32;
+            let offset = job.next_request;
+            job.next_request += u64::from(len);
+            job.in_flight += u64::from(len);
+            let (entry, generation) = (job.entry, job.generation);
+            self.send_request(now, handle, entry, generation, offset, len);
+        }
+    }
+
+    fn send_request(
+        &mut self,
+        now: Millis,
+        job: ReadHandle,
+        entry: EntryId,
+        generation: Generation,
+        offset: u64,
+        len: u32,
+    ) {
+        let read = ReadId(self.next_read_id);
+        self.next_read_id = self.next_read_id.wrapping_add(1).max(1);
+        self.in_flight += u64::from(len);
+        self.requests.insert(
+            read,
+            Request {
+                job,
+                offset,
+                len,
+                received: Vec::new(),
+                received_bytes: 0,
+                last_progress: now,
+            },
+        );
+        self.out.push_back(
+            ReceiverToSender::Read(ReadRequest {
+                read,
+                entry,
+                generation,
+                offset,
+                len,
+            })
+            .encode(),
+        );
+    }
+
+    /// The next frame to send, if any.
+    pub fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>> {
+        if let Some(f) = self.out.pop_front() {
+            return Some(f);
+        }
+        if self.state != State::Open {
+            return None;
+        }
+        if self.ack_due {
+            self.ack_due = false;
+            return Some(ReceiverToSender::Ack { next: self.acked }.encode());
+        }
+        self.issue_requests(now);
+        self.out.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        self.requests
+            .values()
+            .map(|r| Millis(r.last_progress.0 + self.config.retry_ms))
+            .min()
+    }
+
+    /// Asks again for whatever a stalled request is missing.
+    pub fn handle_timeout(&mut self, now: Millis) {
+        if self.state != State::Open {
+            return;
+        }
+        let stalled: Vec<ReadId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| now.0 >= r.last_progress.0 + self.config.retry_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stalled {
+            let Some(req) = self.requests.remove(&id) else {
+                continue;
+            };
+            self.in_flight -= u64::from(req.len - req.received_bytes);
+            self.out
+                .push_back(ReceiverToSender::CancelRead { read: id }.encode());
+            let Some(job) = self.jobs.get_mut(&req.job) else {
+                continue;
+            };
+            job.retries += 1;
+            if job.retries > self.config.max_retries {
+                self.fail_job(req.job, ReadFailure::TimedOut);
+                continue;
+            }
+            let (entry, generation) = (job.entry, job.generation);
+            let mut gaps = Vec::new();
+            let mut at = req.offset;
+            for (o, l) in req
+                .received
+                .iter()
+                .chain([(req.offset + u64::from(req.len), 0)].iter())
+            {
+                if *o > at {
+                    gaps.push((at, (*o - at) as u32));
+                }
+                at = at.max(*o + u64::from(*l));
+            }
+            for (offset, len) in gaps {
+                self.send_request(now, req.job, entry, generation, offset, len);
+            }
+        }
+    }
+}

@@ -1,0 +1,622 @@
+//! One receiver's session on the sharer's side (sans-IO).
+//!
+//! ```text
+//! shell                                   SenderSession
+//!  frame from the data channel ---------> handle_frame(now, frame, &index)
+//!  ready to send? <---------------------- poll_transmit(now, &index) -> frame
+//!  file IO to do? <---------------------- poll_io() -> ReadIo
+//!  bytes read (or the failure) ---------> handle_io(io, result)
+//!  timer <------------------------------- poll_timeout();  handle_timeout(now)
+//! ```
+//!
+//! Index batches are cut from the share's log at the session's cursor while the
+//! unacknowledged bytes stay under `window_bytes`. A batch that is not full is
+//! held back for at most `linger_ms` while the walk is still producing entries,
+//! so a fast walk fills batches instead of sending many small ones. The oldest
+//! unacknowledged batch is sent again after `retransmit_ms` (doubling up to
+//! 10 s); over a reliable data channel this never fires.
+//!
+//! Reads: a request is checked against the index (id, kind, generation, range)
+//! before it is queued; at most `max_reads` are queued. The session hands the
+//! shell one chunk-sized piece of file IO at a time, round-robin over the queued
+//! reads so that a small file is not stuck behind a large one, with at most
+//! `max_pending_io` pieces read or framed but not yet sent. Sending alternates
+//! between read chunks and index batches when both are ready.
+//!
+//! Memory per session is bounded by `window_bytes` (unacknowledged batches)
+//! + `max_pending_io` chunks + `MAX_CONTROL_FRAMES` small frames.
+
+use std::collections::VecDeque;
+
+use linkfs_proto::frame::{ReadChunk, encode_chunk_into};
+use linkfs_proto::{
+    BatchEncoder, CHUNK_LEN, EntryId, Generation, Goodbye, GoodbyeCode, MAX_FRAME_LEN,
+    PROTOCOL_VERSION, ReadError, ReadErrorCode, ReadId, ReadRequest, ReceiverToSender,
+    SenderToReceiver, Seq, Welcome, chunk_hash,
+};
+
+use crate::Millis;
+use crate::share_index::{ReadTarget, ShareIndex};
+
+/// Most small frames (welcome, read errors, goodbye) queued at once; a peer that
+/// makes more than this many errors without reading them is disconnected.
+pub const MAX_CONTROL_FRAMES: usize = 256;
+
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    /// Most index-batch bytes sent but not yet acknowledged.
+    pub window_bytes: usize,
+    /// Byte cap of one index batch frame (at most `MAX_FRAME_LEN`).
+    pub batch_cap: usize,
+    /// How long a part-full batch may wait for more entries while the walk runs.
+    pub linger_ms: u64,
+    /// A batch waiting for more entries is sent anyway once this many ops are ready.
+    pub linger_ops: u64,
+    pub retransmit_ms: u64,
+    /// Most read requests queued per receiver.
+    pub max_reads: usize,
+    /// Largest read one request may ask for.
+    pub max_read_len: u32,
+    /// Most chunk reads handed to the shell or framed and not yet sent.
+    pub max_pending_io: usize,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        SenderConfig {
+            window_bytes: 2 << 20,
+            batch_cap: MAX_FRAME_LEN,
+            linger_ms: 10,
+            linger_ops: 2048,
+            retransmit_ms: 3000,
+            max_reads: 64,
+            max_read_len: 1 << 20,
+            max_pending_io: 8,
+        }
+    }
+}
+
+/// One chunk of file IO for the shell: read `len` bytes at `offset` of
+/// `target.path` after checking the file still is what `target` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadIo {
+    pub read: ReadId,
+    pub entry: EntryId,
+    pub generation: Generation,
+    pub offset: u64,
+    pub len: u32,
+    pub target: ReadTarget,
+    /// No more IO will be asked for this read after this one.
+    pub last: bool,
+}
+
+/// Why the shell could not read a chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoFailure {
+    pub code: ReadErrorCode,
+    pub message: String,
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    #[error("the receiver sent a frame that is not valid: {0}")]
+    BadFrame(linkfs_proto::DecodeError),
+    #[error("the receiver broke the protocol: {0}")]
+    Protocol(String),
+    #[error("the receiver speaks protocol version {0}; this sharer speaks {PROTOCOL_VERSION}")]
+    Version(u16),
+    #[error("the receiver said goodbye: {0}")]
+    Goodbye(String),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    pub batches_sent: u64,
+    pub batch_bytes_sent: u64,
+    pub ops_sent: u64,
+    pub retransmits: u64,
+    pub reads_accepted: u64,
+    pub reads_refused: u64,
+    pub chunks_sent: u64,
+    pub chunk_bytes_sent: u64,
+}
+
+#[derive(Debug)]
+struct SentBatch {
+    end: Seq,
+    frame: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct ActiveRead {
+    read: ReadId,
+    entry: EntryId,
+    generation: Generation,
+    next: u64,
+    end: u64,
+    target: ReadTarget,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    AwaitingHello,
+    Open,
+    Closed,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct SenderSession {
+    config: SenderConfig,
+    state: State,
+    /// Next op to put in a batch.
+    cursor: Seq,
+    acked: Seq,
+    unacked: VecDeque<SentBatch>,
+    unacked_bytes: usize,
+    oldest_sent_at: Millis,
+    rto: u64,
+    complete_sent: bool,
+    pending_since: Option<Millis>,
+    control: VecDeque<Vec<u8>>,
+    reads: VecDeque<ActiveRead>,
+    io_in_flight: usize,
+    chunks: VecDeque<Vec<u8>>,
+    chunk_turn: bool,
+    stats: SenderStats,
+    end_reason: Option<SessionError>,
+}
+
+impl SenderSession {
+    pub fn new(config: SenderConfig) -> Self {
+        let rto = config.retransmit_ms;
+        SenderSession {
+            config,
+            state: State::AwaitingHello,
+            cursor: Seq(0),
+            acked: Seq(0),
+            unacked: VecDeque::new(),
+            unacked_bytes: 0,
+            oldest_sent_at: Millis(0),
+            rto,
+            complete_sent: false,
+            pending_since: None,
+            control: VecDeque::new(),
+            reads: VecDeque::new(),
+            io_in_flight: 0,
+            chunks: VecDeque::new(),
+            chunk_turn: false,
+            stats: SenderStats::default(),
+            end_reason: None,
+        }
+    }
+
+    pub fn stats(&self) -> SenderStats {
+        self.stats
+    }
+
+    /// The receiver has acknowledged every op before this.
+    pub fn acked(&self) -> Seq {
+        self.acked
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.state == State::Open
+    }
+
+    /// The session is over and every frame it wanted to send has been taken.
+    pub fn is_finished(&self) -> bool {
+        self.state == State::Closed && self.control.is_empty()
+    }
+
+    /// Why the session ended, if it did.
+    pub fn end_reason(&self) -> Option<&SessionError> {
+        self.end_reason.as_ref()
+    }
+
+    fn push_control(&mut self, frame: SenderToReceiver<'_>) {
+        if self.control.len() >= MAX_CONTROL_FRAMES {
+            self.fail(SessionError::Protocol(
+                "too many requests were refused without the replies being read".into(),
+            ));
+            return;
+        }
+        self.control.push_back(frame.encode());
+    }
+
+    fn fail(&mut self, err: SessionError) {
+        if self.state == State::Closed {
+            return;
+        }
+        let code = match err {
+            SessionError::Version(_) => GoodbyeCode::VersionMismatch,
+            SessionError::Goodbye(_) => GoodbyeCode::ShuttingDown,
+            _ => GoodbyeCode::ProtocolError,
+        };
+        if !matches!(err, SessionError::Goodbye(_)) {
+            self.control.clear();
+            self.control.push_back(
+                SenderToReceiver::Goodbye(Goodbye {
+                    code,
+                    message: err.to_string(),
+                })
+                .encode(),
+            );
+        }
+        self.end_reason = Some(err);
+        self.close_inner();
+    }
+
+    fn close_inner(&mut self) {
+        self.state = State::Closed;
+        self.unacked.clear();
+        self.unacked_bytes = 0;
+        self.reads.clear();
+        self.chunks.clear();
+    }
+
+    /// Ends the session, telling the receiver why (for example, sharing stopped).
+    pub fn close(&mut self, message: &str) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.control.clear();
+        self.control.push_back(
+            SenderToReceiver::Goodbye(Goodbye {
+                code: GoodbyeCode::ShuttingDown,
+                message: message.to_owned(),
+            })
+            .encode(),
+        );
+        self.end_reason = Some(SessionError::Goodbye(message.to_owned()));
+        self.close_inner();
+    }
+
+    /// Handles one frame from the receiver. Errors end the session (a goodbye
+    /// saying why is queued for the receiver) and are also returned for logging.
+    pub fn handle_frame(
+        &mut self,
+        now: Millis,
+        frame: &[u8],
+        index: &ShareIndex,
+    ) -> Result<(), SessionError> {
+        if self.state == State::Closed {
+            return Ok(());
+        }
+        let msg = match ReceiverToSender::decode(frame) {
+            Ok(m) => m,
+            Err(e) => {
+                let err = SessionError::BadFrame(e);
+                self.fail(err.clone());
+                return Err(err);
+            }
+        };
+        let result = self.handle_message(now, msg, index);
+        if let Err(e) = &result {
+            self.fail(e.clone());
+        }
+        result
+    }
+
+    fn handle_message(
+        &mut self,
+        now: Millis,
+        msg: ReceiverToSender,
+        index: &ShareIndex,
+    ) -> Result<(), SessionError> {
+        match (self.state, msg) {
+            (State::AwaitingHello, ReceiverToSender::Hello(h)) => {
+                if h.version != PROTOCOL_VERSION {
+                    return Err(SessionError::Version(h.version));
+                }
+                let start = match h.resume {
+                    Some((epoch, next)) if epoch == index.epoch() && next <= index.log_end() => {
+                        next
+                    }
+                    _ => Seq(0),
+                };
+                self.cursor = start;
+                self.acked = start;
+                self.state = State::Open;
+                self.oldest_sent_at = now;
+                self.push_control(SenderToReceiver::Welcome(Welcome {
+                    version: PROTOCOL_VERSION,
+                    epoch: index.epoch(),
+                    start,
+                    max_read: self.config.max_read_len,
+                    max_reads_in_flight: self.config.max_reads as u32,
+                }));
+                Ok(())
+            }
+            (State::AwaitingHello, other) => Err(SessionError::Protocol(format!(
+                "expected Hello first, got {other:?}"
+            ))),
+            (State::Open, ReceiverToSender::Hello(_)) => {
+                Err(SessionError::Protocol("Hello sent twice".into()))
+            }
+            (State::Open, ReceiverToSender::Ack { next }) => self.handle_ack(now, next),
+            (State::Open, ReceiverToSender::Read(req)) => {
+                self.handle_read(req, index);
+                Ok(())
+            }
+            (State::Open, ReceiverToSender::CancelRead { read }) => {
+                self.reads.retain(|r| r.read != read);
+                Ok(())
+            }
+            (_, ReceiverToSender::Goodbye(g)) => {
+                self.end_reason = Some(SessionError::Goodbye(g.message));
+                self.control.clear();
+                self.close_inner();
+                Ok(())
+            }
+            // Frames from a newer protocol revision are skipped.
+            (_, ReceiverToSender::Unknown { .. }) => Ok(()),
+            (State::Closed, _) => Ok(()),
+            (_, other) => Err(SessionError::Protocol(format!(
+                "unexpected frame {other:?}"
+            ))),
+        }
+    }
+
+    fn handle_ack(&mut self, now: Millis, next: Seq) -> Result<(), SessionError> {
+        if next > self.cursor {
+            return Err(SessionError::Protocol(format!(
+                "acknowledged {next} but only {} was sent",
+                self.cursor
+            )));
+        }
+        if next <= self.acked {
+            return Ok(());
+        }
+        self.acked = next;
+        while let Some(front) = self.unacked.front() {
+            if front.end > next {
+                break;
+            }
+            self.unacked_bytes -= front.frame.len();
+            self.unacked.pop_front();
+        }
+        self.rto = self.config.retransmit_ms;
+        self.oldest_sent_at = now;
+        Ok(())
+    }
+
+    fn refuse(&mut self, read: ReadId, code: ReadErrorCode, message: String) {
+        self.stats.reads_refused += 1;
+        self.push_control(SenderToReceiver::ReadError(ReadError {
+            read,
+            code,
+            message,
+        }));
+    }
+
+    fn handle_read(&mut self, req: ReadRequest, index: &ShareIndex) {
+        if self.reads.iter().any(|r| r.read == req.read) {
+            self.refuse(
+                req.read,
+                ReadErrorCode::BadRange,
+                format!("{} is already in progress", req.read),
+            );
+            return;
+        }
+        if self.reads.len() >= self.config.max_reads {
+            self.refuse(
+                req.read,
+                ReadErrorCode::Busy,
+                format!("at most {} reads may be in flight", self.config.max_reads),
+            );
+            return;
+        }
+        let target = match index.read_target(req.entry, req.generation) {
+            Ok(t) => t,
+            Err((code, message)) => return self.refuse(req.read, code, message),
+        };
+        let end = req.offset.checked_add(u64::from(req.len));
+        let valid = req.len > 0
+            && req.len <= self.config.max_read_len
+            && end.is_some_and(|e| e <= target.size);
+        let Some(end) = end.filter(|_| valid) else {
+            return self.refuse(
+                req.read,
+                ReadErrorCode::BadRange,
+                format!(
+                    "bytes {}+{} are not within the file's {} bytes (at most {} per request)",
+                    req.offset, req.len, target.size, self.config.max_read_len
+                ),
+            );
+        };
+        self.stats.reads_accepted += 1;
+        self.reads.push_back(ActiveRead {
+            read: req.read,
+            entry: req.entry,
+            generation: req.generation,
+            next: req.offset,
+            end,
+            target,
+        });
+    }
+
+    /// The next piece of file IO to do, if the session has room for its result.
+    pub fn poll_io(&mut self) -> Option<ReadIo> {
+        if self.state != State::Open
+            || self.io_in_flight + self.chunks.len() >= self.config.max_pending_io
+        {
+            return None;
+        }
+        let mut r = self.reads.pop_front()?;
+        let len = (r.end - r.next).min(CHUNK_LEN as u64) as u32;
+        let io = ReadIo {
+            read: r.read,
+            entry: r.entry,
+            generation: r.generation,
+            offset: r.next,
+            len,
+            target: r.target.clone(),
+            last: r.next + u64::from(len) >= r.end,
+        };
+        r.next += u64::from(len);
+        if r.next < r.end {
+            self.reads.push_back(r);
+        }
+        self.io_in_flight += 1;
+        Some(io)
+    }
+
+    /// The result of a [`ReadIo`]: exactly `io.len` bytes, or why not.
+    pub fn handle_io(&mut self, io: &ReadIo, result: Result<Vec<u8>, IoFailure>) {
+        self.io_in_flight = self.io_in_flight.saturating_sub(1);
+        if self.state != State::Open {
+            return;
+        }
+        match result {
+            Ok(data) if data.len() == io.len as usize => {
+                let hash = chunk_hash(io.entry, io.generation, io.offset, &data);
+                let mut frame =
+                    Vec::with_capacity(linkfs_proto::frame::READ_CHUNK_HEADER_MAX + data.len());
+                encode_chunk_into(
+                    &mut frame,
+                    &ReadChunk {
+                        read: io.read,
+                        offset: io.offset,
+                        hash,
+                        data: &data,
+                    },
+                );
+                self.chunks.push_back(frame);
+            }
+            Ok(data) => {
+                self.reads.retain(|r| r.read != io.read);
+                self.refuse(
+                    io.read,
+                    ReadErrorCode::Changed,
+                    format!(
+                        "the file changed while it was read ({} bytes where {} were expected)",
+                        data.len(),
+                        io.len
+                    ),
+                );
+            }
+            Err(f) => {
+                self.reads.retain(|r| r.read != io.read);
+                self.refuse(io.read, f.code, f.message);
+            }
+        }
+    }
+
+    fn batch_ready(&mut self, now: Millis, index: &ShareIndex) -> bool {
+        if self.unacked_bytes >= self.config.window_bytes {
+            return false;
+        }
+        let end = index.log_end();
+        let snapshot_end = index.snapshot_end();
+        if self.cursor >= end {
+            self.pending_since = None;
+            // A last, possibly empty, batch tells the receiver the snapshot is complete.
+            return !self.complete_sent && snapshot_end.is_some_and(|s| s <= self.cursor);
+        }
+        let walking = snapshot_end.is_none();
+        if !walking || end.0 - self.cursor.0 >= self.config.linger_ops {
+            return true;
+        }
+        let since = *self.pending_since.get_or_insert(now);
+        now.0 >= since.0 + self.config.linger_ms
+    }
+
+    fn next_batch(&mut self, now: Millis, index: &ShareIndex) -> Vec<u8> {
+        let mut enc = BatchEncoder::new(self.cursor, self.config.batch_cap);
+        let end = index.log_end();
+        let mut seq = self.cursor;
+        while seq < end {
+            let Some(op) = index.op_at(seq) else { break };
+            let added = if op.is_remove() {
+                enc.push_remove(op.id())
+            } else if let Some(view) = index.view(op.id()) {
+                enc.push_upsert(&view)
+            } else {
+                // Removed since it was logged: its removal follows later in the log,
+                // so announcing the removal here keeps the receiver consistent.
+                enc.push_remove(op.id())
+            };
+            if !added {
+                break;
+            }
+            seq = seq.advance(1);
+        }
+        let complete = index.snapshot_end().is_some_and(|s| s <= seq);
+        let frame = enc.finish(index.entries(), complete);
+        self.stats.batches_sent += 1;
+        self.stats.batch_bytes_sent += frame.len() as u64;
+        self.stats.ops_sent += seq.0 - self.cursor.0;
+        if complete {
+            self.complete_sent = true;
+        }
+        if self.unacked.is_empty() {
+            self.oldest_sent_at = now;
+        }
+        self.cursor = seq;
+        self.pending_since = None;
+        self.unacked_bytes += frame.len();
+        self.unacked.push_back(SentBatch {
+            end: seq,
+            frame: frame.clone(),
+        });
+        frame
+    }
+
+    /// The next frame to send, if any.
+    pub fn poll_transmit(&mut self, now: Millis, index: &ShareIndex) -> Option<Vec<u8>> {
+        if let Some(f) = self.control.pop_front() {
+            return Some(f);
+        }
+        if self.state != State::Open {
+            return None;
+        }
+        let batch = self.batch_ready(now, index);
+        let chunk = !self.chunks.is_empty();
+        if chunk && (!batch || self.chunk_turn) {
+            self.chunk_turn = false;
+            self.stats.chunks_sent += 1;
+            let f = self.chunks.pop_front()?;
+            self.stats.chunk_bytes_sent += f.len() as u64;
+            return Some(f);
+        }
+        if batch {
+            self.chunk_turn = true;
+            return Some(self.next_batch(now, index));
+        }
+        None
+    }
+
+    /// When `handle_timeout` should next be called.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.state != State::Open {
+            return None;
+        }
+        let retransmit =
+            (!self.unacked.is_empty()).then(|| Millis(self.oldest_sent_at.0 + self.rto));
+        let linger = self
+            .pending_since
+            .map(|s| Millis(s.0 + self.config.linger_ms));
+        match (retransmit, linger) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Re-sends the oldest unacknowledged batch if it has waited too long.
+    pub fn handle_timeout(&mut self, now: Millis) {
+        if self.state != State::Open || self.unacked.is_empty() {
+            return;
+        }
+        if now.0 >= self.oldest_sent_at.0 + self.rto
+            && let Some(front) = self.unacked.front()
+        {
+            self.control.push_back(front.frame.clone());
+            self.stats.retransmits += 1;
+            self.oldest_sent_at = now;
+            self.rto = (self.rto * 2).min(10_000);
+        }
+    }
+}
