@@ -146,6 +146,10 @@ export async function launchChromium(options: ChromiumOptions): Promise<Chromium
     throw new Error(`[${name}] Chromium started with ${switches.length} --disable-features switches (${switches.join(' ')}); expected one that includes WebRtcHideLocalIpsWithMdns`);
   }
 
+  // tsx compiles with esbuild's keepNames, which wraps named functions inside the
+  // closures we hand to page.evaluate in `__name(fn, "name")`: give pages that helper.
+  await context.addInitScript({ content: 'globalThis.__name ??= (fn) => fn;' });
+
   const pageErrors: string[] = [];
   context.on('page', (page) => attachPageLogging(page, name, log, pageErrors));
   for (const page of context.pages()) attachPageLogging(page, name, log, pageErrors);

@@ -1,0 +1,290 @@
+// The end-to-end suite: the real `linkfs share`, the real relay, the real web app in
+// the system Chromium, inside a private network namespace. Run with
+// `bash tests-e2e/run e2e` (or `npm run e2e`); pick tests with LINKFS_E2E_ONLY=word.
+// Screenshots of failed tests land in tests-e2e/out/.
+
+import { createHash } from 'node:crypto';
+import type { Page } from 'playwright-core';
+import { launchChromium, openLink, screenshot, statusText, waitForState, type ChromiumInstance } from './lib/chromium.ts';
+import { makeBigFileFixture, makeFixture, makeSmallFixture, type Fixture } from './lib/fixture.ts';
+import type { EntryRow } from './lib/page-api.ts';
+import { startRelay } from './lib/relay-process.ts';
+import { assert, fail, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
+import { startShare, withWrongSecret, type ShareOptions, type ShareProcess } from './lib/share-process.ts';
+import { walkTree, type Tree } from './lib/tree.ts';
+import { formatMismatch, readInPage, verifyShare, waitForComplete, type VerifyReport } from './lib/verify.ts';
+
+const log = (line: string) => console.log(line);
+
+// Fixtures are made once and shared by the tests that only read them.
+let full: { fixture: Fixture; tree: Tree } | undefined;
+let small: { fixture: Fixture; tree: Tree } | undefined;
+
+async function fullFixture(): Promise<{ fixture: Fixture; tree: Tree }> {
+  if (full === undefined) {
+    const fixture = await makeFixture();
+    full = { fixture, tree: await walkTree(fixture.dir, { hash: true }) };
+  }
+  return full;
+}
+
+async function smallFixture(): Promise<{ fixture: Fixture; tree: Tree }> {
+  if (small === undefined) {
+    const fixture = await makeSmallFixture();
+    small = { fixture, tree: await walkTree(fixture.dir, { hash: true }) };
+  }
+  return small;
+}
+
+/** Starts a sharer that is killed after the test whatever happens. */
+async function share(t: TestContext, dir: string, options: ShareOptions = {}): Promise<ShareProcess> {
+  const s = await startShare(dir, options);
+  t.defer(() => s.kill());
+  t.onFailure(() => log(`    sharer stderr tail:\n${s.process.stderrTail().replace(/^/gm, '      ')}`));
+  log(`    link ${s.link} after ${(s.linkMs / 1000).toFixed(3)} s`);
+  return s;
+}
+
+/** A fresh Chromium, closed after the test; its page is screenshot if the test fails. */
+async function browser(t: TestContext, name: string): Promise<{ chromium: ChromiumInstance; page: Page }> {
+  const chromium = await launchChromium({ name, log });
+  t.defer(() => chromium.close());
+  const page = await chromium.page();
+  t.onFailure(async () => {
+    const file = await screenshot(page, `${t.name}-${name}`);
+    if (file !== null) log(`    screenshot of ${name}: ${file}`);
+    log(`    ${name} body state ${JSON.stringify(await page.evaluate(() => document.body?.dataset.state ?? null).catch(() => null))}, status ${JSON.stringify(await statusText(page).catch(() => ''))}`);
+  });
+  return { chromium, page };
+}
+
+function assertNoMismatches(report: VerifyReport, who: string): void {
+  log(`    ${who} figures ${JSON.stringify(report.figures)}`);
+  if (report.mismatches.length > 0) {
+    const shown = report.mismatches.slice(0, 40).map(formatMismatch);
+    const more = report.mismatches.length > shown.length ? `\n  ... and ${report.mismatches.length - shown.length} more` : '';
+    fail(`${who}: ${report.mismatches.length} differences between the share and the directory:\n  ${shown.join('\n  ')}${more}`);
+  }
+}
+
+function assertNoPageErrors(chromium: ChromiumInstance): void {
+  assert(chromium.pageErrors.length === 0, `${chromium.name}: uncaught errors in the page:\n  ${chromium.pageErrors.join('\n  ')}`);
+}
+
+async function lookup(page: Page, path: string): Promise<EntryRow | null> {
+  return page.evaluate((p: string) => window.linkfsShare!.lookup(p), path);
+}
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+const tests: TestCase[] = [
+  {
+    name: 'a: share the fixture; the complete index equals the directory and every file reads back byte for byte',
+    timeoutMs: 180_000,
+    async run(t) {
+      const { fixture, tree } = await fullFixture();
+      const s = await share(t, fixture.dir);
+      const { chromium, page } = await browser(t, 'a');
+      await openLink(page, s.link, ['connected']);
+      const report = await verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log });
+      assertNoMismatches(report, 'browser');
+
+      // lookup() by path finds the awkward names too.
+      for (const p of [fixture.paths.longName!, fixture.paths.deepLeaf!, 'names/say "hi".txt', 'names/100% done.txt', '中文/文件.txt']) {
+        const row = await lookup(page, p);
+        const expected = p.split('/').pop();
+        assert(row !== null && row.name === expected, `lookup(${JSON.stringify(p)}) gave ${JSON.stringify(row)}, expected the entry named ${JSON.stringify(expected)}`);
+      }
+
+      // Symlinks that leave the share are listed, but never read through.
+      const secretHash = sha256(fixture.outsideSecret);
+      for (const p of [fixture.paths.escapeLink!, fixture.paths.absEscapeLink!]) {
+        const row = await lookup(page, p);
+        assert(row !== null && row.kind === 'symlink', `lookup(${JSON.stringify(p)}) gave ${JSON.stringify(row)}, expected a symlink`);
+        const { results } = await readInPage(page, [row.id], 1, 10_000);
+        const r = results[0]!;
+        assert(r.sha256 !== secretHash, `reading ${p} in the browser returned the content of ${fixture.outsideSecretPath}, outside the share`);
+        log(`    read(${p}) -> ${r.error ?? `${r.bytes} bytes (not the outside file)`}`);
+      }
+      assertNoPageErrors(chromium);
+      await s.stop();
+    },
+  },
+  {
+    name: 'b: a wrong secret shows "not valid"; the sharer keeps serving the right link',
+    timeoutMs: 90_000,
+    async run(t) {
+      const { fixture } = await smallFixture();
+      const s = await share(t, fixture.dir);
+      const wrong = withWrongSecret(s.link);
+      const { chromium, page } = await browser(t, 'wrong-secret');
+      await openLink(page, wrong, ['invalid-link'], 30_000);
+      const text = await statusText(page);
+      assert(/not valid/i.test(text), `status text ${JSON.stringify(text)} does not say the link is "not valid"`);
+      const leaked = await page.evaluate(() => (window.linkfsShare ? window.linkfsShare.progress().received : 0));
+      assert(leaked === 0, `a visitor with the wrong secret received ${leaked} index entries`);
+
+      const right = await chromium.page();
+      await openLink(right, s.link, ['connected']);
+      await waitForComplete(right, s.spawnedAt, 30_000);
+      assert(s.process.exited() === null, 'the sharer exited after the wrong-secret visit');
+      assertNoPageErrors(chromium);
+    },
+  },
+  {
+    name: 'c: two browsers open the link at once; each gets the full index and verified reads',
+    timeoutMs: 240_000,
+    async run(t) {
+      const { fixture, tree } = await fullFixture();
+      const s = await share(t, fixture.dir);
+      const [one, two] = await Promise.all([browser(t, 'c1'), browser(t, 'c2')]);
+      await Promise.all([openLink(one.page, s.link, ['connected']), openLink(two.page, s.link, ['connected'])]);
+      const reports = await Promise.all(
+        [one, two].map(({ page }, i) => verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log: (l) => log(`  [c${i + 1}]${l}`) })),
+      );
+      assertNoMismatches(reports[0]!, 'browser c1');
+      assertNoMismatches(reports[1]!, 'browser c2');
+      assertNoPageErrors(one.chromium);
+      assertNoPageErrors(two.chromium);
+      await s.stop();
+    },
+  },
+  {
+    name: 'd: share through a separately running linkfs-relay',
+    timeoutMs: 90_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      const relay = await startRelay();
+      t.defer(async () => log(`    relay stopped: ${await relay.stop()}`));
+      const s = await share(t, fixture.dir, { args: ['--relay', relay.url] });
+      assert(new URL(s.link).origin === relay.url, `the link ${s.link} does not point at the relay ${relay.url}`);
+      const { chromium, page } = await browser(t, 'relay');
+      await openLink(page, s.link, ['connected']);
+      assertNoMismatches(await verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log }), 'browser via relay');
+      assertNoPageErrors(chromium);
+      await s.stop();
+      assert(relay.process.exited() === null, 'the relay exited when the sharer stopped');
+    },
+  },
+  {
+    name: "e: the sharer stops (SIGTERM, exit 0) while a page is open; the page says 'sharer-gone'",
+    timeoutMs: 60_000,
+    async run(t) {
+      const { fixture } = await smallFixture();
+      const s = await share(t, fixture.dir);
+      const { page } = await browser(t, 'gone');
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      await s.stop();
+      await waitForState(page, ['sharer-gone'], 20_000);
+      const text = await statusText(page);
+      assert(text.trim() !== '', 'the page is in state sharer-gone but its status says nothing');
+      log(`    status: ${JSON.stringify(text)}`);
+    },
+  },
+  {
+    name: 'f: UI smoke: rows, directory navigation, text preview, sort by size',
+    timeoutMs: 90_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      const s = await share(t, fixture.dir);
+      const { chromium, page } = await browser(t, 'ui');
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+
+      const rowsNow = () =>
+        page.$$eval('[data-testid=row]', (els) => els.map((e) => ({ name: (e as HTMLElement).dataset.name ?? '', kind: (e as HTMLElement).dataset.kind ?? '' })));
+      const waitRows = async (expected: string[], ordered: boolean, what: string) => {
+        const want = ordered ? expected : [...expected].sort();
+        let got: string[] = [];
+        for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+          got = (await rowsNow()).map((r) => r.name);
+          if (!ordered) got.sort();
+          if (JSON.stringify(got) === JSON.stringify(want)) return;
+        }
+        fail(`${what}: rows are ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+      };
+      const crumbs = () => page.locator('[data-testid=breadcrumb]').count();
+      const row = (name: string) => page.locator(`[data-testid=row][data-name=${JSON.stringify(name)}]`);
+
+      const top = tree.entries.filter((e) => !e.path.includes('/'));
+      await waitRows(top.map((e) => e.path), false, 'root listing');
+      for (const r of await rowsNow()) {
+        const expected = top.find((e) => e.path === r.name)!.kind;
+        assert(r.kind === expected, `row ${r.name} has data-kind ${r.kind}, expected ${expected}`);
+      }
+
+      const rootCrumbs = await crumbs();
+      await row('docs').click();
+      await waitRows(['readme.txt'], false, 'after opening docs');
+      const docsCrumbs = await crumbs();
+      assert(docsCrumbs === rootCrumbs + 1, `breadcrumbs went from ${rootCrumbs} to ${docsCrumbs} on opening docs, expected ${rootCrumbs + 1}`);
+
+      await row('readme.txt').click();
+      const preview = page.locator('[data-testid=preview]');
+      const text = fixture.texts['docs/readme.txt']!.trim();
+      try {
+        await preview.filter({ hasText: text }).waitFor({ timeout: 10_000 });
+      } catch {
+        fail(`the preview does not show ${JSON.stringify(text)}; it shows ${JSON.stringify(await preview.textContent().catch(() => null))}`);
+      }
+
+      await page.locator('[data-testid=breadcrumb]').first().click();
+      await waitRows(top.map((e) => e.path), false, 'back at the root');
+      await row('sizes').click();
+      const sizes = tree.entries.filter((e) => e.path.startsWith('sizes/')).map((e) => ({ name: e.path.slice('sizes/'.length), size: e.size }));
+      const ascending = [...sizes].sort((x, y) => x.size - y.size).map((e) => e.name);
+      const descending = [...ascending].reverse();
+      await waitRows(ascending, false, 'sizes/');
+      await page.locator('[data-testid=sort-size]').click();
+      let first: string[] = [];
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+        first = (await rowsNow()).map((r) => r.name);
+        if (JSON.stringify(first) === JSON.stringify(ascending) || JSON.stringify(first) === JSON.stringify(descending)) break;
+      }
+      const isAscending = JSON.stringify(first) === JSON.stringify(ascending);
+      assert(isAscending || JSON.stringify(first) === JSON.stringify(descending), `after sorting by size the rows are ${JSON.stringify(first)}; expected ${JSON.stringify(ascending)} or its reverse`);
+      await page.locator('[data-testid=sort-size]').click();
+      await waitRows(isAscending ? descending : ascending, true, 'after clicking sort-size again');
+      assertNoPageErrors(chromium);
+    },
+  },
+  {
+    name: 'g: a 64 MiB file reads in the browser 3 times in a row, verified, without stalling',
+    timeoutMs: 240_000,
+    async run(t) {
+      const bytes = 64 * 1024 * 1024;
+      const fixture = await makeBigFileFixture(bytes);
+      t.defer(() => fixture.remove());
+      const tree = await walkTree(fixture.dir, { hash: true });
+      const expected = tree.entries.find((e) => e.path === 'big.bin')!;
+      const s = await share(t, fixture.dir);
+      const { chromium, page } = await browser(t, 'big');
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const row = await lookup(page, 'big.bin');
+      assert(row !== null && row.kind === 'file' && row.size === bytes, `lookup('big.bin') gave ${JSON.stringify(row)}, expected a ${bytes}-byte file`);
+      const rates: number[] = [];
+      for (let i = 1; i <= 3; i += 1) {
+        const { results } = await readInPage(page, [row.id], 1, 10_000);
+        const r = results[0]!;
+        assert(r.error === null, `read ${i} of big.bin failed: ${r.error}`);
+        assert(r.bytes === bytes, `read ${i} of big.bin gave ${r.bytes} bytes, expected ${bytes}`);
+        assert(r.sha256 === expected.sha256, `read ${i} of big.bin: sha256 ${r.sha256}, expected ${expected.sha256}`);
+        const rate = bytes / 1e6 / (r.ms / 1000);
+        rates.push(Math.round(rate * 10) / 10);
+        log(`    read ${i}: ${(r.ms / 1000).toFixed(2)} s, ${rate.toFixed(1)} MB/s (read + SHA-256 in the page)`);
+      }
+      log(`    figures ${JSON.stringify({ file_bytes: bytes, read_mb_per_s: rates })}`);
+      assertNoPageErrors(chromium);
+      await s.stop();
+    },
+  },
+];
+
+await runSuite('e2e', tests, {
+  afterAll: async () => {
+    await full?.fixture.remove();
+    await small?.fixture.remove();
+  },
+});

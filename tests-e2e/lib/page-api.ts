@@ -1,0 +1,35 @@
+// What the harness may touch inside a linkfs page. `window.linkfsShare` is the UI's own
+// interface (web/src/api.ts); `window.linkfsStats` is a test hook the web app provides
+// (optional: figures that need it are reported as null when it is absent).
+
+import type { ConnectionStatus, IndexProgress, ShareApi } from '../../web/src/api.ts';
+
+export type { ConnectionStatus, EntryKind, EntryRow, IndexProgress, ShareApi } from '../../web/src/api.ts';
+
+export interface LinkfsStats {
+  /** Bytes of index batches received over the data channel so far (frames as sent). */
+  indexWireBytes: number;
+  [figure: string]: unknown;
+}
+
+declare global {
+  interface Window {
+    linkfsShare?: ShareApi;
+    linkfsStats?: () => LinkfsStats;
+  }
+}
+
+/** A snapshot of where a page is, for waits and error messages. */
+export interface ShareSnapshot {
+  hasApi: boolean;
+  bodyState: string | null;
+  status: ConnectionStatus | null;
+  progress: IndexProgress | null;
+}
+
+export function describeSnapshot(s: ShareSnapshot | null): string {
+  if (s === null) return 'no snapshot';
+  if (!s.hasApi) return `window.linkfsShare is not set (body state ${JSON.stringify(s.bodyState)})`;
+  const p = s.progress;
+  return `state ${JSON.stringify(s.status?.state)} (${JSON.stringify(s.status?.message)}), progress ${p === null ? 'none' : `received ${p.received}, announced ${p.announced}, persisted ${p.persisted}, complete ${String(p.complete)}`}`;
+}

@@ -1,0 +1,110 @@
+// Runs `linkfs share [ARGS...] DIR` and hands back the link it prints as its first
+// stdout line (docs/architecture.md: "prints the link as the first stdout line").
+
+import { binary } from './paths.ts';
+import { describeExit, exitWithin, killHard, spawnTracked, type TrackedChild } from './child.ts';
+
+export interface ShareOptions {
+  /** Extra `linkfs share` arguments, e.g. ['--relay', url]. */
+  args?: string[];
+  /** How long to wait for the link. Default 20 s. */
+  linkTimeoutMs?: number;
+  env?: NodeJS.ProcessEnv;
+  /** Log prefix. Default 'share'. */
+  name?: string;
+}
+
+export interface ShareProcess {
+  readonly link: string;
+  /** performance.now() just before spawn: the start of every "from share start" figure. */
+  readonly spawnedAt: number;
+  /** Spawn -> link line, milliseconds. */
+  readonly linkMs: number;
+  readonly pid: number;
+  readonly process: TrackedChild;
+  /** Stops the sharer as a user would (SIGTERM) and asserts it exits with code 0 in time. */
+  stop(timeoutMs?: number): Promise<void>;
+  /** SIGKILL, for cleanup after a failure; no assertion. */
+  kill(): Promise<void>;
+}
+
+export async function startShare(dir: string, options: ShareOptions = {}): Promise<ShareProcess> {
+  const name = options.name ?? 'share';
+  const args = ['share', ...(options.args ?? []), dir];
+  const command = binary('linkfs');
+  const proc = spawnTracked(name, command, args, options.env);
+  const timeoutMs = options.linkTimeoutMs ?? 20_000;
+  const shown = `linkfs ${args.join(' ')}`;
+
+  const first = await new Promise<string>((resolve, reject) => {
+    if (proc.stdout.length > 0) return resolve(proc.stdout[0]!);
+    const timer = setTimeout(() => {
+      reject(new Error(`${shown} printed no link within ${timeoutMs} ms; stderr tail:\n${proc.stderrTail()}`));
+    }, timeoutMs);
+    proc.onStdoutLine((line) => {
+      clearTimeout(timer);
+      resolve(line);
+    });
+    void proc.exit.then((e) => {
+      clearTimeout(timer);
+      reject(new Error(`${shown} ended (${describeExit(e)}) before printing a link; stderr tail:\n${proc.stderrTail()}`));
+    });
+  }).catch(async (e: unknown) => {
+    await killHard(proc);
+    throw e;
+  });
+  const linkMs = performance.now() - proc.spawnedAt;
+
+  const link = first.trim();
+  let url: URL;
+  try {
+    url = new URL(link);
+  } catch {
+    await killHard(proc);
+    throw new Error(`the first stdout line of ${shown} is not a link: ${JSON.stringify(first)}`);
+  }
+  if (url.hash.length <= 1) {
+    await killHard(proc);
+    throw new Error(`the link ${link} has no #fragment (room.secret)`);
+  }
+
+  return {
+    link,
+    spawnedAt: proc.spawnedAt,
+    linkMs,
+    pid: proc.child.pid ?? -1,
+    process: proc,
+    async stop(stopTimeoutMs = 10_000) {
+      const already = proc.exited();
+      if (already !== null) {
+        throw new Error(`the sharer had already ended (${describeExit(already)}) before it was stopped; stderr tail:\n${proc.stderrTail()}`);
+      }
+      proc.child.kill('SIGTERM');
+      const e = await exitWithin(proc, stopTimeoutMs);
+      if (e === null) {
+        await killHard(proc);
+        throw new Error(`the sharer did not exit within ${stopTimeoutMs} ms of SIGTERM; stderr tail:\n${proc.stderrTail()}`);
+      }
+      if (e.code !== 0) {
+        throw new Error(`the sharer ended with ${describeExit(e)} after SIGTERM, expected exit code 0; stderr tail:\n${proc.stderrTail()}`);
+      }
+    },
+    kill: () => killHard(proc),
+  };
+}
+
+/**
+ * The same link with its secret altered (same length, different characters), for the
+ * wrong-secret test. The link ends in `#<room>.<secret>`.
+ */
+export function withWrongSecret(link: string): string {
+  const hashAt = link.indexOf('#');
+  const dot = link.lastIndexOf('.');
+  if (hashAt < 0 || dot < hashAt) throw new Error(`cannot find '#<room>.<secret>' in ${link}`);
+  const secret = link.slice(dot + 1);
+  if (secret.length === 0) throw new Error(`the link ${link} has an empty secret`);
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  // Change every character so no prefix or suffix check could pass by accident.
+  const wrong = [...secret].map((c) => alphabet[(alphabet.indexOf(c) + 17) % alphabet.length]!).join('');
+  return `${link.slice(0, dot + 1)}${wrong}`;
+}

@@ -1,0 +1,86 @@
+// Verifies any directory end to end:
+//   SHARE_DIR=/some/dir npm run e2e:verify [-- extra linkfs share args]
+// shares SHARE_DIR with the real `linkfs share`, opens the link in Chromium, waits for
+// the complete index, compares every entry with the directory (paths, kinds, sizes,
+// mtimes, modes, symlink targets), reads every file in the page and compares SHA-256.
+// Every mismatch is printed (path, field, expected, got). Exits 1 on any mismatch or
+// error. The LAST stdout line is always one JSON object with the figures:
+//   entries, files, bytes, link_seconds, index_seconds, entries_per_second,
+//   wire_bytes_per_entry, files_read, read_seconds, read_mb_per_s, mismatches, error
+//
+// Environment: LINKFS_VERIFY_READS=0 skips reading files; LINKFS_VERIFY_TIMEOUT=SECONDS
+// bounds the wait for the complete index (default 600).
+
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { launchChromium, openLink, type ChromiumInstance } from './lib/chromium.ts';
+import { startShare, type ShareProcess } from './lib/share-process.ts';
+import { treeTotals, walkTree } from './lib/tree.ts';
+import { formatMismatch, verifyShare, type VerifyFigures } from './lib/verify.ts';
+
+const log = (line: string) => console.log(line);
+
+async function main(): Promise<{ figures: Partial<VerifyFigures>; error: string | null }> {
+  const raw = process.env.SHARE_DIR;
+  if (!raw) return { figures: {}, error: 'SHARE_DIR is not set: SHARE_DIR=/some/dir npm run e2e:verify' };
+  const dir = path.resolve(raw);
+  const st = await stat(dir).catch(() => null);
+  if (st === null || !st.isDirectory()) return { figures: {}, error: `SHARE_DIR=${raw} is not a directory` };
+  const reads = process.env.LINKFS_VERIFY_READS !== '0';
+  const timeoutS = Number(process.env.LINKFS_VERIFY_TIMEOUT ?? '600');
+  const shareArgs = process.argv.slice(2).filter((a) => a !== '--');
+
+  log(`verify: walking ${dir}${reads ? ' and hashing its files' : ''} ...`);
+  const t0 = performance.now();
+  const tree = await walkTree(dir, { hash: reads });
+  const totals = treeTotals(tree);
+  log(`verify: ${totals.entries} entries (${totals.files} files, ${totals.dirs} directories, ${totals.symlinks} symlinks), ${(totals.bytes / 1e6).toFixed(1)} MB, in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+  for (const o of tree.others) log(`verify: note: ${o.path} is a ${o.kind}; not expected in the share`);
+
+  let share: ShareProcess | undefined;
+  let chromium: ChromiumInstance | undefined;
+  try {
+    share = await startShare(dir, { args: shareArgs });
+    log(`verify: link ${share.link} after ${(share.linkMs / 1000).toFixed(3)} s`);
+    chromium = await launchChromium({ name: 'verify', log });
+    const page = await chromium.page();
+    await openLink(page, share.link, ['connected'], 60_000);
+    const report = await verifyShare({ page, tree, spawnedAt: share.spawnedAt, linkMs: share.linkMs, reads, completeTimeoutMs: timeoutS * 1000, log });
+    for (const m of report.mismatches) log(`MISMATCH ${formatMismatch(m)}`);
+    if (chromium.pageErrors.length > 0) log(`verify: uncaught errors in the page:\n  ${chromium.pageErrors.join('\n  ')}`);
+    await chromium.close();
+    chromium = undefined;
+    await share.stop();
+    share = undefined;
+    return { figures: report.figures, error: report.mismatches.length > 0 ? `${report.mismatches.length} mismatches` : null };
+  } finally {
+    await chromium?.close().catch(() => undefined);
+    await share?.kill();
+  }
+}
+
+const empty: VerifyFigures = {
+  entries: 0,
+  files: 0,
+  bytes: 0,
+  link_seconds: 0,
+  index_seconds: 0,
+  entries_per_second: 0,
+  wire_bytes_per_entry: null,
+  files_read: 0,
+  read_seconds: null,
+  read_mb_per_s: null,
+  mismatches: 0,
+};
+
+let outcome: { figures: Partial<VerifyFigures>; error: string | null };
+try {
+  outcome = await main();
+} catch (e) {
+  outcome = { figures: {}, error: e instanceof Error ? e.message : String(e) };
+}
+if (outcome.error !== null) log(`verify: FAILED: ${outcome.error}`);
+else log('verify: OK: the share matches the directory');
+const nulls = Object.fromEntries(Object.keys(empty).map((k) => [k, null]));
+console.log(JSON.stringify({ ...nulls, ...outcome.figures, error: outcome.error }));
+process.exit(outcome.error === null ? 0 : 1);
