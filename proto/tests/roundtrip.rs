@@ -1,0 +1,222 @@
+//! Property tests: every frame and batch round-trips, batches respect their
+//! byte cap, and no input makes a decoder panic.
+
+use linkfs_proto::*;
+use proptest::prelude::*;
+
+fn arb_kind() -> impl Strategy<Value = EntryKind> {
+    prop_oneof![
+        Just(EntryKind::File),
+        Just(EntryKind::Dir),
+        Just(EntryKind::Symlink)
+    ]
+}
+
+fn arb_entry() -> impl Strategy<Value = Entry> {
+    (
+        0u32..5_000_000,
+        0u32..5_000_000,
+        arb_kind(),
+        proptest::collection::vec(any::<u8>(), 1..300),
+        any::<u64>(),
+        any::<i64>(),
+        0u32..0o10000,
+        any::<u32>(),
+        proptest::collection::vec(any::<u8>(), 0..200),
+    )
+        .prop_map(
+            |(id, parent, kind, name, size, mtime, mode, generation, target)| {
+                let target = if kind == EntryKind::Symlink {
+                    target
+                } else {
+                    Vec::new()
+                };
+                Entry {
+                    id: EntryId(id),
+                    parent: EntryId(parent),
+                    kind,
+                    name,
+                    size: match kind {
+                        EntryKind::File => size,
+                        EntryKind::Dir => 0,
+                        EntryKind::Symlink => target.len() as u64,
+                    },
+                    mtime,
+                    mode,
+                    generation: Generation(generation),
+                    target,
+                }
+            },
+        )
+}
+
+fn arb_op() -> impl Strategy<Value = IndexOp> {
+    prop_oneof![
+        4 => arb_entry().prop_map(IndexOp::Upsert),
+        1 => (0u32..5_000_000).prop_map(|i| IndexOp::Remove(EntryId(i))),
+    ]
+}
+
+fn view(e: &Entry) -> EntryView<'_> {
+    EntryView {
+        id: e.id,
+        parent: e.parent,
+        kind: e.kind,
+        name: &e.name,
+        size: e.size,
+        mtime: e.mtime,
+        mode: e.mode,
+        generation: e.generation,
+        target: &e.target,
+    }
+}
+
+proptest! {
+    #[test]
+    fn batches_round_trip_and_respect_the_cap(
+        ops in proptest::collection::vec(arb_op(), 0..400),
+        cap in batch::MIN_BATCH_CAP..MAX_FRAME_LEN,
+        first in 0u64..1 << 40,
+        known in any::<u64>(),
+        complete in any::<bool>(),
+    ) {
+        // Cut the ops into as many batches as the cap needs; all must come back.
+        let mut decoded = Vec::new();
+        let mut seq = Seq(first);
+        let mut rest = &ops[..];
+        while !rest.is_empty() {
+            let mut enc = BatchEncoder::new(seq, cap);
+            let mut n = 0;
+            for op in rest {
+                let ok = match op {
+                    IndexOp::Upsert(e) => enc.push_upsert(&view(e)),
+                    IndexOp::Remove(id) => enc.push_remove(*id),
+                };
+                if !ok { break; }
+                n += 1;
+            }
+            prop_assert!(n > 0, "a single op did not fit in an empty batch");
+            let frame = enc.finish(known, complete);
+            prop_assert!(frame.len() <= cap, "{} > cap {}", frame.len(), cap);
+            let (h, got) = decode_batch(&frame).unwrap();
+            prop_assert_eq!(h.first, seq);
+            prop_assert_eq!(h.ops as usize, n);
+            prop_assert_eq!(h.known, known);
+            prop_assert_eq!(h.snapshot_complete, complete);
+            decoded.extend(got);
+            seq = seq.advance(n as u64);
+            rest = &rest[n..];
+        }
+        prop_assert_eq!(decoded, ops);
+    }
+
+    #[test]
+    fn receiver_frames_round_trip(
+        read in any::<u32>(), entry in any::<u32>(), generation in any::<u32>(),
+        offset in any::<u64>(), len in any::<u32>(), epoch in any::<u64>(), next in any::<u64>(),
+        resume in any::<bool>(), msg in ".{0,200}",
+    ) {
+        let frames = [
+            ReceiverToSender::Hello(Hello { version: PROTOCOL_VERSION, resume: resume.then_some((Epoch(epoch), Seq(next))) }),
+            ReceiverToSender::Ack { next: Seq(next) },
+            ReceiverToSender::Read(ReadRequest { read: ReadId(read), entry: EntryId(entry), generation: Generation(generation), offset, len }),
+            ReceiverToSender::CancelRead { read: ReadId(read) },
+            ReceiverToSender::Goodbye(Goodbye { code: GoodbyeCode::ProtocolError, message: msg }),
+        ];
+        for f in frames {
+            let bytes = f.encode();
+            prop_assert!(bytes.len() <= MAX_FRAME_LEN);
+            prop_assert_eq!(ReceiverToSender::decode(&bytes).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn sender_frames_round_trip(
+        read in any::<u32>(), offset in any::<u64>(), epoch in any::<u64>(), start in any::<u64>(),
+        data in proptest::collection::vec(any::<u8>(), 0..CHUNK_LEN), code in 1u8..7, msg in ".{0,200}",
+    ) {
+        let hash = chunk_hash(EntryId(1), Generation(0), offset, &data);
+        let frames = [
+            SenderToReceiver::Welcome(Welcome { version: 1, epoch: Epoch(epoch), start: Seq(start), max_read: 1 << 20, max_reads_in_flight: 64 }),
+            SenderToReceiver::ReadChunk(ReadChunk { read: ReadId(read), offset, hash, data: &data }),
+            SenderToReceiver::ReadError(ReadError { read: ReadId(read), code: ReadErrorCode::from_u8(code), message: msg.clone() }),
+            SenderToReceiver::Goodbye(Goodbye { code: GoodbyeCode::ShuttingDown, message: msg }),
+        ];
+        for f in frames {
+            let bytes = f.encode();
+            prop_assert!(bytes.len() <= MAX_FRAME_LEN, "{} bytes", bytes.len());
+            prop_assert_eq!(SenderToReceiver::decode(&bytes).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
+        let _ = SenderToReceiver::decode(&bytes);
+        let _ = ReceiverToSender::decode(&bytes);
+        if let Ok(mut r) = BatchReader::new(&bytes) {
+            while let Ok(Some(_)) = r.next_op() {}
+        }
+    }
+
+    #[test]
+    fn mutated_batches_never_panic(
+        ops in proptest::collection::vec(arb_op(), 1..50),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+    ) {
+        let mut enc = BatchEncoder::new(Seq(0), MAX_FRAME_LEN);
+        for op in &ops {
+            match op {
+                IndexOp::Upsert(e) => { enc.push_upsert(&view(e)); }
+                IndexOp::Remove(id) => { enc.push_remove(*id); }
+            }
+        }
+        let mut frame = enc.finish(1, false);
+        for (at, x) in flips {
+            let i = at % frame.len();
+            frame[i] ^= x;
+        }
+        if let Ok(mut r) = BatchReader::new(&frame) {
+            while let Ok(Some(_)) = r.next_op() {}
+        }
+    }
+}
+
+#[test]
+fn oversized_frames_are_refused() {
+    let big = vec![FRAME_READ_CHUNK; MAX_FRAME_LEN + 1];
+    assert_eq!(
+        SenderToReceiver::decode(&big),
+        Err(DecodeError::TooLarge {
+            len: MAX_FRAME_LEN + 1,
+            max: MAX_FRAME_LEN
+        })
+    );
+    assert_eq!(SenderToReceiver::decode(&[]), Err(DecodeError::Empty));
+}
+
+#[test]
+fn a_typical_walk_costs_few_bytes_per_entry() {
+    // 1000 files in one directory named like a camera's: the front coding and
+    // deltas must keep this well under the 24 B/entry budget. Each entry is
+    // head 1 + parent 1 + shared-prefix 1 + suffix length 1 + suffix "2.JPG" 5
+    // + size 3 + mtime delta 1 = 13 bytes.
+    let mut enc = BatchEncoder::new(Seq(0), MAX_FRAME_LEN);
+    for i in 0..1000u32 {
+        let name = format!("IMG_{:05}.JPG", i);
+        let e = Entry {
+            id: EntryId(i + 1),
+            parent: EntryId(0),
+            kind: EntryKind::File,
+            name: name.into_bytes(),
+            size: 2_000_000 + u64::from(i) * 37,
+            mtime: 1_700_000_000 + i64::from(i) * 3,
+            mode: 0o644,
+            generation: Generation(0),
+            target: Vec::new(),
+        };
+        assert!(enc.push_upsert(&view(&e)));
+    }
+    let frame = enc.finish(1000, true);
+    let per_entry = frame.len() as f64 / 1000.0;
+    assert!(per_entry <= 13.5, "{per_entry} B/entry");
+}
