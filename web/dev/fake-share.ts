@@ -79,7 +79,7 @@ export async function openShare(fragment: string): Promise<ShareApi> {
 
 class FakeShare implements ShareApi {
   readonly rootId = 0;
-  private readonly tree = new FakeTree();
+  private readonly tree = buildTree();
   private readonly listeners = new Set<(event: ShareEvent) => void>();
   private readonly timers: ReturnType<typeof setTimeout>[] = [];
   private readonly started = performance.now();
@@ -252,7 +252,7 @@ class FakeShare implements ShareApi {
     this.liveAdded += 1;
     const name = `tick-${String(this.liveAdded).padStart(3, '0')}.txt`;
     this.tree.file(this.tree.liveDir, name, linesContent(64 * this.liveAdded, name), Math.floor(Date.now() / 1000));
-    this.sorted.clear();
+    for (const key of [...this.sorted.keys()]) if (key.startsWith(`${this.tree.liveDir}:`)) this.sorted.delete(key);
     this.byName.delete(this.tree.liveDir);
     this.received = this.tree.entries.length;
     this.announced = this.received;
@@ -309,7 +309,9 @@ class FakeShare implements ShareApi {
     const key = `${dir}:${sort}`;
     let all = this.sorted.get(key);
     if (!all) {
-      all = [...children].sort(this.comparator(sort));
+      performance.mark('fake-sort-start');
+      all = this.sortChildren(children, sort);
+      performance.measure(`fake share: sort ${children.length} entries by ${sort}`, 'fake-sort-start');
       this.sorted.set(key, all);
     }
     const visibleCount = countBelow(children, this.received);
@@ -322,29 +324,28 @@ class FakeShare implements ShareApi {
     return n;
   }
 
-  private comparator(sort: SortKey): (a: number, b: number) => number {
-    const rows = this.tree.entries;
-    const rank = (id: number): number => {
-      const kind = rows[id]?.row.kind;
-      return kind === 'dir' ? 0 : kind === 'symlink' ? 1 : 2;
-    };
-    const byName = (a: number, b: number): number => {
-      const x = rows[a]?.row.name.toLowerCase() ?? '';
-      const y = rows[b]?.row.name.toLowerCase() ?? '';
-      return x < y ? -1 : x > y ? 1 : a - b;
-    };
-    const dirsFirst = (a: number, b: number): number => (rank(a) === 0 ? 0 : 1) - (rank(b) === 0 ? 0 : 1);
-    switch (sort) {
-      case 'name':
-        return (a, b) => dirsFirst(a, b) || byName(a, b);
-      case 'size':
-        return (a, b) => dirsFirst(a, b) || (rows[a]?.row.size ?? 0) - (rows[b]?.row.size ?? 0) || byName(a, b);
-      case 'mtime':
-        return (a, b) => dirsFirst(a, b) || (rows[a]?.row.mtime ?? 0) - (rows[b]?.row.mtime ?? 0) || byName(a, b);
-      case 'kind':
-        return (a, b) => rank(a) - rank(b) || byName(a, b);
-    }
+  /** Sorts ids by precomputed keys (directories first, then `sort`, then name). */
+  private sortChildren(children: number[], sort: SortKey): number[] {
+    const rows = children.map((id) => {
+      const row = this.tree.get(id)?.row;
+      const kind = row?.kind ?? 'file';
+      return {
+        id,
+        group: sort === 'kind' ? (kind === 'dir' ? 0 : kind === 'symlink' ? 1 : 2) : kind === 'dir' ? 0 : 1,
+        value: sort === 'size' ? (row?.size ?? 0) : sort === 'mtime' ? (row?.mtime ?? 0) : 0,
+        name: row?.name.toLowerCase() ?? '',
+      };
+    });
+    rows.sort((a, b) => a.group - b.group || a.value - b.value || (a.name < b.name ? -1 : a.name > b.name ? 1 : a.id - b.id));
+    return rows.map((row) => row.id);
   }
+}
+
+function buildTree(): FakeTree {
+  performance.mark('fake-tree-start');
+  const tree = new FakeTree();
+  performance.measure(`fake share: generate ${tree.entries.length} entries`, 'fake-tree-start');
+  return tree;
 }
 
 /** How many ids in an ascending list are below `limit`. */

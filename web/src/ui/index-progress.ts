@@ -40,13 +40,16 @@ export class IndexProgressView {
         ? 'No entries received.'
         : `${formatCount(received)} of ${formatCount(target)} entries received; the rest did not arrive.`;
     } else if (fromCache > 0) {
-      text = `${formatCount(fromCache)} entries from this browser's cache; catching up with the sharer… ${formatCount(received)} of ${formatCount(target)}`;
+      text = `Shown from this browser's cache; catching up… ${formatCount(received)} of ${formatCount(target)} entries`;
     } else if (target === 0) {
       text = 'Waiting for the folder list…';
     } else {
       text = `Indexing… ${formatCount(received)} of ${formatCount(target)} entries`;
     }
     this.label.textContent = text;
+    this.label.title = fromCache > 0 && !complete ? `${formatCount(fromCache)} entries came from this browser's cache; the rest are arriving from the sharer.` : '';
+    // Nothing to count when the link was refused before anything arrived.
+    this.element.hidden = target === 0 && (state === 'invalid-link' || state === 'error');
     this.bar.setAttribute('aria-label', text);
   }
 }

@@ -34,8 +34,16 @@ const COLUMNS: { key: SortKey; label: string; className: string }[] = [
   { key: 'mtime', label: 'Modified', className: 'col-mtime' },
 ];
 
-interface RenderedRow {
+/** One row element, built once and refilled as it is recycled for other indexes. */
+interface RowView {
   element: HTMLElement;
+  iconSlot: HTMLElement;
+  iconName: IconName | null;
+  name: HTMLElement;
+  target: HTMLElement;
+  size: HTMLElement;
+  mtime: HTMLElement;
+  download: HTMLButtonElement;
   /** The data it shows; a new object from a fresher page re-renders it. */
   data: EntryRow | undefined;
   index: number;
@@ -49,8 +57,9 @@ export class DirectoryListing {
   private readonly headers = new Map<SortKey, HTMLElement>();
   private pages: DirectoryPages | null = null;
   private order: ListingOrder = { sort: 'name', descending: false };
-  private readonly rendered = new Map<number, RenderedRow>();
-  private readonly pool: HTMLElement[] = [];
+  private readonly rendered = new Map<number, RowView>();
+  /** Row views in the DOM but hidden, ready for reuse. */
+  private readonly pool: RowView[] = [];
   private activeIndex = 0;
   private frame = 0;
   private pendingScrollTop: number | null = null;
@@ -169,26 +178,32 @@ export class DirectoryListing {
     const last = Math.min(total - 1, Math.floor(topRow) + visibleRows + OVERSCAN);
     pages.want(first, Math.max(first, last));
 
-    for (const [index, row] of this.rendered) {
+    // Views leaving the range are refilled for the rows entering it, in place:
+    // no DOM insertions or removals while scrolling.
+    const free: RowView[] = [];
+    for (const [index, view] of this.rendered) {
       if (index < first || index > last) {
-        row.element.remove();
-        this.pool.push(row.element);
         this.rendered.delete(index);
+        free.push(view);
       }
     }
     for (let index = first; index <= last; index += 1) {
-      let row = this.rendered.get(index);
+      let view = this.rendered.get(index);
       const data = pages.row(index);
-      if (!row) {
-        row = { element: this.pool.pop() ?? el('div'), data: undefined, index };
-        this.fill(row, index, data);
-        this.sizer.append(row.element);
-        this.rendered.set(index, row);
-      } else if (row.data !== data) {
-        this.fill(row, index, data);
+      if (!view) {
+        view = free.pop() ?? this.pool.pop() ?? this.createRow();
+        view.element.hidden = false;
+        this.fill(view, index, data);
+        this.rendered.set(index, view);
+      } else if (view.data !== data) {
+        this.fill(view, index, data);
       }
       const top = scaled ? scrollTop + (index - topRow) * ROW_HEIGHT : index * ROW_HEIGHT;
-      row.element.style.transform = `translateY(${top}px)`;
+      view.element.style.transform = `translateY(${top}px)`;
+    }
+    for (const view of free) {
+      view.element.hidden = true;
+      this.pool.push(view);
     }
     this.updateActive();
     this.updateMessage(pages, total);
@@ -198,13 +213,35 @@ export class DirectoryListing {
     }
   }
 
-  private fill(row: RenderedRow, index: number, data: EntryRow | undefined): void {
-    row.data = data;
-    row.index = index;
-    const element = row.element;
-    element.replaceChildren();
+  private createRow(): RowView {
+    const iconSlot = el('span', { className: 'icon-slot' });
+    const name = el('span', { className: 'entry-name' });
+    const target = el('span', { className: 'link-target' });
+    const size = el('div', { className: 'cell col-size', attrs: { role: 'gridcell' } });
+    const mtime = el('div', { className: 'cell col-mtime', attrs: { role: 'gridcell' } });
+    // Clicks on it reach the viewport's delegated handler (onClick).
+    const download = el(
+      'button',
+      { className: 'icon-button row-download', attrs: { type: 'button', tabindex: '-1' }, data: { testid: 'row-download' } },
+      icon('download'),
+    );
+    const element = el(
+      'div',
+      { className: 'listing-row', attrs: { role: 'row' } },
+      el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, iconSlot, name, target),
+      size,
+      mtime,
+      el('div', { className: 'cell col-actions', attrs: { role: 'gridcell' } }, download),
+    );
+    this.sizer.append(element);
+    return { element, iconSlot, iconName: null, name, target, size, mtime, download, data: undefined, index: -1 };
+  }
+
+  private fill(view: RowView, index: number, data: EntryRow | undefined): void {
+    view.data = data;
+    view.index = index;
+    const element = view.element;
     element.id = `listing-row-${index}`;
-    element.setAttribute('role', 'row');
     element.setAttribute('aria-rowindex', String(index + 2));
     element.dataset.index = String(index);
     if (!data) {
@@ -214,7 +251,13 @@ export class DirectoryListing {
       delete element.dataset.kind;
       delete element.dataset.id;
       element.removeAttribute('title');
-      element.append(el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, el('span', { className: 'skeleton' })));
+      this.setIcon(view, null);
+      view.name.textContent = '';
+      view.target.textContent = '';
+      view.size.textContent = '';
+      view.mtime.textContent = '';
+      view.mtime.removeAttribute('title');
+      view.download.hidden = true;
       return;
     }
     element.className = `listing-row row-${data.kind}`;
@@ -222,38 +265,36 @@ export class DirectoryListing {
     element.dataset.name = data.name;
     element.dataset.kind = data.kind;
     element.dataset.id = String(data.id);
-
-    const name = el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, icon(iconFor(data)), el('span', { className: 'entry-name', text: data.name }));
+    this.setIcon(view, iconFor(data));
+    view.name.textContent = data.name;
     if (data.kind === 'symlink') {
-      name.append(el('span', { className: 'link-target', text: `→ ${data.target ?? ''}` }));
+      view.target.textContent = `→ ${data.target ?? ''}`;
       element.title = `${data.name} is a link to ${data.target ?? 'an unknown target'}; links are not followed.`;
     } else {
+      view.target.textContent = '';
       element.removeAttribute('title');
     }
-    const size = data.kind === 'dir' ? (data.children === undefined ? '' : formatItems(data.children)) : formatSize(data.size);
-    const actions = el('div', { className: 'cell col-actions', attrs: { role: 'gridcell' } });
+    view.size.textContent = data.kind === 'dir' ? (data.children === undefined ? '' : formatItems(data.children)) : formatSize(data.size);
+    view.mtime.textContent = formatTime(data.mtime);
+    view.mtime.title = formatFullTime(data.mtime);
+    view.download.hidden = data.kind !== 'file';
     if (data.kind === 'file') {
-      // Clicks reach it through the viewport's delegated handler (onClick).
       const label = `Download ${data.name}`;
-      const download = el(
-        'button',
-        { className: 'icon-button row-download', attrs: { type: 'button', 'aria-label': label, title: label, tabindex: '-1' }, data: { testid: 'row-download' } },
-        icon('download'),
-      );
-      actions.append(download);
+      view.download.setAttribute('aria-label', label);
+      view.download.title = label;
     }
-    element.append(
-      name,
-      el('div', { className: 'cell col-size', text: size, attrs: { role: 'gridcell' } }),
-      el('div', { className: 'cell col-mtime', text: formatTime(data.mtime), attrs: { role: 'gridcell', title: formatFullTime(data.mtime) } }),
-      actions,
-    );
+  }
+
+  private setIcon(view: RowView, name: IconName | null): void {
+    if (view.iconName === name) return;
+    view.iconName = name;
+    view.iconSlot.replaceChildren(...(name === null ? [] : [icon(name)]));
   }
 
   private clearRows(): void {
-    for (const row of this.rendered.values()) {
-      row.element.remove();
-      this.pool.push(row.element);
+    for (const view of this.rendered.values()) {
+      view.element.hidden = true;
+      this.pool.push(view);
     }
     this.rendered.clear();
     this.sizer.style.height = '0px';

@@ -34,6 +34,7 @@ export class ShareView {
   private readonly count: HTMLElement;
   private readonly notice: HTMLElement;
   private readonly content: HTMLElement;
+  private readonly toolbar: HTMLElement;
 
   private api: ShareApi | null = null;
   private listing: DirectoryListing | null = null;
@@ -61,6 +62,7 @@ export class ShareView {
     this.notice = el('div', { className: 'notice', attrs: { role: 'status' } });
     this.notice.hidden = true;
     this.content = el('main', { className: 'content' }, this.notice);
+    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count);
 
     this.element = el(
       'div',
@@ -74,7 +76,7 @@ export class ShareView {
         this.indexProgress.element,
         this.status.element,
       ),
-      el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count),
+      this.toolbar,
       this.content,
     );
     this.showStatus({ state: 'connecting', message: '' });
@@ -90,6 +92,7 @@ export class ShareView {
     this.showStatus(status);
     this.indexProgress.element.hidden = true;
     this.setNotice(null);
+    this.setContentShown(false);
   }
 
   attach(api: ShareApi): void {
@@ -218,8 +221,14 @@ export class ShareView {
       return;
     }
     this.waitingFor = null;
+    if (state === 'invalid-link' || state === 'error') {
+      // The status banner says what went wrong; there is nothing to list.
+      this.setNotice(null);
+      this.setContentShown(false);
+      return;
+    }
     if (path.length === 0) {
-      this.setNotice('Nothing of this share has arrived.');
+      this.setNotice('Nothing of this share arrived before the connection ended.');
       return;
     }
     const root = el('a', { text: 'Go to the top folder', attrs: { href: fragmentFor(this.key, []) } });
@@ -230,6 +239,7 @@ export class ShareView {
     const listing = this.listing;
     if (!listing) return;
     this.setNotice(null);
+    this.setContentShown(true);
     if (listing.dir !== entry.id) {
       if (listing.dir !== null) this.rememberScroll(listing.dir, listing.scrollTop);
       const hadFocus = document.activeElement === document.body || listing.element.contains(document.activeElement);
@@ -314,6 +324,12 @@ export class ShareView {
 
   private showCount(total: number | null): void {
     this.count.textContent = total === null ? '' : formatItems(total);
+  }
+
+  /** Hides the toolbar and the listing when there is nothing to browse at all. */
+  private setContentShown(shown: boolean): void {
+    this.toolbar.hidden = !shown;
+    this.content.hidden = !shown;
   }
 
   private setNotice(text: string | null, ...extra: Node[]): void {
