@@ -40,7 +40,7 @@ export class IndexProgressView {
         ? 'No entries received.'
         : `${formatCount(received)} of ${formatCount(target)} entries received; the rest did not arrive.`;
     } else if (fromCache > 0) {
-      text = `Shown from this browser's cache; catching up… ${formatCount(received)} of ${formatCount(target)} entries`;
+      text = `From the local cache; catching up… ${formatCount(received)} of ${formatCount(target)} entries`;
     } else if (target === 0) {
       text = 'Waiting for the folder list…';
     } else {

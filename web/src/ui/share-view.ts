@@ -72,7 +72,6 @@ export class ShareView {
         { className: 'topbar' },
         el('div', { className: 'brand', text: 'linkfs', attrs: { 'aria-hidden': 'true' } }),
         this.shareName,
-        el('div', { className: 'topbar-spacer' }),
         this.indexProgress.element,
         this.status.element,
       ),
@@ -125,7 +124,8 @@ export class ShareView {
     switch (event.type) {
       case 'status':
         this.showStatus(event.status);
-        if (this.waitingFor) this.progressRefresh.request();
+        // A folder we wait for may now never come: say so at once.
+        if (this.waitingFor) this.progressRefresh.flush();
         break;
       case 'progress':
         this.onProgress(event.progress);
