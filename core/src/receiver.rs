@@ -224,6 +224,7 @@ pub struct Receiver {
     announced: u64,
     complete: bool,
     out: VecDeque<Vec<u8>>,
+    hello_sent_at: Millis,
     events: VecDeque<ReceiverEvent>,
     max_read: u32,
     max_requests: usize,
@@ -254,6 +255,7 @@ impl Receiver {
             announced: 0,
             complete: false,
             out: VecDeque::new(),
+            hello_sent_at: Millis(0),
             events: VecDeque::new(),
             max_read: 0,
             max_requests: 0,
@@ -265,14 +267,16 @@ impl Receiver {
             in_flight: 0,
             index_wire_bytes: 0,
         };
-        r.out.push_back(
-            ReceiverToSender::Hello(Hello {
-                version: PROTOCOL_VERSION,
-                resume,
-            })
-            .encode(),
-        );
+        r.out.push_back(r.hello());
         r
+    }
+
+    fn hello(&self) -> Vec<u8> {
+        ReceiverToSender::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            resume: self.resume,
+        })
+        .encode()
     }
 
     pub fn index(&self) -> &Index {
@@ -327,6 +331,10 @@ impl Receiver {
         };
         match msg {
             SenderToReceiver::Welcome(w) => {
+                if self.state == State::Open && w.epoch == self.epoch {
+                    // The answer to a repeated Hello.
+                    return;
+                }
                 if self.state != State::AwaitingWelcome {
                     return self.fail_protocol("Welcome sent twice".into());
                 }
@@ -360,7 +368,8 @@ impl Receiver {
             }
             SenderToReceiver::IndexBatch { header, frame } => {
                 if self.state != State::Open {
-                    return self.fail_protocol("an index batch came before Welcome".into());
+                    // Overtook a lost or late Welcome; the sender sends it again.
+                    return;
                 }
                 self.index_wire_bytes += frame.len() as u64;
                 self.handle_batch(header, frame);
@@ -713,6 +722,9 @@ impl Receiver {
 
     /// The next frame to send, if any.
     pub fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>> {
+        if self.state == State::AwaitingWelcome && self.hello_sent_at == Millis(0) {
+            self.hello_sent_at = Millis(now.0.max(1));
+        }
         if let Some(f) = self.out.pop_front() {
             return Some(f);
         }
@@ -728,6 +740,9 @@ impl Receiver {
     }
 
     pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.state == State::AwaitingWelcome {
+            return Some(Millis(self.hello_sent_at.0 + self.config.retry_ms));
+        }
         self.requests
             .values()
             .map(|r| Millis(r.last_progress.0 + self.config.retry_ms))
@@ -736,6 +751,13 @@ impl Receiver {
 
     /// Asks again for whatever a stalled request is missing.
     pub fn handle_timeout(&mut self, now: Millis) {
+        if self.state == State::AwaitingWelcome
+            && now.0 >= self.hello_sent_at.0 + self.config.retry_ms
+        {
+            // Hello or Welcome was lost; asking again is harmless.
+            self.hello_sent_at = now;
+            self.out.push_back(self.hello());
+        }
         if self.state != State::Open {
             return;
         }

@@ -151,6 +151,8 @@ enum State {
 pub struct SenderSession {
     config: SenderConfig,
     state: State,
+    /// The Hello that opened the session and the Welcome that answered it.
+    hello: Option<(linkfs_proto::Hello, Vec<u8>)>,
     /// Next op to put in a batch.
     cursor: Seq,
     acked: Seq,
@@ -175,6 +177,7 @@ impl SenderSession {
         SenderSession {
             config,
             state: State::AwaitingHello,
+            hello: None,
             cursor: Seq(0),
             acked: Seq(0),
             unacked: VecDeque::new(),
@@ -217,13 +220,17 @@ impl SenderSession {
     }
 
     fn push_control(&mut self, frame: SenderToReceiver<'_>) {
+        self.push_control_frame(frame.encode());
+    }
+
+    fn push_control_frame(&mut self, frame: Vec<u8>) {
         if self.control.len() >= MAX_CONTROL_FRAMES {
             self.fail(SessionError::Protocol(
                 "too many requests were refused without the replies being read".into(),
             ));
             return;
         }
-        self.control.push_back(frame.encode());
+        self.control.push_back(frame);
     }
 
     fn fail(&mut self, err: SessionError) {
@@ -321,21 +328,30 @@ impl SenderSession {
                 self.acked = start;
                 self.state = State::Open;
                 self.oldest_sent_at = now;
-                self.push_control(SenderToReceiver::Welcome(Welcome {
+                let welcome = SenderToReceiver::Welcome(Welcome {
                     version: PROTOCOL_VERSION,
                     epoch: index.epoch(),
                     start,
                     max_read: self.config.max_read_len,
                     max_reads_in_flight: self.config.max_reads as u32,
-                }));
+                })
+                .encode();
+                self.control.push_back(welcome.clone());
+                self.hello = Some((h, welcome));
                 Ok(())
             }
             (State::AwaitingHello, other) => Err(SessionError::Protocol(format!(
                 "expected Hello first, got {other:?}"
             ))),
-            (State::Open, ReceiverToSender::Hello(_)) => {
-                Err(SessionError::Protocol("Hello sent twice".into()))
-            }
+            (State::Open, ReceiverToSender::Hello(h)) => match &self.hello {
+                // The Welcome was lost (or is late): answer the same way again.
+                Some((first, welcome)) if *first == h => {
+                    let w = welcome.clone();
+                    self.push_control_frame(w);
+                    Ok(())
+                }
+                _ => Err(SessionError::Protocol("a second, different Hello".into())),
+            },
             (State::Open, ReceiverToSender::Ack { next }) => self.handle_ack(now, next),
             (State::Open, ReceiverToSender::Read(req)) => {
                 self.handle_read(req, index);

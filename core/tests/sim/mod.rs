@@ -1,0 +1,447 @@
+//! Two peers in memory over a simulated network (STYLE #5): a sharer shell with
+//! files in memory and a receiver shell, joined by links that can lose,
+//! duplicate, delay and reorder frames. `progress` runs both sides until
+//! nothing is left to do or the time limit passes.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+
+use linkfs_core::*;
+use linkfs_proto::{EntryId, EntryKind, Epoch, ReadErrorCode};
+
+/// A small deterministic PRNG (xorshift64*), so failures replay exactly.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        ((self.next_u64() >> 11) as f64) / ((1u64 << 53) as f64) < p
+    }
+}
+
+/// How a simulated one-way link misbehaves.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkModel {
+    pub latency_ms: u64,
+    pub jitter_ms: u64,
+    pub loss: f64,
+    pub duplicate: f64,
+}
+
+impl LinkModel {
+    pub const PERFECT: LinkModel = LinkModel {
+        latency_ms: 1,
+        jitter_ms: 0,
+        loss: 0.0,
+        duplicate: 0.0,
+    };
+    pub const BAD: LinkModel = LinkModel {
+        latency_ms: 20,
+        jitter_ms: 30,
+        loss: 0.1,
+        duplicate: 0.03,
+    };
+}
+
+#[derive(Debug)]
+pub struct Link {
+    model: LinkModel,
+    in_flight: Vec<(u64, u64, Vec<u8>)>,
+    order: u64,
+    pub frames: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+}
+
+impl Link {
+    pub fn new(model: LinkModel) -> Self {
+        Link {
+            model,
+            in_flight: Vec::new(),
+            order: 0,
+            frames: 0,
+            bytes: 0,
+            dropped: 0,
+        }
+    }
+
+    fn send(&mut self, rng: &mut Rng, now: u64, frame: Vec<u8>) {
+        self.frames += 1;
+        self.bytes += frame.len() as u64;
+        if rng.chance(self.model.loss) {
+            self.dropped += 1;
+            return;
+        }
+        let copies = if rng.chance(self.model.duplicate) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let at = now + self.model.latency_ms + rng.below(self.model.jitter_ms + 1);
+            self.order += 1;
+            self.in_flight.push((at, self.order, frame.clone()));
+        }
+    }
+
+    fn due(&mut self, now: u64) -> Vec<Vec<u8>> {
+        let mut due: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+        let mut i = 0;
+        while i < self.in_flight.len() {
+            if self.in_flight[i].0 <= now {
+                due.push(self.in_flight.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        due.sort_by_key(|(at, order, _)| (*at, *order));
+        due.into_iter().map(|(_, _, f)| f).collect()
+    }
+
+    fn next_delivery(&self) -> Option<u64> {
+        self.in_flight.iter().map(|(at, _, _)| *at).min()
+    }
+}
+
+/// Files the sharer shell serves, by entry id.
+pub type Files = HashMap<EntryId, Vec<u8>>;
+
+/// The sharer: a share index, file contents and one session.
+pub struct Sharer {
+    pub index: ShareIndex,
+    pub files: Files,
+    pub session: SenderSession,
+    /// Entries whose reads fail as if the file changed on disk.
+    pub changed_on_disk: Vec<EntryId>,
+}
+
+/// The receiver shell: a receiver plus what it got.
+pub struct Visitor {
+    pub receiver: Receiver,
+    /// Persist batches (browser-like) and acknowledge only once stored.
+    pub persist: bool,
+    /// Stop persisting (simulates a stalled storage).
+    pub storage_stalled: bool,
+    pub stored: Vec<Vec<u8>>,
+    pub unstored: Vec<(linkfs_proto::Seq, Vec<u8>)>,
+    pub reads: HashMap<ReadHandle, Vec<u8>>,
+    pub done: Vec<ReadHandle>,
+    pub failed: Vec<(ReadHandle, ReadFailure)>,
+    pub ended: Option<EndReason>,
+    pub refused_ops: Vec<IndexError>,
+    pub fresh_starts: u32,
+}
+
+impl Visitor {
+    pub fn new(receiver: Receiver, persist: bool) -> Self {
+        Visitor {
+            receiver,
+            persist,
+            storage_stalled: false,
+            stored: Vec::new(),
+            unstored: Vec::new(),
+            reads: HashMap::new(),
+            done: Vec::new(),
+            failed: Vec::new(),
+            ended: None,
+            refused_ops: Vec::new(),
+            fresh_starts: 0,
+        }
+    }
+
+    fn drain_events(&mut self) {
+        while let Some(ev) = self.receiver.poll_event() {
+            match ev {
+                ReceiverEvent::Started { fresh, .. } => {
+                    if fresh {
+                        self.fresh_starts += 1;
+                        self.stored.clear();
+                    }
+                }
+                ReceiverEvent::Applied {
+                    header,
+                    frame,
+                    refused,
+                } => {
+                    self.refused_ops.extend(refused);
+                    if let Some(f) = frame {
+                        self.unstored.push((header.end(), f));
+                    }
+                }
+                ReceiverEvent::ReadData {
+                    handle,
+                    offset,
+                    data,
+                } => {
+                    let buf = self.reads.entry(handle).or_default();
+                    assert_eq!(
+                        buf.len() as u64 + first_offset(offset, buf),
+                        offset,
+                        "bytes delivered out of order"
+                    );
+                    buf.extend_from_slice(&data);
+                }
+                ReceiverEvent::ReadDone { handle } => self.done.push(handle),
+                ReceiverEvent::ReadFailed { handle, error } => self.failed.push((handle, error)),
+                ReceiverEvent::Ended { reason } => self.ended = Some(reason),
+            }
+        }
+        if self.persist && !self.storage_stalled {
+            for (end, f) in self.unstored.drain(..) {
+                self.stored.push(f);
+                self.receiver.persisted(end);
+            }
+        }
+    }
+}
+
+// Reads in these tests start at offset 0 unless a test says otherwise; the
+// check above only needs the first delivery's offset.
+fn first_offset(offset: u64, buf: &[u8]) -> u64 {
+    if buf.is_empty() { offset } else { 0 }
+}
+
+pub struct Net {
+    pub now: u64,
+    pub rng: Rng,
+    pub to_receiver: Link,
+    pub to_sender: Link,
+}
+
+impl Net {
+    pub fn new(seed: u64, model: LinkModel) -> Self {
+        Net {
+            now: 0,
+            rng: Rng::new(seed),
+            to_receiver: Link::new(model),
+            to_sender: Link::new(model),
+        }
+    }
+}
+
+impl Sharer {
+    pub fn new(index: ShareIndex, files: Files, config: SenderConfig) -> Self {
+        Sharer {
+            index,
+            files,
+            session: SenderSession::new(config),
+            changed_on_disk: Vec::new(),
+        }
+    }
+
+    fn serve_io(&mut self) {
+        while let Some(io) = self.session.poll_io() {
+            let result = if self.changed_on_disk.contains(&io.entry) {
+                Err(IoFailure {
+                    code: ReadErrorCode::Changed,
+                    message: "the file changed on the sharer's disk since it was listed".into(),
+                })
+            } else {
+                let f = &self.files[&io.entry];
+                let data = f[io.offset as usize..(io.offset + u64::from(io.len)) as usize].to_vec();
+                Ok(data)
+            };
+            self.session.handle_io(&io, result);
+        }
+    }
+}
+
+/// Runs both sides until both are idle and nothing is in flight, or `limit_ms` of
+/// simulated time passes. Returns the simulated time used.
+pub fn progress(net: &mut Net, sharer: &mut Sharer, visitor: &mut Visitor, limit_ms: u64) -> u64 {
+    progress_with(net, sharer, visitor, limit_ms, |_, _| {})
+}
+
+/// Like [`progress`], calling `tamper(net.now, frame)` on every frame to the receiver.
+pub fn progress_with(
+    net: &mut Net,
+    sharer: &mut Sharer,
+    visitor: &mut Visitor,
+    limit_ms: u64,
+    mut tamper: impl FnMut(u64, &mut Vec<u8>),
+) -> u64 {
+    let start = net.now;
+    loop {
+        let now = Millis(net.now);
+        for f in net.to_sender.due(net.now) {
+            let _ = sharer.session.handle_frame(now, &f, &sharer.index);
+        }
+        for f in net.to_receiver.due(net.now) {
+            visitor.receiver.handle_frame(now, &f);
+        }
+        sharer.session.handle_timeout(now);
+        visitor.receiver.handle_timeout(now);
+        let mut busy = false;
+        for _ in 0..10_000 {
+            sharer.serve_io();
+            let mut moved = false;
+            if let Some(mut f) = sharer.session.poll_transmit(now, &sharer.index) {
+                tamper(net.now, &mut f);
+                net.to_receiver.send(&mut net.rng, net.now, f);
+                moved = true;
+            }
+            visitor.drain_events();
+            if let Some(f) = visitor.receiver.poll_transmit(now) {
+                net.to_sender.send(&mut net.rng, net.now, f);
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+            busy = true;
+        }
+        visitor.drain_events();
+        let next = [
+            net.to_receiver.next_delivery(),
+            net.to_sender.next_delivery(),
+            sharer.session.poll_timeout().map(|m| m.0),
+            visitor.receiver.poll_timeout().map(|m| m.0),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|t| *t > net.now)
+        .min();
+        match next {
+            Some(t) if t - start <= limit_ms => net.now = t,
+            Some(_) => return net.now - start,
+            None if busy => net.now += 1,
+            None => return net.now - start,
+        }
+    }
+}
+
+/// A tree: root, `dirs` directories under it, `files_per_dir` files in each, plus
+/// one big directory. File contents are deterministic bytes of the given sizes.
+pub fn build_tree(
+    dirs: u32,
+    files_per_dir: u32,
+    big_dir: u32,
+    file_size: impl Fn(u32) -> u64,
+) -> (ShareIndex, Files) {
+    let mut ix = ShareIndex::new(Epoch(42));
+    let mut files = Files::new();
+    let mut next = 0u32;
+    let mut add = |ix: &mut ShareIndex,
+                   files: &mut Files,
+                   parent: u32,
+                   kind: EntryKind,
+                   name: String,
+                   size: u64| {
+        let id = next;
+        next += 1;
+        let e = NewEntry {
+            id: EntryId(id),
+            parent: EntryId(parent),
+            kind,
+            name: name.as_bytes(),
+            size,
+            mtime: 1_600_000_000 + i64::from(id) * 7,
+            mtime_nsec: 0,
+            mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
+            target: b"",
+            dev: 1,
+            ino: u64::from(id),
+        };
+        ix.push(&e).expect("tree entries are valid");
+        if kind == EntryKind::File {
+            let bytes: Vec<u8> = (0..size)
+                .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(id) as u8)
+                .collect();
+            files.insert(EntryId(id), bytes);
+        }
+        id
+    };
+    add(&mut ix, &mut files, 0, EntryKind::Dir, "root".into(), 0);
+    let mut n = 0;
+    for d in 0..dirs {
+        let dir = add(
+            &mut ix,
+            &mut files,
+            0,
+            EntryKind::Dir,
+            format!("dir {d:04}"),
+            0,
+        );
+        for f in 0..files_per_dir {
+            add(
+                &mut ix,
+                &mut files,
+                dir,
+                EntryKind::File,
+                format!("file-{f:05}.txt"),
+                file_size(n),
+            );
+            n += 1;
+        }
+    }
+    if big_dir > 0 {
+        let big = add(&mut ix, &mut files, 0, EntryKind::Dir, "big".into(), 0);
+        for f in 0..big_dir {
+            add(
+                &mut ix,
+                &mut files,
+                big,
+                EntryKind::File,
+                format!("e{f}"),
+                u64::from(f % 7),
+            );
+        }
+    }
+    ix.mark_snapshot_complete();
+    (ix, files)
+}
+
+/// Asserts that the receiver's index holds exactly the sharer's entries.
+pub fn assert_same_index(share: &ShareIndex, got: &Index) {
+    assert_eq!(got.len() as u64, share.entries(), "entry count");
+    for id in 0..share.next_id().0 {
+        let id = EntryId(id);
+        match (share.view(id), got.get(id)) {
+            (None, None) => {}
+            (Some(want), Some(have)) => {
+                assert_eq!(
+                    (
+                        want.parent,
+                        want.kind,
+                        want.name,
+                        want.size,
+                        want.mtime,
+                        want.mode,
+                        want.generation,
+                        want.target
+                    ),
+                    (
+                        have.parent,
+                        have.kind,
+                        have.name,
+                        have.size,
+                        have.mtime,
+                        have.mode,
+                        have.generation,
+                        have.target
+                    ),
+                    "entry {id}"
+                );
+            }
+            (want, have) => panic!("entry {id}: sharer has {want:?}, receiver has {have:?}"),
+        }
+    }
+}
