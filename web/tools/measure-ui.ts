@@ -123,6 +123,13 @@ async function measure(browser: Browser, server: StaticServer, shots: string, pr
   await page.waitForFunction(() => document.querySelector('[data-testid="sort-size"]')?.getAttribute('aria-sort') === 'descending', undefined, { polling: 'raf' });
   await page.waitForTimeout(200);
   await page.screenshot({ path: join(shots, '03-big-folder-by-size-desc.png') });
+  const filterStart = Date.now();
+  await page.fill('[data-testid="filter"]', '4242');
+  await page.waitForFunction(() => / of 100,000 items$/.test(document.querySelector('.folder-count')?.textContent ?? ''), undefined, { polling: 'raf' });
+  figures.filter100kMs = Date.now() - filterStart - 200; // minus the typing pause
+  figures.filterMatches = await page.locator('.folder-count').textContent();
+  await page.screenshot({ path: join(shots, '03b-big-folder-filtered.png') });
+  await page.fill('[data-testid="filter"]', '');
   figures.longestTaskMs = Math.round(await collectPageProblems(page, problems));
   figures.fakeShareWork = await page.evaluate(() =>
     performance.getEntriesByType('measure').map((m) => `${m.name}: ${Math.round(m.duration)} ms`),

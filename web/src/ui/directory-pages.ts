@@ -12,6 +12,23 @@ export interface ListingOrder {
   descending: boolean;
 }
 
+/** Rows of one directory as the listing sees them: by index, fetched on demand. */
+export interface RowSource {
+  readonly dir: number;
+  /** Rows there are to show; null before the first answer. */
+  readonly total: number | null;
+  /** The latest failure, in words; null when the last request succeeded. */
+  readonly error: string | null;
+  /** True while rows the view needs are being fetched. */
+  readonly loading: boolean;
+  row(index: number): EntryRow | undefined;
+  /** Declares the rows the view shows now (inclusive). */
+  want(first: number, last: number): void;
+  /** The directory changed: fetch again, keeping old rows on screen meanwhile. */
+  invalidate(): void;
+  dispose(): void;
+}
+
 /** Rows per `list` call. */
 export const PAGE_ROWS = 128;
 /** Pages kept in memory (about 3,000 rows). */
@@ -26,7 +43,7 @@ interface Page {
   lastUsed: number;
 }
 
-export class DirectoryPages {
+export class DirectoryPages implements RowSource {
   /** Children of the directory as of the latest answer; null before the first. */
   total: number | null = null;
   /** Set when the latest request failed; cleared by the next success. */

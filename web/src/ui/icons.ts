@@ -12,6 +12,7 @@ const PATHS = {
   download: 'M12 4v11 M7 10l5 5 5-5 M5 20h14',
   close: 'M6 6l12 12 M18 6L6 18',
   up: 'M12 19V5 M6 11l6-6 6 6',
+  search: 'M11 4a7 7 0 1 0 0.01 0 M20 20l-4-4',
 } as const;
 
 export type IconName = keyof typeof PATHS;

@@ -6,7 +6,8 @@
 // proportionally: the scrollbar maps onto row indexes instead of onto pixels.
 
 import type { EntryRow, SortKey, ShareApi } from '../api';
-import { DirectoryPages, type ListingOrder } from './directory-pages';
+import { DirectoryPages, type ListingOrder, type RowSource } from './directory-pages';
+import { FilteredRows, type FilterProgress } from './name-filter';
 import { el } from './dom';
 import { previewKindOf } from './file-types';
 import { formatFullTime, formatItems, formatSize, formatTime } from './format';
@@ -24,8 +25,11 @@ export interface ListingActions {
   /** Backspace: go to the parent folder. */
   up(): void;
   orderChanged(order: ListingOrder): void;
-  /** The number of rows in the shown directory changed (null: not known yet). */
-  totalChanged(total: number | null): void;
+  /**
+   * The number of rows shown changed (null: not known yet), or, while a name filter
+   * scans the directory, its progress.
+   */
+  countChanged(total: number | null, filter: FilterProgress | null): void;
 }
 
 const COLUMNS: { key: SortKey; label: string; className: string }[] = [
@@ -55,7 +59,7 @@ export class DirectoryListing {
   private readonly sizer: HTMLElement;
   private readonly message: HTMLElement;
   private readonly headers = new Map<SortKey, HTMLElement>();
-  private pages: DirectoryPages | null = null;
+  private pages: RowSource | null = null;
   private order: ListingOrder = { sort: 'name', descending: false };
   private readonly rendered = new Map<number, RowView>();
   /** Row views in the DOM but hidden, ready for reuse. */
@@ -65,7 +69,7 @@ export class DirectoryListing {
   private pendingScrollTop: number | null = null;
   /** Text for an empty directory: differs while the index is still filling. */
   private emptyText = 'This folder is empty.';
-  private reportedTotal: number | null | undefined = undefined;
+  private reportedCount = '';
 
   constructor(
     private readonly api: ShareApi,
@@ -101,13 +105,16 @@ export class DirectoryListing {
     this.updateHeaders();
   }
 
-  /** Shows `dir` in `order`, scrolled to `scrollTop`. */
-  show(dir: number, order: ListingOrder, scrollTop = 0): void {
+  /** Shows `dir` in `order`, scrolled to `scrollTop`, only names containing `filter`. */
+  show(dir: number, order: ListingOrder, scrollTop = 0, filter = ''): void {
     this.order = order;
     this.pages?.dispose();
-    this.pages = new DirectoryPages(this.api, dir, order, () => this.schedule());
+    const changed = (): void => this.schedule();
+    this.pages = filter.trim() === ''
+      ? new DirectoryPages(this.api, dir, order, changed)
+      : new FilteredRows(this.api, dir, order, filter, changed);
     this.activeIndex = 0;
-    this.reportedTotal = undefined;
+    this.reportedCount = '';
     this.clearRows();
     this.pendingScrollTop = scrollTop;
     this.updateHeaders();
@@ -207,9 +214,11 @@ export class DirectoryListing {
     }
     this.updateActive();
     this.updateMessage(pages, total);
-    if (pages.total !== this.reportedTotal) {
-      this.reportedTotal = pages.total;
-      this.actions.totalChanged(pages.total);
+    const filter = pages instanceof FilteredRows ? pages.progress : null;
+    const count = `${pages.total}:${filter ? `${filter.scanned}:${filter.done}` : ''}`;
+    if (count !== this.reportedCount) {
+      this.reportedCount = count;
+      this.actions.countChanged(pages.total, filter);
     }
   }
 
@@ -301,11 +310,11 @@ export class DirectoryListing {
     this.message.hidden = true;
   }
 
-  private updateMessage(pages: DirectoryPages, total: number): void {
+  private updateMessage(pages: RowSource, total: number): void {
     let text = '';
     if (pages.error !== null) text = `Could not list this folder: ${pages.error}`;
-    else if (pages.total === null) text = pages.loading ? 'Loading…' : '';
-    else if (total === 0) text = this.emptyText;
+    else if (pages.total === null) text = pages.loading ? (pages instanceof FilteredRows ? 'Looking for matching names…' : 'Loading…') : '';
+    else if (total === 0) text = pages instanceof FilteredRows ? (pages.loading ? '' : 'No names in this folder match the filter.') : this.emptyText;
     this.message.textContent = text;
     this.message.hidden = text === '';
     this.message.classList.toggle('is-error', pages.error !== null);

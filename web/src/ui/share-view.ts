@@ -9,7 +9,9 @@ import type { ListingOrder } from './directory-pages';
 import { el } from './dom';
 import { DownloadsPanel } from './downloads';
 import { previewKindOf } from './file-types';
-import { formatItems } from './format';
+import { formatCount, formatItems } from './format';
+import { MAX_MATCHES, type FilterProgress } from './name-filter';
+import { icon } from './icons';
 import { IndexProgressView } from './index-progress';
 import { DirectoryListing } from './listing';
 import { PreviewPanel } from './preview';
@@ -22,6 +24,8 @@ import { throttle } from './throttle';
 const PROGRESS_REFRESH_MS = 500;
 /** A `changed` event re-lists the shown folder at most this often. */
 const CHANGE_REFRESH_MS = 100;
+/** Typing in the filter box rescans after this pause. */
+const FILTER_DELAY_MS = 200;
 /** Folders whose scroll position is remembered for back/forward. */
 const REMEMBERED_SCROLLS = 200;
 
@@ -35,6 +39,8 @@ export class ShareView {
   private readonly notice: HTMLElement;
   private readonly content: HTMLElement;
   private readonly toolbar: HTMLElement;
+  private readonly filterBox: HTMLInputElement;
+  private filterTimer: ReturnType<typeof setTimeout> | null = null;
 
   private api: ShareApi | null = null;
   private listing: DirectoryListing | null = null;
@@ -62,7 +68,15 @@ export class ShareView {
     this.notice = el('div', { className: 'notice', attrs: { role: 'status' } });
     this.notice.hidden = true;
     this.content = el('main', { className: 'content' }, this.notice);
-    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count);
+    this.filterBox = el('input', {
+      className: 'filter',
+      attrs: { type: 'search', placeholder: 'Filter this folder', 'aria-label': 'Filter this folder by name', spellcheck: 'false', autocomplete: 'off' },
+      data: { testid: 'filter' },
+    });
+    this.filterBox.addEventListener('input', () => this.onFilterInput());
+    this.filterBox.addEventListener('keydown', (event) => this.onFilterKey(event));
+    const filter = el('label', { className: 'filter-box' }, icon('search'), this.filterBox);
+    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, filter);
 
     this.element = el(
       'div',
@@ -101,7 +115,7 @@ export class ShareView {
       download: (row) => this.downloads?.start(row),
       up: () => this.up(),
       orderChanged: (order) => this.setOrder(order),
-      totalChanged: (total) => this.showCount(total),
+      countChanged: (total, filter) => this.showCount(total, filter),
     });
     this.preview = new PreviewPanel(api, {
       download: (row, blob) => this.downloads?.start(row, blob),
@@ -140,12 +154,14 @@ export class ShareView {
     const state = this.api?.status().state ?? 'connecting';
     this.indexProgress.show(progress, state);
     this.listing?.setEmptyText(progress.complete ? 'This folder is empty.' : 'Nothing here yet; the folder list is still arriving.');
+    // While the index fills, any folder may grow: re-list the shown one now and then.
+    // Once complete, growth comes with `changed` events naming the folders.
     if (progress.received !== this.lastReceived || progress.complete !== this.lastComplete) {
       this.lastReceived = progress.received;
       const completed = progress.complete && !this.lastComplete;
       this.lastComplete = progress.complete;
       if (completed) this.progressRefresh.flush();
-      else this.progressRefresh.request();
+      else if (!progress.complete || this.waitingFor) this.progressRefresh.request();
     }
   }
 
@@ -243,6 +259,8 @@ export class ShareView {
     if (listing.dir !== entry.id) {
       if (listing.dir !== null) this.rememberScroll(listing.dir, listing.scrollTop);
       const hadFocus = document.activeElement === document.body || listing.element.contains(document.activeElement);
+      // A filter belongs to the folder it was typed in.
+      this.filterBox.value = '';
       listing.show(entry.id, this.order, this.scrolls.get(entry.id) ?? 0);
       if (hadFocus) listing.focus();
     }
@@ -309,7 +327,27 @@ export class ShareView {
     const listing = this.listing;
     if (listing?.dir != null) {
       this.scrolls.delete(listing.dir);
-      listing.show(listing.dir, order, 0);
+      listing.show(listing.dir, order, 0, this.filterBox.value);
+    }
+  }
+
+  private onFilterInput(): void {
+    if (this.filterTimer !== null) clearTimeout(this.filterTimer);
+    this.filterTimer = setTimeout(() => {
+      this.filterTimer = null;
+      const listing = this.listing;
+      if (listing?.dir != null) listing.show(listing.dir, this.order, 0, this.filterBox.value);
+    }, FILTER_DELAY_MS);
+  }
+
+  private onFilterKey(event: KeyboardEvent): void {
+    if (event.key === 'Escape' && this.filterBox.value !== '') {
+      this.filterBox.value = '';
+      this.onFilterInput();
+      event.stopPropagation();
+    } else if (event.key === 'ArrowDown' || event.key === 'Enter') {
+      this.listing?.focus();
+      event.preventDefault();
     }
   }
 
@@ -322,8 +360,15 @@ export class ShareView {
     }
   }
 
-  private showCount(total: number | null): void {
-    this.count.textContent = total === null ? '' : formatItems(total);
+  private showCount(total: number | null, filter: FilterProgress | null): void {
+    let text = total === null ? '' : formatItems(total);
+    if (filter) {
+      const matches = `${formatCount(filter.matches)} ${filter.matches === 1 ? 'match' : 'matches'}`;
+      if (filter.truncated) text = `First ${formatCount(MAX_MATCHES)} matches`;
+      else if (!filter.done) text = `${matches} · ${filter.total > 0 ? Math.floor((filter.scanned / filter.total) * 100) : 0}% searched`;
+      else text = `${matches} of ${formatItems(filter.total)}`;
+    }
+    this.count.textContent = text;
   }
 
   /** Hides the toolbar and the listing when there is nothing to browse at all. */
