@@ -1,0 +1,191 @@
+//! What an operator can set: limits, ICE servers, where the web app comes from.
+//!
+//! Every bound the relay enforces lives in [`Limits`], with the default stated on
+//! each field. [`RelayConfig::validate`] refuses values that would make the relay
+//! useless (a zero limit, a ping interval longer than the idle timeout), so the
+//! rest of the crate can rely on them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use linkfs_proto::signal::{IceServer, MAX_SIGNAL_MESSAGE};
+
+/// Everything the relay needs to run.
+#[derive(Debug, Clone, Default)]
+pub struct RelayConfig {
+    /// Bounds on rooms, connections, messages and time.
+    pub limits: Limits,
+    /// STUN/TURN servers handed to every peer in its `welcome`. Empty by default:
+    /// none are needed on one host or a LAN.
+    pub ice_servers: Vec<IceServer>,
+    /// Serve the web app from this directory, read at request time (development),
+    /// instead of the copy embedded in the binary at build time.
+    pub web_dir: Option<PathBuf>,
+}
+
+/// The relay's bounds. Defaults suit a small public relay on 2 cores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest signaling message, in bytes, either direction. Default
+    /// [`MAX_SIGNAL_MESSAGE`] (16 KiB). Larger frames are refused by the WebSocket
+    /// reader before they are buffered; the peer gets `message-too-large` and is closed.
+    pub max_message: usize,
+    /// Guests (visitors) per room at once. Default 64; beyond: `room-full`.
+    pub max_guests_per_room: usize,
+    /// Rooms (active shares) on the relay. Default 10,000; beyond: `too-many-rooms`.
+    pub max_rooms: usize,
+    /// Open WebSockets on the relay. Default 20,000; beyond: HTTP 503 before the upgrade.
+    pub max_connections: usize,
+    /// TCP connections that are not (yet) WebSockets: page loads, health checks,
+    /// upgrades in progress. Default 1,024. When `max_connections + max_http_connections`
+    /// sockets are open, the relay stops accepting until one closes (the kernel's
+    /// backlog holds the rest).
+    pub max_http_connections: usize,
+    /// Messages per second a connection may send, long term. Default 50.
+    pub rate_per_sec: u32,
+    /// Messages a connection may send at once before the rate applies. Default 100.
+    pub rate_burst: u32,
+    /// Refused (over-rate) messages tolerated before the connection is closed; one is
+    /// forgiven per second. Default 100.
+    pub max_refused: u32,
+    /// Messages waiting to be written to one connection. Default 256; a peer whose
+    /// queue is full is disconnected rather than buffered without bound.
+    pub max_queued_messages: usize,
+    /// Bytes waiting to be written to one connection. Default 128 KiB (eight
+    /// maximum-size messages); same consequence as `max_queued_messages`.
+    pub max_queued_bytes: usize,
+    /// The relay pings every connection this often. Default 20 s.
+    pub ping_interval: Duration,
+    /// A connection with no traffic (not even a pong) for this long is closed with
+    /// `idle-timeout`. Default 60 s.
+    pub idle_timeout: Duration,
+    /// A write to a connection that takes longer than this disconnects it (its reader
+    /// is gone or too slow). Default 10 s.
+    pub write_timeout: Duration,
+    /// On shutdown, how long to wait for connections to close. Default 5 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message: MAX_SIGNAL_MESSAGE,
+            max_guests_per_room: 64,
+            max_rooms: 10_000,
+            max_connections: 20_000,
+            max_http_connections: 1_024,
+            rate_per_sec: 50,
+            rate_burst: 100,
+            max_refused: 100,
+            max_queued_messages: 256,
+            max_queued_bytes: 128 * 1024,
+            ping_interval: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A configuration the relay cannot run with.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("the limit `{0}` must be at least 1")]
+    Zero(&'static str),
+    #[error(
+        "max_message is {0} bytes; it must be between 256 and {MAX_SIGNAL_MESSAGE} \
+         (the protocol's limit)"
+    )]
+    MessageSize(usize),
+    #[error("max_queued_bytes ({queued}) must hold at least one message of max_message ({message}) bytes")]
+    QueueSmallerThanMessage { queued: usize, message: usize },
+    #[error("the ping interval ({ping:?}) must be shorter than the idle timeout ({idle:?})")]
+    PingNotBeforeIdle { ping: Duration, idle: Duration },
+}
+
+impl RelayConfig {
+    /// Checks that every bound is usable.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let l = &self.limits;
+        let counts: [(&'static str, u64); 10] = [
+            ("max_guests_per_room", l.max_guests_per_room as u64),
+            ("max_rooms", l.max_rooms as u64),
+            ("max_connections", l.max_connections as u64),
+            ("max_http_connections", l.max_http_connections as u64),
+            ("rate_per_sec", u64::from(l.rate_per_sec)),
+            ("rate_burst", u64::from(l.rate_burst)),
+            ("max_queued_messages", l.max_queued_messages as u64),
+            ("ping_interval", l.ping_interval.as_millis() as u64),
+            ("write_timeout", l.write_timeout.as_millis() as u64),
+            ("idle_timeout", l.idle_timeout.as_millis() as u64),
+        ];
+        if let Some((name, _)) = counts.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::Zero(name));
+        }
+        if !(256..=MAX_SIGNAL_MESSAGE).contains(&l.max_message) {
+            return Err(ConfigError::MessageSize(l.max_message));
+        }
+        // A forwarded message is the client's `data` re-wrapped in a slightly different
+        // envelope; a queue must hold at least one full one.
+        if l.max_queued_bytes < l.max_message + OUTBOUND_ENVELOPE_SLACK {
+            return Err(ConfigError::QueueSmallerThanMessage {
+                queued: l.max_queued_bytes,
+                message: l.max_message,
+            });
+        }
+        if l.ping_interval >= l.idle_timeout {
+            return Err(ConfigError::PingNotBeforeIdle {
+                ping: l.ping_interval,
+                idle: l.idle_timeout,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How much longer a forwarded `{"t":"msg","from":N,...}` can be than the client's
+/// `{"t":"msg","to":N,...}`: `from` is two bytes longer than `to`, and a peer number
+/// can be up to 10 digits instead of 1.
+pub(crate) const OUTBOUND_ENVELOPE_SLACK: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(RelayConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn zero_limits_are_refused_by_name() {
+        let mut c = RelayConfig::default();
+        c.limits.max_rooms = 0;
+        assert_eq!(c.validate(), Err(ConfigError::Zero("max_rooms")));
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "the limit `max_rooms` must be at least 1"
+        );
+    }
+
+    #[test]
+    fn ping_must_come_before_idle_timeout() {
+        let mut c = RelayConfig::default();
+        c.limits.ping_interval = Duration::from_secs(60);
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::PingNotBeforeIdle { .. })
+        ));
+    }
+
+    #[test]
+    fn message_limit_cannot_exceed_the_protocol() {
+        let mut c = RelayConfig::default();
+        c.limits.max_message = MAX_SIGNAL_MESSAGE + 1;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::MessageSize(MAX_SIGNAL_MESSAGE + 1))
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! Errors: what an HTTP client is told ([`AppError`]), and why the relay could not
+//! start ([`RelayError`]).
+//!
+//! An [`AppError`] becomes a plain-text response in words a user understands.
+//! Internal details (file paths, OS errors) are logged, never sent.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::config::ConfigError;
+
+/// An HTTP request the relay answers with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppError {
+    #[error(
+        "Invalid room id: it must be 8 to 64 characters of A-Z, a-z, 0-9, '_' or '-'. \
+         Check that the link was copied whole."
+    )]
+    BadRoomId,
+    #[error("Invalid role: connect with ?role=host (the sharer) or ?role=guest (a visitor).")]
+    BadRole,
+    #[error("This is the linkfs signaling endpoint; it only accepts WebSocket connections.")]
+    NotWebSocket(StatusCode),
+    #[error("The relay is at its limit of {0} connections. Try again in a moment.")]
+    TooManyConnections(usize),
+    #[error("Not found.")]
+    NotFound,
+    /// Something failed inside the relay; the detail is logged, not sent.
+    #[error("The relay ran into an internal problem; try again.")]
+    Internal(String),
+}
+
+impl AppError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AppError::BadRoomId | AppError::BadRole => StatusCode::BAD_REQUEST,
+            AppError::NotWebSocket(status) => *status,
+            AppError::TooManyConnections(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::NotFound => StatusCode::NOT_FOUND,
+            AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        if let AppError::Internal(detail) = &self {
+            tracing::error!(%detail, "internal error");
+        }
+        let mut response = (self.status(), format!("{self}\n")).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if matches!(self, AppError::TooManyConnections(_)) {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        response
+    }
+}
+
+/// Why the relay could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelayError {
+    #[error("invalid relay configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot read the listening socket's address: {0}")]
+    Listener(#[source] std::io::Error),
+}

@@ -1,0 +1,159 @@
+//! The HTTP surface: routes, the WebSocket upgrade and its checks, security headers.
+//!
+//! | route | answer |
+//! | --- | --- |
+//! | `GET /signal/{room}?role=host\|guest` | WebSocket upgrade ([`crate::session`]); 400 for a bad room id or role, 503 at `max_connections` |
+//! | `GET /healthz` | `200 ok` |
+//! | `GET /metrics` | Prometheus text ([`crate::metrics`]) |
+//! | `GET /*` | the web app ([`crate::web`]); 404 for anything that is not a file |
+//!
+//! Every response carries the Content-Security-Policy, `Referrer-Policy: no-referrer`
+//! and `X-Content-Type-Options: nosniff`. The CSP allows scripts and connections only
+//! to the page's own origin (`connect-src 'self'` covers the same-origin `ws:`/`wss:`
+//! signaling socket) and wasm compilation, so the page cannot send the link's secret
+//! anywhere else.
+
+use axum::Router;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Path, RawQuery, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::http::{HeaderValue, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::StreamExt;
+use linkfs_proto::signal::{Role, is_valid_room_id};
+
+use crate::error::AppError;
+use crate::metrics::Rejection;
+use crate::session;
+use crate::state::RelayState;
+
+/// The Content-Security-Policy on every response.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; style-src 'self' 'unsafe-inline'; worker-src 'self' blob:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+
+/// tungstenite's read buffer per connection, allocated up front. Signaling messages
+/// are small; a larger message is read in several system calls.
+const READ_BUFFER: usize = 4 * 1024;
+
+/// The relay's routes over `state`.
+pub fn app(state: RelayState) -> Router {
+    Router::new()
+        .route("/signal/{room}", get(signal))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .fallback(get(web_file))
+        .layer(axum::middleware::map_response(security_headers))
+        .with_state(state)
+}
+
+async fn signal(
+    State(state): State<RelayState>,
+    room: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, AppError> {
+    let checked = check_signal_request(room, query.as_deref());
+    if checked.is_err() {
+        state.metrics().rejected(Rejection::BadRequest);
+    }
+    let (room, role) = checked?;
+    let upgrade = upgrade.map_err(|rejection| AppError::NotWebSocket(rejection.status()))?;
+    let limits = &state.config().limits;
+    let Some(slot) = state.websocket_slot() else {
+        state.metrics().rejected(Rejection::TooManyConnections);
+        return Err(AppError::TooManyConnections(limits.max_connections));
+    };
+    let response = upgrade
+        .max_message_size(limits.max_message)
+        .max_frame_size(limits.max_message)
+        .read_buffer_size(READ_BUFFER)
+        // Write each message at once (signaling is latency-bound), and let at most
+        // two maximum-size messages pile up in the writer if the socket is slow.
+        .write_buffer_size(0)
+        .max_write_buffer_size(2 * limits.max_message + 1024)
+        .on_upgrade(move |socket| {
+            let (sink, stream) = socket.split();
+            let sessions = state.sessions().clone();
+            sessions.track_future(async move {
+                session::run(state, room, role, sink, stream).await;
+                drop(slot);
+            })
+        });
+    Ok(response)
+}
+
+fn check_signal_request(
+    room: Result<Path<String>, PathRejection>,
+    query: Option<&str>,
+) -> Result<(Box<str>, Role), AppError> {
+    let Ok(Path(room)) = room else {
+        return Err(AppError::BadRoomId);
+    };
+    if !is_valid_room_id(&room) {
+        return Err(AppError::BadRoomId);
+    }
+    let role = query
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("role="))
+        .and_then(|role| match role {
+            "host" => Some(Role::Host),
+            "guest" => Some(Role::Guest),
+            _ => None,
+        })
+        .ok_or(AppError::BadRole)?;
+    Ok((room.into_boxed_str(), role))
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn metrics(State(state): State<RelayState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        state.render_metrics(),
+    )
+}
+
+async fn web_file(State(state): State<RelayState>, uri: Uri) -> Result<Response, AppError> {
+    state.web().respond(uri.path()).await
+}
+
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(room: &str, query: Option<&str>) -> Result<Role, String> {
+        check_signal_request(Ok(Path(room.to_owned())), query)
+            .map(|(_, role)| role)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn room_and_role_are_checked() {
+        assert_eq!(check("room-0001", Some("role=host")), Ok(Role::Host));
+        assert_eq!(check("room-0001", Some("x=1&role=guest")), Ok(Role::Guest));
+        assert!(check("short", Some("role=host")).unwrap_err().starts_with("Invalid room id"));
+        assert!(check("room-0001", Some("role=admin")).unwrap_err().starts_with("Invalid role"));
+        assert!(check("room-0001", None).unwrap_err().starts_with("Invalid role"));
+    }
+}

@@ -1,0 +1,151 @@
+//! `linkfs-relay`: the signaling relay and web app server. Glue around the library:
+//! flags, logs, signals.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use linkfs_proto::signal::IceServer;
+use linkfs_relay::{Limits, RelayConfig};
+use tokio::net::TcpListener;
+
+/// Signaling relay and web app server for linkfs.
+///
+/// Serves the linkfs web app at `/`, WebSocket signaling at `/signal/{room}`,
+/// `/healthz` and `/metrics`. It forwards only sealed signaling messages and learns
+/// no secrets; file bytes go peer to peer.
+#[derive(Debug, Parser)]
+#[command(name = "linkfs-relay", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    bind: SocketAddr,
+
+    /// STUN or TURN server for peers, as `URL` or `URL,USERNAME,CREDENTIAL`
+    /// (e.g. `stun:stun.example.org:3478`). Repeatable. None by default: none are
+    /// needed on one host or a LAN.
+    #[arg(long = "ice-server", value_name = "URL")]
+    ice_servers: Vec<String>,
+
+    /// Serve the web app from this directory instead of the copy built into the
+    /// binary (for development).
+    #[arg(long, value_name = "DIR")]
+    web_dir: Option<PathBuf>,
+
+    /// Most WebSocket connections at once; more get HTTP 503.
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+
+    /// Most rooms (shares) at once.
+    #[arg(long, default_value_t = Limits::default().max_rooms)]
+    max_rooms: usize,
+
+    /// Most guests (visitors) per room.
+    #[arg(long, default_value_t = Limits::default().max_guests_per_room)]
+    max_guests_per_room: usize,
+
+    /// Largest signaling message in bytes (at most 16384).
+    #[arg(long, default_value_t = Limits::default().max_message)]
+    max_message: usize,
+
+    /// Messages per second per connection, long term.
+    #[arg(long, default_value_t = Limits::default().rate_per_sec)]
+    rate_per_sec: u32,
+
+    /// Messages per connection allowed at once before the rate applies.
+    #[arg(long, default_value_t = Limits::default().rate_burst)]
+    rate_burst: u32,
+
+    /// Seconds without any traffic before a connection is closed.
+    #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs())]
+    idle_timeout_secs: u64,
+
+    /// Seconds between the relay's pings (must be below the idle timeout).
+    #[arg(long, default_value_t = Limits::default().ping_interval.as_secs())]
+    ping_interval_secs: u64,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let config = config(&args)?;
+    let listener = TcpListener::bind(args.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.bind))?;
+    let relay = linkfs_relay::spawn(listener, config).await?;
+    println!("linkfs-relay listening on http://{}", relay.local_addr());
+    shutdown_signal().await?;
+    tracing::info!("shutting down");
+    relay.shutdown().await;
+    Ok(())
+}
+
+fn config(args: &Args) -> Result<RelayConfig> {
+    let mut ice_servers = Vec::new();
+    for spec in &args.ice_servers {
+        ice_servers.push(ice_server(spec)?);
+    }
+    if let Some(dir) = &args.web_dir
+        && !dir.is_dir()
+    {
+        bail!("--web-dir {}: not a directory", dir.display());
+    }
+    let limits = Limits {
+        max_connections: args.max_connections,
+        max_rooms: args.max_rooms,
+        max_guests_per_room: args.max_guests_per_room,
+        max_message: args.max_message,
+        rate_per_sec: args.rate_per_sec,
+        rate_burst: args.rate_burst,
+        idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        ping_interval: Duration::from_secs(args.ping_interval_secs),
+        ..Limits::default()
+    };
+    let config = RelayConfig {
+        limits,
+        ice_servers,
+        web_dir: args.web_dir.clone(),
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+fn ice_server(spec: &str) -> Result<IceServer> {
+    let mut parts = spec.splitn(3, ',');
+    let url = parts.next().unwrap_or_default();
+    if !["stun:", "stuns:", "turn:", "turns:"]
+        .iter()
+        .any(|scheme| url.starts_with(scheme))
+    {
+        bail!("--ice-server {url:?}: expected a stun:, stuns:, turn: or turns: URL");
+    }
+    let username = parts.next().map(str::to_owned);
+    let credential = parts.next().map(str::to_owned);
+    if username.is_some() != credential.is_some() {
+        bail!("--ice-server {url:?}: give both a username and a credential, or neither");
+    }
+    Ok(IceServer {
+        urls: vec![url.to_owned()],
+        username,
+        credential,
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    tokio::select! {
+        ctrl_c = tokio::signal::ctrl_c() => ctrl_c.context("cannot listen for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,511 @@
+//! One WebSocket's life: join, welcome, then relay until someone leaves.
+//!
+//! A thin actor: one `select!` loop (biased, in this order) over
+//!
+//! 1. the kick token: relay shutdown ("going away") or this peer's queue overflowed
+//!    ("too slow"); the connection ends now;
+//! 2. the outbox: messages other peers routed here, written in order, each write
+//!    bounded by `write_timeout`;
+//! 3. the socket: one inbound frame, rate-limited, parsed, routed;
+//! 4. the idle deadline: `idle_timeout` after the last inbound frame (pongs count);
+//! 5. the ping interval.
+//!
+//! The session is generic over `Sink`/`Stream` so tests can drive it without a
+//! socket. Room membership is an RAII guard: however the session ends (even if its
+//! future is dropped), the guest leaves or the host's room closes.
+//!
+//! Never logged: `data` (sealed ciphertext) and anything else a client sent.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
+use linkfs_proto::signal::{ClientToRelay, PeerId, RelayErrorCode, RelayToClient, Role};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Rejection;
+use crate::outbox::{Closing, ConnId, Outbound, Outbox, outbox};
+use crate::rate_limit::{RateLimiter, RateVerdict};
+use crate::rooms::{JoinRefusal, RouteRefusal};
+use crate::state::RelayState;
+use crate::wire::{self, close_code};
+
+/// After the relay sends a close frame, how long it waits for the client's.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
+/// Writes of a close frame to a connection that is being dropped anyway.
+const LAST_WRITE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Runs one connection of `role` in `room` to its end.
+pub(crate) async fn run<W, R>(state: RelayState, room: Box<str>, role: Role, sink: W, stream: R)
+where
+    W: Sink<Message> + Unpin,
+    W::Error: Display,
+    R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
+    let conn = state.next_conn();
+    let kick = state.shutdown_token().child_token();
+    let (link, outbox) = outbox(conn, &state.config().limits, kick);
+    let joined = match role {
+        Role::Host => state.rooms().open(&room, link).map(|()| PeerId::HOST),
+        Role::Guest => state.rooms().join(&room, link),
+    };
+    let mut socket = Socket {
+        sink,
+        stream,
+        write_timeout: state.config().limits.write_timeout,
+    };
+    let peer = match joined {
+        Ok(peer) => peer,
+        Err(refusal) => {
+            state.metrics().rejected(join_rejection(refusal));
+            let (message, closing) = join_refusal_words(&state, refusal);
+            socket
+                .refuse(refusal.code(), message, closing, &outbox.kick)
+                .await;
+            return;
+        }
+    };
+    let membership = Membership {
+        state: state.clone(),
+        room,
+        peer,
+        conn,
+    };
+    tracing::debug!(conn = conn.0, peer = peer.0, ?role, "joined");
+    let end = Session {
+        membership,
+        limiter: RateLimiter::new(
+            state.config().limits.rate_per_sec,
+            state.config().limits.rate_burst,
+            state.config().limits.max_refused,
+            Instant::now().into_std(),
+        ),
+        outbox,
+        state,
+    }
+    .relay(&mut socket)
+    .await;
+    tracing::debug!(conn = conn.0, ?end, "connection ended");
+}
+
+/// How a session ended (for the debug log).
+#[derive(Debug)]
+enum End {
+    ClientClosed,
+    Refused,
+    HostLeft,
+    Shutdown,
+    TooSlow,
+    WriteFailed,
+}
+
+struct Session {
+    state: RelayState,
+    membership: Membership,
+    outbox: Outbox,
+    limiter: RateLimiter,
+}
+
+impl Session {
+    async fn relay<W, R>(mut self, socket: &mut Socket<W, R>) -> End
+    where
+        W: Sink<Message> + Unpin,
+        W::Error: Display,
+        R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+    {
+        let limits = self.state.config().limits.clone();
+        let welcome = wire::encode(&RelayToClient::Welcome {
+            peer: self.membership.peer,
+            ice_servers: self.state.config().ice_servers.clone(),
+            max_message: limits.max_message,
+        });
+        if socket.send_text(welcome, &self.outbox.kick).await.is_err() {
+            return End::WriteFailed;
+        }
+        let mut last_heard = Instant::now();
+        let idle = tokio::time::sleep_until(last_heard + limits.idle_timeout);
+        tokio::pin!(idle);
+        let mut ping = tokio::time::interval_at(
+            last_heard + limits.ping_interval,
+            limits.ping_interval,
+        );
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+        let kick = self.outbox.kick.clone();
+        loop {
+            tokio::select! {
+                biased;
+                () = kick.cancelled() => {
+                    return self.kicked(socket).await;
+                }
+                item = self.outbox.next() => match item {
+                    Some(Outbound::Text(text)) => {
+                        if socket.send_text(text, &self.outbox.kick).await.is_err() {
+                            return self.write_failed();
+                        }
+                    }
+                    Some(Outbound::Close(closing)) => {
+                        socket.close(closing, &self.outbox.kick).await;
+                        return End::HostLeft;
+                    }
+                    // The registry dropped our link without a close: our room is gone.
+                    None => {
+                        socket.close(Closing { code: close_code::NORMAL, reason: wire::HOST_LEFT }, &self.outbox.kick).await;
+                        return End::HostLeft;
+                    }
+                },
+                inbound = socket.stream.next() => {
+                    last_heard = Instant::now();
+                    if let Some(end) = self.inbound(inbound, socket).await {
+                        return end;
+                    }
+                }
+                () = &mut idle => {
+                    let deadline = last_heard + limits.idle_timeout;
+                    if deadline > Instant::now() {
+                        idle.as_mut().reset(deadline);
+                        continue;
+                    }
+                    self.state.metrics().rejected(Rejection::IdleTimeout);
+                    let closing = Closing { code: close_code::POLICY, reason: "idle timeout" };
+                    socket
+                        .refuse(RelayErrorCode::IdleTimeout, wire::idle_timeout(&limits), closing, &self.outbox.kick)
+                        .await;
+                    return End::Refused;
+                }
+                _ = ping.tick() => {
+                    if socket.send(Message::Ping(Default::default()), &self.outbox.kick).await.is_err() {
+                        return self.write_failed();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles one frame from the client; `Some` ends the session.
+    async fn inbound<W, R>(
+        &mut self,
+        inbound: Option<Result<Message, axum::Error>>,
+        socket: &mut Socket<W, R>,
+    ) -> Option<End>
+    where
+        W: Sink<Message> + Unpin,
+        W::Error: Display,
+        R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+    {
+        let limits = &self.state.config().limits;
+        let frame = match inbound {
+            None | Some(Ok(Message::Close(_))) => return Some(End::ClientClosed),
+            Some(Err(err)) if is_too_large(&err) => {
+                return Some(self.too_large(socket).await);
+            }
+            Some(Err(err)) => {
+                tracing::debug!(conn = self.membership.conn.0, %err, "read failed");
+                return Some(End::ClientClosed);
+            }
+            Some(Ok(frame)) => frame,
+        };
+        match self.limiter.check(Instant::now().into_std()) {
+            RateVerdict::Accept => {}
+            RateVerdict::Refuse { notify } => {
+                self.state.metrics().rejected(Rejection::RateLimited);
+                if notify {
+                    let text = wire::error(RelayErrorCode::RateLimited, wire::rate_limited(limits));
+                    if socket.send_text(text, &self.outbox.kick).await.is_err() {
+                        return Some(self.write_failed());
+                    }
+                }
+                return None;
+            }
+            RateVerdict::Abuse => {
+                self.state.metrics().rejected(Rejection::RateAbuse);
+                let closing = Closing {
+                    code: close_code::POLICY,
+                    reason: "rate limit",
+                };
+                socket
+                    .refuse(
+                        RelayErrorCode::RateLimited,
+                        wire::rate_abuse(limits),
+                        closing,
+                        &self.outbox.kick,
+                    )
+                    .await;
+                return Some(End::Refused);
+            }
+        }
+        let text = match frame {
+            Message::Text(text) => text,
+            Message::Binary(_) => {
+                return Some(self.bad_message(socket, wire::BINARY_FRAME.into()).await);
+            }
+            // Pings are answered by the WebSocket layer; pongs only prove liveness.
+            Message::Ping(_) | Message::Pong(_) | Message::Close(_) => return None,
+        };
+        if text.len() > limits.max_message {
+            return Some(self.too_large(socket).await);
+        }
+        let (to, data) = match serde_json::from_str::<ClientToRelay>(&text) {
+            Ok(ClientToRelay::Msg { to, data }) => (to, data),
+            Ok(_) => {
+                let detail = wire::bad_message("a message type this relay does not know");
+                return Some(self.bad_message(socket, detail).await);
+            }
+            Err(err) => {
+                // serde_json's words (e.g. "missing field `to` at line 1 column 9") name
+                // fields, never echo values at length; they go to the sender only.
+                let detail = wire::bad_message(&err.to_string());
+                return Some(self.bad_message(socket, detail).await);
+            }
+        };
+        let from = self.membership.peer;
+        let forwarded = wire::forwarded(from, &data);
+        let len = forwarded.len();
+        let refusal = match self
+            .state
+            .rooms()
+            .route(&self.membership.room, from, to, forwarded)
+        {
+            Ok(()) => {
+                self.state.metrics().forwarded(len);
+                return None;
+            }
+            Err(RouteRefusal::TargetTooSlow) => {
+                self.state.metrics().rejected(Rejection::SlowConsumer);
+                return None;
+            }
+            Err(RouteRefusal::UnknownPeer) => wire::unknown_peer(to),
+            Err(RouteRefusal::GuestToGuest) => wire::GUEST_TO_GUEST.to_owned(),
+        };
+        self.state.metrics().rejected(Rejection::UnknownPeer);
+        let text = wire::error(RelayErrorCode::UnknownPeer, refusal);
+        if socket.send_text(text, &self.outbox.kick).await.is_err() {
+            return Some(self.write_failed());
+        }
+        None
+    }
+
+    async fn too_large<W, R>(&self, socket: &mut Socket<W, R>) -> End
+    where
+        W: Sink<Message> + Unpin,
+        W::Error: Display,
+        R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+    {
+        let limits = &self.state.config().limits;
+        self.state.metrics().rejected(Rejection::MessageTooLarge);
+        let closing = Closing {
+            code: close_code::TOO_BIG,
+            reason: "message too large",
+        };
+        socket
+            .refuse(
+                RelayErrorCode::MessageTooLarge,
+                wire::message_too_large(limits),
+                closing,
+                &self.outbox.kick,
+            )
+            .await;
+        End::Refused
+    }
+
+    async fn bad_message<W, R>(&self, socket: &mut Socket<W, R>, message: String) -> End
+    where
+        W: Sink<Message> + Unpin,
+        W::Error: Display,
+        R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+    {
+        self.state.metrics().rejected(Rejection::BadMessage);
+        let closing = Closing {
+            code: close_code::POLICY,
+            reason: "bad message",
+        };
+        socket
+            .refuse(RelayErrorCode::BadMessage, message, closing, &self.outbox.kick)
+            .await;
+        End::Refused
+    }
+
+    async fn kicked<W, R>(&self, socket: &mut Socket<W, R>) -> End
+    where
+        W: Sink<Message> + Unpin,
+        W::Error: Display,
+        R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+    {
+        // The kick token is already cancelled; these last writes get their own short
+        // timeout instead.
+        let never = CancellationToken::new();
+        socket.write_timeout = LAST_WRITE_TIMEOUT;
+        if self.state.shutdown_token().is_cancelled() {
+            let closing = Closing {
+                code: close_code::GOING_AWAY,
+                reason: wire::SHUTTING_DOWN,
+            };
+            socket.close(closing, &never).await;
+            End::Shutdown
+        } else {
+            self.state.metrics().rejected(Rejection::SlowConsumer);
+            let closing = Closing {
+                code: close_code::POLICY,
+                reason: wire::TOO_SLOW,
+            };
+            let _ = socket.send_close(closing, &never).await;
+            End::TooSlow
+        }
+    }
+
+    fn write_failed(&self) -> End {
+        if !self.outbox.kick.is_cancelled() {
+            // A write that timed out or failed: this peer is not reading.
+            self.state.metrics().rejected(Rejection::SlowConsumer);
+        }
+        End::WriteFailed
+    }
+}
+
+/// The socket halves plus the write bound.
+struct Socket<W, R> {
+    sink: W,
+    stream: R,
+    write_timeout: Duration,
+}
+
+/// A write did not complete (error, timeout, or the connection was kicked).
+#[derive(Debug)]
+struct WriteFailed;
+
+impl<W, R> Socket<W, R>
+where
+    W: Sink<Message> + Unpin,
+    W::Error: Display,
+    R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
+    async fn send(&mut self, message: Message, kick: &CancellationToken) -> Result<(), WriteFailed> {
+        tokio::select! {
+            biased;
+            () = kick.cancelled() => Err(WriteFailed),
+            sent = tokio::time::timeout(self.write_timeout, self.sink.send(message)) => match sent {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(err)) => {
+                    tracing::debug!(%err, "write failed");
+                    Err(WriteFailed)
+                }
+                Err(_elapsed) => Err(WriteFailed),
+            },
+        }
+    }
+
+    async fn send_text(&mut self, text: Utf8Bytes, kick: &CancellationToken) -> Result<(), WriteFailed> {
+        self.send(Message::Text(text), kick).await
+    }
+
+    async fn send_close(&mut self, closing: Closing, kick: &CancellationToken) -> Result<(), WriteFailed> {
+        let frame = CloseFrame {
+            code: closing.code,
+            reason: closing.reason.into(),
+        };
+        self.send(Message::Close(Some(frame)), kick).await
+    }
+
+    /// Sends a close frame, then waits briefly for the client's close (so a browser
+    /// sees a clean close with our code) while ignoring anything else it sends.
+    async fn close(&mut self, closing: Closing, kick: &CancellationToken) {
+        if self.send_close(closing, kick).await.is_err() {
+            return;
+        }
+        let _ = tokio::time::timeout(CLOSE_LINGER, async {
+            while let Some(Ok(frame)) = self.stream.next().await {
+                if matches!(frame, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Sends an `error` frame, then closes.
+    async fn refuse(
+        &mut self,
+        code: RelayErrorCode,
+        message: String,
+        closing: Closing,
+        kick: &CancellationToken,
+    ) {
+        let text = wire::error(code, message);
+        if self.send_text(text, kick).await.is_ok() {
+            self.close(closing, kick).await;
+        }
+    }
+}
+
+/// Membership of a room, undone on drop.
+struct Membership {
+    state: RelayState,
+    room: Box<str>,
+    peer: PeerId,
+    conn: ConnId,
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        if self.peer == PeerId::HOST {
+            self.state.rooms().close(&self.room, self.conn);
+        } else {
+            self.state.rooms().leave(&self.room, self.peer, self.conn);
+        }
+    }
+}
+
+fn join_rejection(refusal: JoinRefusal) -> Rejection {
+    match refusal {
+        JoinRefusal::RoomTaken => Rejection::RoomTaken,
+        JoinRefusal::TooManyRooms => Rejection::TooManyRooms,
+        JoinRefusal::NoSuchRoom => Rejection::NoSuchRoom,
+        JoinRefusal::RoomFull => Rejection::RoomFull,
+    }
+}
+
+fn join_refusal_words(state: &RelayState, refusal: JoinRefusal) -> (String, Closing) {
+    let limits = &state.config().limits;
+    match refusal {
+        JoinRefusal::RoomTaken => (
+            wire::ROOM_TAKEN.to_owned(),
+            Closing {
+                code: close_code::POLICY,
+                reason: "room taken",
+            },
+        ),
+        JoinRefusal::NoSuchRoom => (
+            wire::NO_SUCH_ROOM.to_owned(),
+            Closing {
+                code: close_code::NORMAL,
+                reason: "no such room",
+            },
+        ),
+        JoinRefusal::RoomFull => (
+            wire::room_full(limits),
+            Closing {
+                code: close_code::TRY_AGAIN_LATER,
+                reason: "room full",
+            },
+        ),
+        JoinRefusal::TooManyRooms => (
+            wire::too_many_rooms(limits),
+            Closing {
+                code: close_code::TRY_AGAIN_LATER,
+                reason: "too many rooms",
+            },
+        ),
+    }
+}
+
+/// Whether a read failed because a frame or message was over the size limit (the
+/// WebSocket layer refuses it before buffering it).
+fn is_too_large(err: &axum::Error) -> bool {
+    use std::error::Error as _;
+    matches!(
+        err.source().and_then(|e| e.downcast_ref::<tungstenite::Error>()),
+        Some(tungstenite::Error::Capacity(_))
+    )
+}

@@ -1,0 +1,110 @@
+//! What every request handler and session shares: config, rooms, counters, the
+//! connection budget and the shutdown signal.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{ConfigError, RelayConfig};
+use crate::metrics::Metrics;
+use crate::outbox::ConnId;
+use crate::rooms::RoomRegistry;
+use crate::web::WebApp;
+
+/// The relay's shared state; cheap to clone (one `Arc`).
+#[derive(Debug, Clone)]
+pub struct RelayState {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: RelayConfig,
+    rooms: RoomRegistry,
+    metrics: Metrics,
+    websocket_slots: Arc<Semaphore>,
+    shutdown: CancellationToken,
+    sessions: TaskTracker,
+    next_conn: AtomicU64,
+    web: WebApp,
+}
+
+impl RelayState {
+    /// State for a relay with `config`, or why the config cannot work.
+    pub fn new(config: RelayConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let web = WebApp::new(config.web_dir.clone());
+        Ok(RelayState {
+            inner: Arc::new(Shared {
+                rooms: RoomRegistry::new(&config.limits),
+                metrics: Metrics::default(),
+                websocket_slots: Arc::new(Semaphore::new(config.limits.max_connections)),
+                shutdown: CancellationToken::new(),
+                sessions: TaskTracker::new(),
+                next_conn: AtomicU64::new(1),
+                web,
+                config,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &RelayConfig {
+        &self.inner.config
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// Cancelled when the relay shuts down; every session closes with "going away".
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    /// The `/metrics` page.
+    pub fn render_metrics(&self) -> String {
+        self.inner.metrics.render(self.inner.rooms.gauges())
+    }
+
+    pub(crate) fn rooms(&self) -> &RoomRegistry {
+        &self.inner.rooms
+    }
+
+    pub(crate) fn web(&self) -> &WebApp {
+        &self.inner.web
+    }
+
+    pub(crate) fn sessions(&self) -> &TaskTracker {
+        &self.inner.sessions
+    }
+
+    pub(crate) fn next_conn(&self) -> ConnId {
+        ConnId(self.inner.next_conn.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A slot for one more WebSocket, if `max_connections` allows.
+    pub(crate) fn websocket_slot(&self) -> Option<WebSocketSlot> {
+        let permit = self.inner.websocket_slots.clone().try_acquire_owned().ok()?;
+        self.inner.metrics.connection_opened();
+        Some(WebSocketSlot {
+            _permit: permit,
+            state: self.clone(),
+        })
+    }
+}
+
+/// One of the `max_connections` WebSocket slots; given back (and counted) on drop.
+#[derive(Debug)]
+pub(crate) struct WebSocketSlot {
+    _permit: OwnedSemaphorePermit,
+    state: RelayState,
+}
+
+impl Drop for WebSocketSlot {
+    fn drop(&mut self) {
+        self.state.inner.metrics.connection_closed();
+    }
+}
