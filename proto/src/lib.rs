@@ -36,6 +36,7 @@ pub mod frame;
 pub mod ids;
 pub mod signal;
 pub mod varint;
+pub mod vectors;
 
 pub use batch::{BatchEncoder, BatchHeader, BatchReader, decode_batch};
 pub use entry::{Entry, EntryKind, EntryView, IndexOp, OpView};

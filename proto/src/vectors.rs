@@ -1,0 +1,282 @@
+//! Byte-exact test vectors for every frame, annotated.
+//!
+//! They live in the library (not only in tests) so that every build checks the
+//! same bytes: `cargo test` natively, and the wasm build in the browser through
+//! `selfTest()` in core-wasm.
+
+use crate::*;
+
+/// One vector: a name, the frame bytes as annotated hex, and the message.
+pub struct Vector {
+    pub name: &'static str,
+    pub hex: &'static str,
+    pub message: Message,
+}
+
+/// The message a vector decodes to.
+pub enum Message {
+    ToSender(ReceiverToSender),
+    Welcome(Welcome),
+    ReadError(ReadError),
+    Goodbye(Goodbye),
+    /// A chunk of entry 5, generation 0: the hash is part of the vector.
+    Chunk {
+        read: ReadId,
+        offset: u64,
+        data: &'static [u8],
+    },
+    /// An index batch, with its operations.
+    Batch {
+        header: BatchHeader,
+        ops: Vec<IndexOp>,
+    },
+}
+
+fn file(id: u32, name: &[u8], size: u64, mtime: i64) -> IndexOp {
+    IndexOp::Upsert(Entry {
+        id: EntryId(id),
+        parent: EntryId(0),
+        kind: EntryKind::File,
+        name: name.to_vec(),
+        size,
+        mtime,
+        mode: 0o644,
+        generation: Generation(0),
+        target: Vec::new(),
+    })
+}
+
+/// Every vector. Comments: `|` separates fields.
+pub fn all() -> Vec<Vector> {
+    vec![
+        Vector {
+            name: "hello, fresh",
+            // type Hello | version 1 | no resume
+            hex: "02 01 00",
+            message: Message::ToSender(ReceiverToSender::Hello(Hello {
+                version: 1,
+                resume: None,
+            })),
+        },
+        Vector {
+            name: "hello, resuming",
+            // type | version 1 | resume | epoch (u64 LE) | next seq 300 (varint ac 02)
+            hex: "02 01 01 0807060504030201 ac02",
+            message: Message::ToSender(ReceiverToSender::Hello(Hello {
+                version: 1,
+                resume: Some((Epoch(0x0102_0304_0506_0708), Seq(300))),
+            })),
+        },
+        Vector {
+            name: "ack",
+            // type Ack | next seq 300
+            hex: "11 ac02",
+            message: Message::ToSender(ReceiverToSender::Ack { next: Seq(300) }),
+        },
+        Vector {
+            name: "read",
+            // type | read 7 | entry 5 | generation 0 | offset 65536 (80 80 04) | len 61392 (d0 df 03)
+            hex: "22 07 05 00 808004 d0df03",
+            message: Message::ToSender(ReceiverToSender::Read(ReadRequest {
+                read: ReadId(7),
+                entry: EntryId(5),
+                generation: Generation(0),
+                offset: 65536,
+                len: 61392,
+            })),
+        },
+        Vector {
+            name: "cancel read",
+            hex: "23 07",
+            message: Message::ToSender(ReceiverToSender::CancelRead { read: ReadId(7) }),
+        },
+        Vector {
+            name: "welcome",
+            // type | version 1 | epoch LE | start 0 | max_read 1 MiB (80 80 40) | 64 reads
+            hex: "01 01 0102030405060708 00 808040 40",
+            message: Message::Welcome(Welcome {
+                version: 1,
+                epoch: Epoch(0x0807_0605_0403_0201),
+                start: Seq(0),
+                max_read: 1 << 20,
+                max_reads_in_flight: 64,
+            }),
+        },
+        Vector {
+            name: "read chunk",
+            // type | read 7 | offset 0 | BLAKE3 derive_key("linkfs 2026-11 read chunk v1",
+            // entry u32 LE | generation u32 LE | offset u64 LE | data) | data "abc".
+            // The hash was checked against the Python blake3 package.
+            hex: "20 07 00 3791ab666ebc25dba028016f29c15fc2d79ff923657ab22ad7427b813cee3038 616263",
+            message: Message::Chunk {
+                read: ReadId(7),
+                offset: 0,
+                data: b"abc",
+            },
+        },
+        Vector {
+            name: "read error",
+            // type | read 7 | code 3 (changed) | "gone"
+            hex: "21 07 03 04 676f6e65",
+            message: Message::ReadError(ReadError {
+                read: ReadId(7),
+                code: ReadErrorCode::Changed,
+                message: "gone".into(),
+            }),
+        },
+        Vector {
+            name: "goodbye",
+            // type | code 1 (shutting down) | "bye"
+            hex: "7f 01 03 627965",
+            message: Message::Goodbye(Goodbye {
+                code: GoodbyeCode::ShuttingDown,
+                message: "bye".into(),
+            }),
+        },
+        Vector {
+            name: "index batch",
+            // 10            type IndexBatch
+            // 00            first seq 0
+            // 03            known: 3 entries found so far
+            // 01            flags: snapshot complete
+            // 00            first id 0
+            // 80c49fd50c    base mtime 1700000000 (zigzag varint)
+            // 02 ed03 a403  mode table: 0755, 0644
+            // 04            4 ops
+            // 01|00|00 01 72|00          dir, mode#0 | parent +0 | "r" | mtime +0
+            // 10|00|00 05 a.txt|05|02    file, mode#1 | parent +0 | "a.txt" | size 5 | mtime +1
+            // 10|00|01 05 b.txt|ac02|03  file, mode#1 | parent +0 | "a"+"b.txt" | size 300 | mtime -2
+            // 07 0c                      remove, explicit id: 9 = (2 + 1) + 6
+            hex: "10 00 03 01 00 80c49fd50c 02 ed03 a403 04 \
+                  01 00 00 01 72 00 \
+                  10 00 00 05 612e747874 05 02 \
+                  10 00 01 05 622e747874 ac02 03 \
+                  07 0c",
+            message: Message::Batch {
+                header: BatchHeader {
+                    first: Seq(0),
+                    known: 3,
+                    snapshot_complete: true,
+                    ops: 4,
+                },
+                ops: vec![
+                    IndexOp::Upsert(Entry {
+                        id: EntryId(0),
+                        parent: EntryId(0),
+                        kind: EntryKind::Dir,
+                        name: b"r".to_vec(),
+                        size: 0,
+                        mtime: 1_700_000_000,
+                        mode: 0o755,
+                        generation: Generation(0),
+                        target: Vec::new(),
+                    }),
+                    file(1, b"a.txt", 5, 1_700_000_001),
+                    file(2, b"ab.txt", 300, 1_699_999_999),
+                    IndexOp::Remove(EntryId(9)),
+                ],
+            },
+        },
+    ]
+}
+
+/// Parses annotated hex (whitespace ignored).
+pub fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
+    let clean: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if clean.len() % 2 != 0 {
+        return Err("odd number of hex digits".into());
+    }
+    clean
+        .chunks(2)
+        .map(|p| {
+            std::str::from_utf8(p)
+                .ok()
+                .and_then(|s| u8::from_str_radix(s, 16).ok())
+                .ok_or_else(|| format!("bad hex {:?}", String::from_utf8_lossy(p)))
+        })
+        .collect()
+}
+
+fn encode(op: &IndexOp, enc: &mut BatchEncoder) -> bool {
+    match op {
+        IndexOp::Upsert(e) => enc.push_upsert(&EntryView {
+            id: e.id,
+            parent: e.parent,
+            kind: e.kind,
+            name: &e.name,
+            size: e.size,
+            mtime: e.mtime,
+            mode: e.mode,
+            generation: e.generation,
+            target: &e.target,
+        }),
+        IndexOp::Remove(id) => enc.push_remove(*id),
+    }
+}
+
+/// Checks one vector both ways: encoding gives the bytes, decoding gives the message.
+pub fn check(v: &Vector) -> Result<(), String> {
+    let bytes = hex_bytes(v.hex)?;
+    let fail = |what: &str| format!("vector {:?}: {what}", v.name);
+    let encoded = match &v.message {
+        Message::ToSender(m) => {
+            if ReceiverToSender::decode(&bytes).map_err(|e| fail(&e.to_string()))? != *m {
+                return Err(fail("decodes to another message"));
+            }
+            m.encode()
+        }
+        Message::Welcome(w) => {
+            check_s2r(&bytes, SenderToReceiver::Welcome(w.clone())).map_err(|e| fail(&e))?
+        }
+        Message::ReadError(e) => {
+            check_s2r(&bytes, SenderToReceiver::ReadError(e.clone())).map_err(|e| fail(&e))?
+        }
+        Message::Goodbye(g) => {
+            check_s2r(&bytes, SenderToReceiver::Goodbye(g.clone())).map_err(|e| fail(&e))?
+        }
+        Message::Chunk { read, offset, data } => {
+            let hash = chunk_hash(EntryId(5), Generation(0), *offset, data);
+            let chunk = SenderToReceiver::ReadChunk(ReadChunk {
+                read: *read,
+                offset: *offset,
+                hash,
+                data,
+            });
+            check_s2r(&bytes, chunk).map_err(|e| fail(&e))?
+        }
+        Message::Batch { header, ops } => {
+            let (h, got) = decode_batch(&bytes).map_err(|e| fail(&e.to_string()))?;
+            if h != *header || got != *ops {
+                return Err(fail("decodes to another batch"));
+            }
+            let mut enc = BatchEncoder::new(header.first, MAX_FRAME_LEN);
+            for op in ops {
+                if !encode(op, &mut enc) {
+                    return Err(fail("does not fit a batch"));
+                }
+            }
+            enc.finish(header.known, header.snapshot_complete)
+        }
+    };
+    if encoded != bytes {
+        return Err(fail("encodes to other bytes"));
+    }
+    Ok(())
+}
+
+fn check_s2r(bytes: &[u8], want: SenderToReceiver<'_>) -> Result<Vec<u8>, String> {
+    let got = SenderToReceiver::decode(bytes).map_err(|e| e.to_string())?;
+    if got != want {
+        return Err("decodes to another message".into());
+    }
+    Ok(want.encode())
+}
+
+/// Checks every vector; returns how many.
+pub fn check_all() -> Result<usize, String> {
+    let all = all();
+    for v in &all {
+        check(v)?;
+    }
+    Ok(all.len())
+}
