@@ -94,9 +94,11 @@ class Download {
     this.state = state;
     this.element.dataset.state = state;
     this.render(failure);
+    this.renderButtons();
     this.onStateChange();
   }
 
+  /** Progress text and bar; runs on every progress frame. */
   private render(failure?: string): void {
     const { done, total } = this.progress;
     this.bar.max = Math.max(1, total);
@@ -123,18 +125,21 @@ class Download {
     this.detail.textContent = text;
     this.detail.title = text;
     this.detail.classList.toggle('is-error', this.state === 'failed');
+  }
 
+  /** The buttons; only on state changes, so a button is never swapped under the pointer. */
+  private renderButtons(): void {
     const controls: HTMLElement[] = [];
     if (this.state === 'running') {
       controls.push(button(`Cancel download of ${this.row.name}`, 'text-button download-cancel', () => this.cancel(), 'Cancel'));
     } else {
       if (this.state === 'done' && this.blob) {
         const blob = this.blob;
-        controls.push(button(`Save ${this.row.name} again`, 'text-button', () => saveFile(blob, this.row.name), 'Save again'));
+        controls.push(button(`Save ${this.row.name} again`, 'text-button download-save', () => saveFile(blob, this.row.name), 'Save again'));
       } else {
         controls.push(button(`Try downloading ${this.row.name} again`, 'text-button download-retry', () => this.start(), 'Retry'));
       }
-      const remove = button(`Remove ${this.row.name} from the list`, 'icon-button', () => this.onRemove(this), '');
+      const remove = button(`Remove ${this.row.name} from the list`, 'icon-button download-remove', () => this.onRemove(this), '');
       remove.append(icon('close'));
       controls.push(remove);
     }

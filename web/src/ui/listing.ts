@@ -93,7 +93,7 @@ export class DirectoryListing {
     this.viewport = el('div', { className: 'listing-viewport', attrs: { role: 'rowgroup' } }, this.sizer, this.message);
     this.element = el(
       'div',
-      { className: 'listing', attrs: { role: 'grid', 'aria-label': 'Folder contents', 'aria-colcount': '4', tabindex: '0' } },
+      { className: 'listing', attrs: { role: 'grid', 'aria-label': 'Folder contents', 'aria-colcount': '4', tabindex: '0' }, data: { testid: 'listing', loading: 'true' } },
       el('div', { className: 'listing-head', attrs: { role: 'rowgroup' } }, headRow),
       this.viewport,
     );
@@ -153,6 +153,7 @@ export class DirectoryListing {
   // --- rendering ---
 
   private schedule(): void {
+    this.element.dataset.loading = 'true';
     if (this.frame !== 0) return;
     this.frame = requestAnimationFrame(() => {
       this.frame = 0;
@@ -214,6 +215,12 @@ export class DirectoryListing {
     }
     this.updateActive();
     this.updateMessage(pages, total);
+    // For tests and styles: which folder is shown, and whether rows are still coming.
+    let pending = pages.loading || pages.total === null;
+    for (const view of this.rendered.values()) if (!view.data) pending = true;
+    this.element.dataset.dir = String(pages.dir);
+    this.element.dataset.total = String(pages.total ?? '');
+    this.element.dataset.loading = String(pending && pages.error === null);
     const filter = pages instanceof FilteredRows ? pages.progress : null;
     const count = `${pages.total}:${filter ? `${filter.scanned}:${filter.done}` : ''}`;
     if (count !== this.reportedCount) {

@@ -1,0 +1,22 @@
+import { chromium } from 'playwright-core';
+import { serveDirectory } from './static-server';
+const server = await serveDirectory('web/dist');
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox','--headless','--disable-gpu'] });
+const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+page.on('console', m => console.log('console', m.text()));
+await page.goto(server.origin + '/#dev-instant.x/docs');
+await page.waitForSelector('[data-testid="row"][data-name="README.md"]');
+await page.click('[data-testid="sort-size"]');
+await page.click('[data-testid="sort-size"]');
+await page.click('[data-testid="sort-name"]');
+await page.waitForTimeout(300);
+await page.click('[data-testid="row"][data-name="notes.txt"]');
+await page.waitForTimeout(500);
+console.log(await page.evaluate(() => { const p = document.querySelector<HTMLElement>('[data-testid=preview]')!; return [p.hidden, JSON.stringify(p.dataset), p.textContent?.slice(0,200)]; }));
+await page.goto(server.origin + '/#dev-instant.x/big%20folder%20(100k)');
+await page.waitForSelector('[data-testid="row"]');
+await page.fill('[data-testid="filter"]', 'report-04242');
+await page.waitForTimeout(1000);
+await page.fill('[data-testid="filter"]', '');
+for (let i = 0; i < 5; i++) { await page.waitForTimeout(100); console.log(await page.evaluate(() => [document.querySelector('.folder-count')?.textContent, document.querySelector('.listing-viewport')!.scrollHeight])); }
+await browser.close(); await server.close();
