@@ -1,0 +1,203 @@
+//! Raw native <-> native data-channel throughput: two real webrtc-rs peers in this
+//! process over 127.0.0.1, frames through `DataLink`, one JSON line of figures.
+//!
+//! Run inside a private network namespace (see `peer/tests/transport.rs`):
+//!
+//! ```text
+//! cargo run --release -p linkfs-peer --bin linkfs-bench-channel -- --mib 200 --runs 3
+//! ```
+//!
+//! Each run sends `--mib` MiB from the offerer to the answerer, split evenly over
+//! `--links` connections (one data channel each) sending at once. The receiver checks
+//! the sequence number at the start of every frame (order and completeness) but does
+//! not hash, so the figure is the transport's.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::{Bytes, BytesMut};
+use clap::Parser;
+use linkfs_peer::transport::{
+    DEFAULT_SEND_BUFFER_LIMIT, LinkReceiver, LinkSender, SctpTuning, TransportConfig,
+    connect_in_process,
+};
+use linkfs_proto::MAX_FRAME_LEN;
+
+#[derive(Debug, Parser)]
+#[command(about = "Native <-> native data-channel throughput over loopback (JSON output)")]
+struct Args {
+    /// MiB per run (across all links).
+    #[arg(long, default_value_t = 200)]
+    mib: usize,
+    /// Runs on the same connections.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Bytes per message (8 ..= 61440).
+    #[arg(long, default_value_t = MAX_FRAME_LEN)]
+    frame: usize,
+    /// Connections sending at once, one data channel each.
+    #[arg(long, default_value_t = 1)]
+    links: usize,
+    /// Per-channel send-buffer limit in bytes.
+    #[arg(long, default_value_t = DEFAULT_SEND_BUFFER_LIMIT)]
+    send_buffer: usize,
+    /// SCTP packet size (native <-> native only; webrtc-rs default 1191).
+    #[arg(long)]
+    sctp_mtu: Option<u32>,
+    /// SCTP receive window in bytes (webrtc-rs default 1 MiB).
+    #[arg(long)]
+    sctp_window: Option<u32>,
+    /// Give up on a run after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    timeout_s: u64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if !(8..=MAX_FRAME_LEN).contains(&args.frame) {
+        bail!("--frame must be 8 ..= {MAX_FRAME_LEN}");
+    }
+    if args.links == 0 || args.runs == 0 || args.mib == 0 {
+        bail!("--links, --runs and --mib must be at least 1");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(bench(args))
+}
+
+async fn bench(args: Args) -> anyhow::Result<()> {
+    let sctp = (args.sctp_mtu.is_some() || args.sctp_window.is_some()).then_some(SctpTuning {
+        mtu: args.sctp_mtu,
+        receive_window: args.sctp_window,
+    });
+    let config = TransportConfig {
+        send_buffer_limit: args.send_buffer,
+        sctp,
+        ..TransportConfig::loopback()
+    };
+
+    let connect_started = Instant::now();
+    let mut links = Vec::with_capacity(args.links);
+    for _ in 0..args.links {
+        let (offerer, answerer) = connect_in_process(&config, &config)
+            .await
+            .context("connecting two in-process peers")?;
+        let (sender, _) = offerer.split();
+        let (_, receiver) = answerer.split();
+        links.push((sender, receiver));
+    }
+    let connect_ms = connect_started.elapsed().as_secs_f64() * 1e3 / args.links as f64;
+
+    let total = args.mib * 1024 * 1024;
+    let per_link = total / args.links;
+    let frames_per_link = per_link.div_ceil(args.frame);
+    let mut mb_per_s = Vec::new();
+    let mut messages_per_s = Vec::new();
+    for run in 0..args.runs {
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for (sender, receiver) in links.drain(..) {
+            tasks.push(tokio::spawn(one_link(
+                sender,
+                receiver,
+                per_link,
+                args.frame,
+                run as u64,
+            )));
+        }
+        let deadline = Duration::from_secs(args.timeout_s);
+        for task in tasks {
+            let (sender, receiver) = tokio::time::timeout(deadline, task)
+                .await
+                .with_context(|| format!("run {run} did not finish within {deadline:?}"))??
+                .with_context(|| format!("run {run}"))?;
+            links.push((sender, receiver));
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let bytes = per_link * args.links;
+        mb_per_s.push(round1(bytes as f64 / secs / 1e6));
+        messages_per_s.push((frames_per_link * args.links) as f64 / secs);
+    }
+    for (sender, _) in &links {
+        sender.close().await;
+    }
+
+    let figures = serde_json::json!({
+        "bench": "native-native data channel",
+        "mib": args.mib,
+        "runs": args.runs,
+        "frame_bytes": args.frame,
+        "links": args.links,
+        "send_buffer_limit": args.send_buffer,
+        "sctp_mtu": args.sctp_mtu,
+        "sctp_window": args.sctp_window,
+        "connect_ms": round1(connect_ms),
+        "mb_per_s": mb_per_s,
+        "median_mb_per_s": median(&mb_per_s),
+        "messages_per_s": messages_per_s.iter().map(|m| m.round()).collect::<Vec<_>>(),
+        "median_messages_per_s": median(&messages_per_s).round(),
+    });
+    println!("{figures}");
+    Ok(())
+}
+
+/// Sends `bytes` over one link and receives them on the other side, checking order.
+async fn one_link(
+    sender: LinkSender,
+    mut receiver: LinkReceiver,
+    bytes: usize,
+    frame_len: usize,
+    run: u64,
+) -> anyhow::Result<(LinkSender, LinkReceiver)> {
+    let frames = bytes.div_ceil(frame_len) as u64;
+    let send_task = {
+        let sender = sender.clone();
+        tokio::spawn(async move {
+            let template = vec![0xA5u8; frame_len];
+            let mut left = bytes;
+            for seq in 0..frames {
+                let len = frame_len.min(left);
+                let mut frame = BytesMut::with_capacity(len);
+                frame.extend_from_slice(&template[..len]);
+                if len >= 8 {
+                    frame[..8].copy_from_slice(&(run << 40 | seq).to_le_bytes());
+                }
+                sender.send(frame.freeze()).await?;
+                left -= len;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let mut got = 0usize;
+    for seq in 0..frames {
+        let frame: Bytes = receiver.recv().await.with_context(|| {
+            format!(
+                "the link ended after {got} of {bytes} bytes: {:?}",
+                receiver.close_reason()
+            )
+        })?;
+        if let Some(head) = frame.first_chunk::<8>()
+            && u64::from_le_bytes(*head) != run << 40 | seq
+        {
+            bail!("frame {seq} arrived out of order");
+        }
+        got += frame.len();
+    }
+    send_task.await??;
+    if got != bytes {
+        bail!("received {got} bytes, expected {bytes}");
+    }
+    Ok((sender, receiver))
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}

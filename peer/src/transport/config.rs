@@ -1,0 +1,152 @@
+//! How a native peer connection is set up: ICE servers, the UDP addresses it binds,
+//! its send-buffer limit and how long it may take to open.
+//!
+//! The defaults are the settings measured to work on this project's machines
+//! (`shared/MACHINE-NOTES.md`): explicit bind addresses (a wildcard bind makes webrtc-rs
+//! skip loopback candidates), native mDNS off (its socket fails where there is no
+//! multicast route), and a 64 KiB per-channel send-buffer limit (a 1 MiB limit made
+//! webrtc-rs -> Chromium transfers stall for good in 1-2 runs of 5).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use linkfs_proto::signal::IceServer;
+use nix::ifaddrs::getifaddrs;
+use nix::net::if_::InterfaceFlags;
+
+/// Default send-buffer limit per data channel: 64 KiB.
+///
+/// The bytes handed to a channel but not yet acknowledged by the other side never
+/// exceed this plus one frame. Measured safe against Chromium; see the module doc.
+pub const DEFAULT_SEND_BUFFER_LIMIT: usize = 64 * 1024;
+
+/// Default time from the start of a handshake to an open data channel: 15 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Default time without any packet from the other side before the link counts as lost:
+/// 4 s (ICE "disconnected"). Keepalives go out every second, so a live but idle link
+/// never comes near it.
+pub const DEFAULT_LOST_AFTER: Duration = Duration::from_secs(4);
+
+/// Settings for one native WebRTC connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// STUN/TURN servers (from the relay's welcome). None are needed on one host or a LAN.
+    pub ice_servers: Vec<IceServer>,
+    /// Local UDP addresses to bind, one socket each (port 0 = any free port). Must not be
+    /// a wildcard if loopback peers matter. Default: [`default_bind_addrs`].
+    pub udp_bind: Vec<SocketAddr>,
+    /// Per-data-channel send-buffer limit in bytes (see [`DEFAULT_SEND_BUFFER_LIMIT`]).
+    /// `send` waits while this many bytes are unacknowledged.
+    pub send_buffer_limit: usize,
+    /// How long a handshake may take, from its start to an open data channel.
+    pub connect_timeout: Duration,
+    /// Silence from the other side after which the link counts as lost and `recv`
+    /// returns `None` (see [`DEFAULT_LOST_AFTER`]).
+    pub lost_after: Duration,
+    /// SCTP tuning for links where both sides are native. `None` (the default) keeps
+    /// webrtc-rs's defaults, which a browser peer needs.
+    pub sctp: Option<SctpTuning>,
+}
+
+/// SCTP settings that only make sense when both ends are webrtc-rs (native <-> native).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SctpTuning {
+    /// Bytes per SCTP packet (webrtc-rs default 1191, sized for TURN over IPv6). Larger
+    /// packets cut per-packet work; the path must carry them (loopback: 65,535).
+    pub mtu: Option<u32>,
+    /// SCTP receive window in bytes (webrtc-rs default 1 MiB).
+    pub receive_window: Option<u32>,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        Self {
+            ice_servers: Vec::new(),
+            udp_bind: default_bind_addrs(),
+            send_buffer_limit: DEFAULT_SEND_BUFFER_LIMIT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            lost_after: DEFAULT_LOST_AFTER,
+            sctp: None,
+        }
+    }
+}
+
+impl TransportConfig {
+    /// The defaults, bound to 127.0.0.1 only: both peers on this host (tests, benchmarks).
+    pub fn loopback() -> Self {
+        Self {
+            udp_bind: vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)],
+            ..Self::default()
+        }
+    }
+}
+
+/// 127.0.0.1 plus the IPv4 address of every up, non-loopback interface, each with port 0.
+///
+/// IPv4 only: that is what was measured to work with Chromium here; IPv6 link-local
+/// addresses would need scope ids and add nothing on one LAN. If the interfaces cannot
+/// be listed, 127.0.0.1 alone.
+pub fn default_bind_addrs() -> Vec<SocketAddr> {
+    let mut ips = vec![Ipv4Addr::LOCALHOST];
+    match getifaddrs() {
+        Ok(interfaces) => {
+            for interface in interfaces {
+                let flags = interface.flags;
+                if !flags.contains(InterfaceFlags::IFF_UP)
+                    || flags.contains(InterfaceFlags::IFF_LOOPBACK)
+                {
+                    continue;
+                }
+                let Some(ip) = interface
+                    .address
+                    .as_ref()
+                    .and_then(|a| a.as_sockaddr_in())
+                    .map(|a| a.ip())
+                else {
+                    continue;
+                };
+                if usable_ipv4(ip) && !ips.contains(&ip) {
+                    ips.push(ip);
+                }
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot list network interfaces; binding 127.0.0.1 only");
+        }
+    }
+    ips.into_iter()
+        .map(|ip| SocketAddr::new(IpAddr::V4(ip), 0))
+        .collect()
+}
+
+fn usable_ipv4(ip: Ipv4Addr) -> bool {
+    !(ip.is_loopback() || ip.is_unspecified() || ip.is_link_local() || ip.is_multicast())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_binds_loopback_first_and_never_a_wildcard() {
+        let addrs = default_bind_addrs();
+        assert_eq!(addrs[0], "127.0.0.1:0".parse::<SocketAddr>().unwrap());
+        for addr in &addrs {
+            assert!(!addr.ip().is_unspecified(), "{addr} is a wildcard");
+            assert_eq!(addr.port(), 0);
+        }
+        let mut dedup = addrs.clone();
+        dedup.dedup();
+        assert_eq!(dedup.len(), addrs.len());
+    }
+
+    #[test]
+    fn defaults_are_the_measured_ones() {
+        let config = TransportConfig::loopback();
+        assert_eq!(config.send_buffer_limit, 64 * 1024);
+        assert_eq!(config.udp_bind, vec!["127.0.0.1:0".parse::<SocketAddr>().unwrap()]);
+        assert!(config.ice_servers.is_empty());
+        assert!(config.sctp.is_none());
+    }
+}

@@ -1,0 +1,244 @@
+//! One webrtc-rs peer connection and what it reports, shared by the handshake that
+//! negotiates it and the link that uses it.
+//!
+//! webrtc-rs calls the [`PeerConnectionEventHandler`] on its driver task; a handler that
+//! blocks stalls the whole connection. So the handler never awaits anything that
+//! depends on the application: candidates go into a bounded queue with `try_send`,
+//! the end of the connection into a `watch` (latest value, never blocks), an opened
+//! data channel into a one-slot queue with `try_send`.
+//!
+//! The peer connection is closed when the last owner ([`Connection`]) is dropped:
+//! webrtc-rs keeps its driver and sockets alive until `close()` otherwise.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use webrtc::data_channel::DataChannel;
+use webrtc::peer_connection::{
+    PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCConfigurationBuilder,
+    RTCIceServer, RTCPeerConnectionIceEvent, RTCPeerConnectionState, SettingEngineBuilder,
+};
+
+use super::candidate::IceCandidate;
+use super::config::TransportConfig;
+use super::error::{CloseReason, TransportError};
+
+/// Most local candidates queued for the application: 64. One host candidate per bind
+/// address plus one per STUN/TURN server and address; a candidate that does not fit is
+/// dropped with a warning (the connection can still use the others).
+pub const LOCAL_CANDIDATE_QUEUE: usize = 64;
+
+/// ICE keepalive interval: 1 s, well under [`TransportConfig::lost_after`].
+const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether the answering side accepts a data channel the other side opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChannelPolicy {
+    /// Offerer: it makes its own channel and ignores any the other side opens.
+    OwnOnly,
+    /// Answerer: take the first channel labelled [`linkfs_proto::CHANNEL_LABEL`].
+    AcceptLinkfs,
+}
+
+/// The shared end-of-connection state: `None` while alive, then the first reason seen.
+#[derive(Debug, Clone)]
+pub(crate) struct Ending(Arc<watch::Sender<Option<CloseReason>>>);
+
+impl Ending {
+    fn new() -> Self {
+        Self(Arc::new(watch::Sender::new(None)))
+    }
+
+    /// Records `reason` unless a reason is already recorded.
+    pub(crate) fn end(&self, reason: CloseReason) {
+        self.0.send_if_modified(|current| {
+            if current.is_none() {
+                *current = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub(crate) fn reason(&self) -> Option<CloseReason> {
+        self.0.borrow().clone()
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Option<CloseReason>> {
+        self.0.subscribe()
+    }
+}
+
+/// Waits until `ending` holds a reason and returns it.
+pub(crate) async fn ended(ending: &mut watch::Receiver<Option<CloseReason>>) -> CloseReason {
+    match ending.wait_for(Option::is_some).await {
+        Ok(reason) => reason.clone().unwrap_or(CloseReason::ConnectionClosed),
+        // The sender lives in an Arc that every holder of this receiver also holds,
+        // so this arm is unreachable in practice; treat it as a closed connection.
+        Err(_) => CloseReason::ConnectionClosed,
+    }
+}
+
+/// Owner of one peer connection; closes it when dropped.
+pub(crate) struct Connection {
+    pub(crate) pc: Arc<dyn PeerConnection>,
+    pub(crate) ending: Ending,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("ending", &self.ending.reason())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.ending.end(CloseReason::ClosedHere);
+        let pc = self.pc.clone();
+        // Without a runtime (process shutdown) there is nothing left to stop.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(error) = pc.close().await {
+                    tracing::debug!(%error, "closing the peer connection");
+                }
+            });
+        }
+    }
+}
+
+/// What the handler hands to the handshake.
+pub(crate) struct ConnectionEvents {
+    pub(crate) candidates: mpsc::Receiver<IceCandidate>,
+    pub(crate) channels: mpsc::Receiver<Arc<dyn DataChannel>>,
+}
+
+/// Builds a peer connection with the project's settings and starts its driver.
+pub(crate) async fn open_connection(
+    config: &TransportConfig,
+    policy: ChannelPolicy,
+) -> Result<(Arc<Connection>, ConnectionEvents), TransportError> {
+    if config.udp_bind.is_empty() {
+        return Err(TransportError::NoBindAddress);
+    }
+    let ending = Ending::new();
+    let (candidate_tx, candidates) = mpsc::channel(LOCAL_CANDIDATE_QUEUE);
+    let (channel_tx, channels) = mpsc::channel(1);
+    let handler = Arc::new(Handler {
+        candidates: candidate_tx,
+        channels: channel_tx,
+        ending: ending.clone(),
+        policy,
+    });
+
+    let mut settings = SettingEngineBuilder::new()
+        .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
+        .with_ice_timeouts(
+            Some(config.lost_after),
+            Some(config.lost_after * 2),
+            Some(KEEPALIVE),
+        );
+    if let Some(sctp) = config.sctp {
+        if let Some(mtu) = sctp.mtu {
+            settings = settings.with_sctp_mtu(mtu);
+        }
+        if let Some(window) = sctp.receive_window {
+            settings = settings.with_sctp_max_receive_buffer_size(window);
+        }
+    }
+    let ice_servers = config
+        .ice_servers
+        .iter()
+        .map(|server| RTCIceServer {
+            urls: server.urls.clone(),
+            username: server.username.clone().unwrap_or_default(),
+            credential: server.credential.clone().unwrap_or_default(),
+        })
+        .collect();
+
+    let pc = PeerConnectionBuilder::new()
+        .with_configuration(
+            RTCConfigurationBuilder::new()
+                .with_ice_servers(ice_servers)
+                .build(),
+        )
+        .with_setting_engine(settings.build())
+        .with_handler(handler)
+        .with_udp_addrs(config.udp_bind.clone())
+        .with_data_channel_send_buffer_limit(config.send_buffer_limit)
+        .build()
+        .await
+        .map_err(TransportError::Setup)?;
+
+    let connection = Arc::new(Connection {
+        pc: Arc::new(pc),
+        ending,
+    });
+    Ok((
+        connection,
+        ConnectionEvents {
+            candidates,
+            channels,
+        },
+    ))
+}
+
+/// The webrtc-rs event handler: runs on the driver, never blocks.
+struct Handler {
+    candidates: mpsc::Sender<IceCandidate>,
+    channels: mpsc::Sender<Arc<dyn DataChannel>>,
+    ending: Ending,
+    policy: ChannelPolicy,
+}
+
+#[async_trait::async_trait]
+impl PeerConnectionEventHandler for Handler {
+    async fn on_ice_candidate(&self, event: RTCPeerConnectionIceEvent) {
+        let Some(candidate) = IceCandidate::from_local(&event.candidate) else {
+            tracing::debug!(candidate = %event.candidate, "cannot write out a local candidate");
+            return;
+        };
+        match self.candidates.try_send(candidate) {
+            Ok(()) => {}
+            // The handshake was dropped: nobody wants candidates any more.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(mpsc::error::TrySendError::Full(c)) => {
+                tracing::warn!(
+                    candidate = %c.candidate,
+                    "over {LOCAL_CANDIDATE_QUEUE} local ICE candidates waiting; dropped one"
+                );
+            }
+        }
+    }
+
+    async fn on_connection_state_change(&self, state: RTCPeerConnectionState) {
+        tracing::debug!(%state, "peer connection state");
+        let reason = match state {
+            RTCPeerConnectionState::Disconnected => CloseReason::ConnectionLost,
+            RTCPeerConnectionState::Failed => CloseReason::ConnectionFailed,
+            RTCPeerConnectionState::Closed => CloseReason::ConnectionClosed,
+            _ => return,
+        };
+        self.ending.end(reason);
+    }
+
+    async fn on_data_channel(&self, channel: Arc<dyn DataChannel>) {
+        if self.policy != ChannelPolicy::AcceptLinkfs {
+            tracing::debug!("ignoring a data channel the other side opened");
+            return;
+        }
+        // `label()` locks the connection core, which the driver does not hold while it
+        // calls this handler.
+        match channel.label().await {
+            Ok(label) if label == linkfs_proto::CHANNEL_LABEL => {
+                if self.channels.try_send(channel).is_err() {
+                    tracing::debug!("a second linkfs data channel was opened; ignoring it");
+                }
+            }
+            Ok(label) => tracing::debug!(%label, "ignoring a data channel with another label"),
+            Err(error) => tracing::debug!(%error, "a data channel closed as it opened"),
+        }
+    }
+}

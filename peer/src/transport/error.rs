@@ -1,0 +1,85 @@
+//! What can go wrong while connecting, and why a link ended — in words a user understands.
+
+use std::time::Duration;
+
+/// Why a [`DataLink`](super::DataLink) (or a handshake that never opened) ended.
+///
+/// The first reason observed wins: a link closed here that then sees its connection
+/// close still reports [`CloseReason::ClosedHere`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// This side called `close()`.
+    #[error("the link was closed on this side")]
+    ClosedHere,
+    /// The other side closed the data channel.
+    #[error("the other side closed the link")]
+    PeerClosed,
+    /// The peer connection was closed (by either side, or because its driver stopped).
+    #[error("the connection was closed")]
+    ConnectionClosed,
+    /// ICE stopped hearing from the other side: it went away, or the network path broke.
+    #[error("the other side stopped answering (it quit, or the network path was lost)")]
+    ConnectionLost,
+    /// ICE or DTLS gave up: no working network path, or the security handshake failed.
+    #[error("the connection failed (no working network path between the two sides)")]
+    ConnectionFailed,
+    /// The other side sent a message larger than the frame limit.
+    #[error("the other side sent a {len}-byte message, over the {max}-byte frame limit")]
+    OversizedFrame { len: usize, max: usize },
+    /// Handing a frame to the data channel failed.
+    #[error("sending failed: {0}")]
+    SendFailed(String),
+}
+
+/// Errors while setting up or negotiating a connection.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// webrtc-rs refused to create the peer connection (bad ICE server URL, no usable
+    /// bind address, ...).
+    #[error("could not set up the WebRTC connection: {0}")]
+    Setup(#[source] webrtc::error::Error),
+    /// A bind address from the configuration cannot be used.
+    #[error("no UDP address to bind: the configuration lists none")]
+    NoBindAddress,
+    /// The other side's offer could not be parsed or applied.
+    #[error("the other side's offer is not usable: {0}")]
+    BadOffer(#[source] webrtc::error::Error),
+    /// The other side's answer could not be parsed or applied.
+    #[error("the other side's answer is not usable: {0}")]
+    BadAnswer(#[source] webrtc::error::Error),
+    /// An ICE candidate from the other side could not be parsed or applied.
+    #[error("the other side sent an ICE candidate that cannot be used: {0}")]
+    BadCandidate(#[source] webrtc::error::Error),
+    /// More remote candidates arrived before the answer than this side keeps.
+    #[error("more than {max} ICE candidates arrived before the answer")]
+    TooManyCandidates { max: usize },
+    /// `apply_answer` was called on the answering side, or twice.
+    #[error("this side cannot take an answer now ({0})")]
+    UnexpectedAnswer(&'static str),
+    /// Creating the local offer or answer failed.
+    #[error("could not create the local session description: {0}")]
+    Negotiation(#[source] webrtc::error::Error),
+    /// The data channel did not open within the connect timeout.
+    #[error(
+        "the connection did not open within {} s (is the other side reachable?)",
+        .0.as_secs_f32()
+    )]
+    TimedOut(Duration),
+    /// The connection ended before the data channel opened.
+    #[error("the connection ended before it opened: {0}")]
+    Closed(CloseReason),
+}
+
+/// Errors from sending on a [`DataLink`](super::DataLink).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkError {
+    /// The frame is larger than [`linkfs_proto::MAX_FRAME_LEN`]; nothing was sent.
+    #[error("a {len}-byte frame is over the {max}-byte frame limit; it was not sent")]
+    FrameTooLarge { len: usize, max: usize },
+    /// The link has ended; nothing more can be sent.
+    #[error("the link is closed: {0}")]
+    Closed(CloseReason),
+}

@@ -1,0 +1,311 @@
+//! Negotiating one connection: offer or answer, trickled candidates, until the linkfs
+//! data channel opens and becomes a [`DataLink`].
+//!
+//! ```text
+//! offerer (native receiver)                          answerer (sharer)
+//!   Handshake::offer(config) -> offer SDP ------------> Handshake::answer(config, offer)
+//!   apply_answer(answer) <----------------------------- answer SDP
+//!   next_event: LocalCandidate --> add_remote_candidate (either side, any order)
+//!   add_remote_candidate <-- next_event: LocalCandidate
+//!   next_event: Open(DataLink)                          next_event: Open(DataLink)
+//! ```
+//!
+//! Signaling is not done here: SDP goes in and out as strings, candidates as
+//! [`IceCandidate`]. Remote candidates may arrive before the answer; up to
+//! [`EARLY_CANDIDATE_LIMIT`] are kept and applied once it is set.
+//!
+//! [`Handshake::next_event`] is cancel-safe, so it can sit in a `tokio::select!` branch
+//! beside the relay socket. It fails once the connect timeout has passed without an
+//! open channel, or the connection ended first.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use webrtc::data_channel::{DataChannel, DataChannelEvent, RTCDataChannelInit};
+use webrtc::peer_connection::RTCSessionDescription;
+
+use super::candidate::IceCandidate;
+use super::config::TransportConfig;
+use super::connection::{
+    ChannelPolicy, Connection, ConnectionEvents, ended, open_connection,
+};
+use super::error::{CloseReason, TransportError};
+use super::link::DataLink;
+
+/// Most remote candidates kept while the offerer waits for the answer: 64.
+pub const EARLY_CANDIDATE_LIMIT: usize = 64;
+
+/// What a handshake produces.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HandshakeEvent {
+    /// A local candidate: send it to the other side.
+    LocalCandidate(IceCandidate),
+    /// The data channel is open. Yielded once; later events are only candidates.
+    Open(DataLink),
+}
+
+enum Role {
+    /// Made the offer and the channel; `answered` once the answer is applied.
+    Offerer {
+        channel: Arc<dyn DataChannel>,
+        answered: bool,
+    },
+    Answerer,
+}
+
+/// One connection being negotiated. Dropping it before the channel opens closes the
+/// connection; after it opened, the [`DataLink`] keeps the connection alive.
+pub struct Handshake {
+    connection: Arc<Connection>,
+    events: ConnectionEvents,
+    role: Role,
+    early_candidates: Vec<IceCandidate>,
+    deadline: Instant,
+    timeout: std::time::Duration,
+    ending: watch::Receiver<Option<CloseReason>>,
+    opened: bool,
+}
+
+impl std::fmt::Debug for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Role::Offerer { answered, .. } => f
+                .debug_struct("Offerer")
+                .field("answered", answered)
+                .finish_non_exhaustive(),
+            Role::Answerer => f.write_str("Answerer"),
+        }
+    }
+}
+
+impl std::fmt::Debug for Handshake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handshake")
+            .field("role", &self.role)
+            .field("opened", &self.opened)
+            .field("early_candidates", &self.early_candidates.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handshake {
+    /// Starts the offering side: creates the connection and the linkfs data channel
+    /// (ordered, reliable) and returns the offer SDP to send.
+    pub async fn offer(config: &TransportConfig) -> Result<(Self, String), TransportError> {
+        let (connection, events) = open_connection(config, ChannelPolicy::OwnOnly).await?;
+        let pc = &connection.pc;
+        let channel = pc
+            .create_data_channel(
+                linkfs_proto::CHANNEL_LABEL,
+                Some(RTCDataChannelInit {
+                    ordered: true,
+                    ..Default::default()
+                }),
+            )
+            .await
+            .map_err(TransportError::Negotiation)?;
+        let offer = pc
+            .create_offer(None)
+            .await
+            .map_err(TransportError::Negotiation)?;
+        pc.set_local_description(offer)
+            .await
+            .map_err(TransportError::Negotiation)?;
+        let sdp = local_sdp(&connection).await?;
+        let handshake = Self::new(
+            connection,
+            events,
+            Role::Offerer {
+                channel,
+                answered: false,
+            },
+            config,
+        );
+        Ok((handshake, sdp))
+    }
+
+    /// Starts the answering side from the other side's offer; returns the answer SDP to
+    /// send back. The channel the other side opened with label
+    /// [`linkfs_proto::CHANNEL_LABEL`] becomes the link; channels with other labels are
+    /// ignored.
+    pub async fn answer(
+        config: &TransportConfig,
+        offer_sdp: &str,
+    ) -> Result<(Self, String), TransportError> {
+        let offer =
+            RTCSessionDescription::offer(offer_sdp.to_owned()).map_err(TransportError::BadOffer)?;
+        let (connection, events) = open_connection(config, ChannelPolicy::AcceptLinkfs).await?;
+        let pc = &connection.pc;
+        pc.set_remote_description(offer)
+            .await
+            .map_err(TransportError::BadOffer)?;
+        let answer = pc
+            .create_answer(None)
+            .await
+            .map_err(TransportError::Negotiation)?;
+        pc.set_local_description(answer)
+            .await
+            .map_err(TransportError::Negotiation)?;
+        let sdp = local_sdp(&connection).await?;
+        Ok((Self::new(connection, events, Role::Answerer, config), sdp))
+    }
+
+    fn new(
+        connection: Arc<Connection>,
+        events: ConnectionEvents,
+        role: Role,
+        config: &TransportConfig,
+    ) -> Self {
+        let ending = connection.ending.subscribe();
+        Self {
+            connection,
+            events,
+            role,
+            early_candidates: Vec::new(),
+            deadline: Instant::now() + config.connect_timeout,
+            timeout: config.connect_timeout,
+            ending,
+            opened: false,
+        }
+    }
+
+    /// Applies the other side's answer (offerer only, once), then any candidates that
+    /// arrived before it.
+    pub async fn apply_answer(&mut self, answer_sdp: &str) -> Result<(), TransportError> {
+        let Role::Offerer { answered, .. } = &mut self.role else {
+            return Err(TransportError::UnexpectedAnswer(
+                "this side answered an offer",
+            ));
+        };
+        if *answered {
+            return Err(TransportError::UnexpectedAnswer(
+                "the answer was already applied",
+            ));
+        }
+        let answer = RTCSessionDescription::answer(answer_sdp.to_owned())
+            .map_err(TransportError::BadAnswer)?;
+        self.connection
+            .pc
+            .set_remote_description(answer)
+            .await
+            .map_err(TransportError::BadAnswer)?;
+        *answered = true;
+        for candidate in std::mem::take(&mut self.early_candidates) {
+            self.add_remote_candidate(candidate).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds a candidate from the other side. Before the answer is applied it is kept
+    /// (at most [`EARLY_CANDIDATE_LIMIT`]); an empty candidate (end of candidates) is
+    /// accepted and ignored.
+    pub async fn add_remote_candidate(
+        &mut self,
+        candidate: IceCandidate,
+    ) -> Result<(), TransportError> {
+        if candidate.candidate.trim().is_empty() {
+            return Ok(());
+        }
+        if let Role::Offerer {
+            answered: false, ..
+        } = self.role
+        {
+            if self.early_candidates.len() >= EARLY_CANDIDATE_LIMIT {
+                return Err(TransportError::TooManyCandidates {
+                    max: EARLY_CANDIDATE_LIMIT,
+                });
+            }
+            self.early_candidates.push(candidate);
+            return Ok(());
+        }
+        self.connection
+            .pc
+            .add_ice_candidate(candidate.to_init())
+            .await
+            .map_err(TransportError::BadCandidate)
+    }
+
+    /// The next thing to act on: a local candidate to send, or the open link.
+    ///
+    /// Cancel-safe. Before the link opens it fails once the connect timeout has passed
+    /// or the connection ended. After [`HandshakeEvent::Open`] it yields only late local
+    /// candidates and otherwise never resolves, so keep it in a `select!` branch or drop
+    /// the handshake.
+    pub async fn next_event(&mut self) -> Result<HandshakeEvent, TransportError> {
+        if self.opened {
+            return match self.events.candidates.recv().await {
+                Some(candidate) => Ok(HandshakeEvent::LocalCandidate(candidate)),
+                None => std::future::pending().await,
+            };
+        }
+        loop {
+            let opened_channel = tokio::select! {
+                biased;
+                Some(candidate) = self.events.candidates.recv() => {
+                    return Ok(HandshakeEvent::LocalCandidate(candidate));
+                }
+                channel = wait_for_channel(&self.role, &mut self.events.channels) => channel,
+                reason = ended(&mut self.ending) => {
+                    return Err(TransportError::Closed(reason));
+                }
+                () = tokio::time::sleep_until(self.deadline) => {
+                    return Err(TransportError::TimedOut(self.timeout));
+                }
+            };
+            match opened_channel {
+                ChannelProgress::Open(channel) => {
+                    self.opened = true;
+                    let link = DataLink::new(self.connection.clone(), channel);
+                    return Ok(HandshakeEvent::Open(link));
+                }
+                ChannelProgress::Closed => {
+                    self.connection.ending.end(CloseReason::PeerClosed);
+                    return Err(TransportError::Closed(CloseReason::PeerClosed));
+                }
+                ChannelProgress::Other => continue,
+            }
+        }
+    }
+}
+
+enum ChannelProgress {
+    Open(Arc<dyn DataChannel>),
+    Closed,
+    Other,
+}
+
+/// Waits for the linkfs channel to open: the offerer watches its own channel's events,
+/// the answerer waits for the handler to hand over the other side's channel.
+/// Cancel-safe: both waits are channel receives.
+async fn wait_for_channel(
+    role: &Role,
+    handed_over: &mut mpsc::Receiver<Arc<dyn DataChannel>>,
+) -> ChannelProgress {
+    match role {
+        Role::Offerer { channel, .. } => match channel.poll().await {
+            Some(DataChannelEvent::OnOpen) => ChannelProgress::Open(channel.clone()),
+            Some(DataChannelEvent::OnClose) | None => ChannelProgress::Closed,
+            Some(_) => ChannelProgress::Other,
+        },
+        Role::Answerer => match handed_over.recv().await {
+            Some(channel) => ChannelProgress::Open(channel),
+            // The handler lives as long as the connection, which this handshake holds.
+            None => std::future::pending().await,
+        },
+    }
+}
+
+async fn local_sdp(connection: &Connection) -> Result<String, TransportError> {
+    connection
+        .pc
+        .local_description()
+        .await
+        .map(|description| description.sdp)
+        .ok_or_else(|| {
+            TransportError::Negotiation(webrtc::error::Error::Other(
+                "no local description after setting it".to_owned(),
+            ))
+        })
+}

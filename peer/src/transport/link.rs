@@ -1,0 +1,375 @@
+//! [`DataLink`]: frames over one open linkfs data channel.
+//!
+//! Sending: [`LinkSender`] (cloneable) puts frames into a bounded outbox of
+//! [`OUTBOX_FRAMES`] frames; one writer task per link hands them to the data channel,
+//! whose `send` waits while the channel has [`TransportConfig::send_buffer_limit`]
+//! bytes unacknowledged. So at most `OUTBOX_FRAMES` frames plus the send-buffer limit
+//! plus one frame are held per link, and a slow receiver slows the sender down, never
+//! piles up memory. The outbox makes sending cancel-safe: [`LinkSender::reserve`] waits
+//! for room without committing a frame, so a `select!` loop can wait for room and for
+//! incoming frames at once and lose nothing.
+//!
+//! Receiving: [`LinkReceiver::recv`] reads the data channel's own event queue
+//! (webrtc-rs bounds it at 256 messages and then stops reading the socket, so SCTP's
+//! 1 MiB receive window pushes back on the other side): at most about
+//! 256 x 64 KiB + 1 MiB = 17 MiB wait per link for a receiver that does not read.
+//! Messages already received are returned before the end is reported.
+//!
+//! The end: whichever comes first of this side's `close()`, the other side closing the
+//! channel, the connection closing, failing or going silent for
+//! [`TransportConfig::lost_after`] (4 s by default), or a message over
+//! [`MAX_FRAME_LEN`]. `recv` then returns `None`, `send` fails with
+//! [`LinkError::Closed`], and [`LinkSender::close_reason`] says why. The peer connection
+//! is closed as soon as the link ends (or all handles are dropped).
+//!
+//! [`TransportConfig::send_buffer_limit`]: super::TransportConfig::send_buffer_limit
+//! [`TransportConfig::lost_after`]: super::TransportConfig::lost_after
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use linkfs_proto::MAX_FRAME_LEN;
+use tokio::sync::{mpsc, oneshot, watch};
+use webrtc::data_channel::{DataChannel, DataChannelEvent};
+
+use super::connection::{Connection, ended};
+use super::error::{CloseReason, LinkError};
+
+/// Frames waiting in a link's outbox for the writer task: 4 (up to 240 KiB).
+pub const OUTBOX_FRAMES: usize = 4;
+
+/// How long `close()` waits for frames already sent to be acknowledged before it closes
+/// the channel anyway: 2 s.
+pub const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often `close()` checks whether everything sent was acknowledged.
+const FLUSH_POLL: Duration = Duration::from_millis(5);
+
+/// What goes through the outbox.
+enum Outgoing {
+    Frame(Bytes),
+    /// Flush what came before, then close; answer when done.
+    Close(oneshot::Sender<()>),
+}
+
+struct Shared {
+    connection: Arc<Connection>,
+    channel: Arc<dyn DataChannel>,
+}
+
+impl Shared {
+    fn close_reason(&self) -> Option<CloseReason> {
+        self.connection.ending.reason()
+    }
+
+    /// Closes the channel and the connection now (no flush).
+    async fn shut(&self, reason: CloseReason) {
+        self.connection.ending.end(reason);
+        if let Err(error) = self.channel.close().await {
+            tracing::debug!(%error, "closing the data channel");
+        }
+        if let Err(error) = self.connection.pc.close().await {
+            tracing::debug!(%error, "closing the peer connection");
+        }
+    }
+}
+
+/// An open data channel carrying linkfs frames, both ways.
+///
+/// For one task that both sends and receives in a `select!` loop, [`split`](Self::split)
+/// it: `recv(&mut receiver)` and `reserve(&sender)` can then wait side by side.
+pub struct DataLink {
+    sender: LinkSender,
+    receiver: LinkReceiver,
+}
+
+impl std::fmt::Debug for DataLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataLink")
+            .field("close_reason", &self.close_reason())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DataLink {
+    pub(crate) fn new(connection: Arc<Connection>, channel: Arc<dyn DataChannel>) -> Self {
+        let shared = Arc::new(Shared {
+            connection,
+            channel,
+        });
+        let (outbox, queued) = mpsc::channel(OUTBOX_FRAMES);
+        tokio::spawn(write_frames(shared.clone(), queued));
+        let ending = shared.connection.ending.subscribe();
+        Self {
+            sender: LinkSender {
+                outbox,
+                shared: shared.clone(),
+            },
+            receiver: LinkReceiver {
+                shared,
+                ending,
+                finished: false,
+            },
+        }
+    }
+
+    /// The sending and receiving halves.
+    pub fn split(self) -> (LinkSender, LinkReceiver) {
+        (self.sender, self.receiver)
+    }
+
+    /// See [`LinkSender::send`].
+    pub async fn send(&self, frame: impl Into<Bytes>) -> Result<(), LinkError> {
+        self.sender.send(frame).await
+    }
+
+    /// See [`LinkReceiver::recv`].
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        self.receiver.recv().await
+    }
+
+    /// Why the link ended, or `None` while it is open.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.sender.close_reason()
+    }
+
+    /// See [`LinkSender::close`].
+    pub async fn close(self) {
+        self.sender.close().await;
+    }
+}
+
+/// The sending half of a [`DataLink`]. Clones share one outbox.
+#[derive(Clone)]
+pub struct LinkSender {
+    outbox: mpsc::Sender<Outgoing>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LinkSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkSender")
+            .field("close_reason", &self.close_reason())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Room for one frame in a link's outbox, from [`LinkSender::reserve`].
+#[derive(Debug)]
+pub struct SendPermit<'a> {
+    permit: mpsc::Permit<'a, Outgoing>,
+    shared: &'a Shared,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl SendPermit<'_> {
+    /// Queues `frame` in the reserved place. A frame over [`MAX_FRAME_LEN`] is refused
+    /// (and the place given back).
+    pub fn send(self, frame: impl Into<Bytes>) -> Result<(), LinkError> {
+        let frame = checked(frame.into())?;
+        if let Some(reason) = self.shared.close_reason() {
+            return Err(LinkError::Closed(reason));
+        }
+        self.permit.send(Outgoing::Frame(frame));
+        Ok(())
+    }
+}
+
+impl LinkSender {
+    /// Queues one frame, waiting while the outbox is full.
+    ///
+    /// `Ok` means the frame is queued for the data channel, which delivers reliably and
+    /// in order unless the link ends first; the protocol's own acknowledgements confirm
+    /// arrival. A frame over [`MAX_FRAME_LEN`] is refused with
+    /// [`LinkError::FrameTooLarge`] and nothing is sent. Cancelling the call drops the
+    /// frame unsent; to wait for room without giving up a frame, use
+    /// [`reserve`](Self::reserve).
+    pub async fn send(&self, frame: impl Into<Bytes>) -> Result<(), LinkError> {
+        let frame = checked(frame.into())?;
+        if let Some(reason) = self.close_reason() {
+            return Err(LinkError::Closed(reason));
+        }
+        self.outbox
+            .send(Outgoing::Frame(frame))
+            .await
+            .map_err(|_| self.closed_error())
+    }
+
+    /// Waits for room for one frame. Cancel-safe.
+    pub async fn reserve(&self) -> Result<SendPermit<'_>, LinkError> {
+        if let Some(reason) = self.close_reason() {
+            return Err(LinkError::Closed(reason));
+        }
+        let permit = self.outbox.reserve().await.map_err(|_| self.closed_error())?;
+        Ok(SendPermit {
+            permit,
+            shared: &self.shared,
+        })
+    }
+
+    /// Why the link ended, or `None` while it is open.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.shared.close_reason()
+    }
+
+    /// Resolves when the link ends, with the reason. Cancel-safe.
+    pub async fn closed(&self) -> CloseReason {
+        ended(&mut self.shared.connection.ending.subscribe()).await
+    }
+
+    /// Closes the link: frames queued before this call are sent and, for up to
+    /// [`CLOSE_FLUSH_TIMEOUT`], acknowledged first; then the data channel and the
+    /// connection close. The other side's `recv` then returns `None`.
+    pub async fn close(&self) {
+        let (done_tx, done_rx) = oneshot::channel();
+        let queued = tokio::select! {
+            sent = self.outbox.send(Outgoing::Close(done_tx)) => sent.is_ok(),
+            _ = tokio::time::sleep(CLOSE_FLUSH_TIMEOUT) => false,
+        };
+        if queued && tokio::time::timeout(CLOSE_FLUSH_TIMEOUT * 2, done_rx).await.is_ok() {
+            return;
+        }
+        // The writer is gone or stuck: close without flushing.
+        self.shared.shut(CloseReason::ClosedHere).await;
+    }
+
+    fn closed_error(&self) -> LinkError {
+        LinkError::Closed(
+            self.close_reason()
+                .unwrap_or(CloseReason::ConnectionClosed),
+        )
+    }
+}
+
+/// The receiving half of a [`DataLink`].
+pub struct LinkReceiver {
+    shared: Arc<Shared>,
+    ending: watch::Receiver<Option<CloseReason>>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for LinkReceiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkReceiver")
+            .field("finished", &self.finished)
+            .field("close_reason", &self.close_reason())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LinkReceiver {
+    /// The next frame, or `None` once the link has ended (see [`close_reason`]).
+    /// Frames that arrived before the end are returned first. Cancel-safe.
+    ///
+    /// [`close_reason`]: Self::close_reason
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        if self.finished {
+            return None;
+        }
+        loop {
+            let event = tokio::select! {
+                biased;
+                event = self.shared.channel.poll() => event,
+                _ = ended(&mut self.ending) => {
+                    self.finished = true;
+                    return None;
+                }
+            };
+            let ended_by = match event {
+                Some(DataChannelEvent::OnMessage(message)) => {
+                    let len = message.data.len();
+                    if len <= MAX_FRAME_LEN {
+                        return Some(message.data.freeze());
+                    }
+                    CloseReason::OversizedFrame {
+                        len,
+                        max: MAX_FRAME_LEN,
+                    }
+                }
+                Some(DataChannelEvent::OnClose) => CloseReason::PeerClosed,
+                None => CloseReason::ConnectionClosed,
+                Some(_) => continue,
+            };
+            self.finished = true;
+            self.shared.connection.ending.end(ended_by);
+            return None;
+        }
+    }
+
+    /// Why the link ended, or `None` while it is open.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.shared.close_reason()
+    }
+}
+
+fn checked(frame: Bytes) -> Result<Bytes, LinkError> {
+    if frame.len() > MAX_FRAME_LEN {
+        return Err(LinkError::FrameTooLarge {
+            len: frame.len(),
+            max: MAX_FRAME_LEN,
+        });
+    }
+    Ok(frame)
+}
+
+/// The writer task: outbox -> data channel, until the link ends or every sender is
+/// gone. Closes the connection when the link has ended, so its sockets go at once.
+async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>) {
+    let mut ending = shared.connection.ending.subscribe();
+    loop {
+        let outgoing = tokio::select! {
+            biased;
+            outgoing = queued.recv() => outgoing,
+            reason = ended(&mut ending) => {
+                shared.shut(reason).await;
+                return;
+            }
+        };
+        match outgoing {
+            Some(Outgoing::Frame(frame)) => {
+                let sent = tokio::select! {
+                    sent = shared.channel.send(BytesMut::from(frame)) => sent,
+                    reason = ended(&mut ending) => {
+                        shared.shut(reason).await;
+                        return;
+                    }
+                };
+                if let Err(error) = sent {
+                    shared
+                        .shut(CloseReason::SendFailed(error.to_string()))
+                        .await;
+                    return;
+                }
+            }
+            Some(Outgoing::Close(done)) => {
+                flush(&shared).await;
+                shared.shut(CloseReason::ClosedHere).await;
+                let _ = done.send(());
+                return;
+            }
+            // Every sender is gone; the receiver (if any) keeps the connection.
+            None => return,
+        }
+    }
+}
+
+/// Waits until everything handed to the channel is acknowledged, at most
+/// [`CLOSE_FLUSH_TIMEOUT`].
+async fn flush(shared: &Shared) {
+    let deadline = tokio::time::Instant::now() + CLOSE_FLUSH_TIMEOUT;
+    while tokio::time::Instant::now() < deadline {
+        match shared.channel.outstanding_bytes().await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => tokio::time::sleep(FLUSH_POLL).await,
+        }
+        if shared.close_reason().is_some() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The native WebRTC transport: webrtc-rs peer connections carrying linkfs frames over
+//! one data channel (label [`linkfs_proto::CHANNEL_LABEL`], ordered, reliable).
+//!
+//! # Shape
+//!
+//! ```text
+//!  signaling (not here: the relay loop)          this module
+//!  ------------------------------------          -----------
+//!  offer SDP  ------------------------------->  Handshake::answer(config, offer) -> answer SDP
+//!  answer SDP <-------------------------------  (or Handshake::offer(config) / apply_answer)
+//!  candidates <-> IceCandidate  <------------>  next_event: LocalCandidate | add_remote_candidate
+//!                                               next_event: Open(DataLink)
+//!  the sender/receiver core  <-- frames -->     DataLink: send / recv / close, or split()
+//! ```
+//!
+//! - [`Handshake`] negotiates one connection. SDP goes in and out as strings and
+//!   candidates as [`IceCandidate`] (the fields of
+//!   [`SignalPayload::Candidate`](linkfs_proto::signal::SignalPayload::Candidate)).
+//!   The sharer answers; a native receiver offers. Early remote candidates are kept
+//!   until the remote description is set.
+//! - [`DataLink`] is the open channel: `send(frame)` with backpressure, `recv()` until
+//!   `None`, `close()`; [`DataLink::split`] gives halves for one `select!` loop.
+//! - [`TransportConfig`] holds ICE servers, bind addresses, the send-buffer limit and
+//!   the timeouts; its defaults are the settings measured on this machine
+//!   (`shared/MACHINE-NOTES.md`).
+//! - [`connect_in_process`] connects two real peers in one process, for tests and
+//!   benchmarks of whatever runs over a link.
+//!
+//! # Bounds
+//!
+//! | what | bound |
+//! | --- | --- |
+//! | frame | [`linkfs_proto::MAX_FRAME_LEN`] (60 KiB) each way; larger is refused (send) or ends the link (receive) |
+//! | unacknowledged bytes per channel | [`TransportConfig::send_buffer_limit`] (64 KiB default) + one frame |
+//! | outbox per link | [`OUTBOX_FRAMES`] frames |
+//! | received, unread | webrtc-rs's 256-message channel queue + the 1 MiB SCTP window |
+//! | local candidates waiting | [`LOCAL_CANDIDATE_QUEUE`] |
+//! | remote candidates before the answer | [`EARLY_CANDIDATE_LIMIT`] |
+//! | time to open | [`TransportConfig::connect_timeout`] (15 s default) |
+//! | silence before the link counts as lost | [`TransportConfig::lost_after`] (4 s default) |
+//!
+//! # webrtc-rs notes
+//!
+//! webrtc-rs 0.21 runs each connection on a driver task and calls the event handler on
+//! it; the handler here never waits on the application (see `connection.rs`). Each UDP
+//! address is bound explicitly (a wildcard bind skips loopback candidates), native mDNS
+//! is off, and a peer connection is always closed explicitly (webrtc-rs keeps its
+//! driver and sockets otherwise).
+
+mod candidate;
+mod config;
+mod connection;
+mod error;
+mod handshake;
+mod link;
+mod pair;
+
+pub use candidate::IceCandidate;
+pub use config::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, SctpTuning,
+    TransportConfig, default_bind_addrs,
+};
+pub use connection::LOCAL_CANDIDATE_QUEUE;
+pub use error::{CloseReason, LinkError, TransportError};
+pub use handshake::{EARLY_CANDIDATE_LIMIT, Handshake, HandshakeEvent};
+pub use link::{CLOSE_FLUSH_TIMEOUT, DataLink, LinkReceiver, LinkSender, OUTBOX_FRAMES, SendPermit};
+pub use pair::connect_in_process;
