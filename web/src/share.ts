@@ -1,2 +1,313 @@
-// TEMPORARY: the lead replaces this with the wasm-backed implementation.
-export { openShare } from '../dev/fake-share';
+// The ShareApi on top of the wasm module: the only TypeScript that touches it.
+//
+// The page holds the connection (signaling + the browser's RTCPeerConnection and
+// data channel, in wasm); an index worker (worker.ts) holds the receiver, the
+// index and IndexedDB. Frames move between the two as transferred ArrayBuffers.
+
+import type {
+  ConnectionStatus,
+  EntryRow,
+  IndexProgress,
+  ListPage,
+  ReadOptions,
+  ShareApi,
+  ShareEvent,
+  SortKey,
+} from './api';
+import type { FromWorker, IndexQuery, ShareStats, ToWorker, WorkerProgress } from './worker-protocol';
+
+/** The link's key part is malformed: the page says so instead of connecting. */
+export class InvalidLinkError extends Error {
+  override name = 'InvalidLinkError';
+}
+
+declare global {
+  interface Window {
+    /** Latest figures from the index worker (tests and benchmarks). */
+    linkfsStats?: () => ShareStats | null;
+  }
+}
+
+/** How long to wait for the sharer before saying so. */
+const CONNECT_TIMEOUT_MS = 30_000;
+
+const KEY_SHAPE = /^[A-Za-z0-9_-]{8,64}\.[A-Za-z0-9_-]{22}$/;
+
+interface PendingQuery {
+  resolve: (value: unknown) => void;
+  reject: (error: Error) => void;
+}
+
+interface PendingRead {
+  resolve: (blob: Blob) => void;
+  reject: (error: Error) => void;
+  onProgress?: ReadOptions['onProgress'];
+}
+
+type WasmModule = typeof import('../../core-wasm/pkg/linkfs_core_wasm.js');
+type Connection = InstanceType<WasmModule['Connection']>;
+
+class WasmShare implements ShareApi {
+  readonly rootId = 0;
+  private readonly worker: Worker;
+  private connection: Connection | null = null;
+  private currentStatus: ConnectionStatus = { state: 'connecting', message: 'Opening the share…' };
+  private currentProgress: IndexProgress = { received: 0, announced: 0, complete: false, persisted: 0, fromCache: 0 };
+  private stats: ShareStats | null = null;
+  private readonly listeners = new Set<(event: ShareEvent) => void>();
+  private readonly queries = new Map<number, PendingQuery>();
+  private readonly reads = new Map<number, PendingRead>();
+  private nextId = 1;
+  private connectTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(worker: Worker) {
+    this.worker = worker;
+    worker.onmessage = (event: MessageEvent<FromWorker>) => this.onWorker(event.data);
+    worker.onerror = (event: ErrorEvent) => {
+      this.setStatus({ state: 'error', message: `The page's index worker failed: ${event.message}. Reload the page.` });
+    };
+  }
+
+  private post(message: ToWorker, transfer: Transferable[] = []): void {
+    this.worker.postMessage(message, transfer);
+  }
+
+  /** Opens the cached index in the worker; resolves once it can answer queries. */
+  ready(room: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.readyWaiter = { resolve, reject };
+      this.post({ type: 'open', room });
+    });
+  }
+
+  private readyWaiter: { resolve: () => void; reject: (e: Error) => void } | null = null;
+
+  connect(wasm: WasmModule, link: string): void {
+    const connection = new wasm.Connection(link, {
+      onStatus: (state: string, message: string) => this.onConnectionStatus(state, message),
+      onOpen: () => {
+        this.clearConnectTimer();
+        this.post({ type: 'channel-open' });
+      },
+      onFrame: (frame: ArrayBuffer) => this.post({ type: 'frame', frame }, [frame]),
+      onClose: () => this.post({ type: 'channel-closed' }),
+    });
+    this.connection = connection;
+    this.connectTimer = setTimeout(() => {
+      if (this.currentStatus.state === 'connecting') {
+        connection.close();
+        this.setStatus({
+          state: 'error',
+          message:
+            'Could not reach the sharer within 30 seconds. They may have stopped sharing, or your networks may not allow a direct connection (the relay needs a TURN server then). Reload to try again.',
+        });
+      }
+    }, CONNECT_TIMEOUT_MS);
+  }
+
+  private clearConnectTimer(): void {
+    if (this.connectTimer !== null) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
+  }
+
+  private onConnectionStatus(state: string, message: string): void {
+    const known = ['connecting', 'connected', 'sharer-gone', 'invalid-link', 'error'] as const;
+    const s = known.find((k) => k === state) ?? 'error';
+    if (s !== 'connecting') this.clearConnectTimer();
+    // Once the sharer is gone, the closing of the channel does not change the words.
+    if (this.currentStatus.state === 'sharer-gone' && s === 'sharer-gone') return;
+    this.setStatus({ state: s, message });
+  }
+
+  private setStatus(status: ConnectionStatus): void {
+    this.currentStatus = status;
+    this.emit({ type: 'status', status });
+    if (status.state !== 'connecting' && status.state !== 'connected') {
+      this.failPendingReads(status.message);
+    }
+  }
+
+  private failPendingReads(message: string): void {
+    for (const [id, r] of this.reads) {
+      r.reject(new Error(message));
+      this.reads.delete(id);
+    }
+  }
+
+  private emit(event: ShareEvent): void {
+    for (const l of this.listeners) l(event);
+  }
+
+  private onProgress(progress: WorkerProgress, stats: ShareStats): void {
+    this.stats = stats;
+    const p: IndexProgress = {
+      received: progress.received,
+      announced: progress.announced,
+      complete: progress.complete,
+      persisted: progress.persisted,
+      fromCache: progress.fromCache,
+    };
+    this.currentProgress = p;
+    this.emit({ type: 'progress', progress: p });
+  }
+
+  private onWorker(m: FromWorker): void {
+    switch (m.type) {
+      case 'ready':
+        this.onProgress(m.progress, m.stats);
+        this.readyWaiter?.resolve();
+        this.readyWaiter = null;
+        return;
+      case 'open-failed':
+        this.readyWaiter?.reject(new Error(m.message));
+        this.readyWaiter = null;
+        return;
+      case 'send':
+        for (const f of m.frames) {
+          try {
+            this.connection?.send(new Uint8Array(f));
+          } catch {
+            // The channel closed under us; the close handler reports it.
+          }
+        }
+        return;
+      case 'progress':
+        this.onProgress(m.progress, m.stats);
+        return;
+      case 'reset':
+        this.emit({ type: 'changed', dirs: [this.rootId] });
+        return;
+      case 'ended':
+        if (m.gone) {
+          if (this.currentStatus.state !== 'sharer-gone') {
+            this.setStatus({
+              state: 'sharer-gone',
+              message: `The sharer went away (${m.message}). You can still browse what was received; reopen the link when they share again.`,
+            });
+          }
+        } else {
+          this.setStatus({ state: 'error', message: m.message });
+        }
+        this.connection?.close();
+        return;
+      case 'answer':
+        this.queries.get(m.id)?.resolve(m.value);
+        this.queries.delete(m.id);
+        return;
+      case 'query-failed':
+        this.queries.get(m.id)?.reject(new Error(m.message));
+        this.queries.delete(m.id);
+        return;
+      case 'read-progress':
+        this.reads.get(m.id)?.onProgress?.({ done: m.done, total: m.total });
+        return;
+      case 'read-done':
+        this.reads.get(m.id)?.resolve(m.blob);
+        this.reads.delete(m.id);
+        return;
+      case 'read-failed':
+        this.reads.get(m.id)?.reject(new Error(m.message));
+        this.reads.delete(m.id);
+        return;
+    }
+  }
+
+  private query<T>(query: IndexQuery): Promise<T> {
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.queries.set(id, { resolve: (v) => resolve(v as T), reject });
+      this.post({ type: 'query', id, query });
+    });
+  }
+
+  latestStats(): ShareStats | null {
+    return this.stats;
+  }
+
+  status(): ConnectionStatus {
+    return this.currentStatus;
+  }
+
+  progress(): IndexProgress {
+    return this.currentProgress;
+  }
+
+  subscribe(listener: (event: ShareEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  list(dir: number, sort: SortKey, descending: boolean, start: number, count: number): Promise<ListPage> {
+    return this.query<ListPage>({ method: 'list', dir, sort, descending, start, count });
+  }
+
+  entry(id: number): Promise<EntryRow | null> {
+    return this.query<EntryRow | null>({ method: 'entry', id });
+  }
+
+  path(id: number): Promise<EntryRow[]> {
+    return this.query<EntryRow[]>({ method: 'path', id });
+  }
+
+  lookup(path: string): Promise<EntryRow | null> {
+    return this.query<EntryRow | null>({ method: 'lookup', path });
+  }
+
+  read(id: number, options: ReadOptions = {}): Promise<Blob> {
+    const { signal, onProgress } = options;
+    if (signal?.aborted) return Promise.reject(abortError());
+    if (this.currentStatus.state !== 'connected') {
+      return Promise.reject(new Error(`Cannot read files now: ${this.currentStatus.message}`));
+    }
+    const rid = this.nextId++;
+    return new Promise<Blob>((resolve, reject) => {
+      const pending: PendingRead = { resolve, reject };
+      if (onProgress) pending.onProgress = onProgress;
+      this.reads.set(rid, pending);
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (this.reads.delete(rid)) {
+            this.post({ type: 'cancel-read', id: rid });
+            reject(abortError());
+          }
+        },
+        { once: true },
+      );
+      this.post({ type: 'read', id: rid, entry: id });
+    });
+  }
+
+  close(): void {
+    this.clearConnectTimer();
+    this.connection?.close();
+    this.worker.terminate();
+  }
+}
+
+function abortError(): Error {
+  return new DOMException('The read was cancelled', 'AbortError');
+}
+
+/** Opens the share whose key (`<room>.<secret>`) is in the page's fragment. */
+export async function openShare(key: string): Promise<ShareApi> {
+  if (!KEY_SHAPE.test(key)) {
+    throw new InvalidLinkError(
+      'This link is not valid: the part after # should be <room>.<secret>. Check that you copied the whole link.',
+    );
+  }
+  const room = key.slice(0, key.indexOf('.'));
+  const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: 'linkfs-index' });
+  const share = new WasmShare(worker);
+  window.linkfsStats = () => share.latestStats();
+  const [wasm] = await Promise.all([loadWasm(), share.ready(room)]);
+  share.connect(wasm, `${window.location.origin}/#${key}`);
+  return share;
+}
+
+async function loadWasm(): Promise<WasmModule> {
+  const wasm = await import('../../core-wasm/pkg/linkfs_core_wasm.js');
+  const { default: wasmUrl } = await import('../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url');
+  await wasm.default({ module_or_path: wasmUrl });
+  return wasm;
+}

@@ -1,0 +1,187 @@
+//! IndexedDB persistence of the index, in the worker.
+//!
+//! One database per room, `linkfs-<room>`, with two object stores:
+//! - `batches`: the index batch frames exactly as they arrived, keyed by the
+//!   `Seq` of their first operation (numeric keys sort in log order);
+//! - `meta`: one record `state` = `{epoch: hex, next: number, complete: bool}`.
+//!
+//! Writes are grouped: every batch that arrives while a transaction is
+//! committing goes into the next one, with the updated `meta`, so the store is
+//! always a contiguous prefix of the log and the acknowledgement of a batch is
+//! sent only after its transaction completed. Measured in Chromium here
+//! (MACHINE-NOTES): 100 packed buffers of 40 KB write in 52 ms and read back in
+//! 27 ms, against 2.4-2.9 s for one record per entry; this is why whole frames
+//! are stored, not entries.
+
+use js_sys::{Array, ArrayBuffer, Object, Promise, Reflect, Uint8Array};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{IdbDatabase, IdbFactory, IdbOpenDbRequest, IdbRequest, IdbTransaction, IdbTransactionMode};
+
+const BATCHES: &str = "batches";
+const META: &str = "meta";
+const STATE_KEY: &str = "state";
+
+/// What `meta` says about the stored batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredState {
+    pub epoch: u64,
+    pub next: u64,
+    pub complete: bool,
+}
+
+/// One thing to write, in order.
+#[derive(Debug)]
+pub enum StoreOp {
+    /// Drop everything stored (a fresh snapshot is coming).
+    Clear,
+    /// Store a batch frame whose first operation is `first`.
+    Batch { first: u64, frame: Vec<u8> },
+}
+
+fn idb_error(what: &str, e: JsValue) -> JsValue {
+    let detail = Reflect::get(&e, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .unwrap_or_default();
+    JsValue::from_str(&format!("the browser's storage (IndexedDB) failed to {what}: {detail}"))
+}
+
+fn factory() -> Result<IdbFactory, JsValue> {
+    let global = js_sys::global();
+    let f = Reflect::get(&global, &"indexedDB".into())?;
+    if f.is_undefined() || f.is_null() {
+        return Err(JsValue::from_str("this browser has no IndexedDB"));
+    }
+    Ok(f.unchecked_into())
+}
+
+/// Waits for an IDB request; resolves with its `result`.
+async fn request(req: &IdbRequest) -> Result<JsValue, JsValue> {
+    let promise = Promise::new(&mut |resolve, reject| {
+        req.set_onsuccess(Some(&resolve));
+        req.set_onerror(Some(&reject));
+    });
+    JsFuture::from(promise).await?;
+    req.result()
+}
+
+/// Waits for a transaction to commit.
+async fn committed(tx: &IdbTransaction) -> Result<(), JsValue> {
+    let promise = Promise::new(&mut |resolve, reject| {
+        tx.set_oncomplete(Some(&resolve));
+        tx.set_onerror(Some(&reject));
+        tx.set_onabort(Some(&reject));
+    });
+    JsFuture::from(promise).await.map(|_| ())
+}
+
+/// An open per-room database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: IdbDatabase,
+}
+
+impl Store {
+    pub async fn open(room: &str) -> Result<Store, JsValue> {
+        let req: IdbOpenDbRequest = factory()?
+            .open_with_u32(&format!("linkfs-{room}"), 1)
+            .map_err(|e| idb_error("open the database", e))?;
+        let upgrade = Closure::<dyn FnMut(web_sys::Event)>::new({
+            let req = req.clone();
+            move |_| {
+                if let Ok(db) = req.result().and_then(|d| d.dyn_into::<IdbDatabase>().map_err(Into::into)) {
+                    let names = db.object_store_names();
+                    if !names.contains(BATCHES) {
+                        let _ = db.create_object_store(BATCHES);
+                    }
+                    if !names.contains(META) {
+                        let _ = db.create_object_store(META);
+                    }
+                }
+            }
+        });
+        req.set_onupgradeneeded(Some(upgrade.as_ref().unchecked_ref()));
+        let db = request(&req)
+            .await
+            .map_err(|e| idb_error("open the database", e))?;
+        req.set_onupgradeneeded(None);
+        drop(upgrade);
+        Ok(Store { db: db.dyn_into()? })
+    }
+
+    /// Reads the stored state and every stored batch, in log order.
+    pub async fn load(&self) -> Result<(Option<StoredState>, Vec<Vec<u8>>), JsValue> {
+        let tx = self
+            .db
+            .transaction_with_str_sequence_and_mode(&Array::of2(&BATCHES.into(), &META.into()), IdbTransactionMode::Readonly)
+            .map_err(|e| idb_error("read the cached index", e))?;
+        let meta = request(&tx.object_store(META)?.get(&STATE_KEY.into())?).await?;
+        let all = request(&tx.object_store(BATCHES)?.get_all()?).await?;
+        let state = parse_state(&meta);
+        let frames = Array::from(&all)
+            .iter()
+            .filter_map(|v| v.dyn_into::<ArrayBuffer>().ok())
+            .map(|b| Uint8Array::new(&b).to_vec())
+            .collect();
+        Ok((state, frames))
+    }
+
+    /// Writes `ops` in order, then `state`, in one transaction.
+    pub async fn write(&self, ops: &[StoreOp], state: &StoredState) -> Result<(), JsValue> {
+        let tx = self
+            .db
+            .transaction_with_str_sequence_and_mode(&Array::of2(&BATCHES.into(), &META.into()), IdbTransactionMode::Readwrite)
+            .map_err(|e| idb_error("save the index", e))?;
+        let batches = tx.object_store(BATCHES)?;
+        let meta = tx.object_store(META)?;
+        for op in ops {
+            match op {
+                StoreOp::Clear => {
+                    batches.clear()?;
+                    meta.clear()?;
+                }
+                StoreOp::Batch { first, frame } => {
+                    let buf = Uint8Array::from(&frame[..]).buffer();
+                    batches.put_with_key(&buf, &JsValue::from_f64(*first as f64))?;
+                }
+            }
+        }
+        meta.put_with_key(&state_value(state), &STATE_KEY.into())?;
+        committed(&tx).await.map_err(|e| idb_error("save the index", e))
+    }
+
+    /// Drops everything stored for this room.
+    pub async fn clear(&self) -> Result<(), JsValue> {
+        let tx = self
+            .db
+            .transaction_with_str_sequence_and_mode(&Array::of2(&BATCHES.into(), &META.into()), IdbTransactionMode::Readwrite)?;
+        tx.object_store(BATCHES)?.clear()?;
+        tx.object_store(META)?.clear()?;
+        committed(&tx).await
+    }
+}
+
+fn state_value(s: &StoredState) -> JsValue {
+    let o = Object::new();
+    let _ = Reflect::set(&o, &"epoch".into(), &format!("{:016x}", s.epoch).into());
+    let _ = Reflect::set(&o, &"next".into(), &JsValue::from_f64(s.next as f64));
+    let _ = Reflect::set(&o, &"complete".into(), &JsValue::from_bool(s.complete));
+    o.into()
+}
+
+fn parse_state(v: &JsValue) -> Option<StoredState> {
+    if !v.is_object() {
+        return None;
+    }
+    let epoch = Reflect::get(v, &"epoch".into()).ok()?.as_string()?;
+    let epoch = u64::from_str_radix(&epoch, 16).ok()?;
+    let next = Reflect::get(v, &"next".into()).ok()?.as_f64()?;
+    let complete = Reflect::get(v, &"complete".into()).ok()?.as_bool().unwrap_or(false);
+    (next >= 0.0 && next.fract() == 0.0).then_some(StoredState {
+        epoch,
+        next: next as u64,
+        complete,
+    })
+}
