@@ -98,7 +98,9 @@ pub enum ConfigError {
          (the protocol's limit)"
     )]
     MessageSize(usize),
-    #[error("max_queued_bytes ({queued}) must hold at least one message of max_message ({message}) bytes")]
+    #[error(
+        "max_queued_bytes ({queued}) must hold at least one message of max_message ({message}) bytes"
+    )]
     QueueSmallerThanMessage { queued: usize, message: usize },
     #[error("the ping interval ({ping:?}) must be shorter than the idle timeout ({idle:?})")]
     PingNotBeforeIdle { ping: Duration, idle: Duration },

@@ -14,10 +14,10 @@
 //! anywhere else.
 
 use axum::Router;
-use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{Path, RawQuery, State};
 use axum::extract::rejection::PathRejection;
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -130,7 +130,10 @@ async fn security_headers(mut response: Response) -> Response {
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
     );
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -152,8 +155,20 @@ mod tests {
     fn room_and_role_are_checked() {
         assert_eq!(check("room-0001", Some("role=host")), Ok(Role::Host));
         assert_eq!(check("room-0001", Some("x=1&role=guest")), Ok(Role::Guest));
-        assert!(check("short", Some("role=host")).unwrap_err().starts_with("Invalid room id"));
-        assert!(check("room-0001", Some("role=admin")).unwrap_err().starts_with("Invalid role"));
-        assert!(check("room-0001", None).unwrap_err().starts_with("Invalid role"));
+        assert!(
+            check("short", Some("role=host"))
+                .unwrap_err()
+                .starts_with("Invalid room id")
+        );
+        assert!(
+            check("room-0001", Some("role=admin"))
+                .unwrap_err()
+                .starts_with("Invalid role")
+        );
+        assert!(
+            check("room-0001", None)
+                .unwrap_err()
+                .starts_with("Invalid role")
+        );
     }
 }

@@ -97,7 +97,9 @@ pub async fn spawn(listener: TcpListener, config: RelayConfig) -> Result<RelayHa
     let limits = &state.config().limits;
     let listener = listener::CappedListener::new(
         listener,
-        limits.max_connections.saturating_add(limits.max_http_connections),
+        limits
+            .max_connections
+            .saturating_add(limits.max_http_connections),
     );
     let router = app(state.clone());
     let stop = state.shutdown_token().clone();

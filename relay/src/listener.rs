@@ -56,7 +56,13 @@ impl axum::serve::Listener for CappedListener {
                 Ok((stream, addr)) => {
                     // Signaling is small messages where latency matters.
                     let _ = stream.set_nodelay(true);
-                    return (CappedStream { stream, _slot: slot }, addr);
+                    return (
+                        CappedStream {
+                            stream,
+                            _slot: slot,
+                        },
+                        addr,
+                    );
                 }
                 // The peer gave up before we accepted: try the next one.
                 Err(err) if is_connection_error(&err) => {}

@@ -200,7 +200,10 @@ mod tests {
         m.forwarded(120);
         m.rejected(Rejection::RoomFull);
         m.rejected(Rejection::RoomFull);
-        let text = m.render(RoomGauges { rooms: 3, guests: 5 });
+        let text = m.render(RoomGauges {
+            rooms: 3,
+            guests: 5,
+        });
         for line in [
             "linkfs_relay_rooms 3",
             "linkfs_relay_guests 5",
@@ -211,7 +214,10 @@ mod tests {
             "linkfs_relay_rejections_total{code=\"no-such-room\"} 0",
             "# TYPE linkfs_relay_rooms gauge",
         ] {
-            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
         }
     }
 }

@@ -57,8 +57,7 @@ impl RateLimiter {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = self.last.max(now);
         self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        self.patience =
-            (self.patience + elapsed * PATIENCE_REFILL_PER_SEC).min(self.patience_max);
+        self.patience = (self.patience + elapsed * PATIENCE_REFILL_PER_SEC).min(self.patience_max);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             return RateVerdict::Accept;

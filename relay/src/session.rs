@@ -75,7 +75,9 @@ where
     };
     tracing::debug!(conn = conn.0, peer = peer.0, ?role, "joined");
     let end = Session {
-        membership,
+        peer,
+        conn,
+        membership: Some(membership),
         limiter: RateLimiter::new(
             state.config().limits.rate_per_sec,
             state.config().limits.rate_burst,
@@ -103,7 +105,11 @@ enum End {
 
 struct Session {
     state: RelayState,
-    membership: Membership,
+    peer: PeerId,
+    conn: ConnId,
+    /// `None` once the session has left its room, just before it closes the socket:
+    /// a client that saw the close can rejoin at once.
+    membership: Option<Membership>,
     outbox: Outbox,
     limiter: RateLimiter,
 }
@@ -117,7 +123,7 @@ impl Session {
     {
         let limits = self.state.config().limits.clone();
         let welcome = wire::encode(&RelayToClient::Welcome {
-            peer: self.membership.peer,
+            peer: self.peer,
             ice_servers: self.state.config().ice_servers.clone(),
             max_message: limits.max_message,
         });
@@ -127,10 +133,8 @@ impl Session {
         let mut last_heard = Instant::now();
         let idle = tokio::time::sleep_until(last_heard + limits.idle_timeout);
         tokio::pin!(idle);
-        let mut ping = tokio::time::interval_at(
-            last_heard + limits.ping_interval,
-            limits.ping_interval,
-        );
+        let mut ping =
+            tokio::time::interval_at(last_heard + limits.ping_interval, limits.ping_interval);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
         let kick = self.outbox.kick.clone();
@@ -168,6 +172,7 @@ impl Session {
                         idle.as_mut().reset(deadline);
                         continue;
                     }
+                    self.membership = None;
                     self.state.metrics().rejected(Rejection::IdleTimeout);
                     let closing = Closing { code: close_code::POLICY, reason: "idle timeout" };
                     socket
@@ -202,7 +207,7 @@ impl Session {
                 return Some(self.too_large(socket).await);
             }
             Some(Err(err)) => {
-                tracing::debug!(conn = self.membership.conn.0, %err, "read failed");
+                tracing::debug!(conn = self.conn.0, %err, "read failed");
                 return Some(End::ClientClosed);
             }
             Some(Ok(frame)) => frame,
@@ -220,6 +225,7 @@ impl Session {
                 return None;
             }
             RateVerdict::Abuse => {
+                self.membership = None;
                 self.state.metrics().rejected(Rejection::RateAbuse);
                 let closing = Closing {
                     code: close_code::POLICY,
@@ -260,13 +266,16 @@ impl Session {
                 return Some(self.bad_message(socket, detail).await);
             }
         };
-        let from = self.membership.peer;
+        let Some(membership) = &self.membership else {
+            return Some(End::ClientClosed);
+        };
+        let from = self.peer;
         let forwarded = wire::forwarded(from, &data);
         let len = forwarded.len();
         let refusal = match self
             .state
             .rooms()
-            .route(&self.membership.room, from, to, forwarded)
+            .route(&membership.room, from, to, forwarded)
         {
             Ok(()) => {
                 self.state.metrics().forwarded(len);
@@ -287,12 +296,13 @@ impl Session {
         None
     }
 
-    async fn too_large<W, R>(&self, socket: &mut Socket<W, R>) -> End
+    async fn too_large<W, R>(&mut self, socket: &mut Socket<W, R>) -> End
     where
         W: Sink<Message> + Unpin,
         W::Error: Display,
         R: Stream<Item = Result<Message, axum::Error>> + Unpin,
     {
+        self.membership = None;
         let limits = &self.state.config().limits;
         self.state.metrics().rejected(Rejection::MessageTooLarge);
         let closing = Closing {
@@ -310,29 +320,36 @@ impl Session {
         End::Refused
     }
 
-    async fn bad_message<W, R>(&self, socket: &mut Socket<W, R>, message: String) -> End
+    async fn bad_message<W, R>(&mut self, socket: &mut Socket<W, R>, message: String) -> End
     where
         W: Sink<Message> + Unpin,
         W::Error: Display,
         R: Stream<Item = Result<Message, axum::Error>> + Unpin,
     {
+        self.membership = None;
         self.state.metrics().rejected(Rejection::BadMessage);
         let closing = Closing {
             code: close_code::POLICY,
             reason: "bad message",
         };
         socket
-            .refuse(RelayErrorCode::BadMessage, message, closing, &self.outbox.kick)
+            .refuse(
+                RelayErrorCode::BadMessage,
+                message,
+                closing,
+                &self.outbox.kick,
+            )
             .await;
         End::Refused
     }
 
-    async fn kicked<W, R>(&self, socket: &mut Socket<W, R>) -> End
+    async fn kicked<W, R>(&mut self, socket: &mut Socket<W, R>) -> End
     where
         W: Sink<Message> + Unpin,
         W::Error: Display,
         R: Stream<Item = Result<Message, axum::Error>> + Unpin,
     {
+        self.membership = None;
         // The kick token is already cancelled; these last writes get their own short
         // timeout instead.
         let never = CancellationToken::new();
@@ -381,7 +398,11 @@ where
     W::Error: Display,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
-    async fn send(&mut self, message: Message, kick: &CancellationToken) -> Result<(), WriteFailed> {
+    async fn send(
+        &mut self,
+        message: Message,
+        kick: &CancellationToken,
+    ) -> Result<(), WriteFailed> {
         tokio::select! {
             biased;
             () = kick.cancelled() => Err(WriteFailed),
@@ -396,11 +417,19 @@ where
         }
     }
 
-    async fn send_text(&mut self, text: Utf8Bytes, kick: &CancellationToken) -> Result<(), WriteFailed> {
+    async fn send_text(
+        &mut self,
+        text: Utf8Bytes,
+        kick: &CancellationToken,
+    ) -> Result<(), WriteFailed> {
         self.send(Message::Text(text), kick).await
     }
 
-    async fn send_close(&mut self, closing: Closing, kick: &CancellationToken) -> Result<(), WriteFailed> {
+    async fn send_close(
+        &mut self,
+        closing: Closing,
+        kick: &CancellationToken,
+    ) -> Result<(), WriteFailed> {
         let frame = CloseFrame {
             code: closing.code,
             reason: closing.reason.into(),
@@ -505,7 +534,8 @@ fn join_refusal_words(state: &RelayState, refusal: JoinRefusal) -> (String, Clos
 fn is_too_large(err: &axum::Error) -> bool {
     use std::error::Error as _;
     matches!(
-        err.source().and_then(|e| e.downcast_ref::<tungstenite::Error>()),
+        err.source()
+            .and_then(|e| e.downcast_ref::<tungstenite::Error>()),
         Some(tungstenite::Error::Capacity(_))
     )
 }

@@ -87,7 +87,12 @@ impl RelayState {
 
     /// A slot for one more WebSocket, if `max_connections` allows.
     pub(crate) fn websocket_slot(&self) -> Option<WebSocketSlot> {
-        let permit = self.inner.websocket_slots.clone().try_acquire_owned().ok()?;
+        let permit = self
+            .inner
+            .websocket_slots
+            .clone()
+            .try_acquire_owned()
+            .ok()?;
         self.inner.metrics.connection_opened();
         Some(WebSocketSlot {
             _permit: permit,

@@ -82,10 +82,7 @@ pub(crate) fn bad_message(detail: &str) -> String {
 }
 
 pub(crate) fn unknown_peer(to: PeerId) -> String {
-    format!(
-        "Peer {} is not in this share (it may have left).",
-        to.0
-    )
+    format!("Peer {} is not in this share (it may have left).", to.0)
 }
 
 pub(crate) const GUEST_TO_GUEST: &str =

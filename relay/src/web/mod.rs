@@ -39,7 +39,9 @@ impl WebApp {
             Some(dir) => WebApp::Dir(dir),
             None => {
                 if !embedded::is_built() {
-                    tracing::warn!("this binary holds no web app (web/dist was missing at build time)");
+                    tracing::warn!(
+                        "this binary holds no web app (web/dist was missing at build time)"
+                    );
                 }
                 WebApp::Embedded
             }
@@ -112,8 +114,19 @@ mod tests {
     #[test]
     fn request_paths_map_to_files_or_nothing() {
         assert_eq!(file_path("/").as_deref(), Some("index.html"));
-        assert_eq!(file_path("/assets/a-1.js").as_deref(), Some("assets/a-1.js"));
-        for bad in ["/../etc/passwd", "/a/../b", "/a//b", "/./a", "/a\\b", "/dir/", "x"] {
+        assert_eq!(
+            file_path("/assets/a-1.js").as_deref(),
+            Some("assets/a-1.js")
+        );
+        for bad in [
+            "/../etc/passwd",
+            "/a/../b",
+            "/a//b",
+            "/./a",
+            "/a\\b",
+            "/dir/",
+            "x",
+        ] {
             assert_eq!(file_path(bad), None, "{bad}");
         }
     }
@@ -121,9 +134,15 @@ mod tests {
     #[test]
     fn content_types_follow_the_extension() {
         assert_eq!(content_type::for_path("x.wasm"), "application/wasm");
-        assert_eq!(content_type::for_path("a/b.JS"), "text/javascript; charset=utf-8");
+        assert_eq!(
+            content_type::for_path("a/b.JS"),
+            "text/javascript; charset=utf-8"
+        );
         assert_eq!(content_type::for_path("s.css"), "text/css; charset=utf-8");
-        assert_eq!(content_type::for_path("index.html"), "text/html; charset=utf-8");
+        assert_eq!(
+            content_type::for_path("index.html"),
+            "text/html; charset=utf-8"
+        );
         assert_eq!(content_type::for_path("noext"), "application/octet-stream");
     }
 
