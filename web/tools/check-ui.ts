@@ -2,12 +2,15 @@
 // which runs against a real sharer): navigation and history, keyboard, sorting,
 // symlinks, live changes, preview, downloads with cancel, and the test hooks.
 //
-//   npx vite build && npx tsx web/tools/check-ui.ts
+//   npx vite build --mode fake && npx tsx web/tools/check-ui.ts
 //
 // Prints one line per check and exits non-zero if any failed.
 
 import { chromium, type Page } from 'playwright-core';
 import { serveDirectory } from './static-server';
+
+/** Where `vite build --mode fake` puts the UI built over the development fake. */
+const FAKE_BUILD = 'target/web-fake';
 
 const FLAGS = [
   '--no-sandbox', '--headless', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -70,16 +73,16 @@ const checks: Check[] = [
     await page.waitForSelector('[data-testid="row"][data-name="日本語のファイル.txt"]');
   }],
   ['keyboard: Backspace up, arrows and Enter open', async (page) => {
-    await page.focus('.listing');
+    await page.focus('.listing-grid');
     await page.keyboard.press('Backspace');
     await page.waitForSelector('[data-testid="row"][data-name="docs"]');
-    await page.focus('.listing');
+    await page.focus('.listing-grid');
     await page.keyboard.press('Home');
     await page.keyboard.press('ArrowDown');
     await page.keyboard.press('ArrowDown');
     await page.keyboard.press('Enter'); // third row: docs
     await page.waitForSelector('[data-testid="row"][data-name="README.md"]');
-    const active = await page.getAttribute('.listing', 'aria-activedescendant');
+    const active = await page.getAttribute('.listing-grid', 'aria-activedescendant');
     expect(active !== null, 'no active row');
   }],
   ['aria-sort and descending size order, directories still first', async (page, origin) => {
@@ -178,7 +181,7 @@ const checks: Check[] = [
 ];
 
 async function main(): Promise<void> {
-  const server = await serveDirectory('web/dist');
+  const server = await serveDirectory(FAKE_BUILD);
   const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: FLAGS });
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
   await context.addInitScript('globalThis.__name = (fn) => fn;');

@@ -1,6 +1,6 @@
 // Measures the web UI over the development fake share and takes screenshots.
 //
-//   npx vite build && npx tsx web/tools/measure-ui.ts [screenshot-dir]
+//   npx vite build --mode fake && npx tsx web/tools/measure-ui.ts [screenshot-dir]
 //
 // Prints JSON figures: time from navigation to the first screen of the 100k
 // directory, rAF frame times while scrolling it (steady and jumping), sort time, the
@@ -12,6 +12,9 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
 import { serveDirectory, type StaticServer } from './static-server';
+
+/** Where `vite build --mode fake` puts the UI built over the development fake. */
+const FAKE_BUILD = 'target/web-fake';
 
 const FLAGS = [
   '--no-sandbox', '--headless', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -41,7 +44,7 @@ declare global {
 async function main(): Promise<void> {
   const shots = process.argv[2] ?? '/tmp/linkfs-ui-shots';
   await mkdir(shots, { recursive: true });
-  const server = await serveDirectory('web/dist');
+  const server = await serveDirectory(FAKE_BUILD);
   const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: FLAGS });
   const problems: string[] = [];
   try {

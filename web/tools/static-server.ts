@@ -1,4 +1,4 @@
-// Serves web/dist on 127.0.0.1 for development checks, with the Content-Security-Policy
+// Serves a built web app (web/dist, or target/web-fake) on 127.0.0.1 for development checks, with the Content-Security-Policy
 // the relay is expected to send, so a CSP violation shows up here first.
 
 import { createServer, type Server } from 'node:http';

@@ -55,6 +55,7 @@ interface RowView {
 
 export class DirectoryListing {
   readonly element: HTMLElement;
+  private readonly grid: HTMLElement;
   private readonly viewport: HTMLElement;
   private readonly sizer: HTMLElement;
   private readonly message: HTMLElement;
@@ -90,17 +91,19 @@ export class DirectoryListing {
 
     this.sizer = el('div', { className: 'listing-sizer', attrs: { role: 'presentation' } });
     this.message = el('div', { className: 'listing-message', attrs: { role: 'status' } });
-    this.viewport = el('div', { className: 'listing-viewport', attrs: { role: 'rowgroup' } }, this.sizer, this.message);
-    this.element = el(
+    this.viewport = el('div', { className: 'listing-viewport', attrs: { role: 'rowgroup' } }, this.sizer);
+    this.grid = el(
       'div',
-      { className: 'listing', attrs: { role: 'grid', 'aria-label': 'Folder contents', 'aria-colcount': '4', tabindex: '0' }, data: { testid: 'listing', loading: 'true' } },
+      { className: 'listing-grid', attrs: { role: 'grid', 'aria-label': 'Folder contents', 'aria-colcount': '4', tabindex: '0' } },
       el('div', { className: 'listing-head', attrs: { role: 'rowgroup' } }, headRow),
       this.viewport,
     );
+    // The message ("This folder is empty.", errors) sits over the grid, outside it.
+    this.element = el('div', { className: 'listing', data: { testid: 'listing', loading: 'true' } }, this.grid, this.message);
 
     this.viewport.addEventListener('scroll', () => this.schedule(), { passive: true });
     this.viewport.addEventListener('click', (event) => this.onClick(event));
-    this.element.addEventListener('keydown', (event) => this.onKey(event));
+    this.grid.addEventListener('keydown', (event) => this.onKey(event));
     new ResizeObserver(() => this.schedule()).observe(this.viewport);
     this.updateHeaders();
   }
@@ -147,7 +150,7 @@ export class DirectoryListing {
   }
 
   focus(): void {
-    this.element.focus({ preventScroll: true });
+    this.grid.focus({ preventScroll: true });
   }
 
   // --- rendering ---
@@ -168,7 +171,7 @@ export class DirectoryListing {
     const fullHeight = total * ROW_HEIGHT;
     const height = Math.min(fullHeight, MAX_SCROLL_PX);
     this.sizer.style.height = `${height}px`;
-    this.element.setAttribute('aria-rowcount', String(total + 1));
+    this.grid.setAttribute('aria-rowcount', String(total + 1));
 
     if (this.pendingScrollTop !== null && pages.total !== null) {
       this.viewport.scrollTop = this.pendingScrollTop;
@@ -418,8 +421,8 @@ export class DirectoryListing {
       row.element.setAttribute('aria-selected', String(active));
     }
     const active = this.rendered.get(this.activeIndex);
-    if (active) this.element.setAttribute('aria-activedescendant', active.element.id);
-    else this.element.removeAttribute('aria-activedescendant');
+    if (active) this.grid.setAttribute('aria-activedescendant', active.element.id);
+    else this.grid.removeAttribute('aria-activedescendant');
   }
 }
 
