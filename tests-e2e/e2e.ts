@@ -1,6 +1,7 @@
 // The end-to-end suite: the real `linkfs share`, the real relay, the real web app in
 // the system Chromium, inside a private network namespace. Run with
-// `bash tests-e2e/run e2e` (or `npm run e2e`); pick tests with LINKFS_E2E_ONLY=word.
+// `bash tests-e2e/run e2e` (or `npm run e2e`); pick tests with LINKFS_E2E_ONLY=d:,f:
+// (names starting with those) or LINKFS_E2E_ONLY=relay (names containing it).
 // Screenshots of failed tests land in tests-e2e/out/.
 
 import { createHash } from 'node:crypto';
@@ -36,7 +37,10 @@ async function smallFixture(): Promise<{ fixture: Fixture; tree: Tree }> {
   return small;
 }
 
-/** Starts a sharer that is killed after the test whatever happens. */
+/**
+ * Starts a sharer that is killed after the test whatever happens. Start browsers
+ * first: index times run from the sharer's spawn and must not include Chromium's start.
+ */
 async function share(t: TestContext, dir: string, options: ShareOptions = {}): Promise<ShareProcess> {
   const s = await startShare(dir, options);
   t.defer(() => s.kill());
@@ -83,8 +87,8 @@ const tests: TestCase[] = [
     timeoutMs: 180_000,
     async run(t) {
       const { fixture, tree } = await fullFixture();
-      const s = await share(t, fixture.dir);
       const { chromium, page } = await browser(t, 'a');
+      const s = await share(t, fixture.dir);
       await openLink(page, s.link, ['connected']);
       const report = await verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log });
       assertNoMismatches(report, 'browser');
@@ -136,8 +140,8 @@ const tests: TestCase[] = [
     timeoutMs: 240_000,
     async run(t) {
       const { fixture, tree } = await fullFixture();
-      const s = await share(t, fixture.dir);
       const [one, two] = await Promise.all([browser(t, 'c1'), browser(t, 'c2')]);
+      const s = await share(t, fixture.dir);
       await Promise.all([openLink(one.page, s.link, ['connected']), openLink(two.page, s.link, ['connected'])]);
       const reports = await Promise.all(
         [one, two].map(({ page }, i) => verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log: (l) => log(`  [c${i + 1}]${l}`) })),
@@ -156,9 +160,9 @@ const tests: TestCase[] = [
       const { fixture, tree } = await smallFixture();
       const relay = await startRelay();
       t.defer(async () => log(`    relay stopped: ${await relay.stop()}`));
+      const { chromium, page } = await browser(t, 'relay');
       const s = await share(t, fixture.dir, { args: ['--relay', relay.url] });
       assert(new URL(s.link).origin === relay.url, `the link ${s.link} does not point at the relay ${relay.url}`);
-      const { chromium, page } = await browser(t, 'relay');
       await openLink(page, s.link, ['connected']);
       assertNoMismatches(await verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log }), 'browser via relay');
       assertNoPageErrors(chromium);

@@ -6,10 +6,12 @@
 // Every mismatch is printed (path, field, expected, got). Exits 1 on any mismatch or
 // error. The LAST stdout line is always one JSON object with the figures:
 //   entries, files, bytes, link_seconds, index_seconds, entries_per_second,
-//   wire_bytes_per_entry, files_read, read_seconds, read_mb_per_s, mismatches, error
+//   wire_bytes_per_entry, files_read, read_seconds, reads_per_second, read_mb_per_s,
+//   mismatches, error
 //
 // Environment: LINKFS_VERIFY_READS=0 skips reading files; LINKFS_VERIFY_TIMEOUT=SECONDS
-// bounds the wait for the complete index (default 600).
+// bounds the wait for the complete index (default 600); LINKFS_VERIFY_STALL_MS aborts a
+// read that makes no progress for that long (default 15000).
 
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -28,6 +30,7 @@ async function main(): Promise<{ figures: Partial<VerifyFigures>; error: string 
   if (st === null || !st.isDirectory()) return { figures: {}, error: `SHARE_DIR=${raw} is not a directory` };
   const reads = process.env.LINKFS_VERIFY_READS !== '0';
   const timeoutS = Number(process.env.LINKFS_VERIFY_TIMEOUT ?? '600');
+  const stallMs = Number(process.env.LINKFS_VERIFY_STALL_MS ?? '15000');
   const shareArgs = process.argv.slice(2).filter((a) => a !== '--');
 
   log(`verify: walking ${dir}${reads ? ' and hashing its files' : ''} ...`);
@@ -40,12 +43,13 @@ async function main(): Promise<{ figures: Partial<VerifyFigures>; error: string 
   let share: ShareProcess | undefined;
   let chromium: ChromiumInstance | undefined;
   try {
-    share = await startShare(dir, { args: shareArgs });
-    log(`verify: link ${share.link} after ${(share.linkMs / 1000).toFixed(3)} s`);
+    // The browser starts first: its start-up is not part of the sharer's index time.
     chromium = await launchChromium({ name: 'verify', log });
     const page = await chromium.page();
+    share = await startShare(dir, { args: shareArgs });
+    log(`verify: link ${share.link} after ${(share.linkMs / 1000).toFixed(3)} s`);
     await openLink(page, share.link, ['connected'], 60_000);
-    const report = await verifyShare({ page, tree, spawnedAt: share.spawnedAt, linkMs: share.linkMs, reads, completeTimeoutMs: timeoutS * 1000, log });
+    const report = await verifyShare({ page, tree, spawnedAt: share.spawnedAt, linkMs: share.linkMs, reads, completeTimeoutMs: timeoutS * 1000, stallMs, log });
     for (const m of report.mismatches) log(`MISMATCH ${formatMismatch(m)}`);
     if (chromium.pageErrors.length > 0) log(`verify: uncaught errors in the page:\n  ${chromium.pageErrors.join('\n  ')}`);
     await chromium.close();
@@ -69,6 +73,7 @@ const empty: VerifyFigures = {
   wire_bytes_per_entry: null,
   files_read: 0,
   read_seconds: null,
+  reads_per_second: null,
   read_mb_per_s: null,
   mismatches: 0,
 };

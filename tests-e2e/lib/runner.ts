@@ -2,7 +2,8 @@
 // cleanups run in reverse order whatever happened; the process exits non-zero if any
 // test failed. The last line is the plain 'N passed, N failed' summary.
 //
-// Pick tests with LINKFS_E2E_ONLY=substring[,substring...] (matched against names).
+// Pick tests with LINKFS_E2E_ONLY=word[,word...]: a word picks the tests whose names
+// start with it (e.g. 'd:'), or, if it has 3 or more characters, contain it ('relay').
 
 export interface TestContext {
   readonly name: string;
@@ -119,7 +120,8 @@ export async function runSuite(suite: string, tests: TestCase[], options: SuiteO
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
-  const selected = only.length === 0 ? tests : tests.filter((t) => only.some((o) => t.name.includes(o)));
+  const picks = (name: string, word: string) => name.startsWith(word) || (word.length >= 3 && name.includes(word));
+  const selected = only.length === 0 ? tests : tests.filter((t) => only.some((o) => picks(t.name, o)));
   if (selected.length === 0) {
     console.log(`${suite}: no test matches LINKFS_E2E_ONLY=${process.env.LINKFS_E2E_ONLY ?? ''}`);
     process.exit(1);
