@@ -24,13 +24,18 @@ function expect(condition: boolean, message: string): void {
   if (!condition) throw new Error(message);
 }
 
+/** Names of the rows in DOM order, as the e2e suite reads them. */
 const rowNames = (page: Page): Promise<string[]> =>
-  page.$$eval('[data-testid="row"]', (rows) =>
-    rows
-      .filter((row) => !(row as HTMLElement).hidden)
-      .sort((a, b) => Number((a as HTMLElement).dataset.index) - Number((b as HTMLElement).dataset.index))
-      .map((row) => (row as HTMLElement).dataset.name ?? ''),
+  page.$$eval('[data-testid="row"]', (rows) => rows.map((row) => (row as HTMLElement).dataset.name ?? ''));
+
+/** Fails unless every row is visible and the DOM order is the index order. */
+async function expectRowsInOrder(page: Page): Promise<void> {
+  const rows = await page.$$eval('[data-testid="row"]', (els) =>
+    els.map((el) => ({ index: Number((el as HTMLElement).dataset.index), hidden: (el as HTMLElement).hidden })),
   );
+  expect(rows.every((row) => !row.hidden), 'a hidden element is marked as a row');
+  expect(rows.every((row, i) => i === 0 || row.index === (rows[i - 1]?.index ?? 0) + 1), `DOM order ${rows.map((r) => r.index).join(',')}`);
+}
 
 const checks: Check[] = [
   ['hooks: linkfsShare, body state, status text', async (page, origin) => {
@@ -61,6 +66,9 @@ const checks: Check[] = [
   ['click a folder: fragment path, breadcrumbs with ids', async (page) => {
     await page.click('[data-testid="row"][data-name="Ünïcödé & spaces #1 %20?"]');
     await page.waitForSelector('[data-testid="row"][data-name="日本語のファイル.txt"]');
+    await page.waitForSelector('[data-testid="listing"][data-loading="false"]');
+    const inFolder = await rowNames(page);
+    expect(inFolder.length === 2, `rows after opening a 2-entry folder: ${inFolder.join(', ')}`);
     const hash = await page.evaluate(() => location.hash);
     expect(hash === `#${KEY}/${encodeURIComponent('Ünïcödé & spaces #1 %20?')}`, `hash: ${hash}`);
     const crumbs = await page.$$eval('[data-testid="breadcrumb"]', (links) => links.map((l) => `${(l as HTMLElement).dataset.id}:${l.textContent}`));
@@ -157,6 +165,13 @@ const checks: Check[] = [
     await page.waitForSelector('[data-testid="row"][data-index="99999"]');
     await page.waitForSelector('[data-testid="listing"][data-loading="false"]');
     expect(await page.locator('.row-pending').count() === 0, 'pending rows after settling');
+    await expectRowsInOrder(page);
+    await page.$eval('.listing-viewport', (viewport) => { viewport.scrollTop -= 700; });
+    await page.waitForTimeout(300);
+    await expectRowsInOrder(page);
+    await page.$eval('.listing-viewport', (viewport) => { viewport.scrollTop = 1_500_000; });
+    await page.waitForSelector('[data-testid="listing"][data-loading="false"]');
+    await expectRowsInOrder(page);
   }],
   ['folder not in the share', async (page, origin) => {
     await page.goto(`${origin}/#${KEY}/no/such`);

@@ -189,33 +189,46 @@ export class DirectoryListing {
     const last = Math.min(total - 1, Math.floor(topRow) + visibleRows + OVERSCAN);
     pages.want(first, Math.max(first, last));
 
-    // Views leaving the range are refilled for the rows entering it, in place:
-    // no DOM insertions or removals while scrolling.
+    // Views leaving the range are refilled for the rows entering it. The shown rows
+    // stay in index order in the DOM (for screen readers and tests): rows that stay
+    // keep their place, and each entering row goes next to its neighbour, so a scroll
+    // by k rows moves k elements.
     const free: RowView[] = [];
+    let firstKept: HTMLElement | null = null;
+    let firstKeptIndex = Infinity;
     for (const [index, view] of this.rendered) {
       if (index < first || index > last) {
         this.rendered.delete(index);
         free.push(view);
+      } else if (index < firstKeptIndex) {
+        firstKeptIndex = index;
+        firstKept = view.element;
       }
     }
+    let previous: HTMLElement | null = null;
     for (let index = first; index <= last; index += 1) {
       let view = this.rendered.get(index);
       const data = pages.row(index);
       if (!view) {
         view = free.pop() ?? this.pool.pop() ?? this.createRow();
-        view.element.hidden = false;
         this.fill(view, index, data);
+        view.element.hidden = false;
+        if (previous) {
+          if (previous.nextElementSibling !== view.element) previous.after(view.element);
+        } else if (firstKept) {
+          if (firstKept.previousElementSibling !== view.element) this.sizer.insertBefore(view.element, firstKept);
+        } else if (this.sizer.firstElementChild !== view.element) {
+          this.sizer.prepend(view.element);
+        }
         this.rendered.set(index, view);
       } else if (view.data !== data) {
         this.fill(view, index, data);
       }
+      previous = view.element;
       const top = scaled ? scrollTop + (index - topRow) * ROW_HEIGHT : index * ROW_HEIGHT;
       view.element.style.transform = `translateY(${top}px)`;
     }
-    for (const view of free) {
-      view.element.hidden = true;
-      this.pool.push(view);
-    }
+    for (const view of free) this.park(view);
     this.updateActive();
     this.updateMessage(pages, total);
     // For tests and styles: which folder is shown, and whether rows are still coming.
@@ -310,11 +323,16 @@ export class DirectoryListing {
     view.iconSlot.replaceChildren(...(name === null ? [] : [icon(name)]));
   }
 
+  /** Hides a view for reuse; it stops looking like a row to queries. */
+  private park(view: RowView): void {
+    view.element.hidden = true;
+    view.element.dataset.testid = 'row-parked';
+    view.data = undefined;
+    this.pool.push(view);
+  }
+
   private clearRows(): void {
-    for (const view of this.rendered.values()) {
-      view.element.hidden = true;
-      this.pool.push(view);
-    }
+    for (const view of this.rendered.values()) this.park(view);
     this.rendered.clear();
     this.sizer.style.height = '0px';
     this.message.hidden = true;
