@@ -167,11 +167,12 @@ export class ShareView {
 
   /** The index grew: look again for a folder we wait for, or re-list the shown one. */
   private onIndexGrew(): void {
+    const failed = (error: unknown): void => this.setNotice(`Could not open this folder: ${errorText(error)}`);
     if (this.waitingFor) {
-      void this.showPath(this.waitingFor);
+      this.showPath(this.waitingFor).catch(failed);
     } else if (this.shownDir) {
       this.listing?.refresh();
-      if (this.crumbs.length === 0 || this.crumbs[0]?.name === '') void this.updateCrumbs(this.navigation);
+      if (this.crumbs.length === 0 || this.crumbs[0]?.name === '') this.updateCrumbs(this.navigation).catch(failed);
     }
   }
 
@@ -181,7 +182,7 @@ export class ShareView {
     if (dirs.includes(shown)) this.changeRefresh.request();
     // A change in an ancestor may have renamed or removed the shown folder.
     if (this.crumbs.some((crumb) => crumb.id !== shown && dirs.includes(crumb.id))) {
-      void this.updateCrumbs(this.navigation);
+      this.updateCrumbs(this.navigation).catch(() => undefined); // the next change tries again
     }
   }
 
@@ -194,7 +195,9 @@ export class ShareView {
       window.location.reload();
       return;
     }
-    void this.showPath(location.path);
+    this.showPath(location.path).catch((error: unknown) => {
+      this.setNotice(`Could not open this folder: ${errorText(error)}`);
+    });
   }
 
   private async showPath(path: string[]): Promise<void> {
@@ -259,8 +262,9 @@ export class ShareView {
     if (listing.dir !== entry.id) {
       if (listing.dir !== null) this.rememberScroll(listing.dir, listing.scrollTop);
       const hadFocus = document.activeElement === document.body || listing.element.contains(document.activeElement);
-      // A filter belongs to the folder it was typed in.
+      // A filter belongs to the folder it was typed in, and so does a preview.
       this.filterBox.value = '';
+      if (this.preview?.shown && this.preview.shown.parent !== entry.id) this.preview.close();
       listing.show(entry.id, this.order, this.scrolls.get(entry.id) ?? 0);
       if (hadFocus) listing.focus();
     }
