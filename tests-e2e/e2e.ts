@@ -209,7 +209,8 @@ const tests: TestCase[] = [
         fail(`${what}: rows are ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
       };
       const crumbs = () => page.locator('[data-testid=breadcrumb]').count();
-      const row = (name: string) => page.locator(`[data-testid=row][data-name=${JSON.stringify(name)}]`);
+      // Rows are recycled while the listing loads: click one only once every shown row has its data.
+      const row = (name: string) => page.locator(`[data-testid=listing][data-loading=false] [data-testid=row][data-name=${JSON.stringify(name)}]`);
 
       const top = tree.entries.filter((e) => !e.path.includes('/'));
       await waitRows(top.map((e) => e.path), false, 'root listing');

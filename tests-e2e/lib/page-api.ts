@@ -15,7 +15,7 @@ export interface LinkfsStats {
 declare global {
   interface Window {
     linkfsShare?: ShareApi;
-    linkfsStats?: () => LinkfsStats;
+    linkfsStats?: () => LinkfsStats | null;
   }
 }
 

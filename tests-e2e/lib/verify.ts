@@ -304,7 +304,7 @@ export async function verifyReads(
 export async function indexWireBytes(page: Page): Promise<number | null> {
   return page.evaluate(() => {
     const stats = window.linkfsStats?.();
-    return stats !== undefined && typeof stats.indexWireBytes === 'number' ? stats.indexWireBytes : null;
+    return stats !== undefined && stats !== null && typeof stats.indexWireBytes === 'number' ? stats.indexWireBytes : null;
   });
 }
 
