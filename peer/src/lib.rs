@@ -1,2 +1,3 @@
 //! placeholder
 pub mod transport;
+pub mod walk;

@@ -1,0 +1,217 @@
+//! The numbering thread: the single place ids are given, so they are dense and
+//! in emission order. It turns listers' chunks into the consumer's batches,
+//! decides which folders get entered (never one already entered: bind-mount
+//! loops; optionally none on another filesystem), keeps the counts, and knows
+//! when the walk is over: when every folder it put on the stack has been
+//! listed to the end.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use linkfs_proto::{EntryId, EntryKind};
+
+use super::lister::{Chunk, Found};
+use super::problems::ProblemLog;
+use super::{FolderJob, Shared, WalkOptions, WalkSummary, WalkedEntry};
+
+/// How often the numbering thread looks at the cancel flag while it waits.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
+
+pub(super) struct Numbering {
+    options: WalkOptions,
+    batches: SyncSender<Vec<WalkedEntry>>,
+    batch: Vec<WalkedEntry>,
+    root: WalkedEntry,
+    next_id: u32,
+    /// Folders put on the stack whose listing has not ended yet.
+    outstanding: u64,
+    /// (device, inode) of every folder entered.
+    entered: HashSet<(u64, u64), BuildHasherDefault<InodeHasher>>,
+    summary: WalkSummary,
+    started: Instant,
+}
+
+/// The consumer went away: stop the walk.
+struct ConsumerGone;
+
+impl Numbering {
+    pub(super) fn new(
+        root: WalkedEntry,
+        options: WalkOptions,
+        batches: SyncSender<Vec<WalkedEntry>>,
+        started: Instant,
+    ) -> Self {
+        Numbering {
+            batch: Vec::with_capacity(options.batch_len.max(1)),
+            options,
+            batches,
+            root,
+            next_id: 0,
+            outstanding: 0,
+            entered: HashSet::default(),
+            summary: WalkSummary::default(),
+            started,
+        }
+    }
+
+    pub(super) fn run(
+        mut self,
+        shared: &Shared,
+        root_job: FolderJob,
+        chunks: Receiver<Chunk>,
+        listers: Vec<JoinHandle<()>>,
+    ) -> WalkSummary {
+        let finished = self.number_all(shared, root_job, &chunks);
+        // Wake the listers waiting for work and unblock those sending chunks.
+        shared.stack.close();
+        drop(chunks);
+        if finished {
+            for lister in listers {
+                // A lister never panics; a panicked one has nothing left to report.
+                let _ = lister.join();
+            }
+        }
+        // When cancelled, the listers are left to end on their own: one may be
+        // stuck in a system call on a dead network mount, and stopping the share
+        // must not wait for it.
+        let mut summary = self.summary;
+        summary.cancelled = !finished;
+        (summary.error_count, summary.errors) = ProblemLog::take(&shared.problems);
+        summary.elapsed = self.started.elapsed();
+        summary
+    }
+
+    /// Numbers everything; false if the walk was cancelled.
+    fn number_all(
+        &mut self,
+        shared: &Shared,
+        root_job: FolderJob,
+        chunks: &Receiver<Chunk>,
+    ) -> bool {
+        let root = self.root.clone();
+        self.entered.insert((root.dev, root.ino));
+        if self.emit(root).is_err() {
+            return false;
+        }
+        self.outstanding = 1;
+        shared.stack.push_all(&mut vec![root_job]);
+        let mut jobs = Vec::new();
+        while self.outstanding > 0 {
+            if shared.cancelled() {
+                return false;
+            }
+            let chunk = match chunks.recv_timeout(CANCEL_POLL) {
+                Ok(chunk) => chunk,
+                Err(RecvTimeoutError::Timeout) => continue,
+                // Every lister stopped: only on cancel.
+                Err(RecvTimeoutError::Disconnected) => return false,
+            };
+            self.summary.skipped_special += chunk.skipped_special;
+            for found in chunk.found {
+                if self.number(shared, chunk.parent, found, &mut jobs).is_err() {
+                    return false;
+                }
+            }
+            if chunk.last {
+                self.outstanding -= 1;
+            }
+            self.outstanding += jobs.len() as u64;
+            shared.stack.push_all(&mut jobs);
+        }
+        if !self.batch.is_empty() {
+            let batch = std::mem::take(&mut self.batch);
+            if self.batches.send(batch).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn number(
+        &mut self,
+        shared: &Shared,
+        parent: EntryId,
+        found: Found,
+        jobs: &mut Vec<FolderJob>,
+    ) -> Result<(), ConsumerGone> {
+        let Found {
+            mut entry,
+            folder_path,
+        } = found;
+        entry.parent = parent;
+        if let Some(path) = folder_path {
+            if self.options.one_file_system && entry.dev != self.root.dev {
+                shared.problem(
+                    &path,
+                    "not entered: another filesystem is mounted here".into(),
+                );
+            } else if !self.entered.insert((entry.dev, entry.ino)) {
+                shared.problem(
+                    &path,
+                    "not entered: it is a folder already shared under another path (a bind mount)"
+                        .into(),
+                );
+            } else {
+                jobs.push(FolderJob {
+                    id: EntryId(self.next_id),
+                    path,
+                });
+            }
+        }
+        self.emit(entry)
+    }
+
+    /// Gives `entry` the next id and adds it to the batch, sending the batch when full.
+    fn emit(&mut self, mut entry: WalkedEntry) -> Result<(), ConsumerGone> {
+        let Some(after) = self.next_id.checked_add(1) else {
+            // More than 4 billion entries (far more than fits in memory
+            // anyway): the id space is full; end the walk here.
+            return Err(ConsumerGone);
+        };
+        entry.id = EntryId(self.next_id);
+        self.next_id = after;
+        let s = &mut self.summary;
+        s.entries += 1;
+        match entry.kind {
+            EntryKind::File => {
+                s.files += 1;
+                s.bytes += entry.size;
+            }
+            EntryKind::Dir => s.dirs += 1,
+            EntryKind::Symlink => s.symlinks += 1,
+        }
+        self.batch.push(entry);
+        if self.batch.len() >= self.options.batch_len.max(1) {
+            let full = std::mem::replace(
+                &mut self.batch,
+                Vec::with_capacity(self.options.batch_len.max(1)),
+            );
+            self.batches.send(full).map_err(|_| ConsumerGone)?;
+        }
+        Ok(())
+    }
+}
+
+/// Hashes (device, inode) pairs: they are not attacker-chosen keys, so a fast
+/// multiplicative mix is enough.
+#[derive(Debug, Default)]
+pub(super) struct InodeHasher(u64);
+
+impl Hasher for InodeHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
