@@ -539,3 +539,158 @@ fn is_too_large(err: &axum::Error) -> bool {
         Some(tungstenite::Error::Capacity(_))
     )
 }
+
+/// Sessions driven through in-memory channels: no sockets, and (with tokio's paused
+/// clock) the real default timeouts without waiting for them.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RelayConfig;
+    use tokio::sync::mpsc;
+    use tokio_util::sync::PollSender;
+
+    /// The client's end of an in-memory session.
+    struct Peer {
+        to_relay: mpsc::Sender<Result<Message, axum::Error>>,
+        from_relay: mpsc::Receiver<Message>,
+        done: tokio::task::JoinHandle<()>,
+    }
+
+    fn start(state: &RelayState, room: &str, role: Role) -> Peer {
+        let (to_relay, mut inbound) = mpsc::channel(16);
+        let (outbound, from_relay) = mpsc::channel(16);
+        let stream = futures_util::stream::poll_fn(move |cx| inbound.poll_recv(cx));
+        let done = tokio::spawn(run(
+            state.clone(),
+            room.into(),
+            role,
+            PollSender::new(outbound),
+            Box::pin(stream),
+        ));
+        Peer {
+            to_relay,
+            from_relay,
+            done,
+        }
+    }
+
+    impl Peer {
+        async fn recv(&mut self) -> RelayToClient {
+            loop {
+                match self.from_relay.recv().await {
+                    Some(Message::Text(t)) => {
+                        return serde_json::from_str(t.as_str()).expect("relay JSON");
+                    }
+                    Some(Message::Ping(_)) => continue,
+                    other => panic!("expected a text frame, got {other:?}"),
+                }
+            }
+        }
+
+        /// The next frame must be a close with `code`.
+        async fn closed_with(&mut self, code: u16) {
+            loop {
+                match self.from_relay.recv().await {
+                    Some(Message::Close(Some(f))) => {
+                        assert_eq!(f.code, code, "{f:?}");
+                        return;
+                    }
+                    Some(Message::Ping(_)) => continue,
+                    other => panic!("expected close {code}, got {other:?}"),
+                }
+            }
+        }
+
+        async fn send(&self, frame: Result<Message, axum::Error>) {
+            self.to_relay.send(frame).await.expect("session is reading");
+        }
+    }
+
+    fn state() -> RelayState {
+        RelayState::new(RelayConfig::default()).expect("default config")
+    }
+
+    #[tokio::test]
+    async fn a_guest_reaches_the_host_without_any_socket() {
+        let state = state();
+        let mut host = start(&state, "mem-room-1", Role::Host);
+        assert!(matches!(host.recv().await, RelayToClient::Welcome { peer: PeerId::HOST, .. }));
+        let mut guest = start(&state, "mem-room-1", Role::Guest);
+        assert!(matches!(guest.recv().await, RelayToClient::Welcome { peer: PeerId(1), .. }));
+        assert_eq!(host.recv().await, RelayToClient::Joined { peer: PeerId(1) });
+        guest
+            .send(Ok(Message::Text(r#"{"t":"msg","to":0,"data":"b2ZmZXI"}"#.into())))
+            .await;
+        assert_eq!(
+            host.recv().await,
+            RelayToClient::Msg {
+                from: PeerId(1),
+                data: "b2ZmZXI".into()
+            }
+        );
+        // The guest's stream ends: the host hears it left.
+        drop(guest.to_relay);
+        guest.done.await.expect("guest session");
+        assert_eq!(host.recv().await, RelayToClient::Left { peer: PeerId(1) });
+    }
+
+    #[tokio::test]
+    async fn an_oversize_read_error_becomes_message_too_large() {
+        let state = state();
+        let mut host = start(&state, "mem-room-2", Role::Host);
+        host.recv().await;
+        let too_long = tungstenite::Error::Capacity(
+            tungstenite::error::CapacityError::MessageTooLong {
+                size: 1 << 20,
+                max_size: 16 << 10,
+            },
+        );
+        host.send(Err(axum::Error::new(too_long))).await;
+        assert!(matches!(
+            host.recv().await,
+            RelayToClient::Error {
+                code: RelayErrorCode::MessageTooLarge,
+                ..
+            }
+        ));
+        host.closed_with(close_code::TOO_BIG).await;
+        assert_eq!(state.metrics().rejections(Rejection::MessageTooLarge), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_default_idle_timeout_closes_a_silent_peer_after_60_s_with_pings_before() {
+        let state = state();
+        let mut host = start(&state, "mem-room-3", Role::Host);
+        host.recv().await;
+        let started = Instant::now();
+        let mut pings = 0;
+        let error = loop {
+            match host.from_relay.recv().await {
+                Some(Message::Ping(_)) => pings += 1,
+                Some(Message::Text(t)) => break t,
+                other => panic!("expected pings then an error, got {other:?}"),
+            }
+        };
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
+        assert_eq!(pings, 2, "pings at 20 s and 40 s");
+        assert!(error.as_str().contains("idle-timeout"), "{error}");
+        host.closed_with(close_code::POLICY).await;
+        // The room closed with its host.
+        assert_eq!(state.rooms().gauges().rooms, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pongs_keep_a_peer_alive() {
+        let state = state();
+        let mut host = start(&state, "mem-room-4", Role::Host);
+        host.recv().await;
+        for _ in 0..10 {
+            match host.from_relay.recv().await {
+                Some(Message::Ping(_)) => host.send(Ok(Message::Pong(Default::default()))).await,
+                other => panic!("expected a ping, got {other:?}"),
+            }
+        }
+        // 200 s later the host is still there.
+        assert_eq!(state.rooms().gauges().rooms, 1);
+    }
+}
