@@ -19,7 +19,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio_tungstenite::tungstenite::Message;
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,19 +28,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let relay_bin = args
         .next()
         .ok_or("usage: idle_memory RELAY_BIN [CONNECTIONS [MESSAGE_BYTES]]")?;
-    let n: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(10_000);
+    let n: usize = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(10_000);
     let message_len: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1024);
     let rooms = n / 2;
 
     let mut relay = Command::new(&relay_bin)
-        .args(["--bind", "127.0.0.1:0", "--max-connections", &(n + 10).to_string()])
+        .args([
+            "--bind",
+            "127.0.0.1:0",
+            "--max-connections",
+            &(n + 10).to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()?;
     let pid = relay.id().ok_or("relay exited")?;
     let stdout = relay.stdout.take().ok_or("no stdout")?;
-    let first = BufReader::new(stdout).lines().next_line().await?.ok_or("relay printed nothing")?;
+    let first = BufReader::new(stdout)
+        .lines()
+        .next_line()
+        .await?
+        .ok_or("relay printed nothing")?;
     let addr = first
         .rsplit_once("http://")
         .map(|(_, a)| a.trim().to_owned())
@@ -76,7 +90,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let data = "A".repeat(message_len);
     for (host, guest) in hosts.iter_mut().zip(guests.iter_mut()) {
         guest
-            .send(Message::Text(format!(r#"{{"t":"msg","to":0,"data":"{data}"}}"#).into()))
+            .send(Message::Text(
+                format!(r#"{{"t":"msg","to":0,"data":"{data}"}}"#).into(),
+            ))
             .await?;
         loop {
             match host.next().await {

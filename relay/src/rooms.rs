@@ -141,7 +141,7 @@ impl RoomRegistry {
         }
         entry.guests.remove(&peer);
         let _ = entry.host.push(wire::encode(&RelayToClient::Left { peer }));
-        rooms.guests -= 1;
+        rooms.guests = rooms.guests.saturating_sub(1);
     }
 
     /// The host (connection `conn`) left: the room closes. Every guest gets
@@ -154,7 +154,7 @@ impl RoomRegistry {
             }
             let closed = rooms.by_id.remove(room);
             if let Some(r) = &closed {
-                rooms.guests -= r.guests.len();
+                rooms.guests = rooms.guests.saturating_sub(r.guests.len());
             }
             closed
         };

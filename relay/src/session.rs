@@ -614,12 +614,26 @@ mod tests {
     async fn a_guest_reaches_the_host_without_any_socket() {
         let state = state();
         let mut host = start(&state, "mem-room-1", Role::Host);
-        assert!(matches!(host.recv().await, RelayToClient::Welcome { peer: PeerId::HOST, .. }));
+        assert!(matches!(
+            host.recv().await,
+            RelayToClient::Welcome {
+                peer: PeerId::HOST,
+                ..
+            }
+        ));
         let mut guest = start(&state, "mem-room-1", Role::Guest);
-        assert!(matches!(guest.recv().await, RelayToClient::Welcome { peer: PeerId(1), .. }));
+        assert!(matches!(
+            guest.recv().await,
+            RelayToClient::Welcome {
+                peer: PeerId(1),
+                ..
+            }
+        ));
         assert_eq!(host.recv().await, RelayToClient::Joined { peer: PeerId(1) });
         guest
-            .send(Ok(Message::Text(r#"{"t":"msg","to":0,"data":"b2ZmZXI"}"#.into())))
+            .send(Ok(Message::Text(
+                r#"{"t":"msg","to":0,"data":"b2ZmZXI"}"#.into(),
+            )))
             .await;
         assert_eq!(
             host.recv().await,
@@ -639,12 +653,11 @@ mod tests {
         let state = state();
         let mut host = start(&state, "mem-room-2", Role::Host);
         host.recv().await;
-        let too_long = tungstenite::Error::Capacity(
-            tungstenite::error::CapacityError::MessageTooLong {
+        let too_long =
+            tungstenite::Error::Capacity(tungstenite::error::CapacityError::MessageTooLong {
                 size: 1 << 20,
                 max_size: 16 << 10,
-            },
-        );
+            });
         host.send(Err(axum::Error::new(too_long))).await;
         assert!(matches!(
             host.recv().await,

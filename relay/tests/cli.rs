@@ -32,11 +32,23 @@ fn help_lists_the_operator_flags() {
 #[test]
 fn bad_flags_fail_with_a_reason() {
     for (args, reason) in [
-        (&["--ice-server", "http://example.org"][..], "expected a stun:, stuns:, turn: or turns: URL"),
-        (&["--ice-server", "turn:t.example.org,user"][..], "both a username and a credential"),
-        (&["--max-rooms", "0"][..], "the limit `max_rooms` must be at least 1"),
+        (
+            &["--ice-server", "http://example.org"][..],
+            "expected a stun:, stuns:, turn: or turns: URL",
+        ),
+        (
+            &["--ice-server", "turn:t.example.org,user"][..],
+            "both a username and a credential",
+        ),
+        (
+            &["--max-rooms", "0"][..],
+            "the limit `max_rooms` must be at least 1",
+        ),
         (&["--web-dir", "/nonexistent/linkfs"][..], "not a directory"),
-        (&["--ping-interval-secs", "90"][..], "must be shorter than the idle timeout"),
+        (
+            &["--ping-interval-secs", "90"][..],
+            "must be shorter than the idle timeout",
+        ),
     ] {
         let out = Command::new(BIN)
             .args(["--bind", "127.0.0.1:0"])
@@ -52,14 +64,21 @@ fn bad_flags_fail_with_a_reason() {
 #[tokio::test]
 async fn it_serves_until_sigterm_then_exits_0() {
     let mut child = Command::new(BIN)
-        .args(["--bind", "127.0.0.1:0", "--ice-server", "stun:stun.example.org:3478"])
+        .args([
+            "--bind",
+            "127.0.0.1:0",
+            "--ice-server",
+            "stun:stun.example.org:3478",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start");
     let stdout = child.stdout.take().expect("piped");
     let mut first = String::new();
-    BufReader::new(stdout).read_line(&mut first).expect("first line");
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("first line");
     let addr: SocketAddr = first
         .trim()
         .strip_prefix("linkfs-relay listening on http://")

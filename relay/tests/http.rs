@@ -190,6 +190,29 @@ async fn web_files_are_served_from_a_directory_with_types_caching_and_csp() {
     assert_eq!(svg.header("content-type"), Some("image/svg+xml"));
     assert_eq!(svg.header("cache-control"), Some("no-cache"));
 
+    // HEAD gives the headers without the body; other methods are refused.
+    let head = http_request(
+        addr,
+        &format!(
+            "HEAD /assets/app-1a2b3c.js HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await;
+    assert_eq!(head.status, 200);
+    assert_eq!(
+        head.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert!(head.body.is_empty());
+    let post = http_request(
+        addr,
+        &format!(
+            "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await;
+    assert_eq!(post.status, 405);
+
     // Unknown paths are 404, not the index (the app's state is in the fragment).
     for path in [
         "/nope",
