@@ -59,6 +59,11 @@ pub struct Limits {
     /// A connection with no traffic (not even a pong) for this long is closed with
     /// `idle-timeout`. Default 60 s.
     pub idle_timeout: Duration,
+    /// A TCP connection from which not a byte arrives for this long is dropped: idle
+    /// HTTP keep-alive, half-sent requests (slowloris), dead peers. Default 90 s.
+    /// Must exceed `idle_timeout` (by a few seconds, so that a WebSocket gets its
+    /// `idle-timeout` message and close frame first).
+    pub silence_timeout: Duration,
     /// A write to a connection that takes longer than this disconnects it (its reader
     /// is gone or too slow). Default 10 s.
     pub write_timeout: Duration,
@@ -81,6 +86,7 @@ impl Default for Limits {
             max_queued_bytes: 128 * 1024,
             ping_interval: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(60),
+            silence_timeout: Duration::from_secs(90),
             write_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(5),
         }
@@ -104,6 +110,8 @@ pub enum ConfigError {
     QueueSmallerThanMessage { queued: usize, message: usize },
     #[error("the ping interval ({ping:?}) must be shorter than the idle timeout ({idle:?})")]
     PingNotBeforeIdle { ping: Duration, idle: Duration },
+    #[error("the silence timeout ({silence:?}) must be longer than the idle timeout ({idle:?})")]
+    SilenceNotAfterIdle { silence: Duration, idle: Duration },
 }
 
 impl RelayConfig {
@@ -139,6 +147,12 @@ impl RelayConfig {
         if l.ping_interval >= l.idle_timeout {
             return Err(ConfigError::PingNotBeforeIdle {
                 ping: l.ping_interval,
+                idle: l.idle_timeout,
+            });
+        }
+        if l.silence_timeout <= l.idle_timeout {
+            return Err(ConfigError::SilenceNotAfterIdle {
+                silence: l.silence_timeout,
                 idle: l.idle_timeout,
             });
         }

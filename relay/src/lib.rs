@@ -39,6 +39,7 @@
 //! | rooms | 10,000 | `too-many-rooms`, close |
 //! | WebSockets | 20,000 | HTTP 503 before the upgrade |
 //! | other TCP connections | 1,024 more | not accepted until one closes |
+//! | a silent TCP connection (HTTP keep-alive, half-sent request, dead peer) | 90 s without a byte | dropped |
 //! | message rate | 50/s, burst 100, per connection | `rate-limited` (dropped, at most one notice a second); after 100 refusals (one forgiven per second) close |
 //! | outbound queue | 256 messages and 128 KiB per connection | the slow receiver is disconnected |
 //! | writes | 10 s each | disconnected |
@@ -111,6 +112,7 @@ pub async fn spawn(listener: TcpListener, config: RelayConfig) -> Result<RelayHa
         limits
             .max_connections
             .saturating_add(limits.max_http_connections),
+        limits.silence_timeout,
     );
     let router = app(state.clone());
     let stop = state.shutdown_token().clone();

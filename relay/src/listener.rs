@@ -1,34 +1,46 @@
-//! A TCP listener that stops accepting at a connection cap.
+//! A TCP listener that stops accepting at a connection cap, and drops sockets that
+//! stay silent.
 //!
-//! `axum::serve` accepts without limit. This listener takes a permit from a
-//! semaphore before each `accept`, and the permit lives as long as the socket
-//! (through the WebSocket upgrade, since the upgraded stream is this same socket).
-//! At the cap, new connections wait in the kernel's accept backlog instead of
-//! costing the relay memory.
+//! `axum::serve` accepts without limit and sets no read timeouts. This listener takes
+//! a permit from a semaphore before each `accept`, and the permit lives as long as
+//! the socket (through the WebSocket upgrade, since the upgraded stream is this same
+//! socket). At the cap, new connections wait in the kernel's accept backlog instead
+//! of costing the relay memory.
+//!
+//! Each socket also fails its reads once nothing has arrived for `silence`
+//! (`Limits::silence_timeout`, 90 s by default). That ends idle HTTP keep-alive
+//! connections, half-sent requests (slowloris) and dead peers; a WebSocket answers
+//! the relay's pings well within it, and one that does not meets its session's own
+//! idle timeout (60 s) first, with an `idle-timeout` message.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
 
 /// A listener admitting at most `cap` open sockets.
 #[derive(Debug)]
 pub(crate) struct CappedListener {
     inner: TcpListener,
     slots: Arc<Semaphore>,
+    silence: Duration,
 }
 
 impl CappedListener {
-    pub fn new(inner: TcpListener, cap: usize) -> Self {
+    /// Admits at most `cap` sockets; each is dropped after `silence` without input.
+    pub fn new(inner: TcpListener, cap: usize, silence: Duration) -> Self {
         CappedListener {
             inner,
             slots: Arc::new(Semaphore::new(cap)),
+            silence,
         }
     }
 }
@@ -38,6 +50,11 @@ impl CappedListener {
 pub(crate) struct CappedStream {
     stream: TcpStream,
     _slot: OwnedSemaphorePermit,
+    silence: Duration,
+    last_input: Instant,
+    /// Fires at or after `last_input + silence`; re-armed lazily, so a read costs
+    /// one clock read and no timer update.
+    deadline: Pin<Box<Sleep>>,
 }
 
 impl axum::serve::Listener for CappedListener {
@@ -56,13 +73,15 @@ impl axum::serve::Listener for CappedListener {
                 Ok((stream, addr)) => {
                     // Signaling is small messages where latency matters.
                     let _ = stream.set_nodelay(true);
-                    return (
-                        CappedStream {
-                            stream,
-                            _slot: slot,
-                        },
-                        addr,
-                    );
+                    let now = Instant::now();
+                    let stream = CappedStream {
+                        stream,
+                        _slot: slot,
+                        silence: self.silence,
+                        last_input: now,
+                        deadline: Box::pin(tokio::time::sleep_until(now + self.silence)),
+                    };
+                    return (stream, addr);
                 }
                 // The peer gave up before we accepted: try the next one.
                 Err(err) if is_connection_error(&err) => {}
@@ -95,7 +114,21 @@ impl AsyncRead for CappedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        if let Poll::Ready(read) = Pin::new(&mut self.stream).poll_read(cx, buf) {
+            self.last_input = Instant::now();
+            return Poll::Ready(read);
+        }
+        loop {
+            ready!(self.deadline.as_mut().poll(cx));
+            let due = self.last_input + self.silence;
+            if due <= Instant::now() {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("nothing received for {:?}", self.silence),
+                )));
+            }
+            self.deadline.as_mut().reset(due);
+        }
     }
 }
 

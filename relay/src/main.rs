@@ -58,7 +58,8 @@ struct Args {
     #[arg(long, default_value_t = Limits::default().rate_burst)]
     rate_burst: u32,
 
-    /// Seconds without any traffic before a connection is closed.
+    /// Seconds without any traffic before a WebSocket is closed (a TCP connection
+    /// that sends nothing at all is dropped 30 s later).
     #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs())]
     idle_timeout_secs: u64,
 
@@ -106,6 +107,8 @@ fn config(args: &Args) -> Result<RelayConfig> {
         rate_per_sec: args.rate_per_sec,
         rate_burst: args.rate_burst,
         idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        // Silent sockets go 30 s after a WebSocket's idle timeout would have.
+        silence_timeout: Duration::from_secs(args.idle_timeout_secs.saturating_add(30)),
         ping_interval: Duration::from_secs(args.ping_interval_secs),
         ..Limits::default()
     };

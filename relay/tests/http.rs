@@ -346,3 +346,35 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+
+#[tokio::test]
+async fn a_silent_or_half_sent_request_is_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let relay = relay(Limits {
+        ping_interval: std::time::Duration::from_millis(100),
+        idle_timeout: std::time::Duration::from_millis(300),
+        silence_timeout: std::time::Duration::from_millis(400),
+        ..Limits::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut slowloris = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    slowloris
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    let started = std::time::Instant::now();
+    for tcp in [&mut silent, &mut slowloris] {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(common::PATIENCE, tcp.read_to_end(&mut rest)).await;
+        assert!(read.is_ok(), "the relay kept a silent socket open");
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(350),
+        "{waited:?}"
+    );
+    // Live traffic is unaffected.
+    assert_eq!(http_get(addr, "/healthz").await.text(), "ok");
+}
