@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for scripts/*: sourced, not run.
 #   section NAME CMD...   prints a header, runs CMD, records its time; on failure prints
 #                         which section failed and the timings so far, then exits
