@@ -54,9 +54,9 @@
 //!
 //! | state | bytes per connection |
 //! | --- | --- |
-//! | 10,000 idle WebSockets (5,000 rooms of host + guest) | 9,723 (about 9.5 KiB) |
-//! | the same after one 1 KiB message per guest | 10,253 |
-//! | 4,000, after one 16,000-byte message per guest | 27,391 |
+//! | 10,000 idle WebSockets (5,000 rooms of host + guest) | 9,962 (about 9.7 KiB) |
+//! | the same after one 1 KiB message per guest | 10,480 |
+//! | 4,000, after one 16,000-byte message per guest | 27,398 |
 //!
 //! The last line is the ceiling for a connection that once carried a maximum-size
 //! message: tungstenite keeps its read and write buffers at their largest size, and
