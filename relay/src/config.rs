@@ -99,6 +99,8 @@ impl Default for Limits {
 pub enum ConfigError {
     #[error("the limit `{0}` must be at least 1")]
     Zero(&'static str),
+    #[error("the limit `{0}` must be at most {1} (seconds, for times)")]
+    TooLarge(&'static str, u64),
     #[error(
         "max_message is {0} bytes; it must be between 256 and {MAX_SIGNAL_MESSAGE} \
          (the protocol's limit)"
@@ -133,6 +135,31 @@ impl RelayConfig {
         if let Some((name, _)) = counts.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::Zero(name));
         }
+        // Ceilings far above any real relay, low enough that nothing sized from them
+        // (semaphores, channels, deadlines) can overflow.
+        let ceilings: [(&'static str, u64, u64); 10] = [
+            ("max_connections", l.max_connections as u64, MAX_COUNT),
+            (
+                "max_http_connections",
+                l.max_http_connections as u64,
+                MAX_COUNT,
+            ),
+            ("max_rooms", l.max_rooms as u64, MAX_COUNT),
+            (
+                "max_guests_per_room",
+                l.max_guests_per_room as u64,
+                MAX_COUNT,
+            ),
+            ("max_queued_messages", l.max_queued_messages as u64, 65_536),
+            ("ping_interval", l.ping_interval.as_secs(), MAX_SECS),
+            ("idle_timeout", l.idle_timeout.as_secs(), MAX_SECS),
+            ("silence_timeout", l.silence_timeout.as_secs(), MAX_SECS),
+            ("write_timeout", l.write_timeout.as_secs(), MAX_SECS),
+            ("shutdown_grace", l.shutdown_grace.as_secs(), MAX_SECS),
+        ];
+        if let Some((name, _, max)) = ceilings.iter().find(|(_, v, max)| v > max) {
+            return Err(ConfigError::TooLarge(name, *max));
+        }
         if !(256..=MAX_SIGNAL_MESSAGE).contains(&l.max_message) {
             return Err(ConfigError::MessageSize(l.max_message));
         }
@@ -160,6 +187,11 @@ impl RelayConfig {
     }
 }
 
+/// The most connections, rooms or guests any count limit may allow.
+const MAX_COUNT: u64 = 10_000_000;
+/// The longest any time limit may be: one day.
+const MAX_SECS: u64 = 86_400;
+
 /// How much longer a forwarded `{"t":"msg","from":N,...}` can be than the client's
 /// `{"t":"msg","to":N,...}`: `from` is two bytes longer than `to`, and a peer number
 /// can be up to 10 digits instead of 1.
@@ -182,6 +214,22 @@ mod tests {
         assert_eq!(
             c.validate().unwrap_err().to_string(),
             "the limit `max_rooms` must be at least 1"
+        );
+    }
+
+    #[test]
+    fn absurd_limits_are_refused_rather_than_overflowing() {
+        let mut c = RelayConfig::default();
+        c.limits.max_connections = usize::MAX;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::TooLarge("max_connections", 10_000_000))
+        );
+        let mut c = RelayConfig::default();
+        c.limits.idle_timeout = Duration::from_secs(u64::MAX);
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::TooLarge("idle_timeout", 86_400))
         );
     }
 
