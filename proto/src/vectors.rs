@@ -183,7 +183,7 @@ pub fn all() -> Vec<Vector> {
 /// Parses annotated hex (whitespace ignored).
 pub fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
     let clean: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if clean.len() % 2 != 0 {
+    if !clean.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
     clean
