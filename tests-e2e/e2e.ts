@@ -11,7 +11,7 @@ import { makeBigFileFixture, makeFixture, makeSmallFixture, type Fixture } from 
 import type { EntryRow } from './lib/page-api.ts';
 import { startRelay } from './lib/relay-process.ts';
 import { assert, fail, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
-import { startShare, withWrongSecret, type ShareOptions, type ShareProcess } from './lib/share-process.ts';
+import { startShare, truncatedLink, withWrongSecret, type ShareOptions, type ShareProcess } from './lib/share-process.ts';
 import { walkTree, type Tree } from './lib/tree.ts';
 import { formatMismatch, readInPage, verifyShare, waitForComplete, type VerifyReport } from './lib/verify.ts';
 
@@ -136,6 +136,19 @@ const tests: TestCase[] = [
     },
   },
   {
+    name: 'b2: a truncated link (bad copy-paste) shows "not valid"',
+    timeoutMs: 60_000,
+    async run(t) {
+      const { fixture } = await smallFixture();
+      const { chromium, page } = await browser(t, 'truncated');
+      const s = await share(t, fixture.dir);
+      await openLink(page, truncatedLink(s.link), ['invalid-link'], 30_000);
+      const text = await statusText(page);
+      assert(/not valid/i.test(text), `status text ${JSON.stringify(text)} does not say the link is "not valid"`);
+      assertNoPageErrors(chromium);
+    },
+  },
+  {
     name: 'c: two browsers open the link at once; each gets the full index and verified reads',
     timeoutMs: 240_000,
     async run(t) {
@@ -175,8 +188,8 @@ const tests: TestCase[] = [
     timeoutMs: 60_000,
     async run(t) {
       const { fixture } = await smallFixture();
+      const { chromium, page } = await browser(t, 'gone');
       const s = await share(t, fixture.dir);
-      const { page } = await browser(t, 'gone');
       await openLink(page, s.link, ['connected']);
       await waitForComplete(page, s.spawnedAt, 30_000);
       await s.stop();
@@ -184,6 +197,12 @@ const tests: TestCase[] = [
       const text = await statusText(page);
       assert(text.trim() !== '', 'the page is in state sharer-gone but its status says nothing');
       log(`    status: ${JSON.stringify(text)}`);
+      // The tab must take the sharer's departure in its stride: nothing thrown while the
+      // connection winds down, and what was received stays browsable.
+      await page.waitForTimeout(1_000);
+      assertNoPageErrors(chromium);
+      const root = await page.evaluate(() => window.linkfsShare!.list(window.linkfsShare!.rootId, 'name', false, 0, 100));
+      assert(root.total > 0, 'after the sharer left, the received index lists nothing at the root');
     },
   },
   {

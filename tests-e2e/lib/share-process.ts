@@ -93,18 +93,33 @@ export async function startShare(dir: string, options: ShareOptions = {}): Promi
   };
 }
 
-/**
- * The same link with its secret altered (same length, different characters), for the
- * wrong-secret test. The link ends in `#<room>.<secret>`.
- */
-export function withWrongSecret(link: string): string {
+/** Splits `ORIGIN/#room.secret` into the part up to the '.' and the secret. */
+function splitSecret(link: string): { head: string; secret: string } {
   const hashAt = link.indexOf('#');
   const dot = link.lastIndexOf('.');
   if (hashAt < 0 || dot < hashAt) throw new Error(`cannot find '#<room>.<secret>' in ${link}`);
   const secret = link.slice(dot + 1);
   if (secret.length === 0) throw new Error(`the link ${link} has an empty secret`);
-  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
-  // Change every character so no prefix or suffix check could pass by accident.
-  const wrong = [...secret].map((c) => alphabet[(alphabet.indexOf(c) + 17) % alphabet.length]!).join('');
-  return `${link.slice(0, dot + 1)}${wrong}`;
+  return { head: link.slice(0, dot + 1), secret };
+}
+
+/**
+ * The same link with a different but well-formed secret (every byte of the base64url
+ * secret flipped, re-encoded to the same length): what a visitor with someone else's
+ * or a guessed secret would have.
+ */
+export function withWrongSecret(link: string): string {
+  const { head, secret } = splitSecret(link);
+  const bytes = Buffer.from(secret, 'base64url');
+  if (bytes.length === 0 || bytes.toString('base64url') !== secret) {
+    throw new Error(`the secret ${JSON.stringify(secret)} in ${link} is not unpadded base64url`);
+  }
+  for (let i = 0; i < bytes.length; i += 1) bytes[i] = bytes[i]! ^ 0xa5;
+  return `${head}${bytes.toString('base64url')}`;
+}
+
+/** The link with the last `chars` characters of its secret cut off (a bad copy-paste). */
+export function truncatedLink(link: string, chars = 3): string {
+  const { head, secret } = splitSecret(link);
+  return `${head}${secret.slice(0, Math.max(1, secret.length - chars))}`;
 }
