@@ -1,0 +1,240 @@
+//! `linkfs share DIR`: the link on stdout, a QR code and progress on stderr.
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use linkfs_core::SenderConfig;
+use linkfs_peer::sharer::{RelayChoice, ShareEvent, ShareOptions, WalkProgress, share};
+use linkfs_peer::transport::TransportConfig;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, clap::Args)]
+pub struct ShareArgs {
+    /// The folder to share.
+    dir: PathBuf,
+    /// Use this relay (e.g. https://relay.example.org) instead of the embedded one.
+    #[arg(long, value_name = "URL")]
+    relay: Option<String>,
+    /// Address of the embedded relay (and the web page); port 0 picks a free one.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0",
+        conflicts_with = "relay"
+    )]
+    bind: SocketAddr,
+    /// Local addresses for peer-to-peer traffic (default: 127.0.0.1 and every up IPv4 interface).
+    #[arg(long = "webrtc-bind", value_name = "IP:PORT")]
+    webrtc_bind: Vec<SocketAddr>,
+    /// Most visitors connected at once.
+    #[arg(long, default_value_t = 32)]
+    max_visitors: usize,
+    /// Do not print the QR code.
+    #[arg(long)]
+    no_qr: bool,
+}
+
+fn qr(link: &str) -> Option<String> {
+    let code = qrcode::QrCode::new(link.as_bytes()).ok()?;
+    Some(
+        code.render::<qrcode::render::unicode::Dense1x2>()
+            .dark_color(qrcode::render::unicode::Dense1x2::Light)
+            .light_color(qrcode::render::unicode::Dense1x2::Dark)
+            .quiet_zone(true)
+            .build(),
+    )
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Shows the walk: a spinner on a terminal, a line a second otherwise.
+struct IndexingProgress {
+    bar: Option<ProgressBar>,
+    started: Instant,
+    last_line: Instant,
+}
+
+impl IndexingProgress {
+    fn new() -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = ProgressBar::new_spinner();
+            b.set_style(
+                ProgressStyle::with_template("{spinner} indexing: {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            b.enable_steady_tick(Duration::from_millis(100));
+            b
+        });
+        IndexingProgress {
+            bar,
+            started: Instant::now(),
+            last_line: Instant::now(),
+        }
+    }
+
+    fn println(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn update(&mut self, p: &WalkProgress) {
+        let rate = p.entries as f64 / self.started.elapsed().as_secs_f64().max(1e-3);
+        let msg = format!("{} entries ({:.0}/s)", p.entries, rate);
+        match &self.bar {
+            Some(b) => b.set_message(msg),
+            None if self.last_line.elapsed() >= Duration::from_secs(1) => {
+                self.last_line = Instant::now();
+                eprintln!("indexing: {msg}");
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&mut self, p: &WalkProgress) {
+        let Some(s) = &p.summary else { return };
+        let mut line = format!(
+            "indexed {} entries ({} files, {} folders, {} symlinks, {}) in {:.2} s",
+            s.entries,
+            s.files,
+            s.dirs,
+            s.symlinks,
+            human_bytes(s.bytes),
+            s.elapsed.as_secs_f64()
+        );
+        if s.skipped_special > 0 {
+            line.push_str(&format!(
+                "; skipped {} sockets/fifos/devices",
+                s.skipped_special
+            ));
+        }
+        if s.error_count > 0 {
+            line.push_str(&format!("; {} entries could not be read", s.error_count));
+            for problem in s.errors.iter().take(3) {
+                line.push_str(&format!(
+                    "\n  {}: {}",
+                    problem.path.display(),
+                    problem.reason
+                ));
+            }
+        }
+        if let Some(f) = &p.failure {
+            line.push_str(&format!("\nindexing stopped early: {f}"));
+        }
+        match self.bar.take() {
+            Some(b) => b.finish_with_message(line.clone()),
+            None => eprintln!("{line}"),
+        }
+    }
+}
+
+pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
+    let relay = match args.relay {
+        Some(url) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                anyhow::bail!("--relay must be an http:// or https:// URL, not {url:?}");
+            }
+            RelayChoice::External { url }
+        }
+        None => RelayChoice::Embedded { bind: args.bind },
+    };
+    let mut transport = TransportConfig::default();
+    if !args.webrtc_bind.is_empty() {
+        transport.udp_bind = args.webrtc_bind;
+    }
+    let options = ShareOptions {
+        root: args.dir.clone(),
+        relay,
+        transport,
+        sender: SenderConfig::default(),
+        max_visitors: args.max_visitors.max(1),
+    };
+    let (events_tx, mut events) = mpsc::channel(64);
+    let (walk_tx, mut walk_rx) = watch::channel(WalkProgress::default());
+    let cancel = CancellationToken::new();
+    let sharing = tokio::spawn(share(options, events_tx, walk_tx, cancel.clone()));
+    let stop = super::stop_signal();
+    tokio::pin!(stop);
+    tokio::pin!(sharing);
+    let mut progress: Option<IndexingProgress> = None;
+    let mut walking = true;
+    let mut ticker = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = &mut stop => {
+                cancel.cancel();
+                break;
+            }
+            result = &mut sharing => {
+                return result
+                    .context("the share stopped unexpectedly")?
+                    .with_context(|| format!("cannot share {}", args.dir.display()));
+            }
+            Some(event) = events.recv() => match event {
+                ShareEvent::Ready { link } => {
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "{link}").context("cannot write the link to stdout")?;
+                    out.flush().ok();
+                    drop(out);
+                    if !args.no_qr && let Some(code) = qr(&link) {
+                        eprintln!("{code}");
+                    }
+                    eprintln!("Sharing {} at the link above. Press Ctrl-C to stop.", args.dir.display());
+                    progress = Some(IndexingProgress::new());
+                }
+                ShareEvent::VisitorConnected { visitors, .. } => {
+                    let line = format!("a visitor connected ({visitors} connected)");
+                    match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
+                }
+                ShareEvent::VisitorLeft { visitors, reason, .. } => {
+                    let line = format!("a visitor left: {reason} ({visitors} connected)");
+                    match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
+                }
+                ShareEvent::Warning(w) => {
+                    let line = format!("warning: {w}");
+                    match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
+                }
+                _ => {}
+            },
+            _ = ticker.tick(), if walking => {
+                let p = walk_rx.borrow_and_update().clone();
+                if let Some(bar) = progress.as_mut() {
+                    if p.summary.is_some() {
+                        bar.finish(&p);
+                        walking = false;
+                    } else {
+                        bar.update(&p);
+                    }
+                }
+            }
+        }
+    }
+    match tokio::time::timeout(Duration::from_secs(5), &mut sharing).await {
+        Ok(Ok(result)) => {
+            result.with_context(|| format!("while stopping the share of {}", args.dir.display()))?
+        }
+        Ok(Err(e)) => return Err(e).context("the share stopped unexpectedly"),
+        Err(_) => eprintln!("linkfs: visitors did not disconnect in time; stopping anyway"),
+    }
+    eprintln!("stopped sharing {}", args.dir.display());
+    Ok(())
+}
