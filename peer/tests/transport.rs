@@ -63,9 +63,17 @@ async fn frames_cross_both_ways_byte_equal() {
     }
     for (i, &len) in sizes.iter().enumerate() {
         let got = recv_within(&mut answerer, "offerer -> answerer").await;
-        assert_eq!(got, Some(frame(i as u64, len)), "frame {i} offerer -> answerer");
+        assert_eq!(
+            got,
+            Some(frame(i as u64, len)),
+            "frame {i} offerer -> answerer"
+        );
         let got = recv_within(&mut offerer, "answerer -> offerer").await;
-        assert_eq!(got, Some(frame(1000 + i as u64, len)), "frame {i} answerer -> offerer");
+        assert_eq!(
+            got,
+            Some(frame(1000 + i as u64, len)),
+            "frame {i} answerer -> offerer"
+        );
     }
     assert_eq!(offerer.close_reason(), None);
     assert_eq!(answerer.close_reason(), None);
@@ -150,19 +158,20 @@ async fn sixty_four_mib_five_times_in_a_row_never_stalls() {
 
 async fn assert_ends_within(link: &mut DataLink, side: &str) -> CloseReason {
     let started = Instant::now();
-    let end = tokio::time::timeout(NOTICE_WITHIN, async {
-        while let Some(extra) = link.recv().await {
-            panic!("{side}: unexpected frame of {} bytes", extra.len());
-        }
-    })
-    .await;
-    assert!(
-        end.is_ok(),
-        "{side}: recv did not return None within {NOTICE_WITHIN:?}"
+    let end = tokio::time::timeout(NOTICE_WITHIN, link.recv())
+        .await
+        .unwrap_or_else(|_| panic!("{side}: recv did not return None within {NOTICE_WITHIN:?}"));
+    if let Some(extra) = end {
+        panic!("{side}: unexpected frame of {} bytes", extra.len());
+    }
+    let reason = link
+        .close_reason()
+        .unwrap_or_else(|| panic!("{side}: recv returned None but no close reason"));
+    eprintln!(
+        "{side} noticed the end after {:?}: {reason}",
+        started.elapsed()
     );
-    eprintln!("{side} noticed the end after {:?}", started.elapsed());
-    link.close_reason()
-        .unwrap_or_else(|| panic!("{side}: recv returned None but no close reason"))
+    reason
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -390,4 +399,213 @@ async fn an_unanswered_offer_times_out() {
     assert!(started.elapsed() < Duration::from_secs(3));
     let message = outcome.unwrap_err().to_string();
     assert!(message.contains("did not open within 0.8 s"), "{message}");
+}
+
+/// Sends full frames to a side that does not read until a send waits 2 s; returns the
+/// bytes accepted, after checking that every one of them then arrives in order.
+async fn held_back_after(config: &TransportConfig, bound: usize) -> usize {
+    let (offerer, mut answerer) = connect_in_process(config, config).await.unwrap();
+    let mut accepted = 0usize;
+    let mut seq = 0u64;
+    loop {
+        let send = offerer.send(frame(seq, MAX_FRAME_LEN));
+        match tokio::time::timeout(Duration::from_secs(2), send).await {
+            Ok(result) => {
+                result.expect("send while the receiver is not reading");
+                accepted += MAX_FRAME_LEN;
+                seq += 1;
+                assert!(
+                    accepted <= bound,
+                    "the sender was never held back: {accepted} bytes accepted"
+                );
+            }
+            Err(_) => break, // held back
+        }
+    }
+    // Reading everything lets the sender go on, and nothing was lost.
+    for i in 0..seq {
+        let got = recv_within(&mut answerer, "draining a held-back link").await;
+        assert_eq!(got, Some(frame(i, MAX_FRAME_LEN)), "frame {i} of {seq}");
+    }
+    offerer.send(frame(seq, 10)).await.unwrap();
+    assert_eq!(
+        recv_within(&mut answerer, "after draining").await,
+        Some(frame(seq, 10))
+    );
+    accepted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_stops_reading_holds_the_sender_back() {
+    // The bound stated in the link docs: two 256-message queues in webrtc-rs plus the
+    // 1 MiB SCTP window plus the sender's own buffers, about 33 MiB with full frames
+    // (measured 31-35 MiB, whatever the SCTP window). Held under 40 MiB.
+    let accepted = held_back_after(&TransportConfig::loopback(), 40 << 20).await;
+    eprintln!("sender held back after {accepted} bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_vanishes_is_noticed_within_seconds() {
+    // The offerer's connection runs on its own runtime; shutting that runtime down
+    // stops it without a word, as a crashed process or a pulled cable would.
+    let vanishing = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = TransportConfig::loopback();
+    let (mut offerer, offer) = {
+        let config = config.clone();
+        vanishing
+            .spawn(async move { Handshake::offer(&config).await })
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let (mut answerer, answer) = Handshake::answer(&config, &offer).await.unwrap();
+    offerer.apply_answer(&answer).await.unwrap();
+    let mut links = (None, None);
+    while links.0.is_none() || links.1.is_none() {
+        tokio::select! {
+            e = offerer.next_event(), if links.0.is_none() => match e.unwrap() {
+                HandshakeEvent::LocalCandidate(c) => answerer.add_remote_candidate(c).await.unwrap(),
+                HandshakeEvent::Open(link) => links.0 = Some(link),
+                other => panic!("{other:?}"),
+            },
+            e = answerer.next_event(), if links.1.is_none() => match e.unwrap() {
+                HandshakeEvent::LocalCandidate(c) => offerer.add_remote_candidate(c).await.unwrap(),
+                HandshakeEvent::Open(link) => links.1 = Some(link),
+                other => panic!("{other:?}"),
+            },
+            () = tokio::time::sleep(Duration::from_secs(20)) => panic!("did not connect within 20 s"),
+        }
+    }
+    let (Some(gone), Some(mut left)) = links else {
+        unreachable!()
+    };
+    gone.send(Bytes::from_static(b"last words")).await.unwrap();
+    assert_eq!(
+        recv_within(&mut left, "last words").await,
+        Some(Bytes::from_static(b"last words"))
+    );
+
+    vanishing.shutdown_background();
+    let started = Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(10), left.recv())
+        .await
+        .expect("recv did not return None within 10 s of the peer vanishing");
+    assert_eq!(end, None);
+    let reason = left.close_reason();
+    eprintln!(
+        "vanished peer noticed after {:?}: {reason:?}",
+        started.elapsed()
+    );
+    assert_eq!(reason, Some(CloseReason::ConnectionLost));
+    assert!(started.elapsed() < Duration::from_secs(8));
+    std::mem::forget(gone); // its runtime is gone; dropping it would spawn onto nothing
+}
+
+/// A plain webrtc-rs offerer standing in for a browser: it opens a channel with
+/// another label before the linkfs one.
+mod browser_like {
+    use std::sync::Arc;
+
+    use linkfs_peer::transport::IceCandidate;
+    use tokio::sync::mpsc;
+    use webrtc::peer_connection::{
+        PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCConfigurationBuilder,
+        RTCPeerConnectionIceEvent, SettingEngineBuilder,
+    };
+
+    pub struct Candidates(pub mpsc::Sender<IceCandidate>);
+
+    #[async_trait::async_trait]
+    impl PeerConnectionEventHandler for Candidates {
+        async fn on_ice_candidate(&self, event: RTCPeerConnectionIceEvent) {
+            if let Ok(init) = event.candidate.to_json() {
+                let _ = self.0.try_send(IceCandidate {
+                    candidate: init.candidate,
+                    sdp_mid: None,
+                    sdp_mline_index: Some(0),
+                });
+            }
+        }
+    }
+
+    pub async fn peer(candidates: mpsc::Sender<IceCandidate>) -> Arc<dyn PeerConnection> {
+        let pc = PeerConnectionBuilder::new()
+            .with_configuration(RTCConfigurationBuilder::new().build())
+            .with_setting_engine(
+                SettingEngineBuilder::new()
+                    .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
+                    .build(),
+            )
+            .with_handler(Arc::new(Candidates(candidates)))
+            .with_udp_addrs(vec!["127.0.0.1:0".to_string()])
+            .build()
+            .await
+            .unwrap();
+        Arc::new(pc)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answerer_takes_only_the_linkfs_channel() {
+    use webrtc::data_channel::DataChannelEvent;
+    use webrtc::peer_connection::RTCSessionDescription;
+
+    let (cand_tx, mut cand_rx) = tokio::sync::mpsc::channel(64);
+    let browser = browser_like::peer(cand_tx).await;
+    let chat = browser.create_data_channel("chat", None).await.unwrap();
+    let linkfs = browser
+        .create_data_channel(linkfs_proto::CHANNEL_LABEL, None)
+        .await
+        .unwrap();
+    let offer = browser.create_offer(None).await.unwrap();
+    browser.set_local_description(offer.clone()).await.unwrap();
+
+    let config = TransportConfig::loopback();
+    let (mut sharer, answer) = Handshake::answer(&config, &offer.sdp).await.unwrap();
+    browser
+        .set_remote_description(RTCSessionDescription::answer(answer).unwrap())
+        .await
+        .unwrap();
+
+    let deadline = tokio::time::sleep(Duration::from_secs(20));
+    tokio::pin!(deadline);
+    let mut link = loop {
+        tokio::select! {
+            e = sharer.next_event() => match e.unwrap() {
+                HandshakeEvent::LocalCandidate(c) => {
+                    let init = webrtc::peer_connection::RTCIceCandidateInit {
+                        candidate: c.candidate,
+                        sdp_mid: c.sdp_mid,
+                        sdp_mline_index: c.sdp_mline_index,
+                        ..Default::default()
+                    };
+                    browser.add_ice_candidate(init).await.unwrap();
+                }
+                HandshakeEvent::Open(link) => break link,
+                other => panic!("{other:?}"),
+            },
+            Some(c) = cand_rx.recv() => sharer.add_remote_candidate(c).await.unwrap(),
+            () = &mut deadline => panic!("did not connect within 20 s"),
+        }
+    };
+    for channel in [&chat, &linkfs] {
+        while !matches!(channel.poll().await, Some(DataChannelEvent::OnOpen)) {}
+    }
+    chat.send(bytes::BytesMut::from(&b"not for linkfs"[..]))
+        .await
+        .unwrap();
+    linkfs
+        .send(bytes::BytesMut::from(&b"frame"[..]))
+        .await
+        .unwrap();
+    assert_eq!(
+        recv_within(&mut link, "the linkfs frame").await,
+        Some(Bytes::from_static(b"frame"))
+    );
+    link.close().await;
+    browser.close().await.unwrap();
 }

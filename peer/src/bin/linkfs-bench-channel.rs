@@ -100,11 +100,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         let mut tasks = Vec::new();
         for (sender, receiver) in links.drain(..) {
             tasks.push(tokio::spawn(one_link(
-                sender,
-                receiver,
-                per_link,
-                args.frame,
-                run as u64,
+                sender, receiver, per_link, args.frame, run as u64,
             )));
         }
         let deadline = Duration::from_secs(args.timeout_s);

@@ -145,7 +145,10 @@ mod tests {
     fn defaults_are_the_measured_ones() {
         let config = TransportConfig::loopback();
         assert_eq!(config.send_buffer_limit, 64 * 1024);
-        assert_eq!(config.udp_bind, vec!["127.0.0.1:0".parse::<SocketAddr>().unwrap()]);
+        assert_eq!(
+            config.udp_bind,
+            vec!["127.0.0.1:0".parse::<SocketAddr>().unwrap()]
+        );
         assert!(config.ice_servers.is_empty());
         assert!(config.sctp.is_none());
     }

@@ -27,9 +27,7 @@ use webrtc::peer_connection::RTCSessionDescription;
 
 use super::candidate::IceCandidate;
 use super::config::TransportConfig;
-use super::connection::{
-    ChannelPolicy, Connection, ConnectionEvents, ended, open_connection,
-};
+use super::connection::{ChannelPolicy, Connection, ConnectionEvents, ended, open_connection};
 use super::error::{CloseReason, TransportError};
 use super::link::DataLink;
 

@@ -33,7 +33,7 @@
 //! | frame | [`linkfs_proto::MAX_FRAME_LEN`] (60 KiB) each way; larger is refused (send) or ends the link (receive) |
 //! | unacknowledged bytes per channel | [`TransportConfig::send_buffer_limit`] (64 KiB default) + one frame |
 //! | outbox per link | [`OUTBOX_FRAMES`] frames |
-//! | received, unread | webrtc-rs's 256-message channel queue + the 1 MiB SCTP window |
+//! | received, unread | webrtc-rs's two 256-message queues + the 1 MiB SCTP window (about 33 MiB with full frames) |
 //! | local candidates waiting | [`LOCAL_CANDIDATE_QUEUE`] |
 //! | remote candidates before the answer | [`EARLY_CANDIDATE_LIMIT`] |
 //! | time to open | [`TransportConfig::connect_timeout`] (15 s default) |
@@ -63,5 +63,7 @@ pub use config::{
 pub use connection::LOCAL_CANDIDATE_QUEUE;
 pub use error::{CloseReason, LinkError, TransportError};
 pub use handshake::{EARLY_CANDIDATE_LIMIT, Handshake, HandshakeEvent};
-pub use link::{CLOSE_FLUSH_TIMEOUT, DataLink, LinkReceiver, LinkSender, OUTBOX_FRAMES, SendPermit};
+pub use link::{
+    CLOSE_FLUSH_TIMEOUT, DataLink, LinkReceiver, LinkSender, OUTBOX_FRAMES, SendPermit,
+};
 pub use pair::connect_in_process;
