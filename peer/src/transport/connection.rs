@@ -11,6 +11,7 @@
 //! webrtc-rs keeps its driver and sockets alive until `close()` otherwise.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use webrtc::data_channel::DataChannel;
@@ -29,7 +30,12 @@ use super::error::{CloseReason, TransportError};
 pub const LOCAL_CANDIDATE_QUEUE: usize = 64;
 
 /// ICE keepalive interval: 1 s, well under [`TransportConfig::lost_after`].
-const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(1);
+const KEEPALIVE: Duration = Duration::from_secs(1);
+
+/// Pace of ICE connectivity checks: 50 ms (RFC 8445's Ta; webrtc-rs defaults to 200 ms).
+/// webrtc-rs's driver also sleeps until its next timer after ICE connects, so this
+/// pace shortens the DTLS handshake that follows (measured: 200 ms -> about 20-50 ms).
+const ICE_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Whether the answering side accepts a data channel the other side opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +145,14 @@ pub(crate) async fn open_connection(
             Some(config.lost_after),
             Some(config.lost_after * 2),
             Some(KEEPALIVE),
-        );
+        )
+        .with_ice_connection_attempts(Some(ICE_CHECK_INTERVAL), None)
+        // A peer-reflexive candidate is an address a connectivity check just came
+        // from, so the path works. webrtc-rs waits 1 s before using one (in case a
+        // better candidate trickles in); Chromium's address is always learned this
+        // way (it sends no loopback candidates), and a native peer's often is when
+        // its check outruns its trickled candidate. Use it at once.
+        .with_prflx_acceptance_min_wait(Some(Duration::ZERO));
     if let Some(sctp) = config.sctp {
         if let Some(mtu) = sctp.mtu {
             settings = settings.with_sctp_mtu(mtu);
