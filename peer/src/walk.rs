@@ -209,6 +209,9 @@ pub struct Walker;
 impl Walker {
     /// Checks that `root` is a readable directory and starts walking it on
     /// background threads.
+    // `Walker::new(..) -> WalkHandle` reads as "a new walker", which is what
+    // starting a walk is; there is no `Walker` value to hand back.
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(root: impl AsRef<Path>, options: WalkOptions) -> Result<WalkHandle, WalkError> {
         walk(root.as_ref(), options)
     }

@@ -644,3 +644,95 @@ fn to_entry_keeps_what_the_wire_needs() {
         assert_eq!(wire.wire_size(), e.size);
     }
 }
+
+/// A mount made for a test, undone (lazily, so a busy mount cannot wedge the
+/// test) when dropped. Declare it after the `TempDir` it lives in.
+struct Mount(PathBuf);
+
+impl Mount {
+    /// `mount ARGS... TARGET`, or `None` (the test is skipped) when this
+    /// machine does not allow mounting.
+    fn new(args: &[&OsStr], target: &Path) -> Option<Mount> {
+        let ok = Command::new("mount")
+            .args(args)
+            .arg(target)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipped: cannot mount here (needs root with CAP_SYS_ADMIN)");
+        }
+        ok.then(|| Mount(target.to_path_buf()))
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_bind_mount_of_the_root_inside_itself_is_not_entered() {
+    let tmp = TempDir::new("bind-loop");
+    let root = tmp.0.join("root");
+    fs::create_dir_all(root.join("a/loop")).unwrap();
+    File::create(root.join("a/file")).unwrap();
+    let Some(_mount) = Mount::new(
+        &[OsStr::new("--bind"), root.as_os_str()],
+        &root.join("a/loop"),
+    ) else {
+        return;
+    };
+    let (entries, summary) = walk_all(&root, WalkOptions::default());
+    let found = by_path(&entries);
+    let paths: Vec<String> = found
+        .keys()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    assert_eq!(paths, ["", "/a", "/a/file", "/a/loop"]);
+    assert_eq!(found[&b"/a/loop"[..]].0, EntryKind::Dir);
+    assert_eq!(summary.error_count, 1);
+    assert_eq!(summary.errors[0].path, root.join("a/loop"));
+    assert_eq!(
+        summary.errors[0].reason,
+        "not entered: it is a folder already shared under another path (a bind mount)"
+    );
+}
+
+#[test]
+fn other_filesystems_are_entered_unless_asked_not_to() {
+    let tmp = TempDir::new("mounts");
+    let root = tmp.0.join("root");
+    fs::create_dir_all(root.join("usb")).unwrap();
+    File::create(root.join("local")).unwrap();
+    let Some(_mount) = Mount::new(
+        &[OsStr::new("-t"), OsStr::new("tmpfs"), OsStr::new("none")],
+        &root.join("usb"),
+    ) else {
+        return;
+    };
+    File::create(root.join("usb/on-the-stick")).unwrap();
+
+    let (entries, summary) = walk_all(&root, WalkOptions::default());
+    let paths: Vec<Vec<u8>> = by_path(&entries).into_keys().collect();
+    assert_eq!(paths, [&b""[..], b"/local", b"/usb", b"/usb/on-the-stick"]);
+    assert_eq!(summary.error_count, 0);
+
+    let (entries, summary) = walk_all(
+        &root,
+        WalkOptions {
+            one_file_system: true,
+            ..WalkOptions::default()
+        },
+    );
+    let paths: Vec<Vec<u8>> = by_path(&entries).into_keys().collect();
+    assert_eq!(paths, [&b""[..], b"/local", b"/usb"]);
+    assert_eq!(summary.error_count, 1);
+    assert_eq!(
+        summary.errors[0].to_string(),
+        format!(
+            "{}: not entered: another filesystem is mounted here",
+            root.join("usb").display()
+        )
+    );
+}
