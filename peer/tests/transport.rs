@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use linkfs_peer::transport::{
-    CloseReason, DataLink, Handshake, HandshakeEvent, IceCandidate, LinkError, TransportConfig,
-    TransportError, connect_in_process,
+    CloseReason, DataLink, Handshake, HandshakeEvent, IceCandidate, LinkError, NativeTuning,
+    TransportConfig, TransportError, connect_in_process, is_from_native_peer,
 };
 use linkfs_proto::MAX_FRAME_LEN;
 
@@ -149,6 +149,35 @@ async fn sixty_four_mib_five_times_in_a_row_never_stalls() {
         assert_eq!(sent, received, "run {run}: bytes differ (blake3)");
         eprintln!(
             "run {run}: 64 MiB in {:.2} s ({:.1} MB/s)",
+            took.as_secs_f64(),
+            TOTAL as f64 / took.as_secs_f64() / 1e6
+        );
+    }
+    sender.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_host_tuning_carries_big_transfers_intact() {
+    // 16 KiB SCTP packets, 256 KiB send buffer, 4 MiB sockets: what a native mount of a
+    // share on this host uses.
+    const TOTAL: usize = 64 * 1024 * 1024;
+    let config = TransportConfig {
+        native_peer: Some(NativeTuning::SAME_HOST),
+        ..TransportConfig::loopback()
+    };
+    let (_, offer) = Handshake::offer(&config).await.unwrap();
+    assert!(
+        is_from_native_peer(&offer),
+        "a native offer carries the marker"
+    );
+    let (offerer, answerer) = connect_in_process(&config, &config).await.unwrap();
+    let (sender, _) = offerer.split();
+    let (_, mut receiver) = answerer.split();
+    for run in 1..=2 {
+        let (sent, received, took) = transfer(run, TOTAL, &sender, &mut receiver).await;
+        assert_eq!(sent, received, "run {run}: bytes differ (blake3)");
+        eprintln!(
+            "same host, run {run}: 64 MiB in {:.2} s ({:.1} MB/s)",
             took.as_secs_f64(),
             TOTAL as f64 / took.as_secs_f64() / 1e6
         );
@@ -564,7 +593,12 @@ async fn the_answerer_takes_only_the_linkfs_channel() {
     let offer = browser.create_offer(None).await.unwrap();
     browser.set_local_description(offer.clone()).await.unwrap();
 
-    let config = TransportConfig::loopback();
+    // Native tuning must not reach a browser: its offer carries no marker.
+    assert!(!is_from_native_peer(&offer.sdp));
+    let config = TransportConfig {
+        native_peer: Some(NativeTuning::SAME_HOST),
+        ..TransportConfig::loopback()
+    };
     let (mut sharer, answer) = Handshake::answer(&config, &offer.sdp).await.unwrap();
     browser
         .set_remote_description(RTCSessionDescription::answer(answer).unwrap())

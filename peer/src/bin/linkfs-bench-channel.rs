@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use bytes::{Bytes, BytesMut};
 use clap::Parser;
 use linkfs_peer::transport::{
-    DEFAULT_SEND_BUFFER_LIMIT, LinkReceiver, LinkSender, SctpTuning, TransportConfig,
+    DEFAULT_SEND_BUFFER_LIMIT, LinkReceiver, LinkSender, NativeTuning, TransportConfig,
     connect_in_process,
 };
 use linkfs_proto::MAX_FRAME_LEN;
@@ -47,6 +47,12 @@ struct Args {
     /// SCTP receive window in bytes (webrtc-rs default 1 MiB).
     #[arg(long)]
     sctp_window: Option<u32>,
+    /// Kernel buffer per UDP socket in bytes (system default when absent).
+    #[arg(long)]
+    socket_buffer: Option<usize>,
+    /// Use `NativeTuning::SAME_HOST` (overrides the four options above).
+    #[arg(long)]
+    same_host: bool,
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 120)]
     timeout_s: u64,
@@ -68,13 +74,19 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn bench(args: Args) -> anyhow::Result<()> {
-    let sctp = (args.sctp_mtu.is_some() || args.sctp_window.is_some()).then_some(SctpTuning {
-        mtu: args.sctp_mtu,
-        receive_window: args.sctp_window,
-    });
+    let tuning = if args.same_host {
+        NativeTuning::SAME_HOST
+    } else {
+        NativeTuning {
+            sctp_mtu: args.sctp_mtu,
+            sctp_receive_window: args.sctp_window,
+            send_buffer_limit: None,
+            socket_buffer: args.socket_buffer,
+        }
+    };
     let config = TransportConfig {
         send_buffer_limit: args.send_buffer,
-        sctp,
+        native_peer: Some(tuning),
         ..TransportConfig::loopback()
     };
 
@@ -126,9 +138,10 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         "runs": args.runs,
         "frame_bytes": args.frame,
         "links": args.links,
-        "send_buffer_limit": args.send_buffer,
-        "sctp_mtu": args.sctp_mtu,
-        "sctp_window": args.sctp_window,
+        "send_buffer_limit": tuning.send_buffer_limit.unwrap_or(args.send_buffer),
+        "sctp_mtu": tuning.sctp_mtu,
+        "sctp_window": tuning.sctp_receive_window,
+        "socket_buffer": tuning.socket_buffer,
         "connect_ms": round1(connect_ms),
         "mb_per_s": mb_per_s,
         "median_mb_per_s": median(&mb_per_s),

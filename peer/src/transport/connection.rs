@@ -122,10 +122,18 @@ pub(crate) struct ConnectionEvents {
 }
 
 /// Builds a peer connection with the project's settings and starts its driver.
+///
+/// `native_peer`: whether the other side is a native linkfs peer, so that
+/// [`TransportConfig::native_peer`] tuning applies.
 pub(crate) async fn open_connection(
     config: &TransportConfig,
     policy: ChannelPolicy,
+    native_peer: bool,
 ) -> Result<(Arc<Connection>, ConnectionEvents), TransportError> {
+    let tuning = config
+        .native_peer
+        .filter(|_| native_peer)
+        .unwrap_or_default();
     if config.udp_bind.is_empty() {
         return Err(TransportError::NoBindAddress);
     }
@@ -153,13 +161,11 @@ pub(crate) async fn open_connection(
         // way (it sends no loopback candidates), and a native peer's often is when
         // its check outruns its trickled candidate. Use it at once.
         .with_prflx_acceptance_min_wait(Some(Duration::ZERO));
-    if let Some(sctp) = config.sctp {
-        if let Some(mtu) = sctp.mtu {
-            settings = settings.with_sctp_mtu(mtu);
-        }
-        if let Some(window) = sctp.receive_window {
-            settings = settings.with_sctp_max_receive_buffer_size(window);
-        }
+    if let Some(mtu) = tuning.sctp_mtu {
+        settings = settings.with_sctp_mtu(mtu);
+    }
+    if let Some(window) = tuning.sctp_receive_window {
+        settings = settings.with_sctp_max_receive_buffer_size(window);
     }
     let ice_servers = config
         .ice_servers
@@ -171,7 +177,11 @@ pub(crate) async fn open_connection(
         })
         .collect();
 
-    let pc = PeerConnectionBuilder::new()
+    let mut builder = PeerConnectionBuilder::new();
+    if let Some(bytes) = tuning.socket_buffer {
+        builder = builder.with_runtime(super::sockets::SizedSockets::new(bytes));
+    }
+    let pc = builder
         .with_configuration(
             RTCConfigurationBuilder::new()
                 .with_ice_servers(ice_servers)
@@ -180,7 +190,9 @@ pub(crate) async fn open_connection(
         .with_setting_engine(settings.build())
         .with_handler(handler)
         .with_udp_addrs(config.udp_bind.clone())
-        .with_data_channel_send_buffer_limit(config.send_buffer_limit)
+        .with_data_channel_send_buffer_limit(
+            tuning.send_buffer_limit.unwrap_or(config.send_buffer_limit),
+        )
         .build()
         .await
         .map_err(TransportError::Setup)?;

@@ -17,6 +17,10 @@
 //! [`Handshake::next_event`] is cancel-safe, so it can sit in a `tokio::select!` branch
 //! beside the relay socket. It fails once the connect timeout has passed without an
 //! open channel, or the connection ended first.
+//!
+//! A native offerer marks its offer with [`NATIVE_PEER_MARKER`]; the answering side
+//! then applies [`TransportConfig::native_peer`] tuning, and keeps browser-safe
+//! settings for everyone else.
 
 use std::sync::Arc;
 
@@ -30,6 +34,11 @@ use super::config::TransportConfig;
 use super::connection::{ChannelPolicy, Connection, ConnectionEvents, ended, open_connection};
 use super::error::{CloseReason, TransportError};
 use super::link::DataLink;
+
+/// The session-level SDP attribute a native linkfs offerer adds to its offer, so the
+/// sharer can tell it from a browser and apply [`TransportConfig::native_peer`].
+/// webrtc-rs ignores attributes it does not know; browsers never see an offer.
+pub const NATIVE_PEER_MARKER: &str = "a=x-linkfs-peer:native";
 
 /// Most remote candidates kept while the offerer waits for the answer: 64.
 pub const EARLY_CANDIDATE_LIMIT: usize = 64;
@@ -92,7 +101,7 @@ impl Handshake {
     /// Starts the offering side: creates the connection and the linkfs data channel
     /// (ordered, reliable) and returns the offer SDP to send.
     pub async fn offer(config: &TransportConfig) -> Result<(Self, String), TransportError> {
-        let (connection, events) = open_connection(config, ChannelPolicy::OwnOnly).await?;
+        let (connection, events) = open_connection(config, ChannelPolicy::OwnOnly, true).await?;
         let pc = &connection.pc;
         let channel = pc
             .create_data_channel(
@@ -111,7 +120,7 @@ impl Handshake {
         pc.set_local_description(offer)
             .await
             .map_err(TransportError::Negotiation)?;
-        let sdp = local_sdp(&connection).await?;
+        let sdp = with_native_marker(&local_sdp(&connection).await?);
         let handshake = Self::new(
             connection,
             events,
@@ -134,7 +143,9 @@ impl Handshake {
     ) -> Result<(Self, String), TransportError> {
         let offer =
             RTCSessionDescription::offer(offer_sdp.to_owned()).map_err(TransportError::BadOffer)?;
-        let (connection, events) = open_connection(config, ChannelPolicy::AcceptLinkfs).await?;
+        let native_peer = is_from_native_peer(offer_sdp);
+        let (connection, events) =
+            open_connection(config, ChannelPolicy::AcceptLinkfs, native_peer).await?;
         let pc = &connection.pc;
         pc.set_remote_description(offer)
             .await
@@ -295,6 +306,25 @@ async fn wait_for_channel(
     }
 }
 
+/// `sdp` with [`NATIVE_PEER_MARKER`] among its session-level attributes (before the
+/// first media section).
+fn with_native_marker(sdp: &str) -> String {
+    let line = format!("{NATIVE_PEER_MARKER}\r\n");
+    match sdp.find("\nm=") {
+        Some(at) => format!("{}{line}{}", &sdp[..=at], &sdp[at + 1..]),
+        None => format!("{sdp}{line}"),
+    }
+}
+
+/// Whether an offer came from a native linkfs peer (carries [`NATIVE_PEER_MARKER`] at
+/// session level).
+pub fn is_from_native_peer(offer_sdp: &str) -> bool {
+    let session = offer_sdp.split("\nm=").next().unwrap_or(offer_sdp);
+    session
+        .lines()
+        .any(|line| line.trim_end() == NATIVE_PEER_MARKER)
+}
+
 async fn local_sdp(connection: &Connection) -> Result<String, TransportError> {
     connection
         .pc
@@ -306,4 +336,27 @@ async fn local_sdp(connection: &Connection) -> Result<String, TransportError> {
                 "no local description after setting it".to_owned(),
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OFFER: &str = "v=0\r\no=- 1 2 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:0\r\n";
+
+    #[test]
+    fn the_native_marker_goes_in_the_session_section() {
+        let marked = with_native_marker(OFFER);
+        assert!(is_from_native_peer(&marked));
+        assert!(!is_from_native_peer(OFFER));
+        let session_end = marked.find("m=application").unwrap();
+        assert!(marked[..session_end].ends_with("a=group:BUNDLE 0\r\na=x-linkfs-peer:native\r\n"));
+        assert_eq!(marked.len(), OFFER.len() + NATIVE_PEER_MARKER.len() + 2);
+    }
+
+    #[test]
+    fn a_marker_inside_a_media_section_does_not_count() {
+        let late = format!("{OFFER}{NATIVE_PEER_MARKER}\r\n");
+        assert!(!is_from_native_peer(&late));
+    }
 }

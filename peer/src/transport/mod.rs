@@ -54,15 +54,18 @@ mod error;
 mod handshake;
 mod link;
 mod pair;
+mod sockets;
 
 pub use candidate::IceCandidate;
 pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, SctpTuning,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, NativeTuning,
     TransportConfig, default_bind_addrs,
 };
 pub use connection::LOCAL_CANDIDATE_QUEUE;
 pub use error::{CloseReason, LinkError, TransportError};
-pub use handshake::{EARLY_CANDIDATE_LIMIT, Handshake, HandshakeEvent};
+pub use handshake::{
+    EARLY_CANDIDATE_LIMIT, Handshake, HandshakeEvent, NATIVE_PEER_MARKER, is_from_native_peer,
+};
 pub use link::{
     CLOSE_FLUSH_TIMEOUT, DataLink, LinkReceiver, LinkSender, OUTBOX_FRAMES, SendPermit,
 };
