@@ -179,7 +179,7 @@ pub(crate) async fn open_connection(
 
     let mut builder = PeerConnectionBuilder::new();
     if let Some(bytes) = tuning.socket_buffer {
-        builder = builder.with_runtime(super::sockets::SizedSockets::new(bytes));
+        builder = builder.with_runtime(super::sockets::SizedSockets::runtime(bytes));
     }
     let pc = builder
         .with_configuration(

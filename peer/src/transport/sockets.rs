@@ -30,7 +30,7 @@ pub(crate) struct SizedSockets {
 }
 
 impl SizedSockets {
-    pub(crate) fn new(buffer_bytes: usize) -> Arc<dyn Runtime> {
+    pub(crate) fn runtime(buffer_bytes: usize) -> Arc<dyn Runtime> {
         Arc::new(Self {
             inner: TokioRuntime,
             buffer_bytes,
