@@ -10,7 +10,8 @@
 //! Each run sends `--mib` MiB from the offerer to the answerer, split evenly over
 //! `--links` connections (one data channel each) sending at once. The receiver checks
 //! the sequence number at the start of every frame (order and completeness) but does
-//! not hash, so the figure is the transport's.
+//! not hash, so the figure is the transport's. `udp_receive_drops` counts datagrams
+//! the namespace lost to full socket buffers during the runs (losses slow SCTP down).
 
 use std::time::{Duration, Instant};
 
@@ -47,7 +48,7 @@ struct Args {
     /// SCTP receive window in bytes (webrtc-rs default 1 MiB).
     #[arg(long)]
     sctp_window: Option<u32>,
-    /// Kernel buffer per UDP socket in bytes (system default when absent).
+    /// Kernel buffer per UDP socket in bytes (the transport's default when absent).
     #[arg(long)]
     socket_buffer: Option<usize>,
     /// Use `NativeTuning::SAME_HOST` (overrides the four options above).
@@ -102,6 +103,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
     let connect_ms = connect_started.elapsed().as_secs_f64() * 1e3 / args.links as f64;
 
+    let drops_before = udp_receive_drops();
     let total = args.mib * 1024 * 1024;
     let per_link = total / args.links;
     let frames_per_link = per_link.div_ceil(args.frame);
@@ -128,6 +130,9 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         mb_per_s.push(round1(bytes as f64 / secs / 1e6));
         messages_per_s.push((frames_per_link * args.links) as f64 / secs);
     }
+    let udp_drops = drops_before
+        .zip(udp_receive_drops())
+        .map(|(before, after)| after.saturating_sub(before));
     for (sender, _) in &links {
         sender.close().await;
     }
@@ -141,12 +146,13 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         "send_buffer_limit": tuning.send_buffer_limit.unwrap_or(args.send_buffer),
         "sctp_mtu": tuning.sctp_mtu,
         "sctp_window": tuning.sctp_receive_window,
-        "socket_buffer": tuning.socket_buffer,
+        "socket_buffer": tuning.socket_buffer.or(config.socket_buffer),
         "connect_ms": round1(connect_ms),
         "mb_per_s": mb_per_s,
         "median_mb_per_s": median(&mb_per_s),
         "messages_per_s": messages_per_s.iter().map(|m| m.round()).collect::<Vec<_>>(),
         "median_messages_per_s": median(&messages_per_s).round(),
+        "udp_receive_drops": udp_drops,
     });
     println!("{figures}");
     Ok(())
@@ -199,6 +205,19 @@ async fn one_link(
         bail!("received {got} bytes, expected {bytes}");
     }
     Ok((sender, receiver))
+}
+
+/// Datagrams this network namespace dropped for want of socket receive buffer
+/// (`RcvbufErrors` in `/proc/net/snmp`); `None` where that cannot be read.
+fn udp_receive_drops() -> Option<u64> {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").ok()?;
+    let mut udp = snmp.lines().filter(|line| line.starts_with("Udp:"));
+    let names = udp.next()?.split_whitespace();
+    let values = udp.next()?.split_whitespace();
+    names
+        .zip(values)
+        .find(|(name, _)| *name == "RcvbufErrors")
+        .and_then(|(_, value)| value.parse().ok())
 }
 
 fn median(values: &[f64]) -> f64 {

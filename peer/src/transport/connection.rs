@@ -178,7 +178,7 @@ pub(crate) async fn open_connection(
         .collect();
 
     let mut builder = PeerConnectionBuilder::new();
-    if let Some(bytes) = tuning.socket_buffer {
+    if let Some(bytes) = tuning.socket_buffer.or(config.socket_buffer) {
         builder = builder.with_runtime(super::sockets::SizedSockets::runtime(bytes));
     }
     let pc = builder

@@ -36,6 +36,7 @@
 //! | received, unread | webrtc-rs's two 256-message queues + the 1 MiB SCTP window (about 33 MiB with full frames) |
 //! | local candidates waiting | [`LOCAL_CANDIDATE_QUEUE`] |
 //! | remote candidates before the answer | [`EARLY_CANDIDATE_LIMIT`] |
+//! | kernel buffer per UDP socket | [`TransportConfig::socket_buffer`] (1 MiB default) |
 //! | time to open | [`TransportConfig::connect_timeout`] (15 s default) |
 //! | silence before the link counts as lost | [`TransportConfig::lost_after`] (4 s default) |
 //!
@@ -58,8 +59,8 @@ mod sockets;
 
 pub use candidate::IceCandidate;
 pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, NativeTuning,
-    TransportConfig, default_bind_addrs,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, DEFAULT_SOCKET_BUFFER,
+    NativeTuning, TransportConfig, default_bind_addrs,
 };
 pub use connection::LOCAL_CANDIDATE_QUEUE;
 pub use error::{CloseReason, LinkError, TransportError};

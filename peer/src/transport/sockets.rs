@@ -3,8 +3,8 @@
 //! webrtc-rs binds its sockets itself and hands each to its runtime to wrap; this
 //! runtime wraps webrtc-rs's own tokio runtime and, on the way, asks the kernel for
 //! bigger receive and send buffers. A burst that overflows a socket's receive buffer
-//! (208 KiB by default on Linux) is lost, and webrtc-rs's SCTP recovers from losses
-//! slowly, so the receive buffer is what caps how much may be in flight.
+//! (208 KiB by default on Linux, and every datagram is charged in full however small)
+//! is lost, and webrtc-rs's SCTP recovers from losses slowly.
 //!
 //! The kernel caps the request at `net.core.rmem_max` / `wmem_max` (and doubles it for
 //! its own bookkeeping); a refused request is logged and the socket used as it is.
