@@ -408,6 +408,38 @@ async fn bad_signaling_input_gives_clear_errors() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_settings_give_clear_errors() {
+    let no_address = TransportConfig {
+        udp_bind: Vec::new(),
+        ..TransportConfig::loopback()
+    };
+    let outcome = Handshake::offer(&no_address).await;
+    assert!(
+        matches!(outcome, Err(TransportError::NoBindAddress)),
+        "{outcome:?}"
+    );
+
+    let bad_server = TransportConfig {
+        ice_servers: vec![linkfs_proto::signal::IceServer {
+            urls: vec!["not a url".into()],
+            username: None,
+            credential: None,
+        }],
+        ..TransportConfig::loopback()
+    };
+    let outcome = Handshake::offer(&bad_server).await;
+    let Err(error) = outcome else {
+        panic!("an ICE server URL that is not a URL was accepted");
+    };
+    assert!(matches!(error, TransportError::Setup(_)), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("could not set up the WebRTC connection")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_offer_times_out() {
     let config = TransportConfig {
         connect_timeout: Duration::from_millis(800),
@@ -531,7 +563,7 @@ async fn a_peer_that_vanishes_is_noticed_within_seconds() {
     );
     assert_eq!(reason, Some(CloseReason::ConnectionLost));
     assert!(started.elapsed() < Duration::from_secs(8));
-    std::mem::forget(gone); // its runtime is gone; dropping it would spawn onto nothing
+    drop(gone);
 }
 
 /// A plain webrtc-rs offerer standing in for a browser: it opens a channel with
@@ -640,6 +672,25 @@ async fn the_answerer_takes_only_the_linkfs_channel() {
         recv_within(&mut link, "the linkfs frame").await,
         Some(Bytes::from_static(b"frame"))
     );
-    link.close().await;
+
+    // A message over the frame limit (webrtc-rs itself takes up to 64 KiB) ends the
+    // link with a reason that says what happened, and no panic.
+    linkfs
+        .send(bytes::BytesMut::from(&vec![1u8; MAX_FRAME_LEN + 1][..]))
+        .await
+        .unwrap();
+    assert_eq!(recv_within(&mut link, "the oversized message").await, None);
+    assert_eq!(
+        link.close_reason(),
+        Some(CloseReason::OversizedFrame {
+            len: MAX_FRAME_LEN + 1,
+            max: MAX_FRAME_LEN
+        })
+    );
+    let words = link.close_reason().unwrap().to_string();
+    assert!(
+        words.contains("61441") && words.contains("61440"),
+        "{words}"
+    );
     browser.close().await.unwrap();
 }
