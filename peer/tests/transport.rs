@@ -332,10 +332,28 @@ async fn candidates_that_arrive_before_the_answer_are_kept() {
     offerer.add_remote_candidate(candidate).await.unwrap();
     offerer.apply_answer(&answer).await.unwrap();
 
+    let (a, mut b) = trade_candidates_until_open(&mut offerer, &mut answerer).await;
+    a.send(Bytes::from_static(b"hello")).await.unwrap();
+    assert_eq!(
+        recv_within(&mut b, "hello").await,
+        Some(Bytes::from_static(b"hello"))
+    );
+}
+
+/// Carries each side's local candidates to the other until both links open (20 s at
+/// most); returns (offerer's link, answerer's link).
+async fn trade_candidates_until_open(
+    offerer: &mut Handshake,
+    answerer: &mut Handshake,
+) -> (DataLink, DataLink) {
     let mut links = (None, None);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while links.0.is_none() || links.1.is_none() {
-        assert!(Instant::now() < deadline, "did not connect within 20 s");
+    let deadline = tokio::time::sleep(Duration::from_secs(20));
+    tokio::pin!(deadline);
+    loop {
+        links = match links {
+            (Some(a), Some(b)) => return (a, b),
+            partial => partial,
+        };
         tokio::select! {
             e = offerer.next_event(), if links.0.is_none() => match e.unwrap() {
                 HandshakeEvent::LocalCandidate(c) => answerer.add_remote_candidate(c).await.unwrap(),
@@ -347,15 +365,46 @@ async fn candidates_that_arrive_before_the_answer_are_kept() {
                 HandshakeEvent::Open(link) => links.1 = Some(link),
                 other => panic!("{other:?}"),
             },
+            () = &mut deadline => panic!("did not connect within 20 s"),
         }
     }
-    let (Some(a), Some(mut b)) = links else {
-        unreachable!()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_junk_candidate_does_not_spoil_the_handshake() {
+    let config = TransportConfig::loopback();
+    let junk = |text: &str| IceCandidate {
+        candidate: text.into(),
+        sdp_mid: Some("0".into()),
+        sdp_mline_index: Some(0),
     };
-    a.send(Bytes::from_static(b"hello")).await.unwrap();
+    let mdns = junk(
+        "candidate:1 1 udp 2122260223 0d1e2f3a-aaaa-bbbb-cccc-123456789abc.local 50000 typ host",
+    );
+    let (mut offerer, offer) = Handshake::offer(&config).await.unwrap();
+    let (mut answerer, answer) = Handshake::answer(&config, &offer).await.unwrap();
+
+    // Before the answer: kept, then skipped when the answer is applied.
+    offerer
+        .add_remote_candidate(junk("candidate:garbage"))
+        .await
+        .unwrap();
+    offerer.add_remote_candidate(mdns.clone()).await.unwrap();
+    offerer.apply_answer(&answer).await.unwrap();
+    // After it: refused with an error, the handshake goes on. mDNS names are ignored.
+    assert!(
+        answerer
+            .add_remote_candidate(junk("candidate:garbage"))
+            .await
+            .is_err()
+    );
+    answerer.add_remote_candidate(mdns).await.unwrap();
+
+    let (a, mut b) = trade_candidates_until_open(&mut offerer, &mut answerer).await;
+    a.send(Bytes::from_static(b"still fine")).await.unwrap();
     assert_eq!(
-        recv_within(&mut b, "hello").await,
-        Some(Bytes::from_static(b"hello"))
+        recv_within(&mut b, "after junk candidates").await,
+        Some(Bytes::from_static(b"still fine"))
     );
 }
 
@@ -525,25 +574,7 @@ async fn a_peer_that_vanishes_is_noticed_within_seconds() {
     };
     let (mut answerer, answer) = Handshake::answer(&config, &offer).await.unwrap();
     offerer.apply_answer(&answer).await.unwrap();
-    let mut links = (None, None);
-    while links.0.is_none() || links.1.is_none() {
-        tokio::select! {
-            e = offerer.next_event(), if links.0.is_none() => match e.unwrap() {
-                HandshakeEvent::LocalCandidate(c) => answerer.add_remote_candidate(c).await.unwrap(),
-                HandshakeEvent::Open(link) => links.0 = Some(link),
-                other => panic!("{other:?}"),
-            },
-            e = answerer.next_event(), if links.1.is_none() => match e.unwrap() {
-                HandshakeEvent::LocalCandidate(c) => offerer.add_remote_candidate(c).await.unwrap(),
-                HandshakeEvent::Open(link) => links.1 = Some(link),
-                other => panic!("{other:?}"),
-            },
-            () = tokio::time::sleep(Duration::from_secs(20)) => panic!("did not connect within 20 s"),
-        }
-    }
-    let (Some(gone), Some(mut left)) = links else {
-        unreachable!()
-    };
+    let (gone, mut left) = trade_candidates_until_open(&mut offerer, &mut answerer).await;
     gone.send(Bytes::from_static(b"last words")).await.unwrap();
     assert_eq!(
         recv_within(&mut left, "last words").await,

@@ -181,7 +181,7 @@ impl Handshake {
     }
 
     /// Applies the other side's answer (offerer only, once), then any candidates that
-    /// arrived before it.
+    /// arrived before it (one that cannot be used is skipped with a warning).
     pub async fn apply_answer(&mut self, answer_sdp: &str) -> Result<(), TransportError> {
         let Role::Offerer { answered, .. } = &mut self.role else {
             return Err(TransportError::UnexpectedAnswer(
@@ -202,14 +202,19 @@ impl Handshake {
             .map_err(TransportError::BadAnswer)?;
         *answered = true;
         for candidate in std::mem::take(&mut self.early_candidates) {
-            self.add_remote_candidate(candidate).await?;
+            if let Err(error) = self.add_remote_candidate(candidate).await {
+                tracing::warn!(%error, "skipping an early ICE candidate");
+            }
         }
         Ok(())
     }
 
     /// Adds a candidate from the other side. Before the answer is applied it is kept
-    /// (at most [`EARLY_CANDIDATE_LIMIT`]); an empty candidate (end of candidates) is
-    /// accepted and ignored.
+    /// (at most [`EARLY_CANDIDATE_LIMIT`]); an empty candidate (end of candidates) and
+    /// an mDNS (`.local`) one are accepted and ignored.
+    ///
+    /// An error concerns this candidate only: the handshake stays usable and may still
+    /// connect through the others, so log it and go on rather than give up.
     pub async fn add_remote_candidate(
         &mut self,
         candidate: IceCandidate,
