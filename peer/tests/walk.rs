@@ -736,3 +736,64 @@ fn other_filesystems_are_entered_unless_asked_not_to() {
         )
     );
 }
+
+#[test]
+fn walks_a_generated_tree_to_the_generators_own_figures() {
+    let tmp = TempDir::new("generated");
+    let out = tmp.0.join("gen");
+    let run = Command::new(env!("CARGO_BIN_EXE_linkfs-gen-tree"))
+        .args([
+            "--files",
+            "3000",
+            "--big-dir",
+            "700",
+            "--seed",
+            "42",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run linkfs-gen-tree");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let line = String::from_utf8(run.stdout).unwrap();
+    let figures: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON line");
+
+    let (entries, summary) = walk_all(&out, WalkOptions::default());
+    assert_eq!(figures["files"], 3000);
+    assert_eq!(summary.files, 3000);
+    assert_eq!(
+        summary.dirs,
+        figures["dirs"].as_u64().unwrap() + 1,
+        "the folders made plus the root"
+    );
+    assert_eq!(summary.bytes, figures["bytes"].as_u64().unwrap());
+    assert_eq!(summary.entries, 1 + summary.dirs - 1 + 3000);
+    assert_eq!(show(&by_path(&entries)), show(&expected_entries(&out)));
+
+    let big = entries
+        .iter()
+        .find(|e| e.name == b"big-700")
+        .expect("the big folder");
+    assert_eq!(entries.iter().filter(|e| e.parent == big.id).count(), 700);
+    for e in &entries[1..] {
+        assert!(
+            (3..=40).contains(&e.name.len()),
+            "a name of {} bytes",
+            e.name.len()
+        );
+    }
+    let modes: HashSet<u32> = entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::File)
+        .map(|e| e.mode)
+        .collect();
+    assert_eq!(modes, HashSet::from([0o644, 0o600, 0o755, 0o444, 0o640]));
+    assert!(
+        entries.iter().any(|e| !e.name.is_ascii()),
+        "some names outside ASCII"
+    );
+}

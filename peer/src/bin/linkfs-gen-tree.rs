@@ -148,9 +148,11 @@ struct Folder {
 }
 
 /// The folders, decided before anything is made. Index 0 is the output folder
-/// itself, 1 the big folder when there is one.
+/// itself; the big folder, when there is one, is the last.
 struct FolderPlan {
     folders: Vec<Folder>,
+    /// Folders that get random files: all but the big one.
+    ordinary: usize,
 }
 
 impl FolderPlan {
@@ -160,12 +162,6 @@ impl FolderPlan {
             rel: PathBuf::new(),
             depth: 0,
         }];
-        if big > 0 {
-            folders.push(Folder {
-                rel: PathBuf::from(format!("big-{big}")),
-                depth: 1,
-            });
-        }
         let first_random = folders.len();
         for i in 0..dirs {
             let made = folders.len();
@@ -187,7 +183,15 @@ impl FolderPlan {
                 depth: folders[parent].depth + 1,
             });
         }
-        FolderPlan { folders }
+        // The big folder comes last, so no other folder or file lands in it.
+        let ordinary = folders.len();
+        if big > 0 {
+            folders.push(Folder {
+                rel: PathBuf::from(format!("big-{big}")),
+                depth: 1,
+            });
+        }
+        FolderPlan { folders, ordinary }
     }
 }
 
@@ -209,7 +213,7 @@ impl FolderWork {
     fn new(plan: &FolderPlan, files: u64, big: u64, seed: u64) -> FolderWork {
         let mut by_folder = vec![Vec::new(); plan.folders.len()];
         for number in 0..files {
-            let folder = folder_of(&mut Rng::new(seed, number), number, big, plan.folders.len());
+            let folder = folder_of(&mut Rng::new(seed, number), number, big, plan);
             by_folder[folder].push(number);
         }
         let mut folders: Vec<_> = by_folder
@@ -223,12 +227,12 @@ impl FolderWork {
 }
 
 /// The folder of file `number`: the first draw of its random stream.
-fn folder_of(rng: &mut Rng, number: u64, big: u64, folders: usize) -> usize {
+fn folder_of(rng: &mut Rng, number: u64, big: u64, plan: &FolderPlan) -> usize {
     if number < big {
-        return 1;
+        return plan.folders.len() - 1;
     }
     let u = rng.unit();
-    ((u * u * folders as f64) as usize).min(folders - 1)
+    ((u * u * plan.ordinary as f64) as usize).min(plan.ordinary - 1)
 }
 
 impl FileMaker<'_> {
@@ -248,7 +252,7 @@ impl FileMaker<'_> {
     /// Makes file `number` in `dir`; returns its size.
     fn make(&self, dir: &Path, number: u64, content: &mut [u8]) -> Result<u64> {
         let mut rng = Rng::new(self.args.seed, number);
-        folder_of(&mut rng, number, self.big, self.plan.folders.len());
+        folder_of(&mut rng, number, self.big, self.plan);
         let ext = *rng.pick(&[
             "", ".txt", ".jpg", ".md", ".rs", ".json", ".png", ".pdf", ".tar.gz", ".c",
         ]);
