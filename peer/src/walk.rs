@@ -397,7 +397,7 @@ fn root_name(root: &Path) -> Vec<u8> {
 fn io_reason(action: &str, e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::NotFound => {
-            format!("{action}: it was deleted while the folder was being read")
+            format!("{action}: it was deleted during the walk")
         }
         io::ErrorKind::PermissionDenied => format!("{action}: permission denied"),
         _ => format!("{action}: {e}"),

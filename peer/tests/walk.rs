@@ -473,7 +473,7 @@ fn a_wide_folder_spans_many_chunks_and_batches() {
     let tmp = TempDir::new("wide");
     let root = tmp.0.join("wide");
     fs::create_dir(&root).unwrap();
-    for i in 0..5000 {
+    for i in 0..2500 {
         File::create(root.join(format!("f{i}"))).unwrap();
     }
     fs::create_dir(root.join("sub")).unwrap();
@@ -485,10 +485,10 @@ fn a_wide_folder_spans_many_chunks_and_batches() {
             ..WalkOptions::default()
         },
     );
-    assert_eq!(summary.entries, 1 + 5000 + 1 + 1);
-    assert_eq!(summary.files, 5001);
+    assert_eq!(summary.entries, 1 + 2500 + 1 + 1);
+    assert_eq!(summary.files, 2501);
     let names: HashSet<Vec<u8>> = entries.iter().map(|e| e.name.clone()).collect();
-    assert!((0..5000).all(|i| names.contains(format!("f{i}").as_bytes())));
+    assert!((0..2500).all(|i| names.contains(format!("f{i}").as_bytes())));
 }
 
 #[test]
@@ -496,7 +496,7 @@ fn survives_entries_deleted_during_the_walk() {
     let tmp = TempDir::new("deleting");
     let root = tmp.0.join("churn");
     let mut created = HashSet::new();
-    for d in 0..20 {
+    for d in 0..10 {
         let dir = root.join(format!("d{d}"));
         fs::create_dir_all(&dir).unwrap();
         for f in 0..1000 {
@@ -508,7 +508,7 @@ fn survives_entries_deleted_during_the_walk() {
     let deleter = {
         let root = root.clone();
         std::thread::spawn(move || {
-            for d in (0..20).rev() {
+            for d in (0..10).rev() {
                 let _ = fs::remove_dir_all(root.join(format!("d{d}")));
             }
         })
@@ -516,7 +516,7 @@ fn survives_entries_deleted_during_the_walk() {
     let (entries, summary) = walk_all(&root, WalkOptions::default());
     deleter.join().unwrap();
     assert!(!summary.cancelled);
-    assert!(summary.files <= 20_000 && summary.dirs <= 21);
+    assert!(summary.files <= 10_000 && summary.dirs <= 11);
     for e in &entries[1..] {
         let name = e.name.as_slice();
         let known = created.contains(name) || name == b"link" || name.starts_with(b"d");
@@ -528,10 +528,7 @@ fn survives_entries_deleted_during_the_walk() {
     }
     // Every problem is a deletion, told in words.
     for p in &summary.errors {
-        assert!(
-            p.reason.contains("deleted while the folder was being read"),
-            "{p}"
-        );
+        assert!(p.reason.ends_with("it was deleted during the walk"), "{p}");
     }
     assert!(summary.errors.len() as u64 <= summary.error_count.min(16));
 }
