@@ -1,0 +1,19 @@
+//! Frames a sharer gets from a receiver, straight into a sender session: no
+//! panic, and the session never asks to read anything for an invalid request.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use linkfs_core::{Millis, SenderConfig, SenderSession, ShareIndex};
+use linkfs_proto::{Epoch, ReceiverToSender};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(frame) = ReceiverToSender::decode(data) {
+        let _ = ReceiverToSender::decode(&frame.encode());
+    }
+    let index = ShareIndex::new(Epoch(1));
+    let mut session = SenderSession::new(SenderConfig::default());
+    for chunk in data.split(|b| *b == 0xff) {
+        let _ = session.handle_frame(Millis(0), chunk, &index);
+        while session.poll_transmit(Millis(0), &index).is_some() {}
+        assert!(session.poll_io().is_none(), "an empty index has nothing to read");
+    }
+});
