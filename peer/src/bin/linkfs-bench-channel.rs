@@ -19,8 +19,7 @@ use anyhow::{Context, bail};
 use bytes::{Bytes, BytesMut};
 use clap::Parser;
 use linkfs_peer::transport::{
-    DEFAULT_SEND_BUFFER_LIMIT, LinkReceiver, LinkSender, NativeTuning, TransportConfig,
-    connect_in_process,
+    LinkReceiver, LinkSender, NativeTuning, TransportConfig, connect_in_process,
 };
 use linkfs_proto::MAX_FRAME_LEN;
 
@@ -39,9 +38,10 @@ struct Args {
     /// Connections sending at once, one data channel each.
     #[arg(long, default_value_t = 1)]
     links: usize,
-    /// Per-channel send-buffer limit in bytes.
-    #[arg(long, default_value_t = DEFAULT_SEND_BUFFER_LIMIT)]
-    send_buffer: usize,
+    /// Per-channel send-buffer limit in bytes (default: what the transport uses toward
+    /// this kind of peer, 64 KiB native, 32 KiB browser).
+    #[arg(long)]
+    send_buffer: Option<usize>,
     /// SCTP packet size (native <-> native only; webrtc-rs default 1191).
     #[arg(long)]
     sctp_mtu: Option<u32>,
@@ -54,6 +54,15 @@ struct Args {
     /// Use `NativeTuning::SAME_HOST` (overrides the four options above).
     #[arg(long)]
     same_host: bool,
+    /// Answer one offer from another process instead (a browser driven by a script):
+    /// signaling as `SignalPayload` JSON lines, offer and candidates on stdin, answer
+    /// and candidates on stdout. Each run sends `--mib` MiB; the other side answers
+    /// every run with one message once it has all the bytes.
+    #[arg(long)]
+    stdio_answerer: bool,
+    /// With --stdio-answerer: bind 127.0.0.1 only instead of every interface.
+    #[arg(long)]
+    loopback_only: bool,
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 120)]
     timeout_s: u64,
@@ -71,7 +80,124 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    if args.stdio_answerer {
+        return runtime.block_on(stdio_answerer(args));
+    }
     runtime.block_on(bench(args))
+}
+
+/// Answers an offer read from stdin, sends `runs` x `mib` MiB to the other side and
+/// prints the figures; the other side confirms each run with one message.
+async fn stdio_answerer(args: Args) -> anyhow::Result<()> {
+    use linkfs_peer::transport::{Handshake, HandshakeEvent, IceCandidate};
+    use linkfs_proto::signal::SignalPayload;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut stdout = tokio::io::stdout();
+    let offer = loop {
+        let line = lines
+            .next_line()
+            .await?
+            .context("stdin closed before the offer")?;
+        if let SignalPayload::Offer { sdp } = serde_json::from_str(&line)? {
+            break sdp;
+        }
+    };
+    let base = if args.loopback_only {
+        TransportConfig::loopback()
+    } else {
+        TransportConfig::default()
+    };
+    let config = TransportConfig {
+        send_buffer_limit: args.send_buffer.unwrap_or(base.send_buffer_limit),
+        socket_buffer: args.socket_buffer.or(base.socket_buffer),
+        ..base
+    };
+    let started = Instant::now();
+    let (mut handshake, answer) = Handshake::answer(&config, &offer).await?;
+    let mut out = serde_json::to_string(&SignalPayload::Answer { sdp: answer })?;
+    out.push('\n');
+    stdout.write_all(out.as_bytes()).await?;
+    stdout.flush().await?;
+    let link = loop {
+        tokio::select! {
+            event = handshake.next_event() => match event? {
+                HandshakeEvent::LocalCandidate(c) => {
+                    let mut out = serde_json::to_string(&c.into_payload())?;
+                    out.push('\n');
+                    stdout.write_all(out.as_bytes()).await?;
+                    stdout.flush().await?;
+                }
+                HandshakeEvent::Open(link) => break link,
+                _ => {}
+            },
+            line = lines.next_line() => {
+                let line = line?.context("stdin closed during the handshake")?;
+                let payload: SignalPayload = serde_json::from_str(&line)?;
+                if let Some(c) = IceCandidate::from_payload(&payload)
+                    && let Err(error) = handshake.add_remote_candidate(c).await
+                {
+                    eprintln!("skipping a remote candidate: {error}");
+                }
+            }
+        }
+    };
+    let connect_ms = started.elapsed().as_secs_f64() * 1e3;
+    let (sender, mut receiver) = link.split();
+    let drops_before = udp_receive_drops();
+    let total = args.mib * 1024 * 1024;
+    let mut mb_per_s = Vec::new();
+    for run in 0..args.runs as u64 {
+        let started = Instant::now();
+        let send = {
+            let sender = sender.clone();
+            let frame_len = args.frame;
+            tokio::spawn(async move {
+                let mut left = total;
+                let mut seq = 0u64;
+                while left > 0 {
+                    let len = frame_len.min(left);
+                    let mut frame = BytesMut::zeroed(len);
+                    if len >= 8 {
+                        frame[..8].copy_from_slice(&(run << 40 | seq).to_le_bytes());
+                    }
+                    sender.send(frame.freeze()).await?;
+                    left -= len;
+                    seq += 1;
+                }
+                anyhow::Ok(())
+            })
+        };
+        let deadline = Duration::from_secs(args.timeout_s);
+        tokio::time::timeout(deadline, receiver.recv())
+            .await
+            .with_context(|| format!("run {run}: no confirmation within {deadline:?}"))?
+            .with_context(|| format!("run {run}: the link ended: {:?}", receiver.close_reason()))?;
+        send.await??;
+        mb_per_s.push(round1(total as f64 / started.elapsed().as_secs_f64() / 1e6));
+    }
+    let figures = serde_json::json!({
+        "bench": "native -> other process (stdio signaling)",
+        "mib": args.mib,
+        "runs": args.runs,
+        "frame_bytes": args.frame,
+        "send_buffer_limit": config.send_buffer_limit,
+        "socket_buffer": config.socket_buffer,
+        "bind": config.udp_bind.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "connect_ms": round1(connect_ms),
+        "mb_per_s": mb_per_s,
+        "median_mb_per_s": median(&mb_per_s),
+        "udp_receive_drops": drops_before
+            .zip(udp_receive_drops())
+            .map(|(before, after)| after.saturating_sub(before)),
+    });
+    let mut out = figures.to_string();
+    out.push('\n');
+    stdout.write_all(out.as_bytes()).await?;
+    stdout.flush().await?;
+    sender.close().await;
+    Ok(())
 }
 
 async fn bench(args: Args) -> anyhow::Result<()> {
@@ -81,12 +207,13 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         NativeTuning {
             sctp_mtu: args.sctp_mtu,
             sctp_receive_window: args.sctp_window,
-            send_buffer_limit: None,
+            send_buffer_limit: args
+                .send_buffer
+                .or(NativeTuning::ANY_PATH.send_buffer_limit),
             socket_buffer: args.socket_buffer,
         }
     };
     let config = TransportConfig {
-        send_buffer_limit: args.send_buffer,
         native_peer: Some(tuning),
         ..TransportConfig::loopback()
     };
@@ -143,7 +270,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         "runs": args.runs,
         "frame_bytes": args.frame,
         "links": args.links,
-        "send_buffer_limit": tuning.send_buffer_limit.unwrap_or(args.send_buffer),
+        "send_buffer_limit": tuning.send_buffer_limit.unwrap_or(config.send_buffer_limit),
         "sctp_mtu": tuning.sctp_mtu,
         "sctp_window": tuning.sctp_receive_window,
         "socket_buffer": tuning.socket_buffer.or(config.socket_buffer),

@@ -25,7 +25,8 @@
 //!   machine (`shared/MACHINE-NOTES.md`), safe for browser peers.
 //! - [`NativeTuning`] (in [`TransportConfig::native_peer`]) applies only where both
 //!   ends are native: a native offer carries [`NATIVE_PEER_MARKER`], and the answering
-//!   sharer tunes that one connection. [`NativeTuning::SAME_HOST`] (16 KiB SCTP
+//!   sharer tunes that one connection ([`NativeTuning::ANY_PATH`] by default: a 64 KiB
+//!   send-buffer limit instead of the browser-safe 32 KiB). [`NativeTuning::SAME_HOST`] (16 KiB SCTP
 //!   packets, 256 KiB send buffer, 4 MiB sockets) lifts native <-> native throughput
 //!   on one host from about 320 to about 840 MB/s (`linkfs-bench-channel`).
 //! - [`connect_in_process`] connects two real peers in one process, for tests and
@@ -36,7 +37,7 @@
 //! | what | bound |
 //! | --- | --- |
 //! | frame | [`linkfs_proto::MAX_FRAME_LEN`] (60 KiB) each way; larger is refused (send) or ends the link (receive) |
-//! | unacknowledged bytes per channel | [`TransportConfig::send_buffer_limit`] (64 KiB default; 256 KiB with [`NativeTuning::SAME_HOST`]) + one frame |
+//! | unacknowledged bytes per channel | [`TransportConfig::send_buffer_limit`] (32 KiB toward browsers, 64 KiB between native peers, 256 KiB with [`NativeTuning::SAME_HOST`]) + one frame |
 //! | outbox per link | [`OUTBOX_FRAMES`] frames |
 //! | received, unread | webrtc-rs's two 256-message queues + the 1 MiB SCTP window (about 33 MiB with full frames) |
 //! | local candidates waiting | [`LOCAL_CANDIDATE_QUEUE`] |
