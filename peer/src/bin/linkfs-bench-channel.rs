@@ -22,7 +22,7 @@
 //! Measured on the 2-core machine, other work running (load 3), medians of 3 runs of
 //! 200 MiB: defaults 268-330 MB/s; `--same-host` 730-915 MB/s; `--links 2` 360 MB/s;
 //! 200-byte frames 190-215k per second; toward Chromium 48-63 MB/s with no datagram
-//! lost (its 64 KiB limit: 34-56 MB/s, about 1,100-1,600 lost per 600 MiB).
+//! lost (with a 64 KiB limit: 34-56 MB/s, 1,100-1,600 lost per 600 MiB).
 
 use std::time::{Duration, Instant};
 
