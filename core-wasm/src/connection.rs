@@ -28,8 +28,8 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, spawn_local};
 use web_sys::{
     CloseEvent, MessageEvent, RtcDataChannel, RtcDataChannelInit, RtcDataChannelState,
-    RtcIceCandidateInit, RtcPeerConnection, RtcPeerConnectionIceEvent, RtcPeerConnectionState, RtcSdpType,
-    RtcSessionDescriptionInit, WebSocket,
+    RtcIceCandidateInit, RtcPeerConnection, RtcPeerConnectionIceEvent, RtcPeerConnectionState,
+    RtcSdpType, RtcSessionDescriptionInit, WebSocket,
 };
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -104,8 +104,33 @@ fn random_nonce() -> [u8; 24] {
 }
 
 fn status(inner: &Shared, state: &str, message: &str) {
-    let h: JsValue = inner.borrow().handlers.clone().into();
-    h.unchecked_into::<ConnectionHandlers>().on_status(state, message);
+    let h: JsValue = inner.borrow().handlers.clone();
+    h.unchecked_into::<ConnectionHandlers>()
+        .on_status(state, message);
+}
+
+/// Unhooks every browser event handler, then closes the socket, channel and
+/// connection. The closures stay alive (in `keep`) until the connection is
+/// dropped, so an event the browser already queued finds a live closure that
+/// sees `finished` and does nothing.
+fn detach(i: &mut Inner) {
+    i.finished = true;
+    if let Some(ws) = i.ws.take() {
+        ws.set_onmessage(None);
+        ws.set_onclose(None);
+        let _ = ws.close();
+    }
+    if let Some(dc) = i.dc.take() {
+        dc.set_onopen(None);
+        dc.set_onmessage(None);
+        dc.set_onclose(None);
+        dc.close();
+    }
+    if let Some(pc) = i.pc.take() {
+        pc.set_onicecandidate(None);
+        pc.set_onconnectionstatechange(None);
+        pc.close();
+    }
 }
 
 /// Ends the attempt with a final status (nothing more will be reported).
@@ -115,16 +140,7 @@ fn finish(inner: &Shared, state: &str, message: &str) {
         if i.finished {
             return;
         }
-        i.finished = true;
-        if let Some(ws) = i.ws.take() {
-            let _ = ws.close();
-        }
-        if let Some(dc) = i.dc.take() {
-            dc.close();
-        }
-        if let Some(pc) = i.pc.take() {
-            pc.close();
-        }
+        detach(&mut i);
     }
     status(inner, state, message);
 }
@@ -132,7 +148,12 @@ fn finish(inner: &Shared, state: &str, message: &str) {
 fn send_sealed(inner: &Shared, payload: &SignalPayload) {
     let i = inner.borrow();
     let Some(ws) = &i.ws else { return };
-    let data = i.key.seal_payload(&i.link.room, Direction::GuestToHost, random_nonce(), payload);
+    let data = i.key.seal_payload(
+        &i.link.room,
+        Direction::GuestToHost,
+        random_nonce(),
+        payload,
+    );
     let msg = ClientToRelay::Msg {
         to: PeerId::HOST,
         data,
@@ -171,10 +192,16 @@ impl Connection {
         let weak = Rc::downgrade(&inner);
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
             let Some(inner) = weak.upgrade() else { return };
-            let Some(text) = ev.data().as_string() else { return };
+            let Some(text) = ev.data().as_string() else {
+                return;
+            };
             match serde_json::from_str::<RelayToClient>(&text) {
                 Ok(msg) => on_relay_message(&inner, msg),
-                Err(_) => finish(&inner, "error", "The relay sent something this page does not understand. Reload the page; if it persists, the relay may be a different version."),
+                Err(_) => finish(
+                    &inner,
+                    "error",
+                    "The relay sent something this page does not understand. Reload the page; if it persists, the relay may be a different version.",
+                ),
             }
         });
         ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
@@ -213,23 +240,16 @@ impl Connection {
     /// Bytes queued in the data channel, not yet sent.
     #[wasm_bindgen(js_name = bufferedAmount)]
     pub fn buffered_amount(&self) -> u32 {
-        self.inner.borrow().dc.as_ref().map_or(0, |dc| dc.buffered_amount())
+        self.inner
+            .borrow()
+            .dc
+            .as_ref()
+            .map_or(0, |dc| dc.buffered_amount())
     }
 
     /// Closes everything; no more callbacks.
     pub fn close(&self) {
-        let mut i = self.inner.borrow_mut();
-        i.finished = true;
-        if let Some(ws) = i.ws.take() {
-            let _ = ws.close();
-        }
-        if let Some(dc) = i.dc.take() {
-            dc.close();
-        }
-        if let Some(pc) = i.pc.take() {
-            pc.close();
-        }
-        i.keep.clear();
+        detach(&mut self.inner.borrow_mut());
     }
 }
 
@@ -241,24 +261,26 @@ fn on_relay_message(inner: &Shared, msg: RelayToClient) {
         RelayToClient::Welcome { ice_servers, .. } => {
             status(inner, "connecting", words::CONNECTING_SHARER);
             if let Err(e) = start_peer(inner, &ice_servers) {
-                let m = format!("This browser could not start a WebRTC connection: {}", js_message(&e));
+                let m = format!(
+                    "This browser could not start a WebRTC connection: {}",
+                    js_message(&e)
+                );
                 finish(inner, "error", &m);
             }
         }
         RelayToClient::Msg { from, data } if from == PeerId::HOST => {
             let opened = {
                 let i = inner.borrow();
-                i.key.open_payload(&i.link.room, Direction::HostToGuest, &data)
+                i.key
+                    .open_payload(&i.link.room, Direction::HostToGuest, &data)
             };
             match opened {
                 Ok(payload) => on_signal(inner, payload),
                 Err(_) => finish(inner, "invalid-link", words::INVALID),
             }
         }
-        RelayToClient::Left { peer } if peer == PeerId::HOST => {
-            if !inner.borrow().opened {
-                finish(inner, "sharer-gone", words::SHARER_LEFT);
-            }
+        RelayToClient::Left { peer } if peer == PeerId::HOST && !inner.borrow().opened => {
+            finish(inner, "sharer-gone", words::SHARER_LEFT);
         }
         RelayToClient::Error { code, message } => {
             let state = match code {
@@ -281,7 +303,10 @@ fn js_message(e: &JsValue) -> String {
         .unwrap_or_else(|| "unknown error".into())
 }
 
-fn start_peer(inner: &Shared, ice_servers: &[linkfs_proto::signal::IceServer]) -> Result<(), JsValue> {
+fn start_peer(
+    inner: &Shared,
+    ice_servers: &[linkfs_proto::signal::IceServer],
+) -> Result<(), JsValue> {
     let config = js_sys::Object::new();
     let servers = serde_wasm_bindgen::to_value(ice_servers)?;
     Reflect::set(&config, &"iceServers".into(), &servers)?;
@@ -292,23 +317,25 @@ fn start_peer(inner: &Shared, ice_servers: &[linkfs_proto::signal::IceServer]) -
     dc.set_binary_type(web_sys::RtcDataChannelType::Arraybuffer);
 
     let weak = Rc::downgrade(inner);
-    let on_candidate = Closure::<dyn FnMut(RtcPeerConnectionIceEvent)>::new(move |ev: RtcPeerConnectionIceEvent| {
-        let Some(inner) = weak.upgrade() else { return };
-        if let Some(c) = ev.candidate() {
-            let candidate = c.candidate();
-            if candidate.is_empty() {
-                return;
+    let on_candidate = Closure::<dyn FnMut(RtcPeerConnectionIceEvent)>::new(
+        move |ev: RtcPeerConnectionIceEvent| {
+            let Some(inner) = weak.upgrade() else { return };
+            if let Some(c) = ev.candidate() {
+                let candidate = c.candidate();
+                if candidate.is_empty() {
+                    return;
+                }
+                send_sealed(
+                    &inner,
+                    &SignalPayload::Candidate {
+                        candidate,
+                        sdp_mid: c.sdp_mid().filter(|m| !m.is_empty()),
+                        sdp_mline_index: c.sdp_m_line_index(),
+                    },
+                );
             }
-            send_sealed(
-                &inner,
-                &SignalPayload::Candidate {
-                    candidate,
-                    sdp_mid: c.sdp_mid().filter(|m| !m.is_empty()),
-                    sdp_mline_index: c.sdp_m_line_index(),
-                },
-            );
-        }
-    });
+        },
+    );
     pc.set_onicecandidate(Some(on_candidate.as_ref().unchecked_ref()));
 
     let weak = Rc::downgrade(inner);
@@ -331,13 +358,16 @@ fn start_peer(inner: &Shared, ice_servers: &[linkfs_proto::signal::IceServer]) -
         let Some(inner) = weak.upgrade() else { return };
         let handlers: JsValue = {
             let mut i = inner.borrow_mut();
+            if i.finished {
+                return;
+            }
             i.opened = true;
             // Signaling is done: free the relay's slot.
             if let Some(ws) = i.ws.take() {
                 ws.set_onclose(None);
                 let _ = ws.close();
             }
-            i.handlers.clone().into()
+            i.handlers.clone()
         };
         status(&inner, "connected", words::CONNECTED);
         handlers.unchecked_into::<ConnectionHandlers>().on_open();
@@ -347,9 +377,14 @@ fn start_peer(inner: &Shared, ice_servers: &[linkfs_proto::signal::IceServer]) -
     let weak = Rc::downgrade(inner);
     let on_frame = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
         let Some(inner) = weak.upgrade() else { return };
+        if inner.borrow().finished {
+            return;
+        }
         if let Ok(buf) = ev.data().dyn_into::<ArrayBuffer>() {
-            let handlers: JsValue = inner.borrow().handlers.clone().into();
-            handlers.unchecked_into::<ConnectionHandlers>().on_frame(buf);
+            let handlers: JsValue = inner.borrow().handlers.clone();
+            handlers
+                .unchecked_into::<ConnectionHandlers>()
+                .on_frame(buf);
         }
     });
     dc.set_onmessage(Some(on_frame.as_ref().unchecked_ref()));
@@ -377,7 +412,9 @@ fn start_peer(inner: &Shared, ice_servers: &[linkfs_proto::signal::IceServer]) -
     spawn_local(async move {
         let result: Result<(), JsValue> = async {
             let offer = JsFuture::from(pc.create_offer()).await?;
-            let sdp = Reflect::get(&offer, &"sdp".into())?.as_string().unwrap_or_default();
+            let sdp = Reflect::get(&offer, &"sdp".into())?
+                .as_string()
+                .unwrap_or_default();
             let desc = RtcSessionDescriptionInit::new(RtcSdpType::Offer);
             desc.set_sdp(&sdp);
             JsFuture::from(pc.set_local_description(&desc)).await?;
@@ -386,7 +423,10 @@ fn start_peer(inner: &Shared, ice_servers: &[linkfs_proto::signal::IceServer]) -
         }
         .await;
         if let Err(e) = result {
-            let m = format!("This browser could not make a WebRTC offer: {}", js_message(&e));
+            let m = format!(
+                "This browser could not make a WebRTC offer: {}",
+                js_message(&e)
+            );
             finish(&inner, "error", &m);
         }
     });
@@ -399,12 +439,8 @@ fn channel_closed(inner: &Shared) {
         if i.finished {
             return;
         }
-        i.finished = true;
-        if let Some(pc) = i.pc.take() {
-            pc.close();
-        }
-        i.dc = None;
-        i.handlers.clone().into()
+        detach(&mut i);
+        i.handlers.clone()
     };
     let h = handlers.unchecked_into::<ConnectionHandlers>();
     h.on_status("sharer-gone", words::CHANNEL_CLOSED);
@@ -414,13 +450,18 @@ fn channel_closed(inner: &Shared) {
 fn on_signal(inner: &Shared, payload: SignalPayload) {
     match payload {
         SignalPayload::Answer { sdp } => {
-            let Some(pc) = inner.borrow().pc.clone() else { return };
+            let Some(pc) = inner.borrow().pc.clone() else {
+                return;
+            };
             let inner = inner.clone();
             spawn_local(async move {
                 let desc = RtcSessionDescriptionInit::new(RtcSdpType::Answer);
                 desc.set_sdp(&sdp);
                 if let Err(e) = JsFuture::from(pc.set_remote_description(&desc)).await {
-                    let m = format!("The sharer's connection details were not accepted: {}", js_message(&e));
+                    let m = format!(
+                        "The sharer's connection details were not accepted: {}",
+                        js_message(&e)
+                    );
                     return finish(&inner, "error", &m);
                 }
                 let queued = {

@@ -16,7 +16,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
-use linkfs_core::{EndReason, EntryRef, Index, Millis, Receiver, ReceiverConfig, ReceiverEvent, SortKey};
+use linkfs_core::{
+    EndReason, EntryRef, Index, Millis, Receiver, ReceiverConfig, ReceiverEvent, SortKey,
+};
 use linkfs_proto::{BatchReader, EntryId, EntryKind, Epoch, Seq};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
@@ -63,7 +65,8 @@ impl Row {
             size: e.size as f64,
             mtime: e.mtime as f64,
             mode: e.mode,
-            target: (e.kind == EntryKind::Symlink).then(|| String::from_utf8_lossy(e.target).into_owned()),
+            target: (e.kind == EntryKind::Symlink)
+                .then(|| String::from_utf8_lossy(e.target).into_owned()),
             children: (e.kind == EntryKind::Dir).then_some(e.children),
         }
     }
@@ -133,7 +136,13 @@ impl Session {
         crate::install_panic_hook();
         let (store, storage_problem) = match Store::open(&room).await {
             Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(e.as_string().unwrap_or_else(|| "IndexedDB is not available".into()))),
+            Err(e) => (
+                None,
+                Some(
+                    e.as_string()
+                        .unwrap_or_else(|| "IndexedDB is not available".into()),
+                ),
+            ),
         };
         let (index, resume, cache_complete) = match &store {
             Some(s) => match s.load().await {
@@ -258,7 +267,11 @@ impl Session {
                         }
                         i.stored.epoch = epoch.0;
                     }
-                    ReceiverEvent::Applied { header, frame, refused } => {
+                    ReceiverEvent::Applied {
+                        header,
+                        frame,
+                        refused,
+                    } => {
                         i.refused_ops += refused.len() as u64;
                         for r in refused.iter().take(3) {
                             web_sys_warn(&format!("linkfs: skipped an entry from the sharer: {r}"));
@@ -274,7 +287,11 @@ impl Session {
                             }
                         }
                     }
-                    ReceiverEvent::ReadData { handle, offset, data } => {
+                    ReceiverEvent::ReadData {
+                        handle,
+                        offset,
+                        data,
+                    } => {
                         let o = Object::new();
                         set(&o, "type", "data".into());
                         set(&o, "handle", handle.0.into());
@@ -298,7 +315,10 @@ impl Session {
                     ReceiverEvent::Ended { reason } => {
                         let o = Object::new();
                         set(&o, "type", "ended".into());
-                        let gone = matches!(reason, EndReason::SharerGoodbye(_) | EndReason::ConnectionLost);
+                        let gone = matches!(
+                            reason,
+                            EndReason::SharerGoodbye(_) | EndReason::ConnectionLost
+                        );
                         set(&o, "gone", gone.into());
                         set(&o, "message", reason.to_string().into());
                         i.js_events.push(o.into());
@@ -352,7 +372,10 @@ impl Session {
             };
             let again = !inner.borrow().queue.is_empty();
             if again {
-                Session { inner: inner.clone() }.pump_persist();
+                Session {
+                    inner: inner.clone(),
+                }
+                .pump_persist();
             }
             let _ = notify.call0(&JsValue::NULL);
         });
@@ -379,7 +402,11 @@ impl Session {
         let o = Object::new();
         set(&o, "received", (p.received as f64).into());
         set(&o, "announced", (p.announced as f64).into());
-        set(&o, "complete", (p.complete || (i.cache_complete && !i.channel_open && !i.receiver.is_open())).into());
+        set(
+            &o,
+            "complete",
+            (p.complete || (i.cache_complete && !i.channel_open && !i.receiver.is_open())).into(),
+        );
         set(&o, "persisted", (i.persisted_entries as f64).into());
         set(&o, "fromCache", (i.from_cache as f64).into());
         if let Some(m) = &i.storage_problem {
@@ -392,13 +419,26 @@ impl Session {
     pub fn stats(&self) -> JsValue {
         let i = self.inner.borrow();
         let o = Object::new();
-        set(&o, "indexWireBytes", (i.receiver.index_wire_bytes() as f64).into());
+        set(
+            &o,
+            "indexWireBytes",
+            (i.receiver.index_wire_bytes() as f64).into(),
+        );
         set(&o, "entries", (i.receiver.index().len() as f64).into());
-        set(&o, "indexHeapBytes", (i.receiver.index().heap_bytes() as f64).into());
+        set(
+            &o,
+            "indexHeapBytes",
+            (i.receiver.index().heap_bytes() as f64).into(),
+        );
         set(&o, "refusedOps", (i.refused_ops as f64).into());
         let mem = wasm_bindgen::memory()
             .dyn_into::<js_sys::WebAssembly::Memory>()
-            .map(|m| m.buffer().dyn_into::<js_sys::ArrayBuffer>().map(|b| b.byte_length()).unwrap_or(0))
+            .map(|m| {
+                m.buffer()
+                    .dyn_into::<js_sys::ArrayBuffer>()
+                    .map(|b| b.byte_length())
+                    .unwrap_or(0)
+            })
             .unwrap_or(0);
         set(&o, "wasmMemoryBytes", (mem as f64).into());
         o.into()
@@ -415,8 +455,18 @@ impl Session {
         let mut i = self.inner.borrow_mut();
         let index = i.receiver.index_mut();
         let total = index.child_count(EntryId(dir));
-        let ids = index.list(EntryId(dir), key, descending, start as usize, count.min(5000) as usize);
-        let rows: Vec<Row> = ids.iter().filter_map(|id| index.get(*id)).map(|e| Row::of(&e)).collect();
+        let ids = index.list(
+            EntryId(dir),
+            key,
+            descending,
+            start as usize,
+            count.min(5000) as usize,
+        );
+        let rows: Vec<Row> = ids
+            .iter()
+            .filter_map(|id| index.get(*id))
+            .map(|e| Row::of(&e))
+            .collect();
         let o = Object::new();
         set(&o, "dir", dir.into());
         set(&o, "total", (total as f64).into());
@@ -427,7 +477,10 @@ impl Session {
 
     pub fn entry(&self, id: u32) -> JsValue {
         let i = self.inner.borrow();
-        i.receiver.index().get(EntryId(id)).map_or(JsValue::NULL, |e| to_js(&Row::of(&e)))
+        i.receiver
+            .index()
+            .get(EntryId(id))
+            .map_or(JsValue::NULL, |e| to_js(&Row::of(&e)))
     }
 
     /// The rows from the root down to `id`.
@@ -474,14 +527,17 @@ impl Session {
 
     #[wasm_bindgen(js_name = cancelRead)]
     pub fn cancel_read(&self, handle: u32) {
-        self.inner.borrow_mut().receiver.cancel_read(linkfs_core::ReadHandle(handle));
+        self.inner
+            .borrow_mut()
+            .receiver
+            .cancel_read(linkfs_core::ReadHandle(handle));
     }
 }
 
 fn web_sys_warn(message: &str) {
     let console = Reflect::get(&js_sys::global(), &"console".into()).ok();
     if let Some(c) = console
-        && let Ok(f) = Reflect::get(&c, &"warn".into()).and_then(|f| f.dyn_into::<Function>().map_err(Into::into))
+        && let Ok(f) = Reflect::get(&c, &"warn".into()).and_then(|f| f.dyn_into::<Function>())
     {
         let _ = f.call1(&c, &message.into());
     }

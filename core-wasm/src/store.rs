@@ -17,7 +17,9 @@ use js_sys::{Array, ArrayBuffer, Object, Promise, Reflect, Uint8Array};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{IdbDatabase, IdbFactory, IdbOpenDbRequest, IdbRequest, IdbTransaction, IdbTransactionMode};
+use web_sys::{
+    IdbDatabase, IdbFactory, IdbOpenDbRequest, IdbRequest, IdbTransaction, IdbTransactionMode,
+};
 
 const BATCHES: &str = "batches";
 const META: &str = "meta";
@@ -45,7 +47,9 @@ fn idb_error(what: &str, e: JsValue) -> JsValue {
         .ok()
         .and_then(|m| m.as_string())
         .unwrap_or_default();
-    JsValue::from_str(&format!("the browser's storage (IndexedDB) failed to {what}: {detail}"))
+    JsValue::from_str(&format!(
+        "the browser's storage (IndexedDB) failed to {what}: {detail}"
+    ))
 }
 
 fn factory() -> Result<IdbFactory, JsValue> {
@@ -91,7 +95,7 @@ impl Store {
         let upgrade = Closure::<dyn FnMut(web_sys::Event)>::new({
             let req = req.clone();
             move |_| {
-                if let Ok(db) = req.result().and_then(|d| d.dyn_into::<IdbDatabase>().map_err(Into::into)) {
+                if let Ok(db) = req.result().and_then(|d| d.dyn_into::<IdbDatabase>()) {
                     let names = db.object_store_names();
                     if !names.contains(BATCHES) {
                         let _ = db.create_object_store(BATCHES);
@@ -115,7 +119,10 @@ impl Store {
     pub async fn load(&self) -> Result<(Option<StoredState>, Vec<Vec<u8>>), JsValue> {
         let tx = self
             .db
-            .transaction_with_str_sequence_and_mode(&Array::of2(&BATCHES.into(), &META.into()), IdbTransactionMode::Readonly)
+            .transaction_with_str_sequence_and_mode(
+                &Array::of2(&BATCHES.into(), &META.into()),
+                IdbTransactionMode::Readonly,
+            )
             .map_err(|e| idb_error("read the cached index", e))?;
         let meta = request(&tx.object_store(META)?.get(&STATE_KEY.into())?).await?;
         let all = request(&tx.object_store(BATCHES)?.get_all()?).await?;
@@ -132,7 +139,10 @@ impl Store {
     pub async fn write(&self, ops: &[StoreOp], state: &StoredState) -> Result<(), JsValue> {
         let tx = self
             .db
-            .transaction_with_str_sequence_and_mode(&Array::of2(&BATCHES.into(), &META.into()), IdbTransactionMode::Readwrite)
+            .transaction_with_str_sequence_and_mode(
+                &Array::of2(&BATCHES.into(), &META.into()),
+                IdbTransactionMode::Readwrite,
+            )
             .map_err(|e| idb_error("save the index", e))?;
         let batches = tx.object_store(BATCHES)?;
         let meta = tx.object_store(META)?;
@@ -149,14 +159,17 @@ impl Store {
             }
         }
         meta.put_with_key(&state_value(state), &STATE_KEY.into())?;
-        committed(&tx).await.map_err(|e| idb_error("save the index", e))
+        committed(&tx)
+            .await
+            .map_err(|e| idb_error("save the index", e))
     }
 
     /// Drops everything stored for this room.
     pub async fn clear(&self) -> Result<(), JsValue> {
-        let tx = self
-            .db
-            .transaction_with_str_sequence_and_mode(&Array::of2(&BATCHES.into(), &META.into()), IdbTransactionMode::Readwrite)?;
+        let tx = self.db.transaction_with_str_sequence_and_mode(
+            &Array::of2(&BATCHES.into(), &META.into()),
+            IdbTransactionMode::Readwrite,
+        )?;
         tx.object_store(BATCHES)?.clear()?;
         tx.object_store(META)?.clear()?;
         committed(&tx).await
@@ -178,7 +191,10 @@ fn parse_state(v: &JsValue) -> Option<StoredState> {
     let epoch = Reflect::get(v, &"epoch".into()).ok()?.as_string()?;
     let epoch = u64::from_str_radix(&epoch, 16).ok()?;
     let next = Reflect::get(v, &"next".into()).ok()?.as_f64()?;
-    let complete = Reflect::get(v, &"complete".into()).ok()?.as_bool().unwrap_or(false);
+    let complete = Reflect::get(v, &"complete".into())
+        .ok()?
+        .as_bool()
+        .unwrap_or(false);
     (next >= 0.0 && next.fract() == 0.0).then_some(StoredState {
         epoch,
         next: next as u64,

@@ -38,7 +38,12 @@ pub async fn connect_visitor(
                 HandshakeEvent::Open(link) => return Ok(link),
             },
             c = remote.recv(), if remote_open => match c {
-                Some(c) => handshake.add_remote_candidate(c).await?,
+                Some(c) => {
+                    // One unusable candidate concerns only itself; others may work.
+                    if let Err(e) = handshake.add_remote_candidate(c).await {
+                        tracing::info!(peer = peer.0, error = %e, "skipping a visitor's ICE candidate");
+                    }
+                }
                 None => remote_open = false,
             },
         }
