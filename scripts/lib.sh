@@ -2,7 +2,7 @@
 # Shared helpers for scripts/*: sourced, not run.
 #   section NAME CMD...   prints a header, runs CMD, records its time; on failure prints
 #                         which section failed and the timings so far, then exits
-#   timing_summary        prints every section's time and the total
+#   timing_summary [TITLE] prints every section's time and the total
 
 _sections=()
 _section_seconds=()
@@ -14,9 +14,9 @@ _fmt_seconds() {
 }
 
 timing_summary() {
-  local i
+  local i title=${1:-timings}
   echo
-  echo "== timings"
+  echo "== $title"
   for i in "${!_sections[@]}"; do
     printf '  %8s  %s\n' "$(_fmt_seconds "${_section_seconds[$i]}")" "${_sections[$i]}"
   done
@@ -43,7 +43,7 @@ section() {
   if ((rc != 0)); then
     echo
     echo "== FAILED: $name (exit $rc, after $(_fmt_seconds $((SECONDS - start))))"
-    timing_summary
+    timing_summary "timings so far"
     exit "$rc"
   fi
   echo "-- $name: ok ($(_fmt_seconds $((SECONDS - start))))"
