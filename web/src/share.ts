@@ -182,7 +182,7 @@ class WasmShare implements ShareApi {
           if (this.currentStatus.state !== 'sharer-gone') {
             this.setStatus({
               state: 'sharer-gone',
-              message: `The sharer went away (${m.message}). You can still browse what was received; reopen the link when they share again.`,
+              message: `${sentence(m.message)} You can still browse what was received; reopen the link when they share again.`,
             });
           }
         } else {
@@ -283,6 +283,12 @@ class WasmShare implements ShareApi {
     this.connection?.close();
     this.worker.terminate();
   }
+}
+
+/** "the sharer stopped sharing" -> "The sharer stopped sharing." */
+function sentence(text: string): string {
+  const t = text.trim() || 'the sharer went away';
+  return `${t.charAt(0).toUpperCase()}${t.slice(1)}${/[.!?]$/.test(t) ? '' : '.'}`;
 }
 
 function abortError(): Error {
