@@ -304,6 +304,67 @@ const tests: TestCase[] = [
       await s.stop();
     },
   },
+  {
+    name: 'h: reopening the link shows the index from IndexedDB at once and fetches only what is new',
+    timeoutMs: 120_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      const { chromium, page } = await browser(t, 'reopen');
+      const s = await share(t, fixture.dir);
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const first = await page.evaluate(() => ({ progress: window.linkfsShare!.progress(), stats: window.linkfsStats?.() ?? null }));
+      assert(first.stats !== null, 'window.linkfsStats() gave nothing');
+      // Wait until the worker has committed everything to IndexedDB.
+      for (const deadline = Date.now() + 10_000; ; await page.waitForTimeout(50)) {
+        const p = await page.evaluate(() => window.linkfsShare!.progress());
+        if (p.persisted === tree.entries.length + 1) break;
+        if (Date.now() > deadline) fail(`only ${p.persisted} of ${tree.entries.length + 1} entries reached IndexedDB`);
+      }
+      await page.reload();
+      // Before the sharer answers, the tree is already there from the cache.
+      await page.waitForFunction(() => window.linkfsShare !== undefined, null, { timeout: 15_000 });
+      const cached = await page.evaluate(() => window.linkfsShare!.progress());
+      assert(cached.fromCache === tree.entries.length + 1, `after reopening, ${cached.fromCache} entries came from IndexedDB, expected ${tree.entries.length + 1}`);
+      await waitForState(page, ['connected'], 20_000);
+      // The sharer answers the resume with just the batch that says "complete".
+      const resumed = await page
+        .waitForFunction(() => (window.linkfsStats?.()?.indexWireBytes ?? 0) > 0 && window.linkfsShare!.progress().complete, null, { timeout: 20_000 })
+        .then(() => true, () => false);
+      const again = await page.evaluate(() => window.linkfsStats?.() ?? null);
+      assert(resumed && again !== null, `the reopened page never heard from the sharer about its index (stats ${JSON.stringify(again)})`);
+      log(`    index bytes on the wire: first visit ${first.stats.indexWireBytes}, reopened ${again.indexWireBytes}`);
+      assert(
+        again.indexWireBytes < 64 && again.indexWireBytes < first.stats.indexWireBytes / 10,
+        `reopening fetched ${again.indexWireBytes} index bytes again (first visit ${first.stats.indexWireBytes}); it should resume, not start over`,
+      );
+      assertNoMismatches(await verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log }), 'reopened browser');
+      assertNoPageErrors(chromium);
+      await s.stop();
+    },
+  },
+  {
+    name: "i: the wasm build decodes the protocol's byte-exact test vectors in the browser",
+    timeoutMs: 60_000,
+    async run(t) {
+      const { fixture } = await smallFixture();
+      const { chromium, page } = await browser(t, 'vectors');
+      const s = await share(t, fixture.dir);
+      await openLink(page, s.link, ['connected']);
+      const result = await page.evaluate(() => {
+        try {
+          return { checked: window.linkfsSelfTest!(), error: null };
+        } catch (e) {
+          return { checked: 0, error: String(e) };
+        }
+      });
+      assert(result.error === null, `the wasm self-test failed in the browser: ${result.error}`);
+      assert(result.checked >= 10, `the wasm self-test checked ${result.checked} vectors, expected all of them (at least 10)`);
+      log(`    ${result.checked} vectors checked in the browser`);
+      assertNoPageErrors(chromium);
+      await s.stop();
+    },
+  },
 ];
 
 await runSuite('e2e', tests, {

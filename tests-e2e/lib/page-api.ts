@@ -16,6 +16,8 @@ declare global {
   interface Window {
     linkfsShare?: ShareApi;
     linkfsStats?: () => LinkfsStats | null;
+    /** Checks the protocol's test vectors in the page's wasm build; returns how many. */
+    linkfsSelfTest?: () => number;
   }
 }
 

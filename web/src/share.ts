@@ -25,6 +25,8 @@ declare global {
   interface Window {
     /** Latest figures from the index worker (tests and benchmarks). */
     linkfsStats?: () => ShareStats | null;
+    /** Decodes the protocol's test vectors with this page's wasm build; returns how many. */
+    linkfsSelfTest?: () => number;
   }
 }
 
@@ -315,5 +317,6 @@ async function loadWasm(): Promise<WasmModule> {
   const wasm = await import('../../core-wasm/pkg/linkfs_core_wasm.js');
   const { default: wasmUrl } = await import('../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url');
   await wasm.default({ module_or_path: wasmUrl });
+  window.linkfsSelfTest = () => wasm.selfTest();
   return wasm;
 }
