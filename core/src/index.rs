@@ -1,15 +1,30 @@
 //! The receiver's compact in-memory index.
 //!
-//! Entries are stored column-wise by id (ids are dense), names in one byte
-//! arena, so an entry costs about 30 bytes plus its name: no per-entry
-//! allocation, no per-entry object. Each directory keeps the ids of its
-//! children; they are sorted by name bytes lazily (when a lookup needs it), so
-//! a lookup in a directory of a million entries is a binary search.
+//! Built to hold a million entries in a browser tab in well under 64 bytes
+//! each, without ever needing more than that even for a moment:
 //!
-//! Listings in display order (directories first, then by name, size or time,
-//! either direction) are computed once per directory, order and change, and
-//! kept in a small cache ([`MAX_CACHED_VIEWS`]), so scrolling a 100,000-entry
-//! directory asks only for windows of an order that already exists.
+//! - **Columns in pages.** Every field is a column indexed by entry id (ids are
+//!   dense), stored in pages of [`PAGE`] entries, so growing never copies a
+//!   column and never leaves more than one part-filled page. (A `Vec` that
+//!   doubles would, at its worst moment, hold three times the data: the old
+//!   buffer, the new one, and the slack; in wasm that high-water mark is never
+//!   given back.)
+//! - **Small fields.** Per entry: parent (4 bytes), name offset (4), name
+//!   length (1), kind + presence + mode-table index (2), size (4), mtime (4),
+//!   plus the name bytes in a paged arena and its place in its directory's
+//!   child list (4). Values that do not fit (files of 4 GiB and more, mtimes
+//!   before 1970 or after 2106, names over 254 bytes, more than 8,190
+//!   distinct modes) go to small side tables.
+//! - **Children kept sorted.** Each directory lists its children in display
+//!   order: directories first, then by name (ASCII case folded, then bytes).
+//!   New children are appended and merged in at the end of each batch: the
+//!   tail is sorted and each new child is placed by binary search, so a batch
+//!   costs O(m log n) comparisons for m new children in a directory of n,
+//!   whatever the arrival order. A lookup is then a binary search (in the
+//!   directories, then in the files), and the first screen of any directory,
+//!   by name in either direction, is a slice: no sorting when it is opened.
+//! - **Other orders cached.** Listings by size, time or kind are computed once
+//!   per directory and change, and kept in a small cache ([`MAX_CACHED_VIEWS`]).
 //!
 //! Operations are validated as they are applied: a name must not be empty,
 //! `.`, `..`, or contain `/` or NUL; a parent must be a directory present in
@@ -23,11 +38,20 @@ use linkfs_proto::{
     BatchHeader, BatchReader, DecodeError, EntryId, EntryKind, EntryView, Generation, OpView,
 };
 
-/// How many sorted listings are kept.
+/// Entries per column page.
+pub const PAGE: usize = 4096;
+/// Bytes per name-arena page (a name never spans pages).
+const NAME_PAGE: usize = 64 * 1024;
+/// How many listings in other orders than by name are kept.
 pub const MAX_CACHED_VIEWS: usize = 4;
 
-const KIND_MASK: u8 = 3;
-const PRESENT: u8 = 4;
+const KIND_MASK: u16 = 3;
+const PRESENT: u16 = 4;
+const MODE_SHIFT: u16 = 3;
+/// Mode-table index meaning "the mode is in the side table".
+const MODE_BIG: u16 = (1 << 13) - 1;
+const NAME_LEN_BIG: u8 = u8::MAX;
+const U32_BIG: u32 = u32::MAX;
 
 /// How a listing is ordered (directories always come first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,10 +94,77 @@ pub struct EntryRef<'a> {
     pub children: u32,
 }
 
+/// One column of fixed-size values, in pages of [`PAGE`].
+#[derive(Debug, Default)]
+struct Column<T> {
+    pages: Vec<Box<[T]>>,
+}
+
+impl<T: Copy + Default> Column<T> {
+    fn get(&self, i: usize) -> T {
+        self.pages
+            .get(i / PAGE)
+            .map_or_else(T::default, |p| p[i % PAGE])
+    }
+
+    fn set(&mut self, i: usize, v: T) {
+        let page = i / PAGE;
+        while self.pages.len() <= page {
+            self.pages.push(vec![T::default(); PAGE].into_boxed_slice());
+        }
+        self.pages[page][i % PAGE] = v;
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.pages.len() * PAGE * std::mem::size_of::<T>()
+            + self.pages.capacity() * std::mem::size_of::<Box<[T]>>()
+    }
+}
+
+/// Name bytes in pages of [`NAME_PAGE`]; an offset is `page * NAME_PAGE + byte`.
+#[derive(Debug, Default)]
+struct NameArena {
+    pages: Vec<Vec<u8>>,
+    dead: usize,
+}
+
+impl NameArena {
+    fn push(&mut self, name: &[u8]) -> u32 {
+        let fits = self
+            .pages
+            .last()
+            .is_some_and(|p| p.len() + name.len() <= NAME_PAGE);
+        if !fits {
+            self.pages.push(Vec::with_capacity(NAME_PAGE));
+        }
+        let page = self.pages.len() - 1;
+        // Just ensured there is a last page.
+        let p = &mut self.pages[page];
+        let off = p.len();
+        p.extend_from_slice(name);
+        (page * NAME_PAGE + off) as u32
+    }
+
+    fn get(&self, off: u32, len: usize) -> &[u8] {
+        let (page, at) = (off as usize / NAME_PAGE, off as usize % NAME_PAGE);
+        self.pages
+            .get(page)
+            .and_then(|p| p.get(at..at + len))
+            .unwrap_or(&[])
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.pages.iter().map(Vec::capacity).sum::<usize>() + self.pages.capacity() * 24
+    }
+}
+
 #[derive(Debug, Default)]
 struct Dir {
+    /// Display order up to `sorted`, then children not merged in yet.
     children: Vec<u32>,
-    sorted: bool,
+    sorted: usize,
+    /// Directories among the sorted children (they come first).
+    dirs: usize,
     /// Bumped on every change of the children (or of a child's sort fields).
     version: u32,
 }
@@ -91,18 +182,26 @@ struct View {
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct Index {
-    parent: Vec<u32>,
-    kind: Vec<u8>,
-    name_off: Vec<u32>,
-    name_len: Vec<u16>,
-    names: Vec<u8>,
-    dead_name_bytes: usize,
-    size: Vec<u64>,
-    mtime: Vec<i64>,
-    mode: Vec<u16>,
+    parent: Column<u32>,
+    meta: Column<u16>,
+    name_off: Column<u32>,
+    name_len: Column<u8>,
+    size: Column<u32>,
+    mtime: Column<u32>,
+    names: NameArena,
+    long_names: HashMap<u32, u16>,
+    big_sizes: HashMap<u32, u64>,
+    odd_mtimes: HashMap<u32, i64>,
+    odd_modes: HashMap<u32, u32>,
+    modes: Vec<u32>,
+    mode_index: HashMap<u32, u16>,
     generation: HashMap<u32, u32>,
     targets: HashMap<u32, Box<[u8]>>,
     dirs: HashMap<u32, Dir>,
+    /// Directories with children not merged in yet.
+    unsettled: Vec<u32>,
+    /// One past the highest id ever present.
+    end: usize,
     live: usize,
     views: Vec<View>,
     view_clock: u64,
@@ -140,39 +239,65 @@ impl Index {
         self.live == 0
     }
 
-    /// Makes room for `n` entries in total, to avoid growth by doubling.
-    pub fn reserve_entries(&mut self, n: usize) {
-        let extra = n.saturating_sub(self.parent.len());
-        self.parent.reserve_exact(extra);
-        self.kind.reserve_exact(extra);
-        self.name_off.reserve_exact(extra);
-        self.name_len.reserve_exact(extra);
-        self.size.reserve_exact(extra);
-        self.mtime.reserve_exact(extra);
-        self.mode.reserve_exact(extra);
+    fn meta_of(&self, i: usize) -> u16 {
+        if i < self.end { self.meta.get(i) } else { 0 }
     }
 
     fn present(&self, id: EntryId) -> Option<usize> {
         let i = id.index();
-        match self.kind.get(i) {
-            Some(k) if k & PRESENT != 0 => Some(i),
-            _ => None,
-        }
+        (self.meta_of(i) & PRESENT != 0).then_some(i)
     }
 
     fn kind_at(&self, i: usize) -> EntryKind {
         // Only valid kinds are stored.
-        EntryKind::from_bits(self.kind[i] & KIND_MASK).unwrap_or(EntryKind::File)
+        EntryKind::from_bits((self.meta.get(i) & KIND_MASK) as u8).unwrap_or(EntryKind::File)
+    }
+
+    fn is_dir_at(&self, i: usize) -> bool {
+        self.meta.get(i) & KIND_MASK == EntryKind::Dir as u16
     }
 
     fn name_at(&self, i: usize) -> &[u8] {
-        let off = self.name_off[i] as usize;
-        &self.names[off..off + self.name_len[i] as usize]
+        let len = match self.name_len.get(i) {
+            NAME_LEN_BIG => self.long_names.get(&(i as u32)).copied().unwrap_or(0) as usize,
+            n => n as usize,
+        };
+        self.names.get(self.name_off.get(i), len)
+    }
+
+    fn size_at(&self, i: usize) -> u64 {
+        match self.size.get(i) {
+            U32_BIG => self
+                .big_sizes
+                .get(&(i as u32))
+                .copied()
+                .unwrap_or(u64::from(U32_BIG)),
+            s => u64::from(s),
+        }
+    }
+
+    fn mtime_at(&self, i: usize) -> i64 {
+        match self.mtime.get(i) {
+            U32_BIG => self
+                .odd_mtimes
+                .get(&(i as u32))
+                .copied()
+                .unwrap_or(i64::from(U32_BIG)),
+            t => i64::from(t),
+        }
+    }
+
+    fn mode_at(&self, i: usize) -> u32 {
+        let idx = self.meta.get(i) >> MODE_SHIFT;
+        if idx == MODE_BIG {
+            self.odd_modes.get(&(i as u32)).copied().unwrap_or(0)
+        } else {
+            self.modes.get(idx as usize).copied().unwrap_or(0)
+        }
     }
 
     fn is_dir(&self, id: EntryId) -> bool {
-        self.present(id)
-            .is_some_and(|i| self.kind_at(i) == EntryKind::Dir)
+        self.present(id).is_some_and(|i| self.is_dir_at(i))
     }
 
     pub fn contains(&self, id: EntryId) -> bool {
@@ -184,12 +309,12 @@ impl Index {
         let kind = self.kind_at(i);
         Some(EntryRef {
             id,
-            parent: EntryId(self.parent[i]),
+            parent: EntryId(self.parent.get(i)),
             kind,
             name: self.name_at(i),
-            size: self.size[i],
-            mtime: self.mtime[i],
-            mode: u32::from(self.mode[i]),
+            size: self.size_at(i),
+            mtime: self.mtime_at(i),
+            mode: self.mode_at(i),
             generation: Generation(self.generation.get(&id.0).copied().unwrap_or(0)),
             target: self.targets.get(&id.0).map(|t| &t[..]).unwrap_or(&[]),
             children: if kind == EntryKind::Dir {
@@ -209,20 +334,30 @@ impl Index {
     ) -> Result<(BatchHeader, Vec<IndexError>), IndexError> {
         let mut reader = BatchReader::new(frame)?;
         let header = reader.header();
-        if header.known as usize > self.parent.len() && header.known < (1 << 31) {
-            self.reserve_entries(header.known as usize);
-        }
         let mut refused = Vec::new();
-        while let Some(op) = reader.next_op()? {
-            if let Err(e) = self.apply(op) {
-                refused.push(e);
+        let result = loop {
+            match reader.next_op() {
+                Ok(Some(op)) => {
+                    if let Err(e) = self.apply_unsettled(op) {
+                        refused.push(e);
+                    }
+                }
+                Ok(None) => break Ok((header, refused)),
+                Err(e) => break Err(e.into()),
             }
-        }
-        Ok((header, refused))
+        };
+        self.settle_all();
+        result
     }
 
     /// Applies one operation.
     pub fn apply(&mut self, op: OpView<'_>) -> Result<(), IndexError> {
+        let r = self.apply_unsettled(op);
+        self.settle_all();
+        r
+    }
+
+    fn apply_unsettled(&mut self, op: OpView<'_>) -> Result<(), IndexError> {
         match op {
             OpView::Upsert(e) => self.upsert(&e),
             OpView::Remove(id) => self.remove(id),
@@ -265,39 +400,35 @@ impl Index {
                         parent: e.parent,
                     });
                 }
-                let old_parent = self.parent[i];
-                let moved = old_parent != e.parent.0 || self.name_at(i) != e.name;
-                if self.kind_at(i) == EntryKind::Dir && e.kind != EntryKind::Dir {
-                    self.remove_children(e.id);
+                let was_dir = self.is_dir_at(i);
+                if was_dir && e.kind != EntryKind::Dir {
+                    self.remove_descendants(e.id);
                     self.dirs.remove(&e.id.0);
                 }
-                if moved && !is_root {
+                let old_parent = self.parent.get(i);
+                // Anything that decides the place in the parent's order: re-place it.
+                let replace = !is_root
+                    && (old_parent != e.parent.0
+                        || self.name_at(i) != e.name
+                        || was_dir != (e.kind == EntryKind::Dir));
+                if replace {
                     self.unlink_child(old_parent, e.id.0);
                 }
                 if self.name_at(i) != e.name {
-                    self.dead_name_bytes += self.name_len[i] as usize;
+                    self.names.dead += self.name_at(i).len();
                     self.set_name(i, e.name);
                 }
                 self.set_fields(i, e);
-                if moved && !is_root {
+                if replace {
                     self.link_child(e.parent.0, e.id.0);
                 } else if !is_root {
                     self.touch_dir(e.parent.0);
                 }
             }
             None => {
-                if i >= self.parent.len() {
-                    let n = i + 1;
-                    self.parent.resize(n, 0);
-                    self.kind.resize(n, 0);
-                    self.name_off.resize(n, 0);
-                    self.name_len.resize(n, 0);
-                    self.size.resize(n, 0);
-                    self.mtime.resize(n, 0);
-                    self.mode.resize(n, 0);
-                }
                 self.set_name(i, e.name);
                 self.set_fields(i, e);
+                self.end = self.end.max(i + 1);
                 self.live += 1;
                 if !is_root {
                     self.link_child(e.parent.0, e.id.0);
@@ -308,81 +439,174 @@ impl Index {
     }
 
     fn set_name(&mut self, i: usize, name: &[u8]) {
-        self.name_off[i] = self.names.len() as u32;
-        self.name_len[i] = name.len() as u16;
-        self.names.extend_from_slice(name);
+        self.name_off.set(i, self.names.push(name));
+        if name.len() < NAME_LEN_BIG as usize {
+            self.name_len.set(i, name.len() as u8);
+            self.long_names.remove(&(i as u32));
+        } else {
+            self.name_len.set(i, NAME_LEN_BIG);
+            self.long_names.insert(i as u32, name.len() as u16);
+        }
+    }
+
+    fn mode_slot(&mut self, mode: u32) -> Option<u16> {
+        if let Some(ix) = self.mode_index.get(&mode) {
+            return Some(*ix);
+        }
+        let ix = self.modes.len() as u16;
+        if ix >= MODE_BIG {
+            return None;
+        }
+        self.modes.push(mode);
+        self.mode_index.insert(mode, ix);
+        Some(ix)
     }
 
     fn set_fields(&mut self, i: usize, e: &EntryView<'_>) {
-        self.parent[i] = e.parent.0;
-        self.kind[i] = e.kind as u8 | PRESENT;
-        self.size[i] = e.size;
-        self.mtime[i] = e.mtime;
-        self.mode[i] = (e.mode & 0o7777) as u16;
+        let key = i as u32;
+        self.parent.set(i, e.parent.0);
+        let mode = e.mode & 0o7777;
+        let mode_ix = match self.mode_slot(mode) {
+            Some(ix) => {
+                self.odd_modes.remove(&key);
+                ix
+            }
+            None => {
+                self.odd_modes.insert(key, mode);
+                MODE_BIG
+            }
+        };
+        self.meta
+            .set(i, e.kind as u16 | PRESENT | (mode_ix << MODE_SHIFT));
+        match u32::try_from(e.size) {
+            Ok(s) if s != U32_BIG => {
+                self.size.set(i, s);
+                self.big_sizes.remove(&key);
+            }
+            _ => {
+                self.size.set(i, U32_BIG);
+                self.big_sizes.insert(key, e.size);
+            }
+        }
+        match u32::try_from(e.mtime) {
+            Ok(t) if t != U32_BIG => {
+                self.mtime.set(i, t);
+                self.odd_mtimes.remove(&key);
+            }
+            _ => {
+                self.mtime.set(i, U32_BIG);
+                self.odd_mtimes.insert(key, e.mtime);
+            }
+        }
         if e.generation.0 != 0 {
-            self.generation.insert(e.id.0, e.generation.0);
+            self.generation.insert(key, e.generation.0);
         } else {
-            self.generation.remove(&e.id.0);
+            self.generation.remove(&key);
         }
         if e.kind == EntryKind::Symlink {
-            self.targets.insert(e.id.0, e.target.into());
+            self.targets.insert(key, e.target.into());
         } else {
-            self.targets.remove(&e.id.0);
+            self.targets.remove(&key);
+        }
+        if e.kind == EntryKind::Dir {
+            self.dirs.entry(key).or_default();
         }
     }
 
     fn link_child(&mut self, dir: u32, child: u32) {
         let d = self.dirs.entry(dir).or_default();
+        if d.sorted == d.children.len() {
+            self.unsettled.push(dir);
+        }
         d.children.push(child);
-        d.sorted = false;
         d.version = d.version.wrapping_add(1);
     }
 
+    /// Where `child` sits among the children of `dir`, if it is there.
+    fn child_position(&self, d: &Dir, child: u32) -> Option<usize> {
+        let i = child as usize;
+        let in_tail = d.children[d.sorted..]
+            .iter()
+            .position(|c| *c == child)
+            .map(|p| p + d.sorted);
+        if in_tail.is_some() {
+            return in_tail;
+        }
+        let key = (self.is_dir_at(i), self.name_at(i));
+        let sorted = &d.children[..d.sorted];
+        let p = sorted.partition_point(|c| self.key_cmp_with(*c, key) == Ordering::Less);
+        // Equal keys (a sharer sent a name twice) sit side by side.
+        sorted[p..]
+            .iter()
+            .take_while(|c| self.key_cmp_with(**c, key) == Ordering::Equal)
+            .position(|c| *c == child)
+            .map(|q| p + q)
+            .or_else(|| sorted.iter().position(|c| *c == child))
+    }
+
     fn unlink_child(&mut self, dir: u32, child: u32) {
-        if let Some(d) = self.dirs.get_mut(&dir)
-            && let Some(pos) = d.children.iter().position(|c| *c == child)
-        {
-            // `remove` keeps a sorted list sorted.
+        let Some(d) = self.dirs.get(&dir) else { return };
+        let Some(pos) = self.child_position(d, child) else {
+            return;
+        };
+        let is_dir = self.is_dir_at(child as usize);
+        if let Some(d) = self.dirs.get_mut(&dir) {
             d.children.remove(pos);
+            if pos < d.sorted {
+                d.sorted -= 1;
+                if is_dir {
+                    d.dirs = d.dirs.saturating_sub(1);
+                }
+            }
             d.version = d.version.wrapping_add(1);
         }
     }
 
     fn is_ancestor_or_self(&self, ancestor: EntryId, mut of: EntryId) -> bool {
-        for _ in 0..=self.parent.len() {
+        for _ in 0..=self.end {
             if of == ancestor {
                 return true;
             }
             if of == EntryId::ROOT {
                 return false;
             }
-            of = EntryId(self.parent[of.index()]);
+            of = EntryId(self.parent.get(of.index()));
         }
         true
     }
 
-    fn remove_children(&mut self, dir: EntryId) {
-        let mut stack = match self.dirs.remove(&dir.0) {
-            Some(d) => d.children,
+    /// Removes everything below `dir` (not `dir` itself).
+    fn remove_descendants(&mut self, dir: EntryId) {
+        let mut stack = match self.dirs.get_mut(&dir.0) {
+            Some(d) => {
+                d.sorted = 0;
+                d.dirs = 0;
+                d.version = d.version.wrapping_add(1);
+                std::mem::take(&mut d.children)
+            }
             None => return,
         };
         while let Some(c) = stack.pop() {
             let i = c as usize;
-            if self.kind.get(i).is_some_and(|k| k & PRESENT != 0) {
+            if self.meta_of(i) & PRESENT != 0 {
                 if let Some(d) = self.dirs.remove(&c) {
                     stack.extend(d.children);
                 }
                 self.kill(i);
             }
         }
-        self.dirs.insert(dir.0, Dir::default());
     }
 
     fn kill(&mut self, i: usize) {
-        self.kind[i] = 0;
-        self.dead_name_bytes += self.name_len[i] as usize;
-        self.targets.remove(&(i as u32));
-        self.generation.remove(&(i as u32));
+        self.names.dead += self.name_at(i).len();
+        self.meta.set(i, 0);
+        let key = i as u32;
+        self.targets.remove(&key);
+        self.generation.remove(&key);
+        self.big_sizes.remove(&key);
+        self.odd_mtimes.remove(&key);
+        self.odd_modes.remove(&key);
+        self.long_names.remove(&key);
         self.live -= 1;
     }
 
@@ -393,48 +617,92 @@ impl Index {
         let Some(i) = self.present(id) else {
             return Ok(());
         };
-        if self.kind_at(i) == EntryKind::Dir {
-            self.remove_children(id);
+        if self.is_dir_at(i) {
+            self.remove_descendants(id);
             self.dirs.remove(&id.0);
         }
-        self.unlink_child(self.parent[i], id.0);
+        self.unlink_child(self.parent.get(i), id.0);
         self.kill(i);
         Ok(())
     }
 
-    fn ensure_sorted(&mut self, dir: u32) {
+    /// Compares child `c` with a (is_dir, name) key in display order.
+    fn key_cmp_with(&self, c: u32, (is_dir, name): (bool, &[u8])) -> Ordering {
+        let i = c as usize;
+        is_dir
+            .cmp(&self.is_dir_at(i))
+            .then_with(|| display_cmp(self.name_at(i), name))
+    }
+
+    fn child_cmp(&self, a: u32, b: u32) -> Ordering {
+        let (ia, ib) = (a as usize, b as usize);
+        self.is_dir_at(ib)
+            .cmp(&self.is_dir_at(ia))
+            .then_with(|| display_cmp(self.name_at(ia), self.name_at(ib)))
+            .then_with(|| a.cmp(&b))
+    }
+
+    fn settle_all(&mut self) {
+        let dirs = std::mem::take(&mut self.unsettled);
+        for d in dirs {
+            self.settle(d);
+        }
+    }
+
+    /// Merges a directory's new children into its sorted list.
+    fn settle(&mut self, dir: u32) {
         let Some(d) = self.dirs.get_mut(&dir) else {
             return;
         };
-        if d.sorted {
+        if d.sorted == d.children.len() {
             return;
         }
         let mut children = std::mem::take(&mut d.children);
-        let (names, off, len) = (&self.names, &self.name_off, &self.name_len);
-        let name = |c: &u32| {
-            let i = *c as usize;
-            &names[off[i] as usize..off[i] as usize + len[i] as usize]
-        };
-        children.sort_unstable_by(|a, b| name(a).cmp(name(b)));
-        // The entry exists: it was taken above.
+        let n = d.sorted;
+        let mut tail = children.split_off(n);
+        tail.sort_unstable_by(|a, b| self.child_cmp(*a, *b));
+        let total = n + tail.len();
+        children.resize(total, 0);
+        // From the back: each new child goes after the sorted ones not greater
+        // than it; the block in between moves right in one copy.
+        let (mut i, mut k) = (n, total);
+        for &t in tail.iter().rev() {
+            let p = children[..i].partition_point(|c| self.child_cmp(*c, t) != Ordering::Greater);
+            children.copy_within(p..i, k - (i - p));
+            k -= i - p;
+            i = p;
+            k -= 1;
+            children[k] = t;
+        }
+        let dirs = children.partition_point(|c| self.is_dir_at(*c as usize));
         if let Some(d) = self.dirs.get_mut(&dir) {
             d.children = children;
-            d.sorted = true;
+            d.sorted = total;
+            d.dirs = dirs;
         }
     }
 
     /// The child of `dir` called `name`.
-    pub fn lookup_child(&mut self, dir: EntryId, name: &[u8]) -> Option<EntryId> {
-        self.ensure_sorted(dir.0);
+    pub fn lookup_child(&self, dir: EntryId, name: &[u8]) -> Option<EntryId> {
         let d = self.dirs.get(&dir.0)?;
-        d.children
-            .binary_search_by(|c| self.name_at(*c as usize).cmp(name))
-            .ok()
-            .map(|pos| EntryId(d.children[pos]))
+        let sorted = &d.children[..d.sorted];
+        let (dirs, files) = sorted.split_at(d.dirs.min(sorted.len()));
+        let find = |part: &[u32]| {
+            part.binary_search_by(|c| display_cmp(self.name_at(*c as usize), name))
+                .ok()
+                .map(|p| EntryId(part[p]))
+        };
+        find(dirs).or_else(|| find(files)).or_else(|| {
+            // Children not merged yet (only between operations of one batch).
+            d.children[d.sorted..]
+                .iter()
+                .find(|c| self.name_at(**c as usize) == name)
+                .map(|c| EntryId(*c))
+        })
     }
 
     /// Looks up a `/`-separated path relative to the root (empty: the root).
-    pub fn lookup(&mut self, path: &[u8]) -> Option<EntryId> {
+    pub fn lookup(&self, path: &[u8]) -> Option<EntryId> {
         let mut cur = EntryId::ROOT;
         self.present(cur)?;
         for part in path.split(|b| *b == b'/').filter(|p| !p.is_empty()) {
@@ -450,7 +718,7 @@ impl Index {
     pub fn ancestry(&self, id: EntryId) -> Vec<EntryId> {
         let mut out = Vec::new();
         let mut cur = id;
-        for _ in 0..=self.parent.len() {
+        for _ in 0..=self.end {
             if self.present(cur).is_none() {
                 return Vec::new();
             }
@@ -459,7 +727,7 @@ impl Index {
                 out.reverse();
                 return out;
             }
-            cur = EntryId(self.parent[cur.index()]);
+            cur = EntryId(self.parent.get(cur.index()));
         }
         Vec::new()
     }
@@ -480,7 +748,7 @@ impl Index {
         Some(path)
     }
 
-    /// Children of `dir` in no particular order (name order after a lookup).
+    /// Children of `dir` in display order (directories first, then by name).
     pub fn children(&self, dir: EntryId) -> &[u32] {
         self.dirs.get(&dir.0).map_or(&[], |d| &d.children[..])
     }
@@ -500,16 +768,31 @@ impl Index {
         start: usize,
         count: usize,
     ) -> Vec<EntryId> {
-        let version = match self.dirs.get(&dir.0) {
-            Some(d) => d.version,
-            None => return Vec::new(),
+        let Some(d) = self.dirs.get(&dir.0) else {
+            return Vec::new();
         };
+        let (total, n_dirs, version) = (d.children.len(), d.dirs, d.version);
+        let end = start.saturating_add(count).min(total);
+        let start = start.min(end);
+        if key == SortKey::Name {
+            // Already in this order: a slice, or the two parts reversed.
+            return (start..end)
+                .map(|p| {
+                    let at = match (descending, p < n_dirs) {
+                        (false, _) => p,
+                        (true, true) => n_dirs - 1 - p,
+                        (true, false) => n_dirs + (total - 1 - p),
+                    };
+                    EntryId(d.children[at])
+                })
+                .collect();
+        }
         self.view_clock += 1;
         let clock = self.view_clock;
-        let pos = self.views.iter().position(|v| {
+        let found = self.views.iter().position(|v| {
             v.dir == dir.0 && v.key == key && v.descending == descending && v.version == version
         });
-        let pos = match pos {
+        let pos = match found {
             Some(p) => p,
             None => {
                 let order = self.display_order(dir.0, key, descending);
@@ -538,60 +821,63 @@ impl Index {
         };
         let v = &mut self.views[pos];
         v.last_used = clock;
-        let end = start.saturating_add(count).min(v.order.len());
-        let start = start.min(end);
-        v.order[start..end].iter().map(|c| EntryId(*c)).collect()
+        v.order[start..end.min(v.order.len())]
+            .iter()
+            .map(|c| EntryId(*c))
+            .collect()
     }
 
     fn display_order(&self, dir: u32, key: SortKey, descending: bool) -> Vec<u32> {
-        let mut order = self
-            .dirs
-            .get(&dir)
-            .map(|d| d.children.clone())
-            .unwrap_or_default();
-        let cmp_key = |a: usize, b: usize| -> Ordering {
-            match key {
-                SortKey::Name => Ordering::Equal,
-                SortKey::Size => self.size[a].cmp(&self.size[b]),
-                SortKey::Mtime => self.mtime[a].cmp(&self.mtime[b]),
-                SortKey::Kind => (self.kind[a] & KIND_MASK).cmp(&(self.kind[b] & KIND_MASK)),
-            }
-            .then_with(|| display_cmp(self.name_at(a), self.name_at(b)))
+        let Some(d) = self.dirs.get(&dir) else {
+            return Vec::new();
         };
-        order.sort_unstable_by(|a, b| {
+        // The children are in name order already: a stable sort by `key` keeps
+        // name order among equals.
+        let mut order = d.children.clone();
+        let n_dirs = d.dirs.min(order.len());
+        let cmp = |a: &u32, b: &u32| {
             let (a, b) = (*a as usize, *b as usize);
-            let dir_a = self.kind_at(a) == EntryKind::Dir;
-            let dir_b = self.kind_at(b) == EntryKind::Dir;
-            dir_b.cmp(&dir_a).then_with(|| {
-                let c = cmp_key(a, b);
-                if descending { c.reverse() } else { c }
-            })
-        });
+            let c = match key {
+                SortKey::Name => Ordering::Equal,
+                SortKey::Size => self.size_at(a).cmp(&self.size_at(b)),
+                SortKey::Mtime => self.mtime_at(a).cmp(&self.mtime_at(b)),
+                SortKey::Kind => {
+                    (self.meta.get(a) & KIND_MASK).cmp(&(self.meta.get(b) & KIND_MASK))
+                }
+            };
+            if descending { c.reverse() } else { c }
+        };
+        let (dirs, rest) = order.split_at_mut(n_dirs);
+        dirs.sort_by(cmp);
+        rest.sort_by(cmp);
         order
     }
 
-    /// Heap bytes held (columns, names, directories, cached listings).
+    /// Heap bytes held (columns, names, directories, side tables, cached listings).
     pub fn heap_bytes(&self) -> usize {
-        let columns = self.parent.capacity() * 4
-            + self.kind.capacity()
-            + self.name_off.capacity() * 4
-            + self.name_len.capacity() * 2
-            + self.size.capacity() * 8
-            + self.mtime.capacity() * 8
-            + self.mode.capacity() * 2;
-        let dirs: usize = self
-            .dirs
-            .values()
-            .map(|d| d.children.capacity() * 4 + 48)
-            .sum();
+        let columns = self.parent.heap_bytes()
+            + self.meta.heap_bytes()
+            + self.name_off.heap_bytes()
+            + self.name_len.heap_bytes()
+            + self.size.heap_bytes()
+            + self.mtime.heap_bytes();
+        let dirs: usize = self.dirs.capacity() * 48
+            + self
+                .dirs
+                .values()
+                .map(|d| d.children.capacity() * 4)
+                .sum::<usize>();
         let views: usize = self.views.iter().map(|v| v.order.capacity() * 4).sum();
-        let maps = (self.generation.capacity() * 8)
+        let side = (self.big_sizes.capacity() + self.odd_mtimes.capacity()) * 16
+            + (self.generation.capacity() + self.odd_modes.capacity() + self.mode_index.capacity())
+                * 8
+            + self.long_names.capacity() * 8
             + self.targets.values().map(|t| t.len() + 40).sum::<usize>();
-        columns + self.names.capacity() + dirs + views + maps
+        columns + self.names.heap_bytes() + dirs + views + side
     }
 
     /// Bytes of the name arena that belong to removed or renamed entries.
     pub fn dead_name_bytes(&self) -> usize {
-        self.dead_name_bytes
+        self.names.dead
     }
 }

@@ -28,8 +28,8 @@ pub mod share_index;
 pub use index::{EntryRef, Index, IndexError, SortKey};
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use receiver::{
-    EndReason, Progress, ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
-    StartReadError,
+    BatchBytes, EndReason, Progress, ReadFailure, ReadHandle, Receiver, ReceiverConfig,
+    ReceiverEvent, StartReadError,
 };
 pub use seal::{Direction, SealError, SignalKey};
 pub use sender::{IoFailure, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError};

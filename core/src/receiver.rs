@@ -144,12 +144,13 @@ pub enum ReceiverEvent {
         epoch: Epoch,
         fresh: bool,
     },
-    /// A batch was applied. `frame` is set when the shell persists batches; it
-    /// must call [`Receiver::persisted`] with `header.end()` once it is stored.
+    /// A batch was applied. `persist` is set when the shell persists batches
+    /// (`ack_after_persist`): it says where the batch's bytes are, and the shell
+    /// must call [`Receiver::persisted`] with `header.end()` once they are stored.
     /// `refused` lists operations that were not valid and were skipped.
     Applied {
         header: BatchHeader,
-        frame: Option<Vec<u8>>,
+        persist: Option<BatchBytes>,
         refused: Vec<IndexError>,
     },
     /// Verified bytes of a read, in order.
@@ -168,6 +169,16 @@ pub enum ReceiverEvent {
     Ended {
         reason: EndReason,
     },
+}
+
+/// Where the bytes of an applied batch are, for a shell that stores them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchBytes {
+    /// The frame given to the `handle_frame` call that produced this event (the
+    /// usual case: the shell keeps its own copy, nothing is copied here).
+    Given,
+    /// A frame that arrived ahead of its turn and was held until now.
+    Held(Vec<u8>),
 }
 
 /// Index fill progress.
@@ -413,13 +424,13 @@ impl Receiver {
             }
             return;
         }
-        self.apply_batch(header, frame);
+        self.apply_batch(header, frame, None);
         while let Some(f) = self.early.remove(&self.next.0) {
             self.early_bytes -= f.len();
             match linkfs_proto::BatchReader::new(&f) {
                 Ok(r) => {
                     let h = r.header();
-                    self.apply_batch(h, &f);
+                    self.apply_batch(h, &f, Some(&f));
                 }
                 Err(e) => return self.fail_protocol(format!("undecodable batch: {e}")),
             }
@@ -434,7 +445,8 @@ impl Receiver {
         }
     }
 
-    fn apply_batch(&mut self, header: BatchHeader, frame: &[u8]) {
+    /// `held` is the frame again when it was held early (not the one just given).
+    fn apply_batch(&mut self, header: BatchHeader, frame: &[u8], held: Option<&Vec<u8>>) {
         match self.index.apply_batch(frame) {
             Ok((_, refused)) => {
                 self.next = header.end();
@@ -445,7 +457,10 @@ impl Receiver {
                 let persist = self.config.ack_after_persist;
                 self.events.push_back(ReceiverEvent::Applied {
                     header,
-                    frame: persist.then(|| frame.to_vec()),
+                    persist: persist.then(|| match held {
+                        Some(f) => BatchBytes::Held(f.clone()),
+                        None => BatchBytes::Given,
+                    }),
                     refused,
                 });
                 if !persist {

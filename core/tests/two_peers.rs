@@ -111,14 +111,36 @@ fn batches_stream_while_the_walk_is_still_running() {
     assert_same_index(&sharer.index, v.receiver.index());
 }
 
+/// File sizes that do not compress away (so batches stay big).
+fn scattered_size(i: u32) -> u64 {
+    u64::from(i.wrapping_mul(2_654_435_761) % 100_000)
+}
+
 #[test]
 fn the_window_bounds_what_is_not_yet_persisted() {
-    let (ix, files) = build_tree(10, 5_000, 0, |_| 0);
     let config = SenderConfig {
-        window_bytes: 64 * 1024,
+        window_bytes: 16 * 1024,
         batch_cap: 8 * 1024,
         ..SenderConfig::default()
     };
+    // How many batch bytes the whole index takes (batches may be compressed).
+    let total = {
+        let (ix, files) = build_tree(10, 5_000, 0, scattered_size);
+        let mut sharer = Sharer::new(ix, files, config.clone());
+        let mut v = visitor(true, None, Index::new());
+        progress(
+            &mut Net::new(3, LinkModel::PERFECT),
+            &mut sharer,
+            &mut v,
+            60_000,
+        );
+        sharer.session.stats().batch_bytes_sent
+    };
+    assert!(
+        total > 4 * 16 * 1024,
+        "the test needs an index much bigger than the window ({total} bytes)"
+    );
+    let (ix, files) = build_tree(10, 5_000, 0, scattered_size);
     let mut sharer = Sharer::new(ix, files, config);
     let mut v = visitor(true, None, Index::new());
     v.storage_stalled = true;
@@ -128,7 +150,7 @@ fn the_window_bounds_what_is_not_yet_persisted() {
     // At most the window plus the batch that crossed it (retransmissions aside).
     let retrans = sharer.session.stats().retransmits;
     assert!(
-        sent <= 64 * 1024 + 8 * 1024 + retrans * 8 * 1024,
+        sent <= 16 * 1024 + 8 * 1024 + retrans * 8 * 1024,
         "sent {sent} bytes unacknowledged"
     );
     assert!(!v.receiver.progress().complete);

@@ -148,6 +148,8 @@ pub struct Visitor {
     pub ended: Option<EndReason>,
     pub refused_ops: Vec<IndexError>,
     pub fresh_starts: u32,
+    /// The frame most recently handed to the receiver (what `BatchBytes::Given` means).
+    pub last_given: Option<Vec<u8>>,
 }
 
 impl Visitor {
@@ -164,6 +166,7 @@ impl Visitor {
             ended: None,
             refused_ops: Vec::new(),
             fresh_starts: 0,
+            last_given: None,
         }
     }
 
@@ -178,12 +181,17 @@ impl Visitor {
                 }
                 ReceiverEvent::Applied {
                     header,
-                    frame,
+                    persist,
                     refused,
                 } => {
                     self.refused_ops.extend(refused);
-                    if let Some(f) = frame {
-                        self.unstored.push((header.end(), f));
+                    match persist {
+                        Some(BatchBytes::Held(f)) => self.unstored.push((header.end(), f)),
+                        Some(BatchBytes::Given) => {
+                            let f = self.last_given.clone().expect("the frame just handed in");
+                            self.unstored.push((header.end(), f));
+                        }
+                        None => {}
                     }
                 }
                 ReceiverEvent::ReadData {
@@ -286,6 +294,8 @@ pub fn progress_with(
         }
         for f in net.to_receiver.due(net.now) {
             visitor.receiver.handle_frame(now, &f);
+            visitor.last_given = Some(f);
+            visitor.drain_events();
         }
         sharer.session.handle_timeout(now);
         visitor.receiver.handle_timeout(now);

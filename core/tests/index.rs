@@ -1,0 +1,369 @@
+//! The receiver index against a plain model: whatever the order operations
+//! arrive in, listings and lookups must be exactly what a user expects.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use linkfs_core::{Index, SortKey};
+use linkfs_proto::{
+    BatchEncoder, EntryId, EntryKind, EntryView, Generation, MAX_FRAME_LEN, OpView, Seq,
+};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct ModelEntry {
+    parent: u32,
+    name: Vec<u8>,
+    kind: EntryKind,
+    size: u64,
+    mtime: i64,
+}
+
+fn display_cmp(a: &[u8], b: &[u8]) -> Ordering {
+    let fold = |x: &u8| x.to_ascii_lowercase();
+    a.iter()
+        .map(fold)
+        .cmp(b.iter().map(fold))
+        .then_with(|| a.cmp(b))
+}
+
+fn view(id: u32, e: &ModelEntry) -> EntryView<'_> {
+    EntryView {
+        id: EntryId(id),
+        parent: EntryId(e.parent),
+        kind: e.kind,
+        name: &e.name,
+        size: e.size,
+        mtime: e.mtime,
+        mode: 0o644,
+        generation: Generation(0),
+        target: b"",
+    }
+}
+
+/// Expected display order of a directory's children.
+fn expected_children(model: &HashMap<u32, ModelEntry>, dir: u32) -> Vec<u32> {
+    let mut c: Vec<u32> = model
+        .iter()
+        .filter(|(id, e)| **id != 0 && e.parent == dir)
+        .map(|(id, _)| *id)
+        .collect();
+    c.sort_by(|a, b| {
+        let (ea, eb) = (&model[a], &model[b]);
+        (eb.kind == EntryKind::Dir)
+            .cmp(&(ea.kind == EntryKind::Dir))
+            .then_with(|| display_cmp(&ea.name, &eb.name))
+            .then_with(|| a.cmp(b))
+    });
+    c
+}
+
+fn check(index: &mut Index, model: &HashMap<u32, ModelEntry>) {
+    assert_eq!(index.len(), model.len(), "entry count");
+    for (id, e) in model {
+        let got = index
+            .get(EntryId(*id))
+            .unwrap_or_else(|| panic!("entry {id} missing"));
+        assert_eq!(
+            (got.parent.0, got.name, got.kind, got.size, got.mtime),
+            (e.parent, &e.name[..], e.kind, e.size, e.mtime),
+            "entry {id}"
+        );
+        if e.kind != EntryKind::Dir {
+            continue;
+        }
+        let want = expected_children(model, *id);
+        let asc: Vec<u32> = index
+            .list(EntryId(*id), SortKey::Name, false, 0, usize::MAX)
+            .iter()
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(asc, want, "listing of {id} by name");
+        // Descending: directories still first, each part reversed.
+        let n_dirs = want
+            .iter()
+            .filter(|c| model[c].kind == EntryKind::Dir)
+            .count();
+        let mut desc_want: Vec<u32> = want[..n_dirs].iter().rev().copied().collect();
+        desc_want.extend(want[n_dirs..].iter().rev());
+        let desc: Vec<u32> = index
+            .list(EntryId(*id), SortKey::Name, true, 0, usize::MAX)
+            .iter()
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(desc, desc_want, "listing of {id} by name, descending");
+        // Windows are slices of the whole.
+        if want.len() > 3 {
+            let w: Vec<u32> = index
+                .list(EntryId(*id), SortKey::Name, false, 1, 2)
+                .iter()
+                .map(|x| x.0)
+                .collect();
+            assert_eq!(w, want[1..3].to_vec());
+        }
+        // Every child is found by name, unless a sibling has the very same name.
+        for c in &want {
+            let name = &model[c].name;
+            if want.iter().filter(|o| model[o].name == *name).count() == 1 {
+                assert_eq!(
+                    index.lookup_child(EntryId(*id), name),
+                    Some(EntryId(*c)),
+                    "lookup of {name:?} in {id}"
+                );
+            }
+        }
+        // By size: directories first, then by size, ties in name order.
+        let by_size: Vec<u32> = index
+            .list(EntryId(*id), SortKey::Size, false, 0, usize::MAX)
+            .iter()
+            .map(|x| x.0)
+            .collect();
+        let mut size_want = want.clone();
+        size_want[n_dirs..].sort_by_key(|c| model[c].size);
+        size_want[..n_dirs].sort_by_key(|c| model[c].size);
+        assert_eq!(by_size, size_want, "listing of {id} by size");
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Add {
+        parent_pick: usize,
+        name: Vec<u8>,
+        dir: bool,
+        size: u64,
+    },
+    Rename {
+        pick: usize,
+        name: Vec<u8>,
+    },
+    Move {
+        pick: usize,
+        parent_pick: usize,
+    },
+    Resize {
+        pick: usize,
+        size: u64,
+    },
+    Remove {
+        pick: usize,
+    },
+    Flush,
+}
+
+fn arb_name() -> impl Strategy<Value = Vec<u8>> {
+    // A small alphabet with case variants, so names collide and fold together.
+    proptest::collection::vec(
+        prop_oneof![
+            Just(b'a'),
+            Just(b'A'),
+            Just(b'b'),
+            Just(b'B'),
+            Just(b'_'),
+            Just(b'9'),
+            Just(0xc3u8)
+        ],
+        1..5,
+    )
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (any::<usize>(), arb_name(), any::<bool>(), 0u64..10).prop_map(|(parent_pick, name, dir, size)| Step::Add { parent_pick, name, dir, size }),
+        1 => (any::<usize>(), arb_name()).prop_map(|(pick, name)| Step::Rename { pick, name }),
+        1 => (any::<usize>(), any::<usize>()).prop_map(|(pick, parent_pick)| Step::Move { pick, parent_pick }),
+        1 => (any::<usize>(), 0u64..10).prop_map(|(pick, size)| Step::Resize { pick, size }),
+        1 => any::<usize>().prop_map(|pick| Step::Remove { pick }),
+        1 => Just(Step::Flush),
+    ]
+}
+
+fn is_under(model: &HashMap<u32, ModelEntry>, mut id: u32, ancestor: u32) -> bool {
+    loop {
+        if id == ancestor {
+            return true;
+        }
+        if id == 0 {
+            return false;
+        }
+        id = model[&id].parent;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+    #[test]
+    fn listings_and_lookups_match_a_model(steps in proptest::collection::vec(arb_step(), 1..120)) {
+        let mut model: HashMap<u32, ModelEntry> = HashMap::new();
+        model.insert(0, ModelEntry { parent: 0, name: b"root".to_vec(), kind: EntryKind::Dir, size: 0, mtime: 5 });
+        let mut index = Index::new();
+        let mut next_id = 1u32;
+        let mut enc = BatchEncoder::new(Seq(0), MAX_FRAME_LEN);
+        assert!(enc.push_upsert(&view(0, &model[&0])));
+        let mut seq = 1u64;
+        let flush = |enc: &mut BatchEncoder, index: &mut Index, seq: u64| {
+            let done = std::mem::replace(enc, BatchEncoder::new(Seq(seq), MAX_FRAME_LEN));
+            let (_, refused) = index.apply_batch(&done.finish(0, false)).unwrap();
+            assert!(refused.is_empty(), "{refused:?}");
+        };
+        for step in steps {
+            let mut ids: Vec<u32> = model.keys().copied().collect();
+            ids.sort_unstable();
+            let dirs: Vec<u32> = ids.iter().copied().filter(|i| model[i].kind == EntryKind::Dir).collect();
+            let others: Vec<u32> = ids.iter().copied().filter(|i| *i != 0).collect();
+            let op = match step {
+                Step::Add { parent_pick, name, dir, size } => {
+                    let parent = dirs[parent_pick % dirs.len()];
+                    let id = next_id;
+                    next_id += 1;
+                    let kind = if dir { EntryKind::Dir } else { EntryKind::File };
+                    model.insert(id, ModelEntry { parent, name, kind, size: if dir { 0 } else { size }, mtime: i64::from(id) });
+                    Some(OpView::Upsert(view(id, &model[&id])).to_op())
+                }
+                Step::Rename { pick, name } if !others.is_empty() => {
+                    let id = others[pick % others.len()];
+                    model.get_mut(&id).unwrap().name = name;
+                    Some(OpView::Upsert(view(id, &model[&id])).to_op())
+                }
+                Step::Move { pick, parent_pick } if !others.is_empty() => {
+                    let id = others[pick % others.len()];
+                    let parent = dirs[parent_pick % dirs.len()];
+                    if is_under(&model, parent, id) { None } else {
+                        model.get_mut(&id).unwrap().parent = parent;
+                        Some(OpView::Upsert(view(id, &model[&id])).to_op())
+                    }
+                }
+                Step::Resize { pick, size } if !others.is_empty() => {
+                    let id = others[pick % others.len()];
+                    if model[&id].kind == EntryKind::File {
+                        model.get_mut(&id).unwrap().size = size;
+                    }
+                    Some(OpView::Upsert(view(id, &model[&id])).to_op())
+                }
+                Step::Remove { pick } if !others.is_empty() => {
+                    let id = others[pick % others.len()];
+                    let gone: Vec<u32> = model.keys().copied().filter(|i| is_under(&model, *i, id)).collect();
+                    for g in gone { model.remove(&g); }
+                    Some(linkfs_proto::IndexOp::Remove(EntryId(id)))
+                }
+                _ => {
+                    flush(&mut enc, &mut index, seq);
+                    check(&mut index, &model);
+                    None
+                }
+            };
+            if let Some(op) = op {
+                let ok = match &op {
+                    linkfs_proto::IndexOp::Upsert(e) => enc.push_upsert(&EntryView { id: e.id, parent: e.parent, kind: e.kind, name: &e.name, size: e.size, mtime: e.mtime, mode: e.mode, generation: e.generation, target: &e.target }),
+                    linkfs_proto::IndexOp::Remove(id) => enc.push_remove(*id),
+                };
+                prop_assert!(ok);
+                seq += 1;
+            }
+        }
+        flush(&mut enc, &mut index, seq);
+        check(&mut index, &model);
+    }
+}
+
+fn file(id: u32, parent: u32, name: &[u8], size: u64, mtime: i64) -> EntryView<'_> {
+    EntryView {
+        id: EntryId(id),
+        parent: EntryId(parent),
+        kind: EntryKind::File,
+        name,
+        size,
+        mtime,
+        mode: 0o600,
+        generation: Generation(0),
+        target: b"",
+    }
+}
+
+#[test]
+fn values_that_do_not_fit_the_compact_columns_round_trip() {
+    let mut ix = Index::new();
+    let root = EntryView {
+        kind: EntryKind::Dir,
+        ..file(0, 0, b"r", 0, 0)
+    };
+    ix.apply(OpView::Upsert(root)).unwrap();
+    let long = vec![b'x'; 300];
+    let cases: Vec<(u32, Vec<u8>, u64, i64)> = vec![
+        (1, b"huge".to_vec(), 5 << 40, 1_700_000_000),
+        (2, b"before-1970".to_vec(), 1, -86_400),
+        (3, b"after-2106".to_vec(), 1, 5_000_000_000),
+        (4, long.clone(), u64::from(u32::MAX), i64::from(u32::MAX)),
+    ];
+    for (id, name, size, mtime) in &cases {
+        ix.apply(OpView::Upsert(file(*id, 0, name, *size, *mtime)))
+            .unwrap();
+    }
+    for (id, name, size, mtime) in &cases {
+        let e = ix.get(EntryId(*id)).unwrap();
+        assert_eq!(
+            (e.name, e.size, e.mtime),
+            (&name[..], *size, *mtime),
+            "entry {id}"
+        );
+    }
+    assert_eq!(ix.lookup(&long), Some(EntryId(4)));
+    // Many distinct modes: beyond the mode table they still come back exact.
+    for m in 0..0o7777u32 {
+        let id = 10 + m;
+        let name = format!("m{m}");
+        let mut e = file(id, 0, name.as_bytes(), 0, 0);
+        e.mode = m;
+        ix.apply(OpView::Upsert(e)).unwrap();
+        assert_eq!(ix.get(EntryId(id)).unwrap().mode, m);
+    }
+}
+
+#[test]
+fn a_hundred_thousand_entry_directory_stays_compact_and_sorted() {
+    let mut ix = Index::new();
+    let mut enc = BatchEncoder::new(Seq(0), MAX_FRAME_LEN);
+    let root = EntryView {
+        kind: EntryKind::Dir,
+        ..file(0, 0, b"r", 0, 0)
+    };
+    assert!(enc.push_upsert(&root));
+    let n = 100_000u32;
+    // Arrival in a scrambled order, as readdir gives it.
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("file-{:06}.dat", (u64::from(i) * 7919) % u64::from(n)))
+        .collect();
+    let mut name_bytes = 0usize;
+    for (k, name) in names.iter().enumerate() {
+        name_bytes += name.len();
+        let e = file(k as u32 + 1, 0, name.as_bytes(), k as u64, 1_700_000_000);
+        if !enc.push_upsert(&e) {
+            // File k is operation k + 1 (the root is operation 0).
+            let done = std::mem::replace(
+                &mut enc,
+                BatchEncoder::new(Seq(k as u64 + 1), MAX_FRAME_LEN),
+            );
+            ix.apply_batch(&done.finish(0, false)).unwrap();
+            assert!(enc.push_upsert(&e));
+        }
+    }
+    ix.apply_batch(&enc.finish(0, true)).unwrap();
+    assert_eq!(ix.child_count(EntryId::ROOT), n as usize);
+    let first: Vec<String> = ix
+        .list(EntryId::ROOT, SortKey::Name, false, 0, 3)
+        .iter()
+        .map(|id| String::from_utf8_lossy(ix.get(*id).unwrap().name).into_owned())
+        .collect();
+    assert_eq!(
+        first,
+        ["file-000000.dat", "file-000001.dat", "file-000002.dat"]
+    );
+    assert!(ix.lookup(b"file-054321.dat").is_some());
+    let per_entry = ix.heap_bytes() as f64 / f64::from(n);
+    let names_per_entry = name_bytes as f64 / f64::from(n);
+    // 23 bytes of columns and child list per entry, plus the name and page slack.
+    assert!(
+        per_entry < 28.0 + names_per_entry,
+        "{per_entry:.1} B/entry with {names_per_entry:.1} B names"
+    );
+}
