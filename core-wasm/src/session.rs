@@ -17,7 +17,8 @@ use std::rc::Rc;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use linkfs_core::{
-    EndReason, EntryRef, Index, Millis, Receiver, ReceiverConfig, ReceiverEvent, SortKey,
+    BatchBytes, EndReason, EntryRef, Index, Millis, Receiver, ReceiverConfig, ReceiverEvent,
+    SortKey,
 };
 use linkfs_proto::{BatchReader, EntryId, EntryKind, Epoch, Seq};
 use serde::Serialize;
@@ -97,6 +98,8 @@ struct Inner {
     refused_ops: u64,
     js_events: Vec<JsValue>,
     notify: Function,
+    /// The frame being handled (what `BatchBytes::Given` refers to).
+    given: Option<JsValue>,
 }
 
 /// A share's index in this worker. See the module docs.
@@ -105,19 +108,27 @@ pub struct Session {
     inner: Rc<RefCell<Inner>>,
 }
 
-/// Rebuilds the index from stored batches; returns it with the resume point,
-/// or an empty index when the store is not a clean prefix of one log.
-fn rebuild(state: Option<StoredState>, frames: &[Vec<u8>]) -> (Index, Option<(Epoch, Seq)>, bool) {
+/// Rebuilds the index from stored batches (JS `ArrayBuffer`s, copied in one at
+/// a time); returns it with the resume point, or an empty index when the store
+/// is not a clean prefix of one log.
+fn rebuild(state: Option<StoredState>, frames: &Array) -> (Index, Option<(Epoch, Seq)>, bool) {
     let Some(state) = state else {
         return (Index::new(), None, false);
     };
     let mut index = Index::new();
     let mut end = Seq(0);
-    for f in frames {
-        let Ok(header) = BatchReader::new(f).map(|r| r.header()) else {
+    let mut buf = Vec::new();
+    for f in frames.iter() {
+        let Ok(ab) = f.dyn_into::<js_sys::ArrayBuffer>() else {
             return (Index::new(), None, false);
         };
-        if header.first != end || index.apply_batch(f).is_err() {
+        let view = Uint8Array::new(&ab);
+        buf.resize(view.length() as usize, 0);
+        view.copy_to(&mut buf);
+        let Ok(header) = BatchReader::new(&buf).map(|r| r.header()) else {
+            return (Index::new(), None, false);
+        };
+        if header.first != end || index.apply_batch(&buf).is_err() {
             return (Index::new(), None, false);
         }
         end = header.end();
@@ -184,6 +195,7 @@ impl Session {
                 refused_ops: 0,
                 js_events: Vec::new(),
                 notify,
+                given: None,
             })),
         })
     }
@@ -204,11 +216,18 @@ impl Session {
         self.pump();
     }
 
-    /// One frame from the sharer.
+    /// One frame from the sharer (the page's `ArrayBuffer`, as a `Uint8Array`
+    /// over all of it). A batch to store is stored from this very buffer.
     #[wasm_bindgen(js_name = handleFrame)]
-    pub fn handle_frame(&self, frame: &[u8]) {
-        self.inner.borrow_mut().receiver.handle_frame(now(), frame);
+    pub fn handle_frame(&self, frame: Uint8Array) {
+        let bytes = frame.to_vec();
+        {
+            let mut i = self.inner.borrow_mut();
+            i.receiver.handle_frame(now(), &bytes);
+            i.given = Some(frame.buffer().into());
+        }
         self.pump();
+        self.inner.borrow_mut().given = None;
     }
 
     /// Runs timers; call at `nextTimeout()`.
@@ -269,13 +288,20 @@ impl Session {
                     }
                     ReceiverEvent::Applied {
                         header,
-                        frame,
+                        persist,
                         refused,
                     } => {
                         i.refused_ops += refused.len() as u64;
                         for r in refused.iter().take(3) {
                             web_sys_warn(&format!("linkfs: skipped an entry from the sharer: {r}"));
                         }
+                        let frame = match persist {
+                            Some(BatchBytes::Given) => i.given.clone(),
+                            Some(BatchBytes::Held(f)) => {
+                                Some(Uint8Array::from(&f[..]).buffer().into())
+                            }
+                            None => None,
+                        };
                         if let Some(frame) = frame {
                             i.queue.push(StoreOp::Batch {
                                 first: header.first.0,

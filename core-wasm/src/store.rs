@@ -13,7 +13,7 @@
 //! 27 ms, against 2.4-2.9 s for one record per entry; this is why whole frames
 //! are stored, not entries.
 
-use js_sys::{Array, ArrayBuffer, Object, Promise, Reflect, Uint8Array};
+use js_sys::{Array, Object, Promise, Reflect};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -38,8 +38,9 @@ pub struct StoredState {
 pub enum StoreOp {
     /// Drop everything stored (a fresh snapshot is coming).
     Clear,
-    /// Store a batch frame whose first operation is `first`.
-    Batch { first: u64, frame: Vec<u8> },
+    /// Store a batch frame (a JS `ArrayBuffer`, never copied into wasm memory)
+    /// whose first operation is `first`.
+    Batch { first: u64, frame: JsValue },
 }
 
 fn idb_error(what: &str, e: JsValue) -> JsValue {
@@ -115,8 +116,9 @@ impl Store {
         Ok(Store { db: db.dyn_into()? })
     }
 
-    /// Reads the stored state and every stored batch, in log order.
-    pub async fn load(&self) -> Result<(Option<StoredState>, Vec<Vec<u8>>), JsValue> {
+    /// Reads the stored state and every stored batch (as JS `ArrayBuffer`s, so
+    /// they are copied into wasm memory one at a time), in log order.
+    pub async fn load(&self) -> Result<(Option<StoredState>, Array), JsValue> {
         let tx = self
             .db
             .transaction_with_str_sequence_and_mode(
@@ -126,13 +128,7 @@ impl Store {
             .map_err(|e| idb_error("read the cached index", e))?;
         let meta = request(&tx.object_store(META)?.get(&STATE_KEY.into())?).await?;
         let all = request(&tx.object_store(BATCHES)?.get_all()?).await?;
-        let state = parse_state(&meta);
-        let frames = Array::from(&all)
-            .iter()
-            .filter_map(|v| v.dyn_into::<ArrayBuffer>().ok())
-            .map(|b| Uint8Array::new(&b).to_vec())
-            .collect();
-        Ok((state, frames))
+        Ok((parse_state(&meta), Array::from(&all)))
     }
 
     /// Writes `ops` in order, then `state`, in one transaction.
@@ -153,8 +149,7 @@ impl Store {
                     meta.clear()?;
                 }
                 StoreOp::Batch { first, frame } => {
-                    let buf = Uint8Array::from(&frame[..]).buffer();
-                    batches.put_with_key(&buf, &JsValue::from_f64(*first as f64))?;
+                    batches.put_with_key(frame, &JsValue::from_f64(*first as f64))?;
                 }
             }
         }
