@@ -778,7 +778,7 @@ fn walks_a_generated_tree_to_the_generators_own_figures() {
     assert_eq!(entries.iter().filter(|e| e.parent == big.id).count(), 700);
     for e in &entries[1..] {
         assert!(
-            (3..=40).contains(&e.name.len()),
+            (2..=64).contains(&e.name.len()),
             "a name of {} bytes",
             e.name.len()
         );

@@ -9,8 +9,13 @@
 //!   most N/2);
 //! * every other file in a folder picked with a skew (index ~ u^2), so a few
 //!   folders hold many files and most hold a few;
-//! * names of 3 to 40 bytes, about one character in ten outside ASCII, unique
-//!   through a hex counter after the last `_`;
+//! * names as people and programs make them, 2 to about 60 bytes: camera and
+//!   phone photos (`IMG_0042.JPG`, `PXL_20230815_141502123.jpg`), documents of
+//!   one to four words with dates and versions (`Budget 2024-03 final (2).xlsx`),
+//!   source files (`session_store.rs`, `indexProgress.ts`), numbered parts
+//!   (`part-00042.parquet`), content hashes (40 hex digits, as in git and
+//!   caches) and words in other scripts (`café`, `写真`, `Übersicht`, emoji) in
+//!   about one name in eight; a name that is taken in its folder gets ` (n)`;
 //! * sizes 0 (10%) or 1 to 4,096 bytes of seeded random bytes; mtimes spread
 //!   over the four years before 2026; modes 0644, 0600, 0755, 0444, 0640 for
 //!   files and 0755, 0700, 0775, 0750 for folders.
@@ -163,7 +168,8 @@ impl FolderPlan {
             depth: 0,
         }];
         let first_random = folders.len();
-        for i in 0..dirs {
+        let mut taken = std::collections::HashSet::new();
+        for _ in 0..dirs {
             let made = folders.len();
             let roll = rng.below(100);
             let mut parent = if roll < 15 || made <= first_random {
@@ -176,8 +182,15 @@ impl FolderPlan {
             if folders[parent].depth >= MAX_DEPTH {
                 parent = 0;
             }
-            let name = rng.name(i, "");
-            let rel = folders[parent].rel.join(OsStr::from_bytes(&name));
+            let mut name = rng.folder_name();
+            let mut rel = folders[parent].rel.join(OsStr::from_bytes(&name));
+            let mut copy = 1;
+            while taken.contains(&rel) {
+                copy += 1;
+                name = with_copy_number(&rng.folder_name(), copy);
+                rel = folders[parent].rel.join(OsStr::from_bytes(&name));
+            }
+            taken.insert(rel.clone());
             folders.push(Folder {
                 rel,
                 depth: folders[parent].depth + 1,
@@ -253,10 +266,7 @@ impl FileMaker<'_> {
     fn make(&self, dir: &Path, number: u64, content: &mut [u8]) -> Result<u64> {
         let mut rng = Rng::new(self.args.seed, number);
         folder_of(&mut rng, number, self.big, self.plan);
-        let ext = *rng.pick(&[
-            "", ".txt", ".jpg", ".md", ".rs", ".json", ".png", ".pdf", ".tar.gz", ".c",
-        ]);
-        let name = rng.name(number, ext);
+        let name = rng.file_name(number);
         let size = if rng.below(10) == 0 {
             0
         } else {
@@ -269,13 +279,21 @@ impl FileMaker<'_> {
             0o644, 0o644, 0o644, 0o644, 0o644, 0o644, 0o644, 0o600, 0o755, 0o444, 0o640,
         ]);
 
-        let path = dir.join(OsStr::from_bytes(&name));
+        // One thread fills a folder, in file-number order, so taken names and
+        // their " (n)" forms come out the same on every run.
+        let mut path = dir.join(OsStr::from_bytes(&name));
+        let mut copy = 1;
+        let mut file = loop {
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(f) => break f,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && copy < 1000 => {
+                    copy += 1;
+                    path = dir.join(OsStr::from_bytes(&with_copy_number(&name, copy)));
+                }
+                Err(e) => return Err(e).with_context(|| format!("cannot make {}", path.display())),
+            }
+        };
         let what = || format!("cannot make {}", path.display());
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .with_context(what)?;
         file.write_all(content).with_context(what)?;
         file.set_times(FileTimes::new().set_modified(mtime))
             .with_context(what)?;
@@ -330,32 +348,340 @@ impl Rng {
         UNIX_EPOCH + Duration::new(secs, self.below(1_000_000_000) as u32)
     }
 
-    /// A name of 3 to 40 bytes, unique through `_<hex of unique>` before `ext`.
-    fn name(&mut self, unique: u64, ext: &str) -> Vec<u8> {
-        const PLAIN: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-        const INNER: &[u8] = b" -.()+,";
-        const WIDE: &[&str] = &[
-            "é", "ü", "ß", "ñ", "ø", "Ж", "Ω", "日本", "文件", "😀", "🎉", "한",
-        ];
-        let suffix = format!("_{unique:x}{ext}");
-        let len = 3 + self.below(38) as usize;
-        let mut name = Vec::with_capacity(40);
-        while name.len() + suffix.len() < len {
-            let room = len - suffix.len() - name.len();
-            let roll = self.below(100);
-            if roll < 10 {
-                let wide = self.pick(WIDE).as_bytes();
-                if wide.len() <= room {
-                    name.extend_from_slice(wide);
-                    continue;
+    /// A word, one time in eight from another script.
+    fn word(&mut self) -> &'static str {
+        let from = if self.below(8) == 0 {
+            WORDS_WIDE
+        } else {
+            WORDS
+        };
+        from[self.below(from.len() as u64) as usize]
+    }
+
+    /// A folder name: one or two words, sometimes a year or a number.
+    fn folder_name(&mut self) -> Vec<u8> {
+        let name = match self.below(10) {
+            0 => format!("{} {}", self.word(), 2015 + self.below(11)),
+            1 => format!("{:02}-{}", self.below(40), self.word()),
+            2 | 3 => format!("{}_{}", self.word(), self.word()),
+            4 => self.word().to_uppercase(),
+            _ => self.word().to_owned(),
+        };
+        name.into_bytes()
+    }
+
+    /// A file name in one of the styles of the module doc; `number` makes the
+    /// numbered styles differ between files.
+    fn file_name(&mut self, number: u64) -> Vec<u8> {
+        let date = |r: &mut Rng| {
+            format!(
+                "{}-{:02}-{:02}",
+                2019 + r.below(7),
+                1 + r.below(12),
+                1 + r.below(28)
+            )
+        };
+        let name = match self.below(100) {
+            0..=14 => match self.below(3) {
+                0 => format!(
+                    "IMG_{:04}.{}",
+                    number % 10_000,
+                    self.pick(&["JPG", "HEIC", "jpg", "MOV"])
+                ),
+                1 => format!(
+                    "DSC{:05}.{}",
+                    number % 100_000,
+                    self.pick(&["JPG", "ARW", "NEF"])
+                ),
+                _ => format!(
+                    "PXL_{}{:02}{:02}_{:02}{:02}{:02}{:03}.jpg",
+                    2019 + self.below(7),
+                    1 + self.below(12),
+                    1 + self.below(28),
+                    self.below(24),
+                    self.below(60),
+                    self.below(60),
+                    self.below(1000)
+                ),
+            },
+            15..=39 => {
+                let words: Vec<&str> = (0..1 + self.below(4)).map(|_| self.word()).collect();
+                let sep = *self.pick(&[" ", " ", "_", "-"]);
+                let mut n = words.join(sep);
+                match self.below(6) {
+                    0 => n = format!("{n} {}", date(self)),
+                    1 => n = format!("{n}{sep}v{}", 1 + self.below(9)),
+                    2 => n = format!("{n} ({})", 1 + self.below(5)),
+                    3 => n.push_str(" final"),
+                    _ => {}
                 }
-            } else if roll < 20 && !name.is_empty() && room > 1 {
-                name.push(*self.pick(INNER));
-                continue;
+                let ext = *self.pick(&["pdf", "docx", "txt", "md", "xlsx", "odt", "pptx", "csv"]);
+                format!("{n}.{ext}")
             }
-            name.push(*self.pick(PLAIN));
-        }
-        name.extend_from_slice(suffix.as_bytes());
-        name
+            40..=64 => {
+                let words: Vec<String> = (0..1 + self.below(3))
+                    .map(|_| (*self.pick(WORDS)).to_owned())
+                    .collect();
+                let (stem, ext) = match self.below(4) {
+                    0 => (words.join("_"), *self.pick(&["rs", "py", "c", "h", "go"])),
+                    1 => {
+                        let mut camel = words[0].clone();
+                        for w in &words[1..] {
+                            let mut c = w.chars();
+                            if let Some(f) = c.next() {
+                                camel.extend(f.to_uppercase());
+                                camel.push_str(c.as_str());
+                            }
+                        }
+                        (camel, *self.pick(&["ts", "js", "java", "swift"]))
+                    }
+                    2 => (
+                        words.join("-"),
+                        *self.pick(&["css", "html", "vue", "svelte", "json"]),
+                    ),
+                    _ => (
+                        words.join("_"),
+                        *self.pick(&["test.ts", "spec.js", "d.ts", "min.js"]),
+                    ),
+                };
+                format!("{stem}.{ext}")
+            }
+            65..=77 => match self.below(3) {
+                0 => format!(
+                    "part-{:05}.{}",
+                    number % 100_000,
+                    self.pick(&["parquet", "csv.gz", "avro"])
+                ),
+                1 => format!("{}.{}.log", self.pick(WORDS), date(self)),
+                _ => format!("chunk_{:06}.bin", number % 1_000_000),
+            },
+            78..=89 => {
+                let mut hex = String::with_capacity(40);
+                for _ in 0..5 {
+                    hex.push_str(&format!("{:08x}", self.next() as u32));
+                }
+                if self.below(2) == 0 {
+                    hex
+                } else {
+                    format!("{}.pack", &hex[..38])
+                }
+            }
+            _ => format!(
+                "{}.{}",
+                self.word(),
+                self.pick(&["txt", "jpg", "png", "mp3", "zip", "tar.gz"])
+            ),
+        };
+        name.into_bytes()
     }
 }
+
+/// `name` with a copy number, as file managers do: `a.txt` -> `a (2).txt`.
+fn with_copy_number(name: &[u8], n: u32) -> Vec<u8> {
+    let dot = name
+        .iter()
+        .position(|b| *b == b'.')
+        .filter(|p| *p > 0)
+        .unwrap_or(name.len());
+    let mut out = name[..dot].to_vec();
+    out.extend_from_slice(format!(" ({n})").as_bytes());
+    out.extend_from_slice(&name[dot..]);
+    out
+}
+
+const WORDS: &[&str] = &[
+    "report",
+    "budget",
+    "invoice",
+    "notes",
+    "draft",
+    "summary",
+    "meeting",
+    "plan",
+    "photo",
+    "scan",
+    "letter",
+    "contract",
+    "resume",
+    "project",
+    "design",
+    "review",
+    "backup",
+    "archive",
+    "export",
+    "import",
+    "data",
+    "config",
+    "settings",
+    "index",
+    "main",
+    "utils",
+    "helpers",
+    "session",
+    "store",
+    "server",
+    "client",
+    "handler",
+    "router",
+    "model",
+    "view",
+    "controller",
+    "service",
+    "cache",
+    "queue",
+    "worker",
+    "parser",
+    "lexer",
+    "token",
+    "stream",
+    "buffer",
+    "reader",
+    "writer",
+    "image",
+    "video",
+    "audio",
+    "music",
+    "album",
+    "track",
+    "cover",
+    "thumbnail",
+    "family",
+    "holiday",
+    "beach",
+    "mountain",
+    "city",
+    "trip",
+    "party",
+    "wedding",
+    "birthday",
+    "garden",
+    "kitchen",
+    "house",
+    "car",
+    "school",
+    "work",
+    "home",
+    "personal",
+    "shared",
+    "public",
+    "private",
+    "old",
+    "new",
+    "final",
+    "copy",
+    "test",
+    "sample",
+    "example",
+    "template",
+    "theme",
+    "style",
+    "layout",
+    "header",
+    "footer",
+    "sidebar",
+    "button",
+    "icon",
+    "logo",
+    "banner",
+    "chart",
+    "table",
+    "graph",
+    "map",
+    "list",
+    "tree",
+    "node",
+    "edge",
+    "path",
+    "file",
+    "folder",
+    "link",
+    "user",
+    "account",
+    "profile",
+    "login",
+    "logout",
+    "signup",
+    "payment",
+    "order",
+    "cart",
+    "product",
+    "price",
+    "customer",
+    "supplier",
+    "stock",
+    "sales",
+    "tax",
+    "year",
+    "quarter",
+    "month",
+    "week",
+    "daily",
+    "weekly",
+    "monthly",
+    "annual",
+    "q1",
+    "q2",
+    "q3",
+    "q4",
+    "spring",
+    "summer",
+    "autumn",
+    "winter",
+    "january",
+    "march",
+    "june",
+    "october",
+    "december",
+    "alpha",
+    "beta",
+    "release",
+    "build",
+    "debug",
+    "docs",
+    "src",
+    "lib",
+    "bin",
+    "assets",
+    "static",
+    "public",
+    "vendor",
+    "tools",
+    "scripts",
+    "tests",
+    "fixtures",
+    "migrations",
+    "schema",
+];
+
+const WORDS_WIDE: &[&str] = &[
+    "café",
+    "naïve",
+    "résumé",
+    "Übersicht",
+    "Straße",
+    "größe",
+    "año",
+    "niño",
+    "ÅNGSTRÖM",
+    "smörgåsbord",
+    "Привет",
+    "смета",
+    "отчёт",
+    "Ελλάδα",
+    "写真",
+    "報告書",
+    "文件",
+    "資料",
+    "日本語",
+    "東京",
+    "서울",
+    "사진",
+    "😀",
+    "🎉",
+    "📷",
+    "🌲",
+    "zürich",
+    "kraków",
+    "łódź",
+    "İstanbul",
+];

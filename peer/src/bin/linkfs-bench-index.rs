@@ -1,0 +1,137 @@
+//! `linkfs-bench-index DIR`: the metadata path without the network, as JSON.
+//!
+//! Walks DIR with the real walk into a real share index, streams it with a real
+//! sender session into a real receiver (both in this process, frames handed
+//! over directly), and reports where the time and the bytes go: walk, batch
+//! encoding, decoding + applying, bytes per entry on the wire, and the
+//! receiver index's heap per entry. Use it to compare encodings and index
+//! layouts on real trees quickly; the browser figures come from the scale test.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use linkfs_core::{
+    Index, Millis, NewEntry, Receiver, ReceiverConfig, SenderConfig, SenderSession, ShareIndex,
+    SortKey,
+};
+use linkfs_peer::walk::{WalkOptions, Walker};
+use linkfs_proto::{EntryId, Epoch};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "linkfs-bench-index",
+    about = "Index path figures for a folder, without the network"
+)]
+struct Args {
+    /// The folder to index.
+    dir: PathBuf,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let t0 = Instant::now();
+    let walk = Walker::new(&args.dir, WalkOptions::default())?;
+    let mut index = ShareIndex::new(Epoch(1));
+    while let Some(batch) = walk.recv() {
+        for e in &batch {
+            index.push(&NewEntry {
+                id: e.id,
+                parent: e.parent,
+                kind: e.kind,
+                name: &e.name,
+                size: e.size,
+                mtime: e.mtime,
+                mtime_nsec: e.mtime_nsec,
+                mode: e.mode,
+                target: &e.target,
+                dev: e.dev,
+                ino: e.ino,
+            })?;
+        }
+    }
+    let summary = walk.join();
+    index.mark_snapshot_complete();
+    let walk_s = t0.elapsed().as_secs_f64();
+
+    // Sender -> receiver, frames passed directly; acks flow back at once.
+    let mut sender = SenderSession::new(SenderConfig::default());
+    let mut receiver = Receiver::new(ReceiverConfig::default(), Index::new(), None);
+    let (mut encode_s, mut apply_s) = (0.0, 0.0);
+    let mut wire = 0u64;
+    let mut batches = 0u64;
+    loop {
+        let mut moved = false;
+        while let Some(f) = receiver.poll_transmit(Millis(0)) {
+            sender.handle_frame(Millis(0), &f, &index)?;
+            moved = true;
+        }
+        let t = Instant::now();
+        let out = sender.poll_transmit(Millis(0), &index);
+        encode_s += t.elapsed().as_secs_f64();
+        if let Some(f) = out {
+            if f[0] == linkfs_proto::FRAME_INDEX_BATCH {
+                wire += f.len() as u64;
+                batches += 1;
+            }
+            let t = Instant::now();
+            receiver.handle_frame(Millis(0), &f);
+            apply_s += t.elapsed().as_secs_f64();
+            while receiver.poll_event().is_some() {}
+            moved = true;
+        }
+        if !moved {
+            break;
+        }
+    }
+    let entries = receiver.index().len() as u64;
+    anyhow::ensure!(
+        entries == index.entries() && receiver.progress().complete,
+        "the receiver holds {entries} of {} entries",
+        index.entries()
+    );
+    // Listing and lookup in the largest directory.
+    let idx = receiver.index_mut();
+    let (big, big_n) = (0..index.next_id().0)
+        .map(EntryId)
+        .filter(|id| {
+            idx.get(*id)
+                .is_some_and(|e| e.kind == linkfs_proto::EntryKind::Dir)
+        })
+        .map(|id| (id, idx.child_count(id)))
+        .max_by_key(|(_, n)| *n)
+        .unwrap_or((EntryId::ROOT, 0));
+    let t = Instant::now();
+    let first_screen = idx.list(big, SortKey::Name, false, 0, 50);
+    let list_ms = t.elapsed().as_secs_f64() * 1e3;
+    let probe = first_screen
+        .last()
+        .and_then(|id| idx.get(*id))
+        .map(|e| e.name.to_vec())
+        .unwrap_or_default();
+    let t = Instant::now();
+    let found = idx.lookup_child(big, &probe);
+    let lookup_us = t.elapsed().as_secs_f64() * 1e6;
+    anyhow::ensure!(
+        found.is_some() || big_n == 0,
+        "lookup of a listed name failed"
+    );
+    let heap = idx.heap_bytes() as f64;
+    let figures = serde_json::json!({
+        "dir": args.dir,
+        "entries": entries,
+        "walk_seconds": walk_s,
+        "walk_errors": summary.error_count,
+        "batches": batches,
+        "wire_bytes_per_entry": wire as f64 / entries.max(1) as f64,
+        "encode_seconds": encode_s,
+        "apply_seconds": apply_s,
+        "receiver_heap_bytes_per_entry": heap / entries.max(1) as f64,
+        "sharer_heap_bytes_per_entry": index.heap_bytes() as f64 / entries.max(1) as f64,
+        "biggest_dir_entries": big_n,
+        "list_first_screen_ms": list_ms,
+        "lookup_in_biggest_dir_us": lookup_us,
+    });
+    println!("{figures}");
+    Ok(())
+}
