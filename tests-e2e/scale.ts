@@ -1,132 +1,268 @@
-// The scale benchmark (prints figures; budgets are compared by people, not asserted):
-//   bash tests-e2e/run scale            (npm run e2e:scale)
-//   SCALE_FILES=1000000 bash tests-e2e/run scale
-// Builds (once, cached under tests-e2e/.tmp) a tree of SCALE_FILES small files in
-// directories of 1,000, shares it, opens it in Chromium and measures:
-//   index_seconds       sharer spawn -> page's index complete
-//   persisted_seconds   sharer spawn -> every entry committed to IndexedDB
-//   wire_bytes_per_entry, the page's longest main-thread task while the index filled,
-//   first-byte latency of small reads with everything indexed (p50, p99),
-// then checks the whole index against the tree (paths, kinds, sizes, mtimes, modes).
-// The LAST stdout line is one JSON object. Exit 1 on an error or a mismatch.
+// The scale test: a tree of SCALE_N files through the real `linkfs share`, the real
+// relay and the real web app in Chromium (inside the network namespace that
+// tests-e2e/run sets up). It FAILS on any missing, extra or wrong entry or byte;
+// the figures are reported, not asserted (these machines are noisy).
+//
+//   SCALE_N=100000 npm run e2e:scale
+//   SCALE_DIR=/some/tree npm run e2e:scale        (reuse a tree instead of generating one)
+//   SCALE_OUT=figures.json ...                     (also write the JSON there)
+//
+// The tree comes from `linkfs-gen-tree` (cached under tests-e2e/.tmp/scale-N). The LAST
+// stdout line is one JSON object:
+//   entries, index_seconds (share start -> complete index committed in IndexedDB),
+//   entries_per_second, statwalk_seconds (`find -printf` of the same tree, warm) and
+//   index_vs_statwalk, wire_bytes_per_entry, browser_bytes_per_entry (page + worker JS
+//   heaps after GC + both wasm memories, minus the same for an empty share),
+//   sharer_rss_bytes_per_entry (peak RSS, minus an empty share's), longest_task_ms (main
+//   thread, during the fill), list_big_dir_ms / lookup_big_dir_ms / lookup_small_dir_ms,
+//   readback_ok (20 files spread over the tree, SHA-256), mismatches.
 
-import { mkdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { CDPSession, Page } from 'playwright-core';
 import { launchChromium, openLink, type ChromiumInstance } from './lib/chromium.ts';
-import { scratchDir } from './lib/paths.ts';
+import { binary, scratchDir } from './lib/paths.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
-import { walkTree } from './lib/tree.ts';
-import { compareIndex, enumerateIndex, formatMismatch, indexWireBytes, readInPage, waitForComplete } from './lib/verify.ts';
+import { walkTree, sha256File, type Tree } from './lib/tree.ts';
+import { compareIndex, enumerateIndex, formatMismatch, indexWireBytes, readInPage } from './lib/verify.ts';
 
-const log = (line: string) => console.log(line);
-const perDir = 1000;
+const log = (line: string) => console.error(line);
+const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
 
-/** The cached tree for `files` files; rebuilt if an earlier build did not finish. */
-async function scaleTree(files: number): Promise<string> {
-  const dir = path.join(scratchDir, `scale-${files}`);
-  const marker = path.join(scratchDir, `scale-${files}.done`);
-  const done = await readFile(marker, 'utf8').catch(() => '');
-  if (done === `${files}\n`) return dir;
+/** The generated tree for `n` files (cached: generation takes seconds to minutes). */
+async function generatedTree(n: number): Promise<string> {
+  const dir = path.join(scratchDir, `scale-${n}`);
+  const marker = `${dir}.done`;
+  if ((await readFile(marker, 'utf8').catch(() => '')) === `${n}\n`) return dir;
   await rm(dir, { recursive: true, force: true });
-  log(`scale: writing ${files} files under ${dir} ...`);
-  const t0 = performance.now();
-  const mtime = 1_700_000_000;
-  for (let d = 0; d * perDir < files; d += 1) {
-    const sub = path.join(dir, `d${String(d).padStart(4, '0')}`);
-    await mkdir(sub, { recursive: true });
-    const n = Math.min(perDir, files - d * perDir);
-    await Promise.all(
-      Array.from({ length: n }, (_, i) => writeFile(path.join(sub, `file-${String(i).padStart(4, '0')}.txt`), `${d}/${i}\n`)),
-    );
-    await utimes(sub, mtime, mtime);
-  }
-  await writeFile(marker, `${files}\n`);
-  log(`scale: wrote the tree in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  await mkdir(scratchDir, { recursive: true });
+  log(`scale: generating ${n} files under ${dir} ...`);
+  const r = spawnSync(binary('linkfs-gen-tree'), ['--files', String(n), '--out', dir], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`linkfs-gen-tree failed (${r.status ?? r.signal}): ${r.stdout}`);
+  log(`scale: generated: ${r.stdout.trim()}`);
+  await writeFile(marker, `${n}\n`);
   return dir;
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+/** Seconds for `find DIR -printf ...` over the tree, warm cache (the second of two runs). */
+function statWalkSeconds(dir: string): number {
+  const run = () => {
+    const t0 = performance.now();
+    const r = spawnSync('sh', ['-c', 'find "$1" -printf "%p %s %T@ %m\\n" > /dev/null', 'sh', dir], { stdio: 'inherit' });
+    if (r.status !== 0) throw new Error(`find over ${dir} failed`);
+    return (performance.now() - t0) / 1000;
+  };
+  run();
+  return run();
 }
 
-const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
+/** Peak resident memory of a process, from /proc. */
+async function peakRss(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
+  if (kb === undefined) throw new Error(`no VmHWM for process ${pid}`);
+  return Number(kb) * 1024;
+}
+
+/** JS heap after GC in the page and in its workers (over CDP), plus both wasm memories. */
+async function browserMemory(page: Page): Promise<{ pageHeap: number; workerHeap: number; wasm: number; total: number }> {
+  const cdp: CDPSession = await page.context().newCDPSession(page);
+  try {
+    await cdp.send('HeapProfiler.collectGarbage');
+    const pageHeap = (await cdp.send('Runtime.getHeapUsage')).usedSize;
+    // Dedicated workers: attach (non-flattened) and talk to each through the page session.
+    const sessions: string[] = [];
+    const replies = new Map<number, (m: { result?: { usedSize?: number } }) => void>();
+    cdp.on('Target.attachedToTarget', (e) => {
+      if (e.targetInfo.type === 'worker') sessions.push(e.sessionId);
+    });
+    cdp.on('Target.receivedMessageFromTarget', (e) => {
+      const m = JSON.parse(e.message) as { id: number; result?: { usedSize?: number } };
+      replies.get(m.id)?.(m);
+      replies.delete(m.id);
+    });
+    await cdp.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: false });
+    await page.waitForTimeout(200);
+    let id = 1;
+    const call = (sessionId: string, method: string) =>
+      new Promise<{ result?: { usedSize?: number } }>((resolve) => {
+        const n = id++;
+        replies.set(n, resolve);
+        void cdp.send('Target.sendMessageToTarget', { sessionId, message: JSON.stringify({ id: n, method, params: {} }) });
+      });
+    let workerHeap = 0;
+    for (const s of sessions) {
+      await call(s, 'HeapProfiler.collectGarbage');
+      workerHeap += (await call(s, 'Runtime.getHeapUsage')).result?.usedSize ?? 0;
+    }
+    if (sessions.length === 0) throw new Error('the index worker was not found over CDP');
+    const stats = await page.evaluate(() => window.linkfsStats?.() ?? null);
+    const wasm = Number(stats?.wasmMemoryBytes ?? 0) + Number(stats?.pageWasmMemoryBytes ?? 0);
+    return { pageHeap, workerHeap, wasm, total: pageHeap + workerHeap + wasm };
+  } finally {
+    await cdp.detach().catch(() => undefined);
+  }
+}
+
+/** Longest main-thread task so far (PerformanceObserver 'longtask', installed before load). */
+const longTaskScript = `globalThis.__longTasks = []; try { new PerformanceObserver((l) => { for (const e of l.getEntries()) globalThis.__longTasks.push(e.duration); }).observe({ type: 'longtask', buffered: true }); } catch {}`;
+
+/** One sharer + one fresh browser: open the link and wait for the index in IndexedDB. */
+async function openShare(dir: string, name: string): Promise<{ chromium: ChromiumInstance; page: Page; share: ShareProcess; indexSeconds: number }> {
+  const chromium = await launchChromium({ name, log });
+  await chromium.context.addInitScript({ content: longTaskScript });
+  const page = await chromium.page();
+  const share = await startShare(dir);
+  await openLink(page, share.link, ['connected'], 120_000);
+  const handle = await page.waitForFunction(
+    () => {
+      const s = window.linkfsShare;
+      if (!s) return false;
+      const st = s.status().state;
+      if (st !== 'connected' && st !== 'connecting') return { failed: `${st}: ${s.status().message}` };
+      const p = s.progress();
+      return p.complete && p.persisted >= p.received ? { failed: null } : false;
+    },
+    undefined,
+    { polling: 10, timeout: 1_200_000 },
+  );
+  const indexSeconds = (performance.now() - share.spawnedAt) / 1000;
+  const outcome = (await handle.jsonValue()) as { failed: string | null };
+  if (outcome.failed !== null) throw new Error(`the page failed before its index was complete: ${outcome.failed}`);
+  return { chromium, page, share, indexSeconds };
+}
+
+/** Median of `n` timed calls of a ShareApi query in the page (ms, round trip to the worker). */
+async function timedInPage(page: Page, what: 'list' | 'lookup', arg: number | string, n: number): Promise<{ first: number; median: number }> {
+  return page.evaluate(
+    async ({ what, arg, n }) => {
+      const s = window.linkfsShare!;
+      const times: number[] = [];
+      for (let i = 0; i < n; i += 1) {
+        const t0 = performance.now();
+        if (what === 'list') await s.list(arg as number, 'name', false, 0, 60);
+        else if ((await s.lookup(arg as string)) === null) throw new Error(`lookup(${String(arg)}) found nothing`);
+        times.push(performance.now() - t0);
+      }
+      const first = times[0]!;
+      times.sort((a, b) => a - b);
+      return { first, median: times[Math.floor(times.length / 2)]! };
+    },
+    { what, arg, n },
+  );
+}
+
+function dirSizes(tree: Tree): Map<string, number> {
+  const children = new Map<string, number>();
+  for (const e of tree.entries) {
+    const parent = e.path.includes('/') ? e.path.slice(0, e.path.lastIndexOf('/')) : '';
+    children.set(parent, (children.get(parent) ?? 0) + 1);
+  }
+  return children;
+}
 
 async function main(): Promise<Record<string, unknown>> {
-  const files = Number(process.env.SCALE_FILES ?? '100000');
-  if (!Number.isInteger(files) || files < 1) throw new Error(`SCALE_FILES=${process.env.SCALE_FILES ?? ''} is not a positive integer`);
-  const dir = await scaleTree(files);
+  const n = Number(process.env.SCALE_N ?? process.env.SCALE_FILES ?? '100000');
+  if (!Number.isInteger(n) || n < 1) throw new Error(`SCALE_N=${process.env.SCALE_N ?? ''} is not a positive integer`);
+  const dir = process.env.SCALE_DIR ? path.resolve(process.env.SCALE_DIR) : await generatedTree(n);
+  log(`scale: walking ${dir} for the expected side ...`);
   const tree = await walkTree(dir);
-  const entries = tree.entries.length;
+  const entries = tree.entries.length + 1; // the index also holds the root
+  const statwalk = statWalkSeconds(dir);
+  log(`scale: ${entries} entries; find -printf takes ${statwalk.toFixed(3)} s`);
 
-  let chromium: ChromiumInstance | undefined;
-  let share: ShareProcess | undefined;
+  // The empty share: what a page and a sharer cost before any entry.
+  const empty = await mkdtemp(path.join(scratchDir, 'scale-empty-'));
+  let baseline: { browser: number; sharer: number };
+  {
+    const b = await openShare(empty, 'scale-empty');
+    try {
+      baseline = { browser: (await browserMemory(b.page)).total, sharer: await peakRss(b.share.pid) };
+    } finally {
+      await b.chromium.close();
+      await b.share.stop();
+      await rm(empty, { recursive: true, force: true });
+    }
+  }
+
+  const run = await openShare(dir, 'scale');
+  const { chromium, page, share } = run;
   try {
-    chromium = await launchChromium({ name: 'scale', log });
-    // Record main-thread long tasks from the first moment of the page's life.
-    await chromium.context.addInitScript({
-      content: `globalThis.__longTasks = []; try { new PerformanceObserver((l) => { for (const e of l.getEntries()) globalThis.__longTasks.push(e.duration); }).observe({ type: 'longtask', buffered: true }); } catch {}`,
-    });
-    const page = await chromium.page();
-    share = await startShare(dir);
-    const linkMs = share.linkMs;
-    log(`scale: link after ${(linkMs / 1000).toFixed(3)} s`);
-    await openLink(page, share.link, ['connected'], 60_000);
-    const indexSeconds = await waitForComplete(page, share.spawnedAt, 600_000);
-    log(`scale: index complete after ${indexSeconds.toFixed(3)} s`);
-    const persistedHandle = await page.waitForFunction(
-      () => {
-        const p = window.linkfsShare?.progress();
-        return p !== undefined && p.complete && p.persisted >= p.received;
-      },
-      undefined,
-      { polling: 10, timeout: 600_000 },
-    );
-    await persistedHandle.dispose();
-    const persistedSeconds = (performance.now() - share.spawnedAt) / 1000;
-    const wire = await indexWireBytes(page);
+    log(`scale: index complete and committed after ${run.indexSeconds.toFixed(3)} s`);
     const longTasks = await page.evaluate(() => ((globalThis as unknown as { __longTasks?: number[] }).__longTasks ?? []).slice());
-    const stats = await page.evaluate(() => window.linkfsStats?.() ?? null);
-    const heap = await page.evaluate(() => (performance as unknown as { memory?: { usedJSHeapSize: number } }).memory?.usedJSHeapSize ?? null);
+    const wire = await indexWireBytes(page);
+    const sharerPeak = await peakRss(share.pid);
+    const memory = await browserMemory(page);
 
+    // The biggest directory and a one-entry directory.
+    const sizes = dirSizes(tree);
+    const [bigPath, bigCount] = [...sizes.entries()].reduce((a, b) => (b[1] > a[1] ? b : a));
+    const smallPath = [...sizes.entries()].find(([p, c]) => c === 1 && p !== '')?.[0];
+    const bigRow = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), bigPath);
+    if (bigRow === null) throw new Error(`the big directory ${bigPath} is not in the index`);
+    const list = await timedInPage(page, 'list', bigRow.id, 20);
+    const inBig = tree.entries.filter((e) => e.path.startsWith(`${bigPath}/`) && !e.path.slice(bigPath.length + 1).includes('/'));
+    const bigProbe = inBig[Math.floor(inBig.length * 0.61)]!.path;
+    const lookupBig = await timedInPage(page, 'lookup', bigProbe, 50);
+    const smallProbe = smallPath === undefined ? null : tree.entries.find((e) => e.path.startsWith(`${smallPath}/`))!.path;
+    const lookupSmall = smallProbe === null ? null : await timedInPage(page, 'lookup', smallProbe, 50);
+
+    // Every entry, compared with the tree.
+    log('scale: comparing the whole index with the tree ...');
     const { entries: remote, problems } = await enumerateIndex(page);
     const mismatches = [...problems, ...compareIndex(tree, remote)];
     for (const m of mismatches.slice(0, 50)) log(`MISMATCH ${formatMismatch(m)}`);
     if (mismatches.length > 50) log(`... and ${mismatches.length - 50} more mismatches`);
 
-    // First-byte latency: small files, one at a time, spread over the tree.
-    const remoteFiles = remote.filter((r) => r.kind === 'file');
-    const sample = Array.from({ length: Math.min(200, remoteFiles.length) }, (_, i) => remoteFiles[Math.floor((i * remoteFiles.length) / Math.min(200, remoteFiles.length))]!.id);
-    const { results } = await readInPage(page, sample, 1, 10_000);
-    const readErrors = results.filter((r) => r.error !== null);
-    for (const r of readErrors.slice(0, 5)) log(`scale: read of entry ${r.id} failed: ${r.error}`);
-    const latencies = results.filter((r) => r.error === null).map((r) => r.ms).sort((a, b) => a - b);
+    // 20 files spread over the tree, byte for byte.
+    const files = tree.entries.filter((e) => e.kind === 'file');
+    const picks = Array.from({ length: Math.min(20, files.length) }, (_, i) => files[Math.floor(((i + 0.5) * files.length) / Math.min(20, files.length))]!);
+    const byPath = new Map(remote.map((r) => [r.path, r.id]));
+    const ids = picks.map((f) => byPath.get(f.path)).filter((id): id is number => id !== undefined);
+    const { results } = await readInPage(page, ids, 4, 30_000);
+    let readbackOk = ids.length === picks.length;
+    for (const [i, f] of picks.entries()) {
+      const r = results.find((x) => x.id === ids[i]);
+      const want = await sha256File(path.join(dir, f.path));
+      if (r === undefined || r.error !== null || r.sha256 !== want) {
+        readbackOk = false;
+        log(`scale: read-back of ${f.path} failed: ${r?.error ?? `sha256 ${String(r?.sha256)} != ${want}`}`);
+      }
+    }
 
-    await chromium.close();
-    chromium = undefined;
-    await share.stop();
-    share = undefined;
-    return {
-      files,
+    const figures = {
       entries,
-      link_seconds: round(linkMs / 1000),
-      index_seconds: round(indexSeconds),
-      persisted_seconds: round(persistedSeconds),
-      entries_per_second: Math.round(entries / indexSeconds),
+      dir,
+      index_seconds: round(run.indexSeconds),
+      entries_per_second: Math.round(entries / run.indexSeconds),
+      statwalk_seconds: round(statwalk),
+      index_vs_statwalk: round(run.indexSeconds / statwalk, 2),
+      link_seconds: round(share.linkMs / 1000),
       wire_bytes_per_entry: wire === null ? null : round(wire / entries, 2),
-      longest_main_thread_task_ms: longTasks.length === 0 ? 0 : Math.round(Math.max(...longTasks)),
-      main_thread_tasks_over_100ms: longTasks.filter((d) => d > 100).length,
-      page_js_heap_bytes_per_entry: heap === null ? null : round(heap / entries, 1),
-      small_read_ms_p50: round(percentile(latencies, 50), 2),
-      small_read_ms_p99: round(percentile(latencies, 99), 2),
-      read_errors: readErrors.length,
+      browser_bytes_per_entry: round((memory.total - baseline.browser) / entries, 1),
+      browser_memory: { page_js_heap: memory.pageHeap, worker_js_heap: memory.workerHeap, wasm: memory.wasm, empty_share_total: baseline.browser },
+      sharer_rss_bytes_per_entry: round((sharerPeak - baseline.sharer) / entries, 1),
+      sharer_peak_rss_bytes: sharerPeak,
+      longest_task_ms: longTasks.length === 0 ? 0 : Math.round(Math.max(...longTasks)),
+      tasks_over_50ms: longTasks.length,
+      big_dir: { path: bigPath, entries: bigCount },
+      list_big_dir_ms: round(list.first, 2),
+      list_big_dir_median_ms: round(list.median, 2),
+      lookup_big_dir_ms: round(lookupBig.median, 3),
+      lookup_small_dir_ms: lookupSmall === null ? null : round(lookupSmall.median, 3),
+      lookup_big_vs_small: lookupSmall === null ? null : round(lookupBig.median / lookupSmall.median, 2),
+      readback_ok: readbackOk,
       mismatches: mismatches.length,
-      page_stats: stats,
-      error: mismatches.length > 0 || readErrors.length > 0 ? `${mismatches.length} mismatches, ${readErrors.length} failed reads` : null,
+      error: mismatches.length > 0 || !readbackOk ? `${mismatches.length} index mismatches; read-back ${readbackOk ? 'ok' : 'FAILED'}` : null,
     };
-  } finally {
-    await chromium?.close().catch(() => undefined);
-    await share?.kill();
+    await chromium.close();
+    await share.stop();
+    return figures;
+  } catch (e) {
+    await chromium.close().catch(() => undefined);
+    await share.kill();
+    throw e;
   }
 }
 
@@ -137,5 +273,7 @@ try {
   figures = { error: e instanceof Error ? e.message : String(e) };
 }
 if (figures.error !== null) log(`scale: FAILED: ${String(figures.error)}`);
-console.log(JSON.stringify(figures));
+const line = JSON.stringify(figures);
+if (process.env.SCALE_OUT) await writeFile(process.env.SCALE_OUT, `${line}\n`);
+console.log(line);
 process.exit(figures.error === null ? 0 : 1);

@@ -9,6 +9,9 @@ export type { ConnectionStatus, EntryKind, EntryRow, IndexProgress, ShareApi } f
 export interface LinkfsStats {
   /** Bytes of index batches received over the data channel so far (frames as sent). */
   indexWireBytes: number;
+  /** The worker's wasm memory and the page's (bytes). */
+  wasmMemoryBytes?: number;
+  pageWasmMemoryBytes?: number;
   [figure: string]: unknown;
 }
 

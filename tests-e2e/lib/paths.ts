@@ -26,7 +26,7 @@ export function binDir(): string {
 }
 
 /** Full path of a built binary; throws a clear error if it is not built. */
-export function binary(name: 'linkfs' | 'linkfs-relay'): string {
+export function binary(name: 'linkfs' | 'linkfs-relay' | 'linkfs-gen-tree'): string {
   const p = path.join(binDir(), name);
   if (!existsSync(p)) {
     throw new Error(`${p} does not exist: build it first (bash scripts/build), or point LINKFS_BIN_DIR at it`);

@@ -223,7 +223,8 @@ class WasmShare implements ShareApi {
   }
 
   latestStats(): ShareStats | null {
-    return this.stats;
+    if (this.stats === null) return null;
+    return { ...this.stats, pageWasmMemoryBytes: pageWasmMemory?.buffer.byteLength ?? 0 };
   }
 
   status(): ConnectionStatus {
@@ -313,10 +314,14 @@ export async function openShare(key: string): Promise<ShareApi> {
   return share;
 }
 
+/** The page's wasm memory, for the figures in `linkfsStats`. */
+let pageWasmMemory: WebAssembly.Memory | null = null;
+
 async function loadWasm(): Promise<WasmModule> {
   const wasm = await import('../../core-wasm/pkg/linkfs_core_wasm.js');
   const { default: wasmUrl } = await import('../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url');
-  await wasm.default({ module_or_path: wasmUrl });
+  const exports = await wasm.default({ module_or_path: wasmUrl });
+  pageWasmMemory = exports.memory;
   window.linkfsSelfTest = () => wasm.selfTest();
   return wasm;
 }

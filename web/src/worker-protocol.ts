@@ -10,6 +10,8 @@ export interface ShareStats {
   indexHeapBytes: number;
   wasmMemoryBytes: number;
   refusedOps: number;
+  /** The page's own wasm memory (the connection), added by the page. */
+  pageWasmMemoryBytes?: number;
 }
 
 export interface WorkerProgress extends IndexProgress {
