@@ -14,7 +14,9 @@
 //   index_vs_statwalk, wire_bytes_per_entry, browser_bytes_per_entry (page + worker JS
 //   heaps after GC + both wasm memories, minus the same for an empty share),
 //   sharer_rss_bytes_per_entry (peak RSS, minus an empty share's), longest_task_ms (main
-//   thread, during the fill), list_big_dir_ms / lookup_big_dir_ms / lookup_small_dir_ms,
+//   thread, during the fill; the longtask API reports only tasks of 50 ms or more, so 0
+//   means none) and main_thread_max_gap_ms (longest gap between 4 ms timer ticks),
+//   list_big_dir_ms / list_small_dir_ms / lookup_big_dir_ms / lookup_small_dir_ms,
 //   readback_ok (20 files spread over the tree, SHA-256), mismatches.
 
 import { spawnSync } from 'node:child_process';
@@ -34,14 +36,16 @@ const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** di
 async function generatedTree(n: number): Promise<string> {
   const dir = path.join(scratchDir, `scale-${n}`);
   const marker = `${dir}.done`;
-  if ((await readFile(marker, 'utf8').catch(() => '')) === `${n}\n`) return dir;
+  // Bump the shape's version when linkfs-gen-tree changes what it makes.
+  const done = `${n} files, shape 2\n`;
+  if ((await readFile(marker, 'utf8').catch(() => '')) === done) return dir;
   await rm(dir, { recursive: true, force: true });
   await mkdir(scratchDir, { recursive: true });
   log(`scale: generating ${n} files under ${dir} ...`);
   const r = spawnSync(binary('linkfs-gen-tree'), ['--files', String(n), '--out', dir], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`linkfs-gen-tree failed (${r.status ?? r.signal}): ${r.stdout}`);
   log(`scale: generated: ${r.stdout.trim()}`);
-  await writeFile(marker, `${n}\n`);
+  await writeFile(marker, done);
   return dir;
 }
 
@@ -105,16 +109,34 @@ async function browserMemory(page: Page): Promise<{ pageHeap: number; workerHeap
   }
 }
 
-/** Longest main-thread task so far (PerformanceObserver 'longtask', installed before load). */
-const longTaskScript = `globalThis.__longTasks = []; try { new PerformanceObserver((l) => { for (const e of l.getEntries()) globalThis.__longTasks.push(e.duration); }).observe({ type: 'longtask', buffered: true }); } catch {}`;
+/**
+ * Installed before load: main-thread tasks of 50 ms or more (PerformanceObserver
+ * 'longtask', which reports nothing shorter), and the longest gap between ticks of a
+ * 4 ms timer (what a shorter task would delay; also the timer's own jitter).
+ */
+const longTaskScript = `globalThis.__longTasks = []; globalThis.__gaps = [];
+try { new PerformanceObserver((l) => { for (const e of l.getEntries()) globalThis.__longTasks.push([e.startTime, e.duration]); }).observe({ type: 'longtask', buffered: true }); } catch {}
+{ let last = performance.now(); const tick = () => { const now = performance.now(); if (now - last > 8 && globalThis.__gaps.length < 10000) globalThis.__gaps.push([last, now - last]); last = now; setTimeout(tick, 4); }; setTimeout(tick, 4); }`;
+
+/** The longest of `[start, duration]` pairs that end after `from` (page clock, ms). */
+async function longestSince(page: Page, what: '__longTasks' | '__gaps', from: number): Promise<{ longest: number; count: number }> {
+  return page.evaluate(
+    ({ what, from }) => {
+      const all = ((globalThis as unknown as Record<string, [number, number][] | undefined>)[what] ?? []).filter(([at, d]) => at + d >= from);
+      return { longest: all.reduce((m, [, d]) => Math.max(m, d), 0), count: all.length };
+    },
+    { what, from },
+  );
+}
 
 /** One sharer + one fresh browser: open the link and wait for the index in IndexedDB. */
-async function openShare(dir: string, name: string): Promise<{ chromium: ChromiumInstance; page: Page; share: ShareProcess; indexSeconds: number }> {
+async function openShare(dir: string, name: string): Promise<{ chromium: ChromiumInstance; page: Page; share: ShareProcess; indexSeconds: number; connectedAt: number }> {
   const chromium = await launchChromium({ name, log });
   await chromium.context.addInitScript({ content: longTaskScript });
   const page = await chromium.page();
   const share = await startShare(dir);
   await openLink(page, share.link, ['connected'], 120_000);
+  const connectedAt = await page.evaluate(() => performance.now());
   const handle = await page.waitForFunction(
     () => {
       const s = window.linkfsShare;
@@ -130,24 +152,28 @@ async function openShare(dir: string, name: string): Promise<{ chromium: Chromiu
   const indexSeconds = (performance.now() - share.spawnedAt) / 1000;
   const outcome = (await handle.jsonValue()) as { failed: string | null };
   if (outcome.failed !== null) throw new Error(`the page failed before its index was complete: ${outcome.failed}`);
-  return { chromium, page, share, indexSeconds };
+  return { chromium, page, share, indexSeconds, connectedAt };
 }
 
-/** Median of `n` timed calls of a ShareApi query in the page (ms, round trip to the worker). */
-async function timedInPage(page: Page, what: 'list' | 'lookup', arg: number | string, n: number): Promise<{ first: number; median: number }> {
+/**
+ * A ShareApi query timed in the page, round trip to the worker included (ms): the
+ * first call alone, then the mean of `n` more (the page clock ticks in 0.1 ms, so
+ * one fast call alone reads as 0 or 0.1).
+ */
+async function timedInPage(page: Page, what: 'list' | 'lookup', arg: number | string, n: number): Promise<{ first: number; mean: number }> {
   return page.evaluate(
     async ({ what, arg, n }) => {
       const s = window.linkfsShare!;
-      const times: number[] = [];
-      for (let i = 0; i < n; i += 1) {
-        const t0 = performance.now();
+      const once = async () => {
         if (what === 'list') await s.list(arg as number, 'name', false, 0, 60);
         else if ((await s.lookup(arg as string)) === null) throw new Error(`lookup(${String(arg)}) found nothing`);
-        times.push(performance.now() - t0);
-      }
-      const first = times[0]!;
-      times.sort((a, b) => a - b);
-      return { first, median: times[Math.floor(times.length / 2)]! };
+      };
+      let t0 = performance.now();
+      await once();
+      const first = performance.now() - t0;
+      t0 = performance.now();
+      for (let i = 0; i < n; i += 1) await once();
+      return { first, mean: (performance.now() - t0) / n };
     },
     { what, arg, n },
   );
@@ -190,7 +216,9 @@ async function main(): Promise<Record<string, unknown>> {
   const { chromium, page, share } = run;
   try {
     log(`scale: index complete and committed after ${run.indexSeconds.toFixed(3)} s`);
-    const longTasks = await page.evaluate(() => ((globalThis as unknown as { __longTasks?: number[] }).__longTasks ?? []).slice());
+    // From the moment the channel opened: page load and wasm start-up are not the fill.
+    const longTasks = await longestSince(page, '__longTasks', run.connectedAt);
+    const gaps = await longestSince(page, '__gaps', run.connectedAt);
     const wire = await indexWireBytes(page);
     const sharerPeak = await peakRss(share.pid);
     const memory = await browserMemory(page);
@@ -198,15 +226,19 @@ async function main(): Promise<Record<string, unknown>> {
     // The biggest directory and a one-entry directory.
     const sizes = dirSizes(tree);
     const [bigPath, bigCount] = [...sizes.entries()].reduce((a, b) => (b[1] > a[1] ? b : a));
-    const smallPath = [...sizes.entries()].find(([p, c]) => c === 1 && p !== '')?.[0];
+    // The smallest non-empty folder (the generator makes `single`, with one file).
+    const [smallPath, smallCount] = [...sizes.entries()].filter(([p]) => p !== '').reduce((a, b) => (b[1] < a[1] ? b : a));
     const bigRow = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), bigPath);
     if (bigRow === null) throw new Error(`the big directory ${bigPath} is not in the index`);
-    const list = await timedInPage(page, 'list', bigRow.id, 20);
+    const list = await timedInPage(page, 'list', bigRow.id, 200);
     const inBig = tree.entries.filter((e) => e.path.startsWith(`${bigPath}/`) && !e.path.slice(bigPath.length + 1).includes('/'));
     const bigProbe = inBig[Math.floor(inBig.length * 0.61)]!.path;
-    const lookupBig = await timedInPage(page, 'lookup', bigProbe, 50);
-    const smallProbe = smallPath === undefined ? null : tree.entries.find((e) => e.path.startsWith(`${smallPath}/`))!.path;
-    const lookupSmall = smallProbe === null ? null : await timedInPage(page, 'lookup', smallProbe, 50);
+    const lookupBig = await timedInPage(page, 'lookup', bigProbe, 1000);
+    const smallProbe = tree.entries.find((e) => e.path.startsWith(`${smallPath}/`) && !e.path.slice(smallPath.length + 1).includes('/'))!.path;
+    const lookupSmall = await timedInPage(page, 'lookup', smallProbe, 1000);
+    const smallRow = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), smallPath);
+    if (smallRow === null) throw new Error(`the small directory ${smallPath} is not in the index`);
+    const listSmall = await timedInPage(page, 'list', smallRow.id, 200);
 
     // Every entry, compared with the tree.
     log('scale: comparing the whole index with the tree ...');
@@ -244,14 +276,19 @@ async function main(): Promise<Record<string, unknown>> {
       browser_memory: { page_js_heap: memory.pageHeap, worker_js_heap: memory.workerHeap, wasm: memory.wasm, empty_share_total: baseline.browser },
       sharer_rss_bytes_per_entry: round((sharerPeak - baseline.sharer) / entries, 1),
       sharer_peak_rss_bytes: sharerPeak,
-      longest_task_ms: longTasks.length === 0 ? 0 : Math.round(Math.max(...longTasks)),
-      tasks_over_50ms: longTasks.length,
+      longest_task_ms: Math.round(longTasks.longest),
+      tasks_over_50ms: longTasks.count,
+      main_thread_max_gap_ms: round(gaps.longest, 1),
       big_dir: { path: bigPath, entries: bigCount },
       list_big_dir_ms: round(list.first, 2),
-      list_big_dir_median_ms: round(list.median, 2),
-      lookup_big_dir_ms: round(lookupBig.median, 3),
-      lookup_small_dir_ms: lookupSmall === null ? null : round(lookupSmall.median, 3),
-      lookup_big_vs_small: lookupSmall === null ? null : round(lookupBig.median / lookupSmall.median, 2),
+      list_big_dir_mean_ms: round(list.mean, 3),
+      small_dir: { path: smallPath, entries: smallCount },
+      list_small_dir_ms: round(listSmall.first, 2),
+      list_small_dir_mean_ms: round(listSmall.mean, 3),
+      lookup_big_dir_ms: round(lookupBig.mean, 4),
+      lookup_small_dir_ms: round(lookupSmall.mean, 4),
+      lookup_big_vs_small: round(lookupBig.mean / lookupSmall.mean, 2),
+      lookup_big_dir_first_ms: round(lookupBig.first, 2),
       readback_ok: readbackOk,
       mismatches: mismatches.length,
       error: mismatches.length > 0 || !readbackOk ? `${mismatches.length} index mismatches; read-back ${readbackOk ? 'ok' : 'FAILED'}` : null,

@@ -6,7 +6,8 @@
 //!   for 1M), each under the root (15%), under one of the last 8 folders made
 //!   (40%, which makes deep chains, at most 20 levels) or under any earlier one;
 //! * one folder, `big-<count>` under the root, holding `--big-dir` files (at
-//!   most N/2);
+//!   most N/2), and one, `single` under the root, holding exactly one file (the
+//!   small side of the big-versus-small folder figures);
 //! * every other file in a folder picked with a skew (index ~ u^2), so a few
 //!   folders hold many files and most hold a few;
 //! * names as people and programs make them, 2 to about 60 bytes: camera and
@@ -81,7 +82,7 @@ fn main() -> Result<()> {
         .dirs
         .unwrap_or_else(|| (args.files / 20).min(2000 + args.files / 500))
         .max(1);
-    let plan = FolderPlan::new(args.seed, dirs, big);
+    let plan = FolderPlan::new(args.seed, dirs, big, args.files > big);
     for folder in &plan.folders[1..] {
         let path = args.out.join(&folder.rel);
         fs::create_dir(&path)
@@ -153,15 +154,18 @@ struct Folder {
 }
 
 /// The folders, decided before anything is made. Index 0 is the output folder
-/// itself; the big folder, when there is one, is the last.
+/// itself; then the random folders, the one-file folder and the big folder,
+/// when there are these.
 struct FolderPlan {
     folders: Vec<Folder>,
-    /// Folders that get random files: all but the big one.
+    /// Folders that get random files: all but the one-file and the big one.
     ordinary: usize,
+    /// The folder holding exactly one file (file number `big`).
+    single: Option<usize>,
 }
 
 impl FolderPlan {
-    fn new(seed: u64, dirs: u64, big: u64) -> FolderPlan {
+    fn new(seed: u64, dirs: u64, big: u64, single: bool) -> FolderPlan {
         let mut rng = Rng::new(seed, u64::MAX);
         let mut folders = vec![Folder {
             rel: PathBuf::new(),
@@ -196,15 +200,31 @@ impl FolderPlan {
                 depth: folders[parent].depth + 1,
             });
         }
-        // The big folder comes last, so no other folder or file lands in it.
+        // The one-file and the big folder come last, so no other folder or
+        // file lands in them. A random folder may be called `single` too: then
+        // this one is `single (2)`.
         let ordinary = folders.len();
+        let single = single.then(|| {
+            let mut rel = PathBuf::from("single");
+            let mut copy = 1;
+            while taken.contains(&rel) {
+                copy += 1;
+                rel = PathBuf::from(format!("single ({copy})"));
+            }
+            folders.push(Folder { rel, depth: 1 });
+            folders.len() - 1
+        });
         if big > 0 {
             folders.push(Folder {
                 rel: PathBuf::from(format!("big-{big}")),
                 depth: 1,
             });
         }
-        FolderPlan { folders, ordinary }
+        FolderPlan {
+            folders,
+            ordinary,
+            single,
+        }
     }
 }
 
@@ -243,6 +263,11 @@ impl FolderWork {
 fn folder_of(rng: &mut Rng, number: u64, big: u64, plan: &FolderPlan) -> usize {
     if number < big {
         return plan.folders.len() - 1;
+    }
+    if number == big
+        && let Some(single) = plan.single
+    {
+        return single;
     }
     let u = rng.unit();
     ((u * u * plan.ordinary as f64) as usize).min(plan.ordinary - 1)
