@@ -122,7 +122,7 @@ pub enum EndReason {
 impl std::fmt::Display for EndReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            EndReason::SharerGoodbye(m) if m.is_empty() => {
+            EndReason::SharerGoodbye(m) if m.is_empty() || m == "the sharer stopped sharing" => {
                 f.write_str("the sharer stopped sharing")
             }
             EndReason::SharerGoodbye(m) => write!(f, "the sharer stopped sharing ({m})"),

@@ -8,6 +8,9 @@
 //! - [`sharer`]: `linkfs share` wired together: the embedded (or external)
 //!   relay, the walk feeding the share index, one sender session per visitor,
 //!   and safe file reads beneath the shared root.
+//! - [`visit`]: the native receiver (`linkfs mount`, `ls`, `get`): reaching a
+//!   sharer from a link, the core receiver in one loop, the FUSE filesystem and
+//!   the downloader.
 //!
 //! The protocol logic itself is `linkfs-core` (sans-IO); everything here is
 //! IO around it. `main.rs` is the command-line glue.
@@ -15,4 +18,5 @@
 pub mod sharer;
 pub mod signal_client;
 pub mod transport;
+pub mod visit;
 pub mod walk;

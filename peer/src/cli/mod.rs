@@ -1,6 +1,7 @@
 //! Command-line glue: argument parsing, logging, signals, exit codes.
 
 mod share;
+mod visit;
 
 use std::process::ExitCode;
 
@@ -19,6 +20,13 @@ enum Command {
     /// Share a folder: prints a link (first line on stdout) and a QR code, then
     /// serves visitors until Ctrl-C.
     Share(share::ShareArgs),
+    /// Mount a share read-only with FUSE (listings and stat from the local index,
+    /// reads on demand, verified) until Ctrl-C or the sharer stops.
+    Mount(visit::MountArgs),
+    /// List a folder of a share (from the local index).
+    Ls(visit::LsArgs),
+    /// Download a file or folder of a share, verified and resumable.
+    Get(visit::GetArgs),
 }
 
 /// Default log filter: our warnings; webrtc-rs's routine ICE/DTLS chatter only when it is an error.
@@ -46,6 +54,9 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Share(args) => share::run(args).await,
+            Command::Mount(args) => visit::mount(args).await,
+            Command::Ls(args) => visit::ls(args).await,
+            Command::Get(args) => visit::get_cmd(args).await,
         }
     });
     // Visitors' tasks may still be winding down; don't wait for them.

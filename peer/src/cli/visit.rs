@@ -1,0 +1,312 @@
+//! `linkfs mount`, `linkfs ls`, `linkfs get`: the native receiver's commands.
+//!
+//! Each connects to the link's sharer, waits for the whole index (a progress bar
+//! on stderr: entries received of announced), then works from the local index.
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use linkfs_peer::transport::TransportConfig;
+use linkfs_peer::visit::get::{GetOptions, get};
+use linkfs_peer::visit::listing::{ListOptions, list};
+use linkfs_peer::visit::mount::{LinkFs, MountOptions};
+use linkfs_peer::visit::{Client, open};
+
+#[derive(Debug, clap::Args)]
+pub struct ConnectArgs {
+    /// The share's link (http://host:port/#room.secret), as `linkfs share` printed it.
+    link: String,
+    /// Local addresses for peer-to-peer traffic (default: 127.0.0.1 and every up IPv4 interface).
+    #[arg(long = "webrtc-bind", value_name = "IP:PORT", global = true)]
+    webrtc_bind: Vec<SocketAddr>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MountArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// An empty folder to mount the share on.
+    mountpoint: PathBuf,
+    /// Most MiB of file data cached in memory.
+    #[arg(long, default_value_t = 64)]
+    cache_mib: u64,
+    /// Threads serving the kernel's requests.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LsArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// A folder or file in the share (default: the top).
+    #[arg(default_value = "")]
+    path: String,
+    /// One JSON object per line: path, kind, size, mtime, mode (and target for symlinks).
+    #[arg(long)]
+    json: bool,
+    /// Everything below PATH, by path.
+    #[arg(short = 'R', long)]
+    recursive: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// A folder or file in the share (default: all of it).
+    #[arg(default_value = "")]
+    path: String,
+    /// Where to put it (created if missing). Nothing is ever written outside it.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Files downloaded at once.
+    #[arg(long, default_value_t = 8)]
+    parallel: usize,
+}
+
+fn transport(args: &ConnectArgs) -> TransportConfig {
+    let mut t = TransportConfig::default();
+    if !args.webrtc_bind.is_empty() {
+        t.udp_bind = args.webrtc_bind.clone();
+    }
+    t
+}
+
+fn bar(template: &str) -> ProgressBar {
+    let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4));
+    if !std::io::stderr().is_terminal() {
+        b.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        b.set_style(style.progress_chars("=> "));
+    }
+    b
+}
+
+/// Connects and waits for the complete index, showing its progress.
+async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
+    let started = std::time::Instant::now();
+    eprintln!("linkfs: connecting to the sharer ...");
+    let client = open(&args.link, &transport(args)).await?;
+    let b = bar("{spinner} index: {pos}/{len} entries {wide_bar} {elapsed}");
+    let mut watch = client.watch();
+    let done = loop {
+        let s = watch.borrow_and_update().clone();
+        b.set_length(s.announced.max(s.received));
+        b.set_position(s.received);
+        if s.complete {
+            break Ok(s.received);
+        }
+        if let Some(reason) = s.ended {
+            break Err(reason);
+        }
+        tokio::select! {
+            changed = watch.changed() => if changed.is_err() { break Err("the session ended".into()) },
+            () = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+    };
+    b.finish_and_clear();
+    match done {
+        Ok(entries) => {
+            eprintln!(
+                "linkfs: index complete: {entries} entries in {:.2} s",
+                started.elapsed().as_secs_f64()
+            );
+            let (refused, count) = client.refusals();
+            if count > 0 {
+                eprintln!(
+                    "linkfs: warning: the sharer sent {count} entries that are not valid; they were skipped (first: {})",
+                    refused.first().map_or("", String::as_str)
+                );
+            }
+            Ok(client)
+        }
+        Err(reason) => bail!("the index did not arrive: {reason}"),
+    }
+}
+
+pub async fn ls(args: LsArgs) -> anyhow::Result<()> {
+    let client = connect_and_index(&args.connect).await?;
+    let options = ListOptions {
+        json: args.json,
+        recursive: args.recursive,
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let result = client.with_index(|ix| list(ix, &args.path, options, &mut out));
+    client.shutdown().await;
+    match result {
+        Ok(_) => {
+            out.flush()?;
+            Ok(())
+        }
+        // A closed pipe (`linkfs ls ... | head`) is not an error.
+        Err(linkfs_peer::visit::listing::ListError::Write(e))
+            if e.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
+    let client = connect_and_index(&args.connect).await?;
+    let b = bar("{bytes}/{total_bytes} {wide_bar} {bytes_per_sec} eta {eta}");
+    let options = GetOptions {
+        path: args.path.clone(),
+        out: args.out.clone(),
+        parallel_files: args.parallel,
+    };
+    let started = std::time::Instant::now();
+    let summary = tokio::select! {
+        s = get(&client, &options, &b) => s?,
+        () = super::stop_signal() => {
+            b.abandon();
+            client.shutdown().await;
+            bail!("interrupted; run the same command again to continue where it stopped");
+        }
+    };
+    b.finish_and_clear();
+    client.shutdown().await;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "linkfs: {} files ({} already complete), {} folders, {} symlinks; fetched {} bytes in {:.2} s ({:.1} MB/s) into {}",
+        summary.files,
+        summary.already_complete,
+        summary.folders,
+        summary.symlinks,
+        summary.bytes_fetched,
+        secs,
+        summary.bytes_fetched as f64 / secs.max(1e-9) / 1e6,
+        args.out.display()
+    );
+    for r in summary.refused.iter().take(20) {
+        eprintln!("linkfs: refused: {r}");
+    }
+    for f in summary.failed.iter().take(20) {
+        eprintln!("linkfs: failed: {f}");
+    }
+    let problems = summary.refused.len() + summary.failed.len();
+    if problems > 0 {
+        bail!(
+            "{} entries were refused and {} failed (listed above); what completed is in place, and running the command again retries the rest",
+            summary.refused.len(),
+            summary.failed.len()
+        );
+    }
+    Ok(())
+}
+
+/// Unmounts (lazily, so a program still inside does not keep it): directly as
+/// root, else through `fusermount3 -u -z`.
+fn unmount(mountpoint: &std::path::Path) -> anyhow::Result<()> {
+    match nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EPERM) => {
+            let status = std::process::Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(mountpoint)
+                .status()
+                .context("cannot run fusermount3")?;
+            if status.success() {
+                Ok(())
+            } else {
+                bail!("fusermount3 -u failed ({status})")
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(&args.mountpoint).with_context(|| {
+        format!(
+            "cannot use {} as the mount point",
+            args.mountpoint.display()
+        )
+    })?;
+    if !meta.is_dir() {
+        bail!(
+            "{} is not a folder; give an empty folder to mount on",
+            args.mountpoint.display()
+        );
+    }
+    let client = connect_and_index(&args.connect).await?;
+    let fs = LinkFs::new(
+        client.clone(),
+        MountOptions {
+            cache_bytes: args.cache_mib << 20,
+            ..MountOptions::default()
+        },
+        tokio::runtime::Handle::current(),
+    );
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::RO,
+        fuser::MountOption::FSName("linkfs".into()),
+        fuser::MountOption::Subtype("linkfs".into()),
+        fuser::MountOption::NoDev,
+        fuser::MountOption::NoSuid,
+        fuser::MountOption::DefaultPermissions,
+    ];
+    config.n_threads = Some(args.threads.max(1));
+    // Mounted directly as root, else through fusermount3 (fuser chooses). Not
+    // auto_unmount: measured here, its fusermount3 watcher exited at once and the
+    // mount stayed; this process unmounts itself on every way out instead.
+    let mountpoint = args.mountpoint.clone();
+    let session = fuser::spawn_mount(fs, &mountpoint, &config).with_context(|| {
+        format!(
+            "cannot mount on {} (is FUSE available? `apt-get install fuse3`; is the folder empty and not already a mount?)",
+            mountpoint.display()
+        )
+    })?;
+    eprintln!(
+        "linkfs: mounted at {} (read-only); Ctrl-C to unmount",
+        mountpoint.display()
+    );
+    let mut unmounted_outside = false;
+    let reason = tokio::select! {
+        () = super::stop_signal() => "stopped".to_owned(),
+        r = client.ended() => format!("the share ended: {r}"),
+        () = async {
+            while !session.guard.is_finished() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        } => {
+            unmounted_outside = true;
+            "it was unmounted".to_owned()
+        }
+    };
+    // Reads still waiting fail with EIO once the session is closed.
+    client.shutdown().await;
+    if !unmounted_outside && let Err(e) = unmount(&mountpoint) {
+        eprintln!(
+            "linkfs: warning: unmounting {} failed: {e} (run `fusermount3 -u {}`)",
+            mountpoint.display(),
+            mountpoint.display()
+        );
+    }
+    let joined = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::task::spawn_blocking(move || session.umount_and_join()),
+    )
+    .await;
+    if !matches!(joined, Ok(Ok(Ok(())))) {
+        tracing::debug!(
+            ?joined,
+            "the FUSE session ended with an error after unmounting"
+        );
+    }
+    eprintln!("linkfs: unmounted {} ({reason})", mountpoint.display());
+    if reason.starts_with("the share ended") {
+        bail!("{reason}; unmounted {}", mountpoint.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,419 @@
+//! `linkfs get`: downloads a file or a folder of the share beneath `--out`.
+//!
+//! - **Never outside `--out`.** Every name is checked again here (the index
+//!   already refuses them): empty, `.`, `..`, a `/` or a NUL inside a name is
+//!   refused with the entry's path in words, and its subtree is skipped. Folders
+//!   are created and entered one component at a time with `openat` +
+//!   `O_NOFOLLOW | O_DIRECTORY` relative to the folder above, so a symlink on
+//!   disk (left by an earlier run, or planted) is never followed.
+//! - **Verified.** Bytes come from the core receiver, which checks every chunk's
+//!   BLAKE3 hash before handing it over.
+//! - **Resumable.** A file is written to a hidden part file named after the
+//!   source's name, size and mtime (`.linkfs-part.<hash>`), then given the
+//!   sharer's mtime and mode and renamed into place: a file under its final name
+//!   with the sharer's size and mtime is complete, and a re-run skips it. A
+//!   re-run continues a part file from its last whole block (data is written in
+//!   order), and a part file of another version of the source is not used.
+//! - Files are fetched several at a time ([`GetOptions::parallel_files`]), each
+//!   with up to [`PIPELINE`] reads of [`PIECE`] bytes in flight.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use indicatif::ProgressBar;
+use linkfs_proto::{EntryId, EntryKind};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+use nix::sys::stat::{Mode, fstatat, mkdirat};
+use tokio::task::JoinSet;
+
+use super::Client;
+
+/// Bytes per read request of a download.
+pub const PIECE: u64 = 4 << 20;
+/// Reads in flight per file.
+pub const PIPELINE: usize = 4;
+
+#[derive(Debug, Clone)]
+pub struct GetOptions {
+    /// What to download: a path in the share ("" for all of it).
+    pub path: String,
+    /// Where to put it (created if missing).
+    pub out: PathBuf,
+    /// Files downloaded at once.
+    pub parallel_files: usize,
+}
+
+/// What a download did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GetSummary {
+    pub files: u64,
+    pub folders: u64,
+    pub symlinks: u64,
+    /// Files already complete from an earlier run, not fetched again.
+    pub already_complete: u64,
+    /// Bytes fetched from the sharer in this run.
+    pub bytes_fetched: u64,
+    /// Entries refused (unsafe names), in words.
+    pub refused: Vec<String>,
+    /// Entries that failed, in words.
+    pub failed: Vec<String>,
+}
+
+/// Why a download could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GetError {
+    #[error("{0}: no such file or folder in the share")]
+    NotFound(String),
+    #[error("cannot create or open the output folder {path}: {source}")]
+    Out {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A name that is safe to create inside a folder.
+pub fn safe_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && !name.contains(&b'/') && !name.contains(&0)
+}
+
+fn shown(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).into_owned()
+}
+
+/// One file to fetch.
+struct FileJob {
+    dir: Arc<OwnedFd>,
+    name: Vec<u8>,
+    path: Vec<u8>,
+    entry: EntryId,
+    size: u64,
+    mtime: i64,
+    mode: u32,
+}
+
+/// The part file's name for a version of a source file.
+fn part_name(name: &[u8], size: u64, mtime: i64) -> Vec<u8> {
+    let mut h = blake3::Hasher::new();
+    h.update(name);
+    h.update(&size.to_le_bytes());
+    h.update(&mtime.to_le_bytes());
+    let hex = h.finalize().to_hex();
+    format!(".linkfs-part.{}", &hex[..24]).into_bytes()
+}
+
+fn io_err(e: Errno) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e as i32)
+}
+
+/// Opens (creating if needed) folder `name` inside `parent`, never through a symlink.
+fn enter_dir(parent: &impl AsFd, name: &[u8]) -> std::io::Result<OwnedFd> {
+    let name = std::ffi::OsStr::from_bytes(name);
+    match mkdirat(parent, name, Mode::from_bits_truncate(0o755)) {
+        Ok(()) | Err(Errno::EEXIST) => {}
+        Err(e) => return Err(io_err(e)),
+    }
+    openat(
+        parent,
+        name,
+        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::ELOOP | Errno::ENOTDIR => std::io::Error::other(
+            "something that is not a folder (a file or a symlink) is in the way; move it and run again",
+        ),
+        e => io_err(e),
+    })
+}
+
+/// Whether `name` in `dir` is already the complete file (size and mtime as the sharer has them).
+fn is_complete(dir: &impl AsFd, name: &[u8], size: u64, mtime: i64) -> bool {
+    fstatat(
+        dir,
+        std::ffi::OsStr::from_bytes(name),
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .is_ok_and(|st| {
+        (st.st_mode & libc_s_ifmt()) == libc_s_ifreg()
+            && st.st_size as u64 == size
+            && st.st_mtime == mtime
+    })
+}
+
+const fn libc_s_ifmt() -> u32 {
+    0o170_000
+}
+const fn libc_s_ifreg() -> u32 {
+    0o100_000
+}
+
+/// Downloads `options.path` beneath `options.out`. Failures of single entries
+/// are collected in the summary; the rest continues.
+pub async fn get(
+    client: &Client,
+    options: &GetOptions,
+    bar: &ProgressBar,
+) -> Result<GetSummary, GetError> {
+    let trimmed = options.path.trim_matches('/');
+    let root_id = if trimmed.is_empty() || trimmed == "." {
+        EntryId(0)
+    } else {
+        client
+            .with_index(|ix| ix.lookup(trimmed.as_bytes()))
+            .ok_or_else(|| GetError::NotFound(options.path.clone()))?
+    };
+    std::fs::create_dir_all(&options.out).map_err(|source| GetError::Out {
+        path: options.out.clone(),
+        source,
+    })?;
+    let out_fd: OwnedFd = File::open(&options.out)
+        .map_err(|source| GetError::Out {
+            path: options.out.clone(),
+            source,
+        })?
+        .into();
+    let out_fd = Arc::new(out_fd);
+
+    let mut summary = GetSummary::default();
+    let mut jobs: Vec<FileJob> = Vec::new();
+    // Folders first (depth first), files collected; the index lock is held per folder.
+    let (root_kind, root_name) = client
+        .with_index(|ix| ix.get(root_id).map(|e| (e.kind, e.name.to_vec())))
+        .ok_or_else(|| GetError::NotFound(options.path.clone()))?;
+    if root_kind != EntryKind::Dir {
+        // One file (or symlink): into --out under its own name.
+        let e = client.with_index(|ix| {
+            ix.get(root_id)
+                .map(|e| (e.size, e.mtime, e.mode, e.target.to_vec()))
+        });
+        if let Some((size, mtime, mode, target)) = e {
+            if !safe_name(&root_name) {
+                summary
+                    .refused
+                    .push(format!("{}: not a safe name", shown(&root_name)));
+            } else if root_kind == EntryKind::Symlink {
+                make_symlink(&out_fd, &root_name, &target, &root_name, &mut summary);
+            } else {
+                jobs.push(FileJob {
+                    dir: out_fd.clone(),
+                    name: root_name.clone(),
+                    path: root_name,
+                    entry: root_id,
+                    size,
+                    mtime,
+                    mode,
+                });
+            }
+        }
+    } else {
+        let mut stack: Vec<(EntryId, Arc<OwnedFd>, Vec<u8>)> = vec![(root_id, out_fd, Vec::new())];
+        while let Some((dir, fd, prefix)) = stack.pop() {
+            let children: Vec<(EntryId, EntryKind, Vec<u8>, u64, i64, u32, Vec<u8>)> = client
+                .with_index(|ix| {
+                    ix.children(dir)
+                        .iter()
+                        .filter_map(|&c| ix.get(EntryId(c)))
+                        .map(|e| {
+                            (
+                                e.id,
+                                e.kind,
+                                e.name.to_vec(),
+                                e.size,
+                                e.mtime,
+                                e.mode,
+                                e.target.to_vec(),
+                            )
+                        })
+                        .collect()
+                });
+            let mut subdirs = Vec::new();
+            for (id, kind, name, size, mtime, mode, target) in children {
+                let mut path = prefix.clone();
+                if !path.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(&name);
+                if !safe_name(&name) {
+                    summary.refused.push(format!(
+                        "{}: the sharer sent a name that could escape the output folder; skipped",
+                        shown(&path)
+                    ));
+                    continue;
+                }
+                match kind {
+                    EntryKind::Dir => match enter_dir(&*fd, &name) {
+                        Ok(sub) => {
+                            summary.folders += 1;
+                            subdirs.push((id, Arc::new(sub), path, mtime, mode));
+                        }
+                        Err(e) => summary.failed.push(format!("{}: {e}", shown(&path))),
+                    },
+                    EntryKind::Symlink => make_symlink(&fd, &name, &target, &path, &mut summary),
+                    _ => jobs.push(FileJob {
+                        dir: fd.clone(),
+                        name,
+                        path,
+                        entry: id,
+                        size,
+                        mtime,
+                        mode,
+                    }),
+                }
+            }
+            for (id, sub, path, _, _) in subdirs.into_iter().rev() {
+                stack.push((id, sub, path));
+            }
+        }
+    }
+
+    // Skip what is complete; fetch the rest, several files at once.
+    let mut todo: VecDeque<FileJob> = VecDeque::new();
+    let mut total = 0u64;
+    for job in jobs {
+        if is_complete(&*job.dir, &job.name, job.size, job.mtime) {
+            summary.already_complete += 1;
+            summary.files += 1;
+        } else {
+            total += job.size;
+            todo.push_back(job);
+        }
+    }
+    bar.set_length(total);
+    let mut running: JoinSet<(Vec<u8>, Result<u64, String>)> = JoinSet::new();
+    let parallel = options.parallel_files.max(1);
+    loop {
+        while running.len() < parallel
+            && let Some(job) = todo.pop_front()
+        {
+            let (client, bar) = (client.clone(), bar.clone());
+            running.spawn(async move {
+                let path = job.path.clone();
+                (path, fetch_file(&client, job, &bar).await)
+            });
+        }
+        let Some(done) = running.join_next().await else {
+            break;
+        };
+        match done {
+            Ok((_, Ok(fetched))) => {
+                summary.files += 1;
+                summary.bytes_fetched += fetched;
+            }
+            Ok((path, Err(e))) => summary.failed.push(format!("{}: {e}", shown(&path))),
+            Err(e) => summary.failed.push(format!("a download task failed: {e}")),
+        }
+    }
+    Ok(summary)
+}
+
+fn make_symlink(
+    dir: &impl AsFd,
+    name: &[u8],
+    target: &[u8],
+    path: &[u8],
+    summary: &mut GetSummary,
+) {
+    let name_os = std::ffi::OsStr::from_bytes(name);
+    let target_os = std::ffi::OsStr::from_bytes(target);
+    match nix::unistd::symlinkat(target_os, dir, name_os) {
+        Ok(()) => summary.symlinks += 1,
+        Err(Errno::EEXIST) => {
+            // Complete if it is the same symlink; anything else is in the way.
+            let same = nix::fcntl::readlinkat(dir, name_os).is_ok_and(|t| t.as_bytes() == target);
+            if same {
+                summary.symlinks += 1;
+            } else {
+                summary.failed.push(format!(
+                    "{}: something else is in the way of this symlink; move it and run again",
+                    shown(path)
+                ));
+            }
+        }
+        Err(e) => summary
+            .failed
+            .push(format!("{}: cannot create the symlink: {e}", shown(path))),
+    }
+}
+
+/// Fetches one file into its part file and renames it into place. Returns the
+/// bytes fetched in this run.
+async fn fetch_file(client: &Client, job: FileJob, bar: &ProgressBar) -> Result<u64, String> {
+    let part = part_name(&job.name, job.size, job.mtime);
+    let part_os = std::ffi::OsStr::from_bytes(&part);
+    let fd = openat(
+        &*job.dir,
+        part_os,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(|e| format!("cannot create the part file: {e}"))?;
+    let mut file = File::from(fd);
+    let have = file
+        .metadata()
+        .map_err(|e| format!("cannot read the part file: {e}"))?
+        .len();
+    // Continue from the last whole piece written (earlier pieces were verified and written in order).
+    let mut offset = (have / PIECE * PIECE).min(job.size);
+    file.set_len(offset)
+        .map_err(|e| format!("cannot trim the part file: {e}"))?;
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| format!("cannot seek in the part file: {e}"))?;
+    bar.inc(offset);
+    let resumed = offset;
+    let mut next = offset;
+    let mut in_flight = VecDeque::new();
+    while offset < job.size {
+        while in_flight.len() < PIPELINE && next < job.size {
+            let len = PIECE.min(job.size - next);
+            in_flight.push_back((len, tokio::spawn(client.start_read(job.entry, next, len))));
+            next += len;
+        }
+        let Some((len, read)) = in_flight.pop_front() else {
+            break;
+        };
+        let data = read
+            .await
+            .map_err(|e| format!("a read task failed: {e}"))?
+            .map_err(|e| e.to_string())?;
+        if data.len() as u64 != len {
+            return Err(format!(
+                "the sharer sent {} bytes where {len} were asked for",
+                data.len()
+            ));
+        }
+        file.write_all(&data)
+            .map_err(|e| format!("cannot write: {e}"))?;
+        offset += len;
+        bar.inc(len);
+    }
+    file.sync_data().map_err(|e| format!("cannot write: {e}"))?;
+    let mtime = UNIX_EPOCH + Duration::from_secs(job.mtime.max(0).unsigned_abs());
+    file.set_modified(mtime)
+        .map_err(|e| format!("cannot set the modification time: {e}"))?;
+    file.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777))
+        .map_err(|e| format!("cannot set the mode: {e}"))?;
+    drop(file);
+    renameat(
+        &*job.dir,
+        part_os,
+        &*job.dir,
+        std::ffi::OsStr::from_bytes(&job.name),
+    )
+    .map_err(|e| format!("cannot move the finished file into place: {e}"))?;
+    Ok(job.size - resumed)
+}
+
+/// Where a path of the share lands beneath `out` (for messages).
+pub fn destination(out: &Path, path: &[u8]) -> PathBuf {
+    out.join(std::ffi::OsStr::from_bytes(path))
+}

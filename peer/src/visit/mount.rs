@@ -1,0 +1,592 @@
+//! `linkfs mount`: the share as a read-only FUSE filesystem (fuser 0.18).
+//!
+//! - lookup, getattr, readdir(plus), readlink, statfs come from the local index:
+//!   no round trip. READDIRPLUS hands the kernel every entry's attributes with
+//!   the listing, so `ls -l` of a 100,000-entry folder costs no per-file call.
+//! - Inode numbers are entry ids + 1 (the root is 1): stable for the session.
+//! - read goes through a [`BlockCache`] of 1 MiB blocks keyed by (entry,
+//!   generation, block): a block is fetched once with the same verified,
+//!   pipelined reads the browser uses, and a sequential reader gets the next
+//!   [`MountOptions::readahead_blocks`] blocks fetched ahead. A block that cannot
+//!   be fetched makes the read fail with EIO (and a log line): never zeros,
+//!   never a short file.
+//! - Files and folders belong to the user who mounts; modes and mtimes are the
+//!   sharer's. Attributes are valid for [`ATTR_TTL`] (the index may change).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+};
+use linkfs_core::{EntryRef, Index};
+use linkfs_proto::{EntryId, EntryKind};
+
+use super::Client;
+
+/// How long the kernel may keep attributes and names.
+pub const ATTR_TTL: Duration = Duration::from_secs(1);
+/// Bytes per cached block.
+pub const BLOCK: u64 = 1 << 20;
+/// How long a FUSE request waits for a block before it fails with EIO.
+pub const BLOCK_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// Most bytes of file data kept in memory.
+    pub cache_bytes: u64,
+    /// Blocks fetched ahead of a sequential reader.
+    pub readahead_blocks: u64,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            cache_bytes: 64 << 20,
+            readahead_blocks: 8,
+        }
+    }
+}
+
+fn kind_of(kind: EntryKind) -> FileType {
+    match kind {
+        EntryKind::Dir => FileType::Directory,
+        EntryKind::Symlink => FileType::Symlink,
+        _ => FileType::RegularFile,
+    }
+}
+
+fn ino_of(id: u32) -> INodeNo {
+    INodeNo(u64::from(id) + 1)
+}
+
+fn id_of(ino: INodeNo) -> Option<EntryId> {
+    ino.0
+        .checked_sub(1)
+        .and_then(|i| u32::try_from(i).ok())
+        .map(EntryId)
+}
+
+fn time_of(secs: i64) -> SystemTime {
+    if secs >= 0 {
+        UNIX_EPOCH + Duration::from_secs(secs.unsigned_abs())
+    } else {
+        UNIX_EPOCH
+            .checked_sub(Duration::from_secs(secs.unsigned_abs()))
+            .unwrap_or(UNIX_EPOCH)
+    }
+}
+
+/// Which block of which version of which file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct BlockKey {
+    entry: u32,
+    generation: u32,
+    block: u64,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Loading,
+    Ready { data: Arc<[u8]>, used: u64 },
+    Failed(String),
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    blocks: HashMap<BlockKey, Slot>,
+    bytes: u64,
+    clock: u64,
+    /// Per file: where the last read ended (sequential readers get read-ahead).
+    next_offset: HashMap<u32, u64>,
+}
+
+/// File data blocks shared by all FUSE threads (see the module docs).
+#[derive(Debug)]
+pub struct BlockCache {
+    state: Mutex<CacheState>,
+    changed: Condvar,
+    options: MountOptions,
+}
+
+impl BlockCache {
+    fn new(options: MountOptions) -> Self {
+        BlockCache {
+            state: Mutex::new(CacheState::default()),
+            changed: Condvar::new(),
+            options,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, CacheState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Evicts the least recently used ready blocks until under the budget.
+    fn evict(&self, s: &mut CacheState) {
+        while s.bytes > self.options.cache_bytes {
+            let oldest = s
+                .blocks
+                .iter()
+                .filter_map(|(k, v)| match v {
+                    Slot::Ready { used, .. } => Some((*used, *k)),
+                    _ => None,
+                })
+                .min();
+            let Some((_, key)) = oldest else { break };
+            if let Some(Slot::Ready { data, .. }) = s.blocks.remove(&key) {
+                s.bytes -= data.len() as u64;
+            }
+        }
+    }
+
+    fn fill(&self, key: BlockKey, result: Result<Vec<u8>, String>) {
+        let mut s = self.lock();
+        let slot = match result {
+            Ok(data) => {
+                s.clock += 1;
+                s.bytes += data.len() as u64;
+                Slot::Ready {
+                    data: data.into(),
+                    used: s.clock,
+                }
+            }
+            Err(e) => Slot::Failed(e),
+        };
+        s.blocks.insert(key, slot);
+        self.evict(&mut s);
+        drop(s);
+        self.changed.notify_all();
+    }
+}
+
+/// Bytes of all files in the index (a walk over it; `df` asks rarely).
+fn file_bytes(ix: &Index) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![EntryId(0)];
+    while let Some(dir) = stack.pop() {
+        for &c in ix.children(dir) {
+            if let Some(e) = ix.get(EntryId(c)) {
+                match e.kind {
+                    EntryKind::Dir => stack.push(e.id),
+                    EntryKind::File => total = total.saturating_add(e.size),
+                    _ => {}
+                }
+            }
+        }
+    }
+    total
+}
+
+/// The filesystem fuser calls.
+pub struct LinkFs {
+    client: Client,
+    cache: Arc<BlockCache>,
+    runtime: tokio::runtime::Handle,
+    uid: u32,
+    gid: u32,
+}
+
+impl LinkFs {
+    /// A filesystem over `client`; block fetches run on `runtime`.
+    pub fn new(client: Client, options: MountOptions, runtime: tokio::runtime::Handle) -> Self {
+        LinkFs {
+            client,
+            cache: Arc::new(BlockCache::new(options)),
+            runtime,
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
+        }
+    }
+
+    fn attr(&self, e: &EntryRef<'_>) -> FileAttr {
+        let size = match e.kind {
+            EntryKind::Dir => 4096,
+            _ => e.size,
+        };
+        let mtime = time_of(e.mtime);
+        FileAttr {
+            ino: ino_of(e.id.0),
+            size,
+            blocks: size.div_ceil(512),
+            atime: mtime,
+            mtime,
+            ctime: mtime,
+            crtime: mtime,
+            kind: kind_of(e.kind),
+            perm: (e.mode & 0o7777) as u16,
+            nlink: if e.kind == EntryKind::Dir { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: BLOCK as u32,
+            flags: 0,
+        }
+    }
+
+    fn with_entry<R>(&self, ino: INodeNo, f: impl FnOnce(&Index, EntryRef<'_>) -> R) -> Option<R> {
+        let id = id_of(ino)?;
+        self.client.with_index(|ix| ix.get(id).map(|e| f(ix, e)))
+    }
+
+    /// Starts fetching a block unless it is cached or on its way.
+    fn fetch(&self, s: &mut CacheState, key: BlockKey, size: u64) {
+        match s.blocks.get(&key) {
+            Some(Slot::Loading | Slot::Ready { .. }) => return,
+            Some(Slot::Failed(_)) | None => {}
+        }
+        let offset = key.block * BLOCK;
+        if offset >= size {
+            return;
+        }
+        let len = BLOCK.min(size - offset);
+        s.blocks.insert(key, Slot::Loading);
+        let read = self.client.start_read(EntryId(key.entry), offset, len);
+        let cache = self.cache.clone();
+        self.runtime.spawn(async move {
+            let result = read.await.map_err(|e| e.to_string());
+            cache.fill(key, result);
+        });
+    }
+
+    /// The bytes `offset..offset+size` of a file, all of them or an error.
+    fn read_range(
+        &self,
+        entry: u32,
+        generation: u32,
+        file_size: u64,
+        offset: u64,
+        size: u32,
+    ) -> Result<Vec<u8>, String> {
+        let end = offset.saturating_add(u64::from(size)).min(file_size);
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let first = offset / BLOCK;
+        let last = (end - 1) / BLOCK;
+        let mut out = Vec::with_capacity((end - offset) as usize);
+        let mut s = self.cache.lock();
+        // Sequential (this read starts where the last one ended, or at 0): fetch ahead.
+        let sequential = offset == 0 || s.next_offset.get(&entry) == Some(&offset);
+        s.next_offset.insert(entry, end);
+        let ahead = if sequential {
+            self.cache.options.readahead_blocks
+        } else {
+            0
+        };
+        for block in first..=last + ahead {
+            self.fetch(
+                &mut s,
+                BlockKey {
+                    entry,
+                    generation,
+                    block,
+                },
+                file_size,
+            );
+        }
+        let deadline = std::time::Instant::now() + BLOCK_WAIT;
+        for block in first..=last {
+            let key = BlockKey {
+                entry,
+                generation,
+                block,
+            };
+            loop {
+                s.clock += 1;
+                let clock = s.clock;
+                match s.blocks.get_mut(&key) {
+                    Some(Slot::Ready { data, used }) => {
+                        *used = clock;
+                        let base = block * BLOCK;
+                        let from = (offset.max(base) - base) as usize;
+                        let to = (end.min(base + data.len() as u64) - base) as usize;
+                        if to < from || base + data.len() as u64 <= offset.max(base) {
+                            return Err("the sharer sent a block shorter than the file".into());
+                        }
+                        out.extend_from_slice(&data[from..to]);
+                        break;
+                    }
+                    Some(Slot::Failed(e)) => {
+                        let e = e.clone();
+                        // Forget the failure: a later read tries again.
+                        s.blocks.remove(&key);
+                        return Err(e);
+                    }
+                    Some(Slot::Loading) => {}
+                    // Evicted before we got to it: fetch again.
+                    None => self.fetch(&mut s, key, file_size),
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Err("the sharer did not send the data in time".into());
+                }
+                s = self
+                    .cache
+                    .changed
+                    .wait_timeout(s, deadline - now)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .0;
+            }
+        }
+        if out.len() as u64 != end - offset {
+            return Err("the data read does not match the file's size".into());
+        }
+        Ok(out)
+    }
+}
+
+impl Filesystem for LinkFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Attributes with the listing; concurrent lookups in one folder; cached symlinks.
+        let wanted = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_CACHE_SYMLINKS;
+        let supported = config.capabilities() & wanted;
+        let _ = config.add_capabilities(supported);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let Some(parent) = id_of(parent) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let found = self.client.with_index(|ix| {
+            let id = ix.lookup_child(parent, name.as_bytes())?;
+            ix.get(id).map(|e| (self.attr(&e), e.generation.0))
+        });
+        match found {
+            Some((attr, generation)) => {
+                reply.entry(&ATTR_TTL, &attr, Generation(u64::from(generation)))
+            }
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.with_entry(ino, |_, e| self.attr(&e)) {
+            Some(attr) => reply.attr(&ATTR_TTL, &attr),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.with_entry(ino, |_, e| (e.kind, e.target.to_vec())) {
+            Some((EntryKind::Symlink, target)) => reply.data(&target),
+            Some(_) => reply.error(Errno::EINVAL),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != fuser::OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        match self.with_entry(ino, |_, e| e.kind) {
+            Some(EntryKind::File) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Some(EntryKind::Dir) => reply.error(Errno::EISDIR),
+            Some(_) => reply.error(Errno::EINVAL),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let Some((kind, generation, file_size, path)) = self.with_entry(ino, |ix, e| {
+            (
+                e.kind,
+                e.generation.0,
+                e.size,
+                ix.path_of(e.id).unwrap_or_default(),
+            )
+        }) else {
+            return reply.error(Errno::ENOENT);
+        };
+        if kind != EntryKind::File {
+            return reply.error(Errno::EISDIR);
+        }
+        let entry = id_of(ino).map_or(0, |id| id.0);
+        match self.read_range(entry, generation, file_size, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => {
+                tracing::error!(
+                    path = %String::from_utf8_lossy(&path),
+                    offset,
+                    size,
+                    error = %e,
+                    "a read from the mount failed (the program reading gets EIO)"
+                );
+                reply.error(Errno::EIO)
+            }
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.with_entry(ino, |_, e| e.kind) {
+            Some(EntryKind::Dir) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Some(_) => reply.error(Errno::ENOTDIR),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(dir) = id_of(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let done = self.client.with_index(|ix| {
+            let e = ix.get(dir)?;
+            if e.kind != EntryKind::Dir {
+                return Some(Err(Errno::ENOTDIR));
+            }
+            let parent = if dir.0 == 0 { ino } else { ino_of(e.parent.0) };
+            let children = ix.children(dir);
+            let total = children.len() as u64 + 2;
+            let mut at = offset;
+            while at < total {
+                let full = match at {
+                    0 => reply.add(ino, 1, FileType::Directory, "."),
+                    1 => reply.add(parent, 2, FileType::Directory, ".."),
+                    _ => {
+                        let child = children[(at - 2) as usize];
+                        let Some(c) = ix.get(EntryId(child)) else {
+                            at += 1;
+                            continue;
+                        };
+                        reply.add(
+                            ino_of(child),
+                            at + 1,
+                            kind_of(c.kind),
+                            OsStr::from_bytes(c.name),
+                        )
+                    }
+                };
+                if full {
+                    break;
+                }
+                at += 1;
+            }
+            Some(Ok(()))
+        });
+        match done {
+            Some(Ok(())) => reply.ok(),
+            Some(Err(e)) => reply.error(e),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let Some(dir) = id_of(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let done = self.client.with_index(|ix| {
+            let e = ix.get(dir)?;
+            if e.kind != EntryKind::Dir {
+                return Some(Err(Errno::ENOTDIR));
+            }
+            let own = self.attr(&e);
+            let parent_attr = if dir.0 == 0 {
+                own
+            } else {
+                ix.get(e.parent).map_or(own, |p| self.attr(&p))
+            };
+            let children = ix.children(dir);
+            let total = children.len() as u64 + 2;
+            let mut at = offset;
+            while at < total {
+                let full = match at {
+                    0 => reply.add(ino, 1, ".", &ATTR_TTL, &own, Generation(0)),
+                    1 => reply.add(
+                        parent_attr.ino,
+                        2,
+                        "..",
+                        &ATTR_TTL,
+                        &parent_attr,
+                        Generation(0),
+                    ),
+                    _ => {
+                        let child = children[(at - 2) as usize];
+                        let Some(c) = ix.get(EntryId(child)) else {
+                            at += 1;
+                            continue;
+                        };
+                        let attr = self.attr(&c);
+                        reply.add(
+                            attr.ino,
+                            at + 1,
+                            OsStr::from_bytes(c.name),
+                            &ATTR_TTL,
+                            &attr,
+                            Generation(u64::from(c.generation.0)),
+                        )
+                    }
+                };
+                if full {
+                    break;
+                }
+                at += 1;
+            }
+            Some(Ok(()))
+        });
+        match done {
+            Some(Ok(())) => reply.ok(),
+            Some(Err(e)) => reply.error(e),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let (files, bytes) = self
+            .client
+            .with_index(|ix| (ix.len() as u64, file_bytes(ix)));
+        reply.statfs(bytes.div_ceil(4096), 0, 0, files, 0, 4096, 255, 4096);
+    }
+
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(Errno::NO_XATTR);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(0);
+        } else {
+            reply.data(&[]);
+        }
+    }
+}
