@@ -14,6 +14,9 @@
 //!   with the sharer's size and mtime is complete, and a re-run skips it. A
 //!   re-run continues a part file from its last whole block (data is written in
 //!   order), and a part file of another version of the source is not used.
+//! - Folders get the sharer's mtime and mode after everything inside them is
+//!   written, except that the owner's write bit stays on (a re-run must be
+//!   able to continue inside).
 //! - Files are fetched several at a time ([`GetOptions::parallel_files`]), each
 //!   with up to [`PIPELINE`] reads of [`PIECE`] bytes in flight.
 
@@ -89,6 +92,9 @@ pub fn safe_name(name: &[u8]) -> bool {
 fn shown(path: &[u8]) -> String {
     String::from_utf8_lossy(path).into_owned()
 }
+
+/// An entry copied out of the index: (id, kind, name, size, mtime, mode, symlink target).
+type OwnedEntry = (EntryId, EntryKind, Vec<u8>, u64, i64, u32, Vec<u8>);
 
 /// One file to fetch.
 struct FileJob {
@@ -186,6 +192,8 @@ pub async fn get(
 
     let mut summary = GetSummary::default();
     let mut jobs: Vec<FileJob> = Vec::new();
+    // Folders get the sharer's mtime and mode once everything inside is written.
+    let mut folder_times: Vec<(Arc<OwnedFd>, i64, u32)> = Vec::new();
     // Folders first (depth first), files collected; the index lock is held per folder.
     let (root_kind, root_name) = client
         .with_index(|ix| ix.get(root_id).map(|e| (e.kind, e.name.to_vec())))
@@ -202,7 +210,14 @@ pub async fn get(
                     .refused
                     .push(format!("{}: not a safe name", shown(&root_name)));
             } else if root_kind == EntryKind::Symlink {
-                make_symlink(&out_fd, &root_name, &target, &root_name, &mut summary);
+                make_symlink(
+                    &out_fd,
+                    &root_name,
+                    &target,
+                    mtime,
+                    &root_name,
+                    &mut summary,
+                );
             } else {
                 jobs.push(FileJob {
                     dir: out_fd.clone(),
@@ -216,26 +231,30 @@ pub async fn get(
             }
         }
     } else {
+        if let Some((mtime, mode)) =
+            client.with_index(|ix| ix.get(root_id).map(|e| (e.mtime, e.mode)))
+        {
+            folder_times.push((out_fd.clone(), mtime, mode));
+        }
         let mut stack: Vec<(EntryId, Arc<OwnedFd>, Vec<u8>)> = vec![(root_id, out_fd, Vec::new())];
         while let Some((dir, fd, prefix)) = stack.pop() {
-            let children: Vec<(EntryId, EntryKind, Vec<u8>, u64, i64, u32, Vec<u8>)> = client
-                .with_index(|ix| {
-                    ix.children(dir)
-                        .iter()
-                        .filter_map(|&c| ix.get(EntryId(c)))
-                        .map(|e| {
-                            (
-                                e.id,
-                                e.kind,
-                                e.name.to_vec(),
-                                e.size,
-                                e.mtime,
-                                e.mode,
-                                e.target.to_vec(),
-                            )
-                        })
-                        .collect()
-                });
+            let children: Vec<OwnedEntry> = client.with_index(|ix| {
+                ix.children(dir)
+                    .iter()
+                    .filter_map(|&c| ix.get(EntryId(c)))
+                    .map(|e| {
+                        (
+                            e.id,
+                            e.kind,
+                            e.name.to_vec(),
+                            e.size,
+                            e.mtime,
+                            e.mode,
+                            e.target.to_vec(),
+                        )
+                    })
+                    .collect()
+            });
             let mut subdirs = Vec::new();
             for (id, kind, name, size, mtime, mode, target) in children {
                 let mut path = prefix.clone();
@@ -258,7 +277,9 @@ pub async fn get(
                         }
                         Err(e) => summary.failed.push(format!("{}: {e}", shown(&path))),
                     },
-                    EntryKind::Symlink => make_symlink(&fd, &name, &target, &path, &mut summary),
+                    EntryKind::Symlink => {
+                        make_symlink(&fd, &name, &target, mtime, &path, &mut summary)
+                    }
                     _ => jobs.push(FileJob {
                         dir: fd.clone(),
                         name,
@@ -270,7 +291,8 @@ pub async fn get(
                     }),
                 }
             }
-            for (id, sub, path, _, _) in subdirs.into_iter().rev() {
+            for (id, sub, path, mtime, mode) in subdirs.into_iter().rev() {
+                folder_times.push((sub.clone(), mtime, mode));
                 stack.push((id, sub, path));
             }
         }
@@ -313,6 +335,14 @@ pub async fn get(
             Err(e) => summary.failed.push(format!("a download task failed: {e}")),
         }
     }
+    // Deepest first, so that setting a folder's time does not disturb its parent's.
+    for (fd, mtime, mode) in folder_times.iter().rev() {
+        // Owner write stays on: a later run must still be able to continue inside.
+        let mode = Mode::from_bits_truncate(((mode & 0o7777) | 0o200) as nix::libc::mode_t);
+        let _ = nix::sys::stat::fchmod(&**fd, mode);
+        let t = nix::sys::time::TimeSpec::new(*mtime, 0);
+        let _ = nix::sys::stat::futimens(&**fd, &nix::sys::time::TimeSpec::UTIME_OMIT, &t);
+    }
     Ok(summary)
 }
 
@@ -320,13 +350,25 @@ fn make_symlink(
     dir: &impl AsFd,
     name: &[u8],
     target: &[u8],
+    mtime: i64,
     path: &[u8],
     summary: &mut GetSummary,
 ) {
     let name_os = std::ffi::OsStr::from_bytes(name);
     let target_os = std::ffi::OsStr::from_bytes(target);
     match nix::unistd::symlinkat(target_os, dir, name_os) {
-        Ok(()) => summary.symlinks += 1,
+        Ok(()) => {
+            summary.symlinks += 1;
+            // The symlink's own time, not its target's.
+            let t = nix::sys::time::TimeSpec::new(mtime, 0);
+            let _ = nix::sys::stat::utimensat(
+                dir,
+                name_os,
+                &nix::sys::time::TimeSpec::UTIME_OMIT,
+                &t,
+                nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+            );
+        }
         Err(Errno::EEXIST) => {
             // Complete if it is the same symlink; anything else is in the way.
             let same = nix::fcntl::readlinkat(dir, name_os).is_ok_and(|t| t.as_bytes() == target);

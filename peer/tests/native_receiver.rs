@@ -1,0 +1,651 @@
+//! The native receiver against a real `linkfs share`, with real tools on a real
+//! FUSE mount. Needs root and /dev/fuse, and WebRTC on loopback, so these run
+//! inside the private network namespace (scripts/test):
+//!
+//! ```sh
+//! bash tests-e2e/run exec -- cargo test --release -p linkfs-peer --test native_receiver -- --ignored --test-threads 1
+//! ```
+//!
+//! One test is not ignored: a crafted sharer (in this process, over a real
+//! webrtc-rs link) sends names made to escape, and `get` must refuse them.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+const LINKFS: &str = env!("CARGO_BIN_EXE_linkfs");
+const GEN_TREE: &str = env!("CARGO_BIN_EXE_linkfs-gen-tree");
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let base = std::env::temp_dir().join(format!(
+            "linkfs-native-{tag}-{}-{}",
+            std::process::id(),
+            Instant::now().elapsed().as_nanos()
+        ));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        TempDir(base)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.0.join("mnt"))
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs a shell command; returns stdout; panics with stderr on failure.
+fn sh(script: &str) -> String {
+    let out = Command::new("bash")
+        .args(["-c", &format!("set -euo pipefail; {script}")])
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "`{script}` failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn kill(child: &Child, signal: &str) {
+    let _ = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status();
+}
+
+/// A running `linkfs share`.
+struct Share {
+    child: Child,
+    link: String,
+}
+
+impl Share {
+    fn start(dir: &Path) -> Share {
+        let mut child = Command::new(LINKFS)
+            .arg("share")
+            .arg(dir)
+            .arg("--no-qr")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start linkfs share");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(
+            line.starts_with("http://"),
+            "the first line is the link: {line:?}"
+        );
+        Share {
+            child,
+            link: line.trim().to_owned(),
+        }
+    }
+
+    fn stop(mut self) {
+        kill(&self.child, "-TERM");
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "linkfs share exits 0 on SIGTERM: {status}"
+        );
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_str().unwrap();
+    mountinfo.lines().any(|l| l.split(' ').nth(4) == Some(want))
+}
+
+/// A running `linkfs mount`.
+struct Mount {
+    child: Child,
+    mnt: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Mount {
+    fn start(link: &str, mnt: &Path) -> Mount {
+        std::fs::create_dir_all(mnt).unwrap();
+        let stderr = mnt.with_extension("stderr");
+        let mut child = Command::new(LINKFS)
+            .args(["mount", link])
+            .arg(mnt)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("start linkfs mount");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !is_mounted(mnt) {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "linkfs mount exited ({status}) before mounting:\n{}",
+                    std::fs::read_to_string(&stderr).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "not mounted after 60 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Mount {
+            child,
+            mnt: mnt.to_owned(),
+            stderr,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits for the process; returns its exit status and stderr.
+    fn wait(mut self, within: Duration) -> (std::process::ExitStatus, String) {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "linkfs mount still running:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn stop(self) {
+        kill(&self.child, "-TERM");
+        let mnt = self.mnt.clone();
+        let (status, log) = self.wait(Duration::from_secs(20));
+        assert!(
+            status.success(),
+            "linkfs mount exits 0 on SIGTERM ({status}):\n{log}"
+        );
+        assert!(
+            !is_mounted(&mnt),
+            "{} is still mounted after SIGTERM",
+            mnt.display()
+        );
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.mnt)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8], mtime: u64) {
+    std::fs::write(path, bytes).unwrap();
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(UNIX_EPOCH + Duration::from_secs(mtime))
+        .unwrap();
+}
+
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 32);
+    let mut i = 0u64;
+    while out.len() < n {
+        out.extend_from_slice(
+            blake3::hash(&[seed.to_le_bytes(), i.to_le_bytes()].concat()).as_bytes(),
+        );
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+/// A tree with the awkward cases (spaces, quotes, `#`, `%`, `?`, non-ASCII,
+/// emoji, a 255-byte name, depth 30, empty folders and files, symlinks, a
+/// big random file) plus 2,000 generated files. Every mtime is a whole second.
+fn fixture(root: &Path, big: usize) {
+    let out = sh(&format!(
+        "{GEN_TREE} --files 2000 --big-dir 300 --seed 7 --out '{}'",
+        root.display()
+    ));
+    assert!(out.contains("\"files\":2000"), "{out}");
+    let odd = root.join("odd names");
+    std::fs::create_dir(&odd).unwrap();
+    for (i, name) in [
+        "with space.txt",
+        "quote's \"double\".txt",
+        "hash#percent%question?.txt",
+        "café ünïcödé.txt",
+        "emoji 🎉📁.txt",
+    ]
+    .iter()
+    .enumerate()
+    {
+        write_file(
+            &odd.join(name),
+            format!("file {i}\n").as_bytes(),
+            1_600_000_000 + i as u64,
+        );
+    }
+    write_file(&odd.join("x".repeat(255)), b"long name\n", 1_600_000_100);
+    write_file(&odd.join("empty file"), b"", 1_600_000_200);
+    std::fs::create_dir(odd.join("empty folder")).unwrap();
+    let mut deep = root.join("deep");
+    for level in 0..30 {
+        deep = deep.join(format!("d{level}"));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    write_file(&deep.join("bottom.txt"), b"30 levels down\n", 1_600_000_300);
+    write_file(&root.join("big.bin"), &random_bytes(big, 1), 1_600_000_400);
+    std::fs::set_permissions(root.join("big.bin"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    symlink("with space.txt", odd.join("link to a file")).unwrap();
+    symlink("../deep", odd.join("link to a folder")).unwrap();
+    // Folders and symlinks get whole-second mtimes too (creating entries changed them).
+    sh(&format!(
+        "find '{}' \\( -type d -o -type l \\) -exec touch -h -d @1650000000 {{}} +",
+        root.display()
+    ));
+}
+
+/// What `find`, `ls -lR`, `sha256sum` and `tar` say about a tree (run inside it).
+fn views(dir: &Path) -> [String; 5] {
+    let d = dir.display();
+    [
+        sh(&format!(
+            // mtimes to the second, as the protocol carries them.
+            "cd '{d}' && find . -printf '%y %m %T@ %p -> %l\\n' | sed -E 's/^([a-z] [0-7]+ -?[0-9]+)\\.[0-9]+ /\\1 /' | LC_ALL=C sort"
+        )),
+        sh(&format!(
+            "cd '{d}' && find . -type f -printf '%s %p\\n' | LC_ALL=C sort"
+        )),
+        // ls -lR without link counts, block totals and folder sizes (those are the disk's).
+        sh(&format!(
+            "cd '{d}' && LC_ALL=C ls -lR --time-style=+%s . | awk '!/^total /{{ $2=\"\"; if ($1 ~ /^d/) $5=\"\"; print }}'"
+        )),
+        sh(&format!(
+            "cd '{d}' && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum"
+        )),
+        sh(&format!(
+            "tar -C '{d}' -c --sort=name --numeric-owner . | sha256sum"
+        )),
+    ]
+}
+
+fn assert_same_tree(src: &Path, other: &Path) {
+    sh(&format!(
+        "diff -r --no-dereference '{}' '{}'",
+        src.display(),
+        other.display()
+    ));
+    let names = ["find", "find sizes", "ls -lR", "sha256sum", "tar"];
+    for (i, (a, b)) in views(src).iter().zip(views(other).iter()).enumerate() {
+        if a != b {
+            let diff = a
+                .lines()
+                .zip(b.lines())
+                .find(|(x, y)| x != y)
+                .map_or_else(|| "one is longer".to_owned(), |(x, y)| format!("{x}\n{y}"));
+            panic!(
+                "`{}` differs between {} and {}:\n{diff}",
+                names[i],
+                src.display(),
+                other.display()
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn the_mount_equals_the_source_for_find_ls_sha256sum_tar_and_diff() {
+    let tmp = TempDir::new("mount");
+    let src = tmp.0.join("src");
+    fixture(&src, 20 << 20);
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    assert_same_tree(&src, &mount.mnt);
+    // Writing is refused: the mount is read-only.
+    let w = Command::new("touch")
+        .arg(mount.mnt.join("new"))
+        .output()
+        .unwrap();
+    assert!(!w.status.success());
+    assert!(
+        String::from_utf8_lossy(&w.stderr).contains("Read-only"),
+        "{}",
+        String::from_utf8_lossy(&w.stderr)
+    );
+    mount.stop();
+    share.stop();
+}
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn git_clones_from_the_mounted_repository_and_fsck_is_clean() {
+    let tmp = TempDir::new("git");
+    let top = sh(&format!(
+        "git -C '{}' rev-parse --show-toplevel",
+        env!("CARGO_MANIFEST_DIR")
+    ));
+    let repo = tmp.0.join("repo");
+    sh(&format!(
+        "git clone -q --no-hardlinks '{}' '{}'",
+        top.trim(),
+        repo.display()
+    ));
+    let share = Share::start(&repo);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    let clone = tmp.0.join("clone");
+    sh(&format!(
+        "git -c safe.directory='*' clone -q --no-local '{}' '{}'",
+        mount.mnt.display(),
+        clone.display()
+    ));
+    sh(&format!(
+        "git -C '{}' fsck --full --strict",
+        clone.display()
+    ));
+    assert_eq!(
+        sh(&format!("git -C '{}' rev-parse HEAD", clone.display())),
+        sh(&format!("git -C '{}' rev-parse HEAD", repo.display()))
+    );
+    sh(&format!(
+        "diff -r --exclude=.git '{}' '{}'",
+        repo.display(),
+        clone.display()
+    ));
+    mount.stop();
+    share.stop();
+}
+
+/// Runs `linkfs get`; returns (success, stderr).
+fn get(link: &str, out: &Path) -> (bool, String) {
+    let o = Command::new(LINKFS)
+        .args(["get", link, "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn fetched_bytes(stderr: &str) -> u64 {
+    stderr
+        .split("fetched ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no 'fetched N bytes' in:\n{stderr}"))
+}
+
+#[test]
+#[ignore = "needs the network namespace: scripts/test runs it"]
+fn get_downloads_everything_and_an_interrupted_get_completes_when_run_again() {
+    let tmp = TempDir::new("get");
+    let src = tmp.0.join("src");
+    fixture(&src, 300 << 20);
+    let share = Share::start(&src);
+
+    let whole = tmp.0.join("whole");
+    let (ok, log) = get(&share.link, &whole);
+    assert!(ok, "{log}");
+    assert_same_tree(&src, &whole);
+    let (ok, log) = get(&share.link, &whole);
+    assert!(ok, "{log}");
+    assert_eq!(
+        fetched_bytes(&log),
+        0,
+        "a second run fetches nothing:\n{log}"
+    );
+
+    // Interrupt a download in the middle of the big file, then run it again.
+    let out = tmp.0.join("interrupted");
+    let mut child = Command::new(LINKFS)
+        .args(["get", &share.link, "--out"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let part_size = || -> u64 {
+        std::fs::read_dir(&out)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".linkfs-part."))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .max()
+            .unwrap_or(0)
+    };
+    while part_size() < 40 << 20 {
+        assert!(Instant::now() < deadline, "the big file's part never grew");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "get finished before it could be interrupted"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kill(&child, "-INT");
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "an interrupted get fails");
+    assert!(err.contains("run the same command again"), "{err}");
+    assert!(
+        !out.join("big.bin").exists(),
+        "no half file under the final name"
+    );
+
+    let (ok, log) = get(&share.link, &out);
+    assert!(ok, "{log}");
+    let fetched = fetched_bytes(&log);
+    assert!(
+        fetched < 300 << 20,
+        "the re-run continued instead of starting over (fetched {fetched} bytes)"
+    );
+    assert_same_tree(&src, &out);
+    share.stop();
+}
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn when_the_sharer_stops_mid_read_the_reader_gets_an_error_and_the_mount_goes_away() {
+    let tmp = TempDir::new("stop");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let data = random_bytes(400 << 20, 9);
+    write_file(&src.join("big.bin"), &data, 1_600_000_000);
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    let copy = tmp.0.join("copy");
+    let mut dd = Command::new("dd")
+        .arg(format!("if={}", mount.mnt.join("big.bin").display()))
+        .arg(format!("of={}", copy.display()))
+        .args(["bs=64k", "status=none"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&copy).map_or(0, |m| m.len()) < 20 << 20 {
+        assert!(Instant::now() < deadline, "the copy never started");
+        assert!(
+            dd.try_wait().unwrap().is_none(),
+            "dd finished before the sharer could stop"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    share.stop();
+    let status = dd.wait().unwrap();
+    let mut err = String::new();
+    dd.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(
+        !status.success(),
+        "the reader gets an error, not a short or zero-filled file"
+    );
+    assert!(
+        err.contains("Input/output error") || err.contains("Transport endpoint"),
+        "{err}"
+    );
+    let got = std::fs::read(&copy).unwrap();
+    assert!(got.len() < data.len());
+    assert!(
+        got == data[..got.len()],
+        "every byte the reader got is the sharer's"
+    );
+    let mnt = mount.mnt.clone();
+    let (status, log) = mount.wait(Duration::from_secs(20));
+    assert!(
+        !status.success(),
+        "linkfs mount says the share ended:\n{log}"
+    );
+    assert!(log.contains("the sharer stopped sharing"), "{log}");
+    assert!(!is_mounted(&mnt), "the mount went away");
+}
+
+mod crafted {
+    //! A crafted sharer (a stand-in for a malicious one; it cannot be a real
+    //! `linkfs share`, which never sends such names) over a real webrtc-rs link.
+    use super::*;
+    use linkfs_peer::transport::{TransportConfig, connect_in_process};
+    use linkfs_peer::visit::get::{GetOptions, get};
+    use linkfs_peer::visit::{Client, native_receiver_config};
+    use linkfs_proto::frame::{SenderToReceiver, Welcome};
+    use linkfs_proto::{
+        BatchEncoder, EntryId, EntryKind, EntryView, Epoch, Generation, PROTOCOL_VERSION, Seq,
+    };
+
+    fn entry(
+        id: u32,
+        parent: u32,
+        kind: EntryKind,
+        name: &'static [u8],
+        target: &'static [u8],
+    ) -> EntryView<'static> {
+        EntryView {
+            id: EntryId(id),
+            parent: EntryId(parent),
+            kind,
+            name,
+            size: if kind == EntryKind::Symlink {
+                target.len() as u64
+            } else {
+                0
+            },
+            mtime: 1_600_000_000,
+            mode: 0o644,
+            generation: Generation(0),
+            target,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn names_made_to_escape_are_refused_and_nothing_lands_outside_the_output_folder() {
+        let tmp = TempDir::new("crafted");
+        let out = tmp.0.join("out");
+        let (receiver_link, sharer_link) =
+            connect_in_process(&TransportConfig::loopback(), &TransportConfig::loopback())
+                .await
+                .expect("a real webrtc-rs link");
+        let client = Client::start(receiver_link, native_receiver_config());
+        let (tx, mut rx) = sharer_link.split();
+        let _hello = rx.recv().await.expect("the receiver says hello first");
+        tx.send(
+            SenderToReceiver::Welcome(Welcome {
+                version: PROTOCOL_VERSION,
+                epoch: Epoch(1),
+                start: Seq(0),
+                max_read: 1 << 20,
+                max_reads_in_flight: 16,
+            })
+            .encode(),
+        )
+        .await
+        .unwrap();
+        let mut batch = BatchEncoder::new(Seq(0), 60_000);
+        for e in [
+            entry(0, 0, EntryKind::Dir, b"", b""),
+            entry(1, 0, EntryKind::File, b"..", b""),
+            entry(2, 0, EntryKind::File, b"../../outside.txt", b""),
+            entry(3, 0, EntryKind::File, b"/tmp/absolute.txt", b""),
+            entry(4, 0, EntryKind::Dir, b".", b""),
+            entry(5, 0, EntryKind::Symlink, b"escape", b"../outside-folder"),
+            entry(6, 5, EntryKind::File, b"through-the-symlink.txt", b""),
+            entry(7, 0, EntryKind::File, b"ok.txt", b""),
+        ] {
+            assert!(batch.push_upsert(&e));
+        }
+        tx.send(batch.finish(8, true)).await.unwrap();
+        tokio::spawn(async move { while rx.recv().await.is_some() {} });
+
+        tokio::time::timeout(Duration::from_secs(20), client.wait_complete())
+            .await
+            .expect("the index completes")
+            .expect("the index completes");
+        let (words, count) = client.refusals();
+        assert_eq!(count, 5, "{words:?}");
+        assert!(words.iter().any(|w| w.contains("unsafe name")), "{words:?}");
+
+        let summary = get(
+            &client,
+            &GetOptions {
+                path: String::new(),
+                out: out.clone(),
+                parallel_files: 4,
+            },
+            &indicatif::ProgressBar::hidden(),
+        )
+        .await
+        .expect("get runs");
+        assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+        assert_eq!((summary.files, summary.symlinks), (1, 1));
+        // Only what is safe, inside out/; nothing next to it or above it.
+        let mut inside: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        inside.sort();
+        assert_eq!(inside, ["escape", "ok.txt"]);
+        let mut beside: Vec<String> = std::fs::read_dir(&tmp.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        beside.sort();
+        assert_eq!(beside, ["out"]);
+        assert!(!Path::new("/tmp/absolute.txt").exists());
+        assert!(linkfs_peer::visit::get::safe_name(b"ok.txt"));
+        for bad in [&b".."[..], b".", b"", b"a/b", b"/abs", b"nul\0"] {
+            assert!(!linkfs_peer::visit::get::safe_name(bad), "{bad:?}");
+        }
+        client.shutdown().await;
+    }
+}
