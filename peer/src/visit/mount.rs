@@ -10,6 +10,10 @@
 //!   [`MountOptions::readahead_blocks`] blocks fetched ahead. A block that cannot
 //!   be fetched makes the read fail with EIO (and a log line): never zeros,
 //!   never a short file.
+//! - No extended attributes: getxattr and listxattr are left unimplemented
+//!   (ENOSYS), so the kernel stops asking after the first time. Answering
+//!   "no such attribute" instead cost `ls -l` two round trips per file (it asks
+//!   for ACLs and the security label): 4.8 s against 0.6 s local for 100,000.
 //! - Files and folders belong to the user who mounts; modes and mtimes are the
 //!   sharer's. Attributes are valid for [`ATTR_TTL`] (the index may change).
 
@@ -22,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    ReplyEntry, ReplyOpen, ReplyStatfs, Request,
 };
 use linkfs_core::{EntryRef, Index};
 use linkfs_proto::{EntryId, EntryKind};
@@ -569,24 +573,5 @@ impl Filesystem for LinkFs {
             .client
             .with_index(|ix| (ix.len() as u64, file_bytes(ix)));
         reply.statfs(bytes.div_ceil(4096), 0, 0, files, 0, 4096, 255, 4096);
-    }
-
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
-        reply.error(Errno::NO_XATTR);
-    }
-
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
-        if size == 0 {
-            reply.size(0);
-        } else {
-            reply.data(&[]);
-        }
     }
 }
