@@ -311,6 +311,9 @@ try {
 }
 if (figures.error !== null) log(`scale: FAILED: ${String(figures.error)}`);
 const line = JSON.stringify(figures);
-if (process.env.SCALE_OUT) await writeFile(process.env.SCALE_OUT, `${line}\n`);
+if (process.env.SCALE_OUT) {
+  await mkdir(path.dirname(path.resolve(process.env.SCALE_OUT)), { recursive: true });
+  await writeFile(process.env.SCALE_OUT, `${line}\n`);
+}
 console.log(line);
 process.exit(figures.error === null ? 0 : 1);
