@@ -12,8 +12,14 @@
 //!   persists), schedules pipelined reads and checks every chunk's BLAKE3 hash.
 //! - [`index::Index`]: the compact, column-wise receiver index with lazy sorted
 //!   listings and binary-search lookups.
+//! - [`signaling`]: the handshake through the relay, once: a guest machine
+//!   (browser and native receiver) and a host machine (the sharer) trading
+//!   sealed offers, answers and candidates until the data link opens.
 //! - [`seal`] and [`link`]: share links and the sealing of signaling payloads
 //!   with a key derived from the link's secret.
+//!
+//! - [`sim`]: a lossy, reordering simulated link and a deterministic PRNG, for
+//!   tests of anything that drives a session.
 //!
 //! The same code compiles for the native peer and for wasm32 in the browser.
 //! Time is [`Millis`] from any monotonic clock the shell has.
@@ -24,16 +30,22 @@ pub mod receiver;
 pub mod seal;
 pub mod sender;
 pub mod share_index;
+pub mod signaling;
+pub mod sim;
 
 pub use index::{EntryRef, Index, IndexError, SortKey};
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use receiver::{
-    BatchBytes, EndReason, Progress, ReadFailure, ReadHandle, Receiver, ReceiverConfig,
-    ReceiverEvent, StartReadError,
+    BatchBytes, EndReason, FailureKind, Progress, ReadFailure, ReadHandle, Receiver,
+    ReceiverConfig, ReceiverEvent, StartReadError,
 };
-pub use seal::{Direction, SealError, SignalKey};
+pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use sender::{IoFailure, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError};
 pub use share_index::{LogOp, NewEntry, ReadTarget, ShareIndex, ShareIndexError};
+pub use signaling::{
+    GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
+    IceCandidate, Refusal,
+};
 
 /// Milliseconds on the shell's monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

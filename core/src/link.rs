@@ -138,6 +138,32 @@ impl ShareLink {
         s
     }
 
+    /// The relay's host as written in the link: a name, an IPv4 address, or an
+    /// IPv6 address without its brackets; no port.
+    pub fn relay_host(&self) -> &str {
+        let rest = self
+            .origin
+            .strip_prefix("https://")
+            .or_else(|| self.origin.strip_prefix("http://"))
+            .unwrap_or(&self.origin);
+        let authority = rest.split(['/', '?']).next().unwrap_or("");
+        let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        if let Some(v6) = authority.strip_prefix('[') {
+            return v6.split(']').next().unwrap_or("");
+        }
+        authority.split(':').next().unwrap_or("")
+    }
+
+    /// Whether the relay is on this host (`localhost` or a loopback address):
+    /// then the sharer is too.
+    pub fn relay_is_loopback(&self) -> bool {
+        let host = self.relay_host();
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// The relay's WebSocket URL for this room in the given role.
     pub fn signal_url(&self, role: Role) -> String {
         let ws = if let Some(rest) = self.origin.strip_prefix("https://") {
@@ -185,6 +211,27 @@ mod tests {
             l.signal_url(Role::Host),
             "wss://relay.example/signal/aaaaaaaaaaaaaaaa?role=host"
         );
+    }
+
+    #[test]
+    fn the_relay_host_comes_from_the_origin() {
+        let at = |origin: &str| ShareLink {
+            origin: origin.into(),
+            ..ShareLink::generate("http://x", [0; 26])
+        };
+        assert_eq!(at("http://127.0.0.1:8080").relay_host(), "127.0.0.1");
+        assert_eq!(
+            at("https://relay.example.org").relay_host(),
+            "relay.example.org"
+        );
+        assert_eq!(at("http://[::1]:9").relay_host(), "::1");
+        assert_eq!(at("http://user@host:1/p").relay_host(), "host");
+        assert!(at("http://127.0.0.1:8080").relay_is_loopback());
+        assert!(at("http://127.9.9.9").relay_is_loopback());
+        assert!(at("http://[::1]:9").relay_is_loopback());
+        assert!(at("http://LocalHost:9").relay_is_loopback());
+        assert!(!at("http://10.0.0.1:9").relay_is_loopback());
+        assert!(!at("https://relay.example.org").relay_is_loopback());
     }
 
     #[test]

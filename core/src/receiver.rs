@@ -108,7 +108,10 @@ pub enum StartReadError {
 
 /// Why the session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EndReason {
+    /// This side closed the session ([`Receiver::close`]).
+    ClosedHere,
     /// The sharer said goodbye (for example, sharing stopped).
     SharerGoodbye(String),
     /// The data channel closed without a goodbye.
@@ -126,6 +129,7 @@ impl std::fmt::Display for EndReason {
                 f.write_str("the sharer stopped sharing")
             }
             EndReason::SharerGoodbye(m) => write!(f, "the sharer stopped sharing ({m})"),
+            EndReason::ClosedHere => f.write_str("the session was closed on this side"),
             EndReason::ConnectionLost => f.write_str("the connection to the sharer was lost"),
             EndReason::ProtocolError(m) => write!(f, "the sharer sent something invalid: {m}"),
             EndReason::VersionMismatch(m) => {
@@ -133,6 +137,37 @@ impl std::fmt::Display for EndReason {
             }
         }
     }
+}
+
+impl std::error::Error for EndReason {}
+
+impl EndReason {
+    /// What kind of end this is, for exit codes and the page's state.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            EndReason::SharerGoodbye(_) => FailureKind::SharerGone,
+            EndReason::ConnectionLost => FailureKind::Unreachable,
+            EndReason::ClosedHere => FailureKind::Closed,
+            EndReason::ProtocolError(_) | EndReason::VersionMismatch(_) => FailureKind::Other,
+        }
+    }
+}
+
+/// What kind of failure or end a receiver met. One classification for the
+/// native commands' exit codes and the browser's connection states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The link is malformed or its secret does not match the share.
+    InvalidLink,
+    /// The sharer stopped sharing (or no one shares at this link any more).
+    SharerGone,
+    /// The sharer or the relay could not be reached, or the connection was lost.
+    Unreachable,
+    /// This side closed the session.
+    Closed,
+    /// Anything else (a protocol error, another version, a local failure).
+    Other,
 }
 
 /// What happened, for the shell.
@@ -508,6 +543,24 @@ impl Receiver {
     /// The data channel closed.
     pub fn connection_lost(&mut self) {
         self.end(EndReason::ConnectionLost);
+    }
+
+    /// Ends the session from this side: a goodbye goes out (take it with
+    /// [`Receiver::poll_transmit`]), reads fail, an `Ended` event follows.
+    pub fn close(&mut self) {
+        if self.state == State::Closed {
+            return;
+        }
+        if self.state == State::Open {
+            self.out.push_back(
+                ReceiverToSender::Goodbye(Goodbye {
+                    code: GoodbyeCode::ShuttingDown,
+                    message: "the receiver closed the session".into(),
+                })
+                .encode(),
+            );
+        }
+        self.end(EndReason::ClosedHere);
     }
 
     /// Starts reading `len` bytes at `offset` of a file in the index.

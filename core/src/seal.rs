@@ -11,9 +11,10 @@
 //! ```
 //!
 //! The associated data binds the room and the direction, so a sealed message
-//! cannot be replayed into another room or reflected back to its sender. The
-//! caller supplies the random nonce (this crate does no IO, and that includes
-//! the system's random source).
+//! cannot be replayed into another room or reflected back to its sender.
+//! Nonces come from a [`NonceSequence`] (a random prefix the shell supplies,
+//! then a counter): this crate does no IO, and that includes the system's
+//! random source.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -59,6 +60,44 @@ pub enum SealError {
     WrongKey,
     #[error("the opened message is not a valid signaling payload: {0}")]
     BadPayload(String),
+}
+
+/// Nonces for one sealing party: a random 16-byte prefix chosen once, then a
+/// counter. XChaCha20's 24-byte nonce leaves room for both, so every nonce of
+/// one party is distinct and two parties collide only if their random prefixes
+/// do (2^-64 after 2^32 parties). The shell supplies the prefix (this crate
+/// reads no random source); it is the only place nonces are made.
+#[derive(Clone)]
+pub struct NonceSequence {
+    prefix: [u8; 16],
+    counter: u64,
+}
+
+impl std::fmt::Debug for NonceSequence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NonceSequence")
+            .field("counter", &self.counter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NonceSequence {
+    /// `seed` must be fresh random bytes.
+    pub fn new(seed: [u8; 16]) -> Self {
+        NonceSequence {
+            prefix: seed,
+            counter: 0,
+        }
+    }
+
+    /// The next nonce.
+    pub fn next_nonce(&mut self) -> [u8; NONCE_LEN] {
+        let mut n = [0u8; NONCE_LEN];
+        n[..16].copy_from_slice(&self.prefix);
+        n[16..].copy_from_slice(&self.counter.to_le_bytes());
+        self.counter = self.counter.wrapping_add(1);
+        n
+    }
 }
 
 /// The key both sides derive from the share secret.
@@ -227,6 +266,16 @@ mod tests {
             k.open("room0001", Direction::GuestToHost, &sealed),
             Err(SealError::WrongKey)
         );
+    }
+
+    #[test]
+    fn a_nonce_sequence_never_repeats_and_keeps_its_prefix() {
+        let mut n = NonceSequence::new([9; 16]);
+        let a = n.next_nonce();
+        let b = n.next_nonce();
+        assert_ne!(a, b);
+        assert_eq!(&a[..16], &[9; 16]);
+        assert_eq!(&b[16..], &1u64.to_le_bytes());
     }
 
     #[test]

@@ -109,6 +109,9 @@ pub enum SessionError {
     Version(u16),
     #[error("the receiver said goodbye: {0}")]
     Goodbye(String),
+    /// This side closed the session ([`SenderSession::close`]); the receiver was told this.
+    #[error("{0}")]
+    ClosedHere(String),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -277,7 +280,7 @@ impl SenderSession {
             })
             .encode(),
         );
-        self.end_reason = Some(SessionError::Goodbye(message.to_owned()));
+        self.end_reason = Some(SessionError::ClosedHere(message.to_owned()));
         self.close_inner();
     }
 

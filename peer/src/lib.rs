@@ -4,7 +4,11 @@
 //!   streamed in bounded batches, symlinks never followed).
 //! - [`transport`]: webrtc-rs peer connections carrying linkfs frames over one
 //!   data channel, with the settings measured to work on this project's machines.
-//! - [`signal_client`]: the relay's WebSocket from a native peer.
+//! - [`relay_client`]: the relay's WebSocket from a native peer; what travels
+//!   on it is `linkfs_core::signaling`'s business (the handshake, once).
+//! - [`drive`]: the one loop that runs any core session (the sharer's or the
+//!   receiver's) over any data link (WebRTC, or in memory for tests).
+//! - [`random`]: the system's random source, in one place.
 //! - [`sharer`]: `linkfs share` wired together: the embedded (or external)
 //!   relay, the walk feeding the share index, one sender session per visitor,
 //!   and safe file reads beneath the shared root.
@@ -15,8 +19,10 @@
 //! The protocol logic itself is `linkfs-core` (sans-IO); everything here is
 //! IO around it. `main.rs` is the command-line glue.
 
+pub mod drive;
+pub mod random;
+pub mod relay_client;
 pub mod sharer;
-pub mod signal_client;
 pub mod transport;
 pub mod visit;
 pub mod walk;

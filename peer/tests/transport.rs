@@ -384,13 +384,18 @@ async fn a_junk_candidate_does_not_spoil_the_handshake() {
     let (mut offerer, offer) = Handshake::offer(&config).await.unwrap();
     let (mut answerer, answer) = Handshake::answer(&config, &offer).await.unwrap();
 
-    // Before the answer: kept, then skipped when the answer is applied.
-    offerer
-        .add_remote_candidate(junk("candidate:garbage"))
-        .await
-        .unwrap();
-    offerer.add_remote_candidate(mdns.clone()).await.unwrap();
+    // Before the answer: refused (the signaling machine holds early candidates).
+    assert!(matches!(
+        offerer.add_remote_candidate(mdns.clone()).await,
+        Err(TransportError::CandidateBeforeAnswer)
+    ));
     offerer.apply_answer(&answer).await.unwrap();
+    assert!(
+        offerer
+            .add_remote_candidate(junk("candidate:garbage"))
+            .await
+            .is_err()
+    );
     // After it: refused with an error, the handshake goes on. mDNS names are ignored.
     assert!(
         answerer

@@ -27,7 +27,7 @@ pub const SIGNAL_PATH: &str = "/signal/";
 pub const MAX_SIGNAL_MESSAGE: usize = 16 * 1024;
 
 /// A peer's number within a room.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct PeerId(pub u32);
 

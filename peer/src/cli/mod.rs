@@ -7,9 +7,33 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Exit codes, as `--help` lists them.
+pub mod exit {
+    /// Done.
+    pub const OK: u8 = 0;
+    /// Something failed; the message says what.
+    pub const FAILURE: u8 = 1;
+    /// The command line is not valid (clap's code).
+    pub const USAGE: u8 = 2;
+    /// The sharer stopped sharing, or no one shares at this link any more.
+    pub const SHARER_GONE: u8 = 3;
+    /// This link is not valid (malformed, or its secret does not match the share).
+    pub const INVALID_LINK: u8 = 4;
+    /// The relay or the sharer could not be reached, or the connection was lost.
+    pub const UNREACHABLE: u8 = 5;
+}
+
+const EXIT_CODES: &str = "Exit codes:
+  0  done
+  1  failure (the message says what)
+  2  the command line is not valid
+  3  the sharer stopped sharing, or no one shares at this link any more
+  4  this link is not valid (malformed, or its secret does not match the share)
+  5  the relay or the sharer could not be reached, or the connection was lost";
+
 /// Share a folder as a link; anyone with the link browses it in a browser.
 #[derive(Debug, Parser)]
-#[command(name = "linkfs", version, about, long_about = None)]
+#[command(name = "linkfs", version, about, long_about = None, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -22,10 +46,13 @@ enum Command {
     Share(share::ShareArgs),
     /// Mount a share read-only with FUSE (listings and stat from the local index,
     /// reads on demand, verified) until Ctrl-C or the sharer stops.
+    #[command(after_help = EXIT_CODES)]
     Mount(visit::MountArgs),
     /// List a folder of a share (from the local index).
+    #[command(after_help = EXIT_CODES)]
     Ls(visit::LsArgs),
     /// Download a file or folder of a share, verified and resumable.
+    #[command(after_help = EXIT_CODES)]
     Get(visit::GetArgs),
 }
 
@@ -34,7 +61,17 @@ const QUIET_LOGS: &str =
     "warn,rtc=error,rtc_ice=error,rtc_dtls=error,rtc_sctp=error,rtc_datachannel=error,webrtc=error";
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            });
+        }
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("LINKFS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(QUIET_LOGS));
     tracing_subscriber::fmt()
@@ -48,7 +85,7 @@ pub fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("linkfs: cannot start: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(exit::FAILURE);
         }
     };
     let result = runtime.block_on(async {
@@ -62,11 +99,31 @@ pub fn main() -> ExitCode {
     // Visitors' tasks may still be winding down; don't wait for them.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {
             eprintln!("linkfs: error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// The exit code for an error: the kind of the first typed failure in its chain.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    use linkfs_core::FailureKind;
+    let kind = e.chain().find_map(|cause| {
+        if let Some(v) = cause.downcast_ref::<linkfs_peer::visit::VisitError>() {
+            Some(v.kind())
+        } else {
+            cause
+                .downcast_ref::<linkfs_core::EndReason>()
+                .map(linkfs_core::EndReason::kind)
+        }
+    });
+    match kind {
+        Some(FailureKind::SharerGone) => exit::SHARER_GONE,
+        Some(FailureKind::InvalidLink) => exit::INVALID_LINK,
+        Some(FailureKind::Unreachable) => exit::UNREACHABLE,
+        _ => exit::FAILURE,
     }
 }
 

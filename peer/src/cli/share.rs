@@ -205,8 +205,8 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
                     let line = format!("a visitor connected ({visitors} connected)");
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
                 }
-                ShareEvent::VisitorLeft { visitors, reason, .. } => {
-                    let line = format!("a visitor left: {reason} ({visitors} connected)");
+                ShareEvent::VisitorLeft { visitors, end, .. } => {
+                    let line = format!("a visitor left: {end} ({visitors} connected)");
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
                 }
                 ShareEvent::Warning(w) => {

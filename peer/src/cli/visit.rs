@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use linkfs_core::EndReason;
 use linkfs_peer::transport::TransportConfig;
 use linkfs_peer::visit::get::{GetOptions, get};
 use linkfs_peer::visit::listing::{ListOptions, list};
 use linkfs_peer::visit::mount::{LinkFs, MountOptions};
-use linkfs_peer::visit::{Client, open};
+use linkfs_peer::visit::{Client, VisitError, open};
 
 #[derive(Debug, clap::Args)]
 pub struct ConnectArgs {
@@ -106,7 +107,7 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
             break Err(reason);
         }
         tokio::select! {
-            changed = watch.changed() => if changed.is_err() { break Err("the session ended".into()) },
+            changed = watch.changed() => if changed.is_err() { break Err(EndReason::ClosedHere) },
             () = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
     };
@@ -126,7 +127,9 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
             }
             Ok(client)
         }
-        Err(reason) => bail!("the index did not arrive: {reason}"),
+        Err(reason) => {
+            Err(anyhow::Error::new(VisitError::Ended(reason)).context("the index did not arrive"))
+        }
     }
 }
 
@@ -272,9 +275,14 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
         mountpoint.display()
     );
     let mut unmounted_outside = false;
+    let mut ended: Option<EndReason> = None;
     let reason = tokio::select! {
         () = super::stop_signal() => "stopped".to_owned(),
-        r = client.ended() => format!("the share ended: {r}"),
+        r = client.ended() => {
+            let words = format!("the share ended: {r}");
+            ended = Some(r);
+            words
+        }
         () = async {
             while !session.guard.is_finished() {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -305,8 +313,11 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
         );
     }
     eprintln!("linkfs: unmounted {} ({reason})", mountpoint.display());
-    if reason.starts_with("the share ended") {
-        bail!("{reason}; unmounted {}", mountpoint.display());
+    if let Some(end) = ended {
+        return Err(anyhow::Error::new(VisitError::Ended(end)).context(format!(
+            "the share ended; unmounted {}",
+            mountpoint.display()
+        )));
     }
     Ok(())
 }

@@ -1,32 +1,42 @@
-//! Serving one receiver over an open data link: the thin async shell around
-//! [`SenderSession`] (STYLE #4: one `select!` loop, a cancellation token).
+//! Serving one receiver: [`ServedSession`], the [`SenderSession`] as a
+//! [`DrivenSession`] of the drive loop, with file IO beside it.
 //!
 //! File reads run on tokio's blocking pool, at most `max_pending_io` at a time
-//! (the session hands out no more), through the session's [`OpenFiles`].
-//! A frame waits for room in the link's send buffer (`reserve`) inside the
-//! same `select!` as incoming frames, so a slow receiver never stops this loop
-//! from reading its acknowledgements and requests.
+//! (the session hands out no more), through the session's [`OpenFiles`]. When
+//! the share index grows (the walk, or later a change), the session is woken to
+//! cut new batches.
 
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
 
-use bytes::Bytes;
 use linkfs_core::{
-    IoFailure, Millis, ReadIo, SenderConfig, SenderSession, SenderStats, ShareIndex,
+    IoFailure, Millis, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError, ShareIndex,
 };
 use linkfs_proto::ReadErrorCode;
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::disk::{OpenFiles, ShareRoot};
-use crate::transport::DataLink;
+use crate::drive::{DrivenSession, FrameLink, LinkClosed, drive};
+
+/// Why serving one receiver ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeEnd {
+    /// The session ended by the protocol: the receiver said goodbye, or broke a rule.
+    #[error("{0}")]
+    Session(SessionError),
+    /// The data link closed under the session.
+    #[error("the link closed: {0}")]
+    LinkClosed(LinkClosed),
+    /// The sharer stopped sharing.
+    #[error("the sharer stopped sharing")]
+    Stopped,
+}
 
 /// What a session ended with.
 #[derive(Debug, Clone)]
 pub struct ServeOutcome {
-    /// Why it ended, in words.
-    pub reason: String,
+    pub end: ServeEnd,
     pub stats: SenderStats,
 }
 
@@ -41,9 +51,6 @@ pub struct ServeContext {
     pub cancel: CancellationToken,
 }
 
-/// How long a goodbye may take to leave before the link is closed anyway.
-const GOODBYE_FLUSH: Duration = Duration::from_secs(2);
-
 fn read_index(index: &RwLock<ShareIndex>) -> std::sync::RwLockReadGuard<'_, ShareIndex> {
     // A panic while holding the lock would poison it; the index itself is still
     // consistent (pushes are single calls), so keep serving.
@@ -52,26 +59,101 @@ fn read_index(index: &RwLock<ShareIndex>) -> std::sync::RwLockReadGuard<'_, Shar
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Serves one receiver until it leaves, the link drops or `cancel` fires.
-pub async fn serve(link: DataLink, mut ctx: ServeContext) -> ServeOutcome {
-    let start = Instant::now();
-    let now = move || Millis(start.elapsed().as_millis() as u64);
-    let mut session = SenderSession::new(ctx.config.clone());
-    let (tx, mut rx) = link.split();
-    let (io_tx, mut io_rx) =
-        mpsc::channel::<(ReadIo, Result<Vec<u8>, IoFailure>)>(ctx.config.max_pending_io + 1);
-    let files = Arc::new(Mutex::new(OpenFiles::default()));
-    let mut pending: Option<Bytes> = None;
-    let mut closing_since: Option<Instant> = None;
-    let mut watching = true;
-    let reason = loop {
-        if pending.is_none() {
-            pending = session
-                .poll_transmit(now(), &read_index(&ctx.index))
-                .map(Bytes::from);
+type IoDone = (ReadIo, Result<Vec<u8>, IoFailure>);
+
+/// What wakes a served session besides frames and timers.
+#[derive(Debug)]
+pub enum ServeInput {
+    Io(IoDone),
+    IndexChanged,
+    /// The index will not change any more (its feed is gone).
+    IndexSettled,
+}
+
+/// One receiver's session on the sharer's side. See the module docs.
+#[derive(Debug)]
+pub struct ServedSession {
+    session: SenderSession,
+    index: Arc<RwLock<ShareIndex>>,
+    index_changed: watch::Receiver<u64>,
+    watching: bool,
+    root: Arc<ShareRoot>,
+    files: Arc<Mutex<OpenFiles>>,
+    io_tx: mpsc::Sender<IoDone>,
+    io_rx: mpsc::Receiver<IoDone>,
+    end: Option<ServeEnd>,
+}
+
+impl ServedSession {
+    pub fn new(ctx: &ServeContext) -> Self {
+        let (io_tx, io_rx) = mpsc::channel(ctx.config.max_pending_io + 1);
+        ServedSession {
+            session: SenderSession::new(ctx.config.clone()),
+            index: ctx.index.clone(),
+            index_changed: ctx.index_changed.clone(),
+            watching: true,
+            root: ctx.root.clone(),
+            files: Arc::new(Mutex::new(OpenFiles::default())),
+            io_tx,
+            io_rx,
+            end: None,
         }
-        while let Some(io) = session.poll_io() {
-            let (root, files, io_tx) = (ctx.root.clone(), files.clone(), io_tx.clone());
+    }
+
+    fn outcome(&mut self, end: ServeEnd) -> ServeOutcome {
+        ServeOutcome {
+            end,
+            stats: self.session.stats(),
+        }
+    }
+}
+
+impl DrivenSession for ServedSession {
+    type Input = ServeInput;
+    type Outcome = ServeOutcome;
+
+    fn handle_frame(&mut self, now: Millis, frame: &[u8]) {
+        if let Err(e) = self
+            .session
+            .handle_frame(now, frame, &read_index(&self.index))
+        {
+            tracing::warn!(error = %e, "a receiver broke the protocol; its session ends");
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>> {
+        self.session.poll_transmit(now, &read_index(&self.index))
+    }
+
+    fn poll_timeout(&mut self) -> Option<Millis> {
+        self.session.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Millis) {
+        self.session.handle_timeout(now);
+    }
+
+    async fn next_input(&mut self) -> ServeInput {
+        tokio::select! {
+            Some(done) = self.io_rx.recv() => ServeInput::Io(done),
+            changed = self.index_changed.changed(), if self.watching => match changed {
+                Ok(()) => ServeInput::IndexChanged,
+                Err(_) => ServeInput::IndexSettled,
+            },
+        }
+    }
+
+    fn handle_input(&mut self, _now: Millis, input: ServeInput) {
+        match input {
+            ServeInput::Io((io, result)) => self.session.handle_io(&io, result),
+            ServeInput::IndexChanged => {}
+            ServeInput::IndexSettled => self.watching = false,
+        }
+    }
+
+    fn poll_end(&mut self, _now: Millis) -> Option<ServeOutcome> {
+        while let Some(io) = self.session.poll_io() {
+            let (root, files, io_tx) = (self.root.clone(), self.files.clone(), self.io_tx.clone());
             tokio::task::spawn_blocking(move || {
                 let result = match files.lock() {
                     Ok(mut f) => f.read(&root, &io),
@@ -83,57 +165,39 @@ pub async fn serve(link: DataLink, mut ctx: ServeContext) -> ServeOutcome {
                 let _ = io_tx.blocking_send((io, result));
             });
         }
-        if session.is_finished() && pending.is_none() {
-            break session
-                .end_reason()
-                .map_or_else(|| "the session ended".to_owned(), ToString::to_string);
+        if let Some(end) = self.end.clone() {
+            return Some(self.outcome(end));
         }
-        if closing_since.is_some_and(|t| t.elapsed() > GOODBYE_FLUSH) {
-            break "the sharer stopped sharing".to_owned();
+        if self.session.is_finished() {
+            let end = match self.session.end_reason() {
+                Some(SessionError::ClosedHere(_)) => ServeEnd::Stopped,
+                Some(e) => ServeEnd::Session(e.clone()),
+                None => ServeEnd::Stopped,
+            };
+            return Some(self.outcome(end));
         }
-        let deadline = session
-            .poll_timeout()
-            .map(|m| start + Duration::from_millis(m.0));
-        tokio::select! {
-            biased;
-            _ = ctx.cancel.cancelled(), if closing_since.is_none() => {
-                session.close("the sharer stopped sharing");
-                closing_since = Some(Instant::now());
-            }
-            permit = tx.reserve(), if pending.is_some() => match permit {
-                Ok(p) => {
-                    if let Some(frame) = pending.take()
-                        && let Err(e) = p.send(frame)
-                    {
-                        break format!("the link closed: {e}");
-                    }
-                }
-                Err(e) => break format!("the link closed: {e}"),
-            },
-            frame = rx.recv() => match frame {
-                Some(f) => {
-                    if let Err(e) = session.handle_frame(now(), &f, &read_index(&ctx.index)) {
-                        tracing::warn!(error = %e, "a receiver broke the protocol; its session ends");
-                    }
-                }
-                None => break rx
-                    .close_reason()
-                    .map_or_else(|| "the receiver went away".to_owned(), |r| r.to_string()),
-            },
-            Some((io, result)) = io_rx.recv() => session.handle_io(&io, result),
-            changed = ctx.index_changed.changed(), if watching => {
-                if changed.is_err() {
-                    watching = false;
-                }
-            }
-            _ = tokio::time::sleep_until(deadline.unwrap_or(start)), if deadline.is_some() => {
-                session.handle_timeout(now());
-            }
-        }
-    };
-    tx.close().await;
-    ServeOutcome {
-        reason,
-        stats: session.stats(),
+        None
     }
+
+    fn link_closed(&mut self, reason: LinkClosed) {
+        self.end.get_or_insert(ServeEnd::LinkClosed(reason));
+    }
+
+    fn stop(&mut self) {
+        self.session.close(STOPPED);
+    }
+
+    fn gave_up(&mut self) -> ServeOutcome {
+        self.outcome(ServeEnd::Stopped)
+    }
+}
+
+/// What a stopping sharer tells its receivers.
+const STOPPED: &str = "the sharer stopped sharing";
+
+/// Serves one receiver over `link` until it leaves, the link drops or
+/// `ctx.cancel` fires.
+pub async fn serve(link: impl FrameLink, ctx: ServeContext) -> ServeOutcome {
+    let mut session = ServedSession::new(&ctx);
+    drive(&mut session, link, ctx.cancel.clone()).await
 }

@@ -20,9 +20,9 @@ use webrtc::peer_connection::{
     RTCIceServer, RTCPeerConnectionIceEvent, RTCPeerConnectionState, SettingEngineBuilder,
 };
 
-use super::candidate::IceCandidate;
 use super::config::TransportConfig;
 use super::error::{CloseReason, TransportError};
+use linkfs_core::IceCandidate;
 
 /// Most local candidates queued for the application: 64. One host candidate per bind
 /// address plus one per STUN/TURN server and address; a candidate that does not fit is
@@ -221,7 +221,7 @@ struct Handler {
 #[async_trait::async_trait]
 impl PeerConnectionEventHandler for Handler {
     async fn on_ice_candidate(&self, event: RTCPeerConnectionIceEvent) {
-        let Some(candidate) = IceCandidate::from_local(&event.candidate) else {
+        let Some(candidate) = super::candidate::from_local(&event.candidate) else {
             tracing::debug!(candidate = %event.candidate, "cannot write out a local candidate");
             return;
         };

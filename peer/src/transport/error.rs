@@ -52,9 +52,10 @@ pub enum TransportError {
     /// An ICE candidate from the other side could not be parsed or applied.
     #[error("the other side sent an ICE candidate that cannot be used: {0}")]
     BadCandidate(#[source] webrtc::error::Error),
-    /// More remote candidates arrived before the answer than this side keeps.
-    #[error("more than {max} ICE candidates arrived before the answer")]
-    TooManyCandidates { max: usize },
+    /// A remote candidate was given to an offerer before its answer was applied
+    /// (the signaling machine holds early candidates; this is a bug in the caller).
+    #[error("an ICE candidate arrived before the answer was applied")]
+    CandidateBeforeAnswer,
     /// `apply_answer` was called on the answering side, or twice.
     #[error("this side cannot take an answer now ({0})")]
     UnexpectedAnswer(&'static str),

@@ -11,8 +11,10 @@
 //! ```
 //!
 //! Signaling is not done here: SDP goes in and out as strings, candidates as
-//! [`IceCandidate`]. Remote candidates may arrive before the answer; up to
-//! [`EARLY_CANDIDATE_LIMIT`] are kept and applied once it is set.
+//! [`IceCandidate`]. The signaling machine ([`linkfs_core::signaling`]) holds
+//! remote candidates that arrive before the answer until it is applied, so an
+//! offerer given a candidate before its answer refuses it
+//! ([`TransportError::CandidateBeforeAnswer`]).
 //!
 //! [`Handshake::next_event`] is cancel-safe, so it can sit in a `tokio::select!` branch
 //! beside the relay socket. It fails once the connect timeout has passed without an
@@ -29,19 +31,16 @@ use tokio::time::Instant;
 use webrtc::data_channel::{DataChannel, DataChannelEvent, RTCDataChannelInit};
 use webrtc::peer_connection::RTCSessionDescription;
 
-use super::candidate::IceCandidate;
 use super::config::TransportConfig;
 use super::connection::{ChannelPolicy, Connection, ConnectionEvents, ended, open_connection};
 use super::error::{CloseReason, TransportError};
 use super::link::DataLink;
+use linkfs_core::IceCandidate;
 
 /// The session-level SDP attribute a native linkfs offerer adds to its offer, so the
 /// sharer can tell it from a browser and apply [`TransportConfig::native_peer`].
 /// webrtc-rs ignores attributes it does not know; browsers never see an offer.
 pub const NATIVE_PEER_MARKER: &str = "a=x-linkfs-peer:native";
-
-/// Most remote candidates kept while the offerer waits for the answer: 64.
-pub const EARLY_CANDIDATE_LIMIT: usize = 64;
 
 /// What a handshake produces.
 #[derive(Debug)]
@@ -68,7 +67,6 @@ pub struct Handshake {
     connection: Arc<Connection>,
     events: ConnectionEvents,
     role: Role,
-    early_candidates: Vec<IceCandidate>,
     deadline: Instant,
     timeout: std::time::Duration,
     ending: watch::Receiver<Option<CloseReason>>,
@@ -92,7 +90,6 @@ impl std::fmt::Debug for Handshake {
         f.debug_struct("Handshake")
             .field("role", &self.role)
             .field("opened", &self.opened)
-            .field("early_candidates", &self.early_candidates.len())
             .finish_non_exhaustive()
     }
 }
@@ -172,7 +169,6 @@ impl Handshake {
             connection,
             events,
             role,
-            early_candidates: Vec::new(),
             deadline: Instant::now() + config.connect_timeout,
             timeout: config.connect_timeout,
             ending,
@@ -180,8 +176,7 @@ impl Handshake {
         }
     }
 
-    /// Applies the other side's answer (offerer only, once), then any candidates that
-    /// arrived before it (one that cannot be used is skipped with a warning).
+    /// Applies the other side's answer (offerer only, once).
     pub async fn apply_answer(&mut self, answer_sdp: &str) -> Result<(), TransportError> {
         let Role::Offerer { answered, .. } = &mut self.role else {
             return Err(TransportError::UnexpectedAnswer(
@@ -201,17 +196,12 @@ impl Handshake {
             .await
             .map_err(TransportError::BadAnswer)?;
         *answered = true;
-        for candidate in std::mem::take(&mut self.early_candidates) {
-            if let Err(error) = self.add_remote_candidate(candidate).await {
-                tracing::warn!(%error, "skipping an early ICE candidate");
-            }
-        }
         Ok(())
     }
 
-    /// Adds a candidate from the other side. Before the answer is applied it is kept
-    /// (at most [`EARLY_CANDIDATE_LIMIT`]); an empty candidate (end of candidates) and
-    /// an mDNS (`.local`) one are accepted and ignored.
+    /// Adds a candidate from the other side. An offerer refuses one before its answer
+    /// is applied (the signaling machine holds those); an empty candidate (end of
+    /// candidates) and an mDNS (`.local`) one are accepted and ignored.
     ///
     /// An error concerns this candidate only: the handshake stays usable and may still
     /// connect through the others, so log it and go on rather than give up.
@@ -226,17 +216,11 @@ impl Handshake {
             answered: false, ..
         } = self.role
         {
-            if self.early_candidates.len() >= EARLY_CANDIDATE_LIMIT {
-                return Err(TransportError::TooManyCandidates {
-                    max: EARLY_CANDIDATE_LIMIT,
-                });
-            }
-            self.early_candidates.push(candidate);
-            return Ok(());
+            return Err(TransportError::CandidateBeforeAnswer);
         }
         self.connection
             .pc
-            .add_ice_candidate(candidate.to_init())
+            .add_ice_candidate(super::candidate::to_init(&candidate))
             .await
             .map_err(TransportError::BadCandidate)
     }

@@ -380,3 +380,89 @@ async fn flush(shared: &Shared) {
         }
     }
 }
+
+/// The sending half of a [`DataLink`] as the drive loop uses it: waits for room
+/// (an owned place in the outbox), then queues the frame in it.
+pub struct DataLinkSender {
+    sender: LinkSender,
+    permit: Option<mpsc::OwnedPermit<Outgoing>>,
+}
+
+impl std::fmt::Debug for DataLinkSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataLinkSender")
+            .field("sender", &self.sender)
+            .finish_non_exhaustive()
+    }
+}
+
+fn link_closed(reason: Option<CloseReason>) -> crate::drive::LinkClosed {
+    crate::drive::LinkClosed(reason.unwrap_or(CloseReason::ConnectionClosed).to_string())
+}
+
+impl crate::drive::FrameSender for DataLinkSender {
+    async fn ready(&mut self) -> Result<(), crate::drive::LinkClosed> {
+        if self.permit.is_none() {
+            if let Some(reason) = self.sender.close_reason() {
+                return Err(link_closed(Some(reason)));
+            }
+            let permit = self
+                .sender
+                .outbox
+                .clone()
+                .reserve_owned()
+                .await
+                .map_err(|_| link_closed(self.sender.close_reason()))?;
+            self.permit = Some(permit);
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, frame: Bytes) -> Result<(), crate::drive::LinkClosed> {
+        let frame = checked(frame).map_err(|e| crate::drive::LinkClosed(e.to_string()))?;
+        if let Some(reason) = self.sender.close_reason() {
+            return Err(link_closed(Some(reason)));
+        }
+        match self.permit.take() {
+            Some(p) => {
+                p.send(Outgoing::Frame(frame));
+                Ok(())
+            }
+            None => self
+                .sender
+                .outbox
+                .try_send(Outgoing::Frame(frame))
+                .map_err(|_| link_closed(self.sender.close_reason())),
+        }
+    }
+
+    async fn close(self) {
+        drop(self.permit);
+        self.sender.close().await;
+    }
+}
+
+impl crate::drive::FrameReceiver for LinkReceiver {
+    async fn recv(&mut self) -> Option<Bytes> {
+        LinkReceiver::recv(self).await
+    }
+
+    fn closed_reason(&self) -> crate::drive::LinkClosed {
+        link_closed(self.close_reason())
+    }
+}
+
+impl crate::drive::FrameLink for DataLink {
+    type Sender = DataLinkSender;
+    type Receiver = LinkReceiver;
+    fn split(self) -> (DataLinkSender, LinkReceiver) {
+        let (sender, receiver) = DataLink::split(self);
+        (
+            DataLinkSender {
+                sender,
+                permit: None,
+            },
+            receiver,
+        )
+    }
+}

@@ -16,13 +16,13 @@
 //! - [`Handshake`] negotiates one connection. SDP goes in and out as strings and
 //!   candidates as [`IceCandidate`] (the fields of
 //!   [`SignalPayload::Candidate`](linkfs_proto::signal::SignalPayload::Candidate)).
-//!   The sharer answers; a native receiver offers. Early remote candidates are kept
-//!   until the remote description is set.
+//!   The sharer answers; a native receiver offers. Early remote candidates are held
+//!   by the signaling machine (`linkfs_core::signaling`), not here.
 //! - [`DataLink`] is the open channel: `send(frame)` with backpressure, `recv()` until
 //!   `None`, `close()`; [`DataLink::split`] gives halves for one `select!` loop.
 //! - [`TransportConfig`] holds ICE servers, bind addresses, the send-buffer limit,
-//!   socket buffers and the timeouts; its defaults are the settings measured on this
-//!   machine (`shared/MACHINE-NOTES.md`), safe for browser peers.
+//!   socket buffers and the timeouts; its defaults are the settings measured on the
+//!   project's test machine (`docs/webrtc-notes.md`), safe for browser peers.
 //! - [`NativeTuning`] (in [`TransportConfig::native_peer`]) applies only where both
 //!   ends are native: a native offer carries [`NATIVE_PEER_MARKER`], and the answering
 //!   sharer tunes that one connection ([`NativeTuning::ANY_PATH`] by default: a 64 KiB
@@ -41,7 +41,7 @@
 //! | outbox per link | [`OUTBOX_FRAMES`] frames |
 //! | received, unread | webrtc-rs's two 256-message queues + the 1 MiB SCTP window (about 33 MiB with full frames) |
 //! | local candidates waiting | [`LOCAL_CANDIDATE_QUEUE`] |
-//! | remote candidates before the answer | [`EARLY_CANDIDATE_LIMIT`] |
+//! | remote candidates before the answer | `linkfs_core::signaling::EARLY_CANDIDATE_LIMIT` (held there) |
 //! | kernel buffer per UDP socket | [`TransportConfig::socket_buffer`] (1 MiB default) |
 //! | time to open | [`TransportConfig::connect_timeout`] (15 s default) |
 //! | silence before the link counts as lost | [`TransportConfig::lost_after`] (4 s default) |
@@ -66,17 +66,16 @@ mod link;
 mod pair;
 mod sockets;
 
-pub use candidate::IceCandidate;
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, DEFAULT_SOCKET_BUFFER,
     NativeTuning, TransportConfig, default_bind_addrs,
 };
 pub use connection::LOCAL_CANDIDATE_QUEUE;
 pub use error::{CloseReason, LinkError, TransportError};
-pub use handshake::{
-    EARLY_CANDIDATE_LIMIT, Handshake, HandshakeEvent, NATIVE_PEER_MARKER, is_from_native_peer,
-};
+pub use handshake::{Handshake, HandshakeEvent, NATIVE_PEER_MARKER, is_from_native_peer};
 pub use link::{
-    CLOSE_FLUSH_TIMEOUT, DataLink, LinkReceiver, LinkSender, OUTBOX_FRAMES, SendPermit,
+    CLOSE_FLUSH_TIMEOUT, DataLink, DataLinkSender, LinkReceiver, LinkSender, OUTBOX_FRAMES,
+    SendPermit,
 };
+pub use linkfs_core::IceCandidate;
 pub use pair::connect_in_process;

@@ -5,11 +5,11 @@
 //! in their signaling form, [`IceCandidate`]), and the answerer receives the channel
 //! through `on_data_channel` exactly as with a browser.
 
-use super::candidate::IceCandidate;
 use super::config::TransportConfig;
 use super::error::TransportError;
 use super::handshake::{Handshake, HandshakeEvent};
 use super::link::DataLink;
+use linkfs_core::IceCandidate;
 
 /// Connects an offerer and an answerer in this process. Returns
 /// `(offerer's link, answerer's link)`; fails like [`Handshake::next_event`] does, for

@@ -2,11 +2,11 @@
 //! [`Receiver`] (the same code the browser runs), shared with whoever asks
 //! (the FUSE threads, `ls`, `get`).
 //!
-//! One task owns the data link and runs one `select!` loop (STYLE #4): frames
-//! in, frames out (waiting for room in the send buffer without blocking the
-//! loop), timers, and read commands from any thread. The receiver sits behind a
-//! mutex so that lookups and listings read the index in place; the loop holds
-//! the lock only for one call at a time.
+//! One task runs the drive loop ([`crate::drive`]) with a [`ClientSession`]:
+//! frames in, frames out, timers, and read commands from any thread. The
+//! receiver sits behind a mutex so that lookups and listings read the index in
+//! place; the loop holds the lock only for one call at a time. Why the session
+//! ended is core's typed [`EndReason`], all the way to the commands' exit codes.
 //!
 //! Bounds: at most [`COMMAND_QUEUE`] read commands wait for the loop; a read
 //! holds at most its own `len` bytes (callers ask in pieces of at most
@@ -17,14 +17,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
-use linkfs_core::{Index, Millis, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent};
+use linkfs_core::{
+    EndReason, Index, Millis, ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
+    StartReadError,
+};
 use linkfs_proto::EntryId;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::transport::DataLink;
+use crate::drive::{DrivenSession, FrameLink, LinkClosed, drive};
 
 /// Read commands waiting for the session loop.
 pub const COMMAND_QUEUE: usize = 1024;
@@ -39,14 +40,26 @@ pub struct Status {
     pub received: u64,
     pub announced: u64,
     pub complete: bool,
-    /// Set once the session ended, in words.
-    pub ended: Option<String>,
+    /// Set once the session ended.
+    pub ended: Option<EndReason>,
 }
 
 /// Why a read failed, in words a user understands.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ReadError(pub String);
+#[non_exhaustive]
+pub enum ReadError {
+    /// The read started and failed (refused, changed, corrupt, timed out, ...).
+    #[error(transparent)]
+    Failed(ReadFailure),
+    /// The read could not start (no such file, past its end, ...).
+    #[error(transparent)]
+    NotStarted(StartReadError),
+    #[error("a read of {len} bytes is over the limit of {max}")]
+    TooLong { len: u64, max: u64 },
+    /// The session with the sharer has ended.
+    #[error("{0}")]
+    Ended(EndReason),
+}
 
 struct ReadCommand {
     entry: EntryId,
@@ -91,7 +104,7 @@ pub fn native_receiver_config() -> ReceiverConfig {
 impl Client {
     /// Starts the session over an open link. It runs on the current tokio
     /// runtime until the sharer leaves, the link drops or [`Client::close`].
-    pub fn start(link: DataLink, config: ReceiverConfig) -> Client {
+    pub fn start(link: impl FrameLink, config: ReceiverConfig) -> Client {
         let shared = Arc::new(Shared {
             receiver: Mutex::new(Receiver::new(config, Index::new(), None)),
             refusals: Mutex::new((Vec::new(), 0)),
@@ -139,7 +152,7 @@ impl Client {
 
     /// Waits until the whole index has arrived. Fails with the reason if the
     /// session ends first.
-    pub async fn wait_complete(&self) -> Result<(), String> {
+    pub async fn wait_complete(&self) -> Result<(), EndReason> {
         let mut watch = self.status.clone();
         loop {
             {
@@ -152,20 +165,20 @@ impl Client {
                 }
             }
             if watch.changed().await.is_err() {
-                return Err("the session ended".into());
+                return Err(EndReason::ClosedHere);
             }
         }
     }
 
     /// Waits until the session ends; returns why.
-    pub async fn ended(&self) -> String {
+    pub async fn ended(&self) -> EndReason {
         let mut watch = self.status.clone();
         loop {
             if let Some(reason) = &watch.borrow_and_update().ended {
                 return reason.clone();
             }
             if watch.changed().await.is_err() {
-                return "the session ended".into();
+                return EndReason::ClosedHere;
             }
         }
     }
@@ -204,10 +217,9 @@ impl Client {
                 reply,
             };
             if client.commands.send(cmd).await.is_err() {
-                return Err(ReadError(client.end_words()));
+                return Err(client.ended_error());
             }
-            rx.await
-                .unwrap_or_else(|_| Err(ReadError(client.end_words())))
+            rx.await.unwrap_or_else(|_| Err(client.ended_error()))
         }
     }
 
@@ -227,18 +239,20 @@ impl Client {
             reply,
         };
         if self.commands.blocking_send(cmd).is_err() {
-            return Err(ReadError(self.end_words()));
+            return Err(self.ended_error());
         }
         rx.blocking_recv()
-            .unwrap_or_else(|_| Err(ReadError(self.end_words())))
+            .unwrap_or_else(|_| Err(self.ended_error()))
     }
 
-    fn end_words(&self) -> String {
-        self.status
-            .borrow()
-            .ended
-            .clone()
-            .unwrap_or_else(|| "the connection to the sharer ended".into())
+    fn ended_error(&self) -> ReadError {
+        ReadError::Ended(
+            self.status
+                .borrow()
+                .ended
+                .clone()
+                .unwrap_or(EndReason::ConnectionLost),
+        )
     }
 
     /// Ends the session (the link closes).
@@ -256,9 +270,10 @@ impl Client {
 
 fn check_len(len: u64) -> Result<(), ReadError> {
     if len > MAX_READ_LEN {
-        return Err(ReadError(format!(
-            "a read of {len} bytes is over the limit of {MAX_READ_LEN}"
-        )));
+        return Err(ReadError::TooLong {
+            len,
+            max: MAX_READ_LEN,
+        });
     }
     Ok(())
 }
@@ -268,137 +283,206 @@ struct OpenRead {
     reply: oneshot::Sender<Result<Vec<u8>, ReadError>>,
 }
 
-async fn run(
-    link: DataLink,
+/// What wakes the receiver's session besides frames and timers.
+#[derive(Debug)]
+pub enum ClientInput {
+    Read(ReadCommandHandle),
+    /// Every [`Client`] is gone: nobody will ask for anything again.
+    AllClientsGone,
+}
+
+/// A read command in flight to the session (opaque outside this module).
+pub struct ReadCommandHandle(ReadCommand);
+
+impl std::fmt::Debug for ReadCommandHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadCommand")
+            .field("entry", &self.0.entry)
+            .field("offset", &self.0.offset)
+            .field("len", &self.0.len)
+            .finish()
+    }
+}
+
+/// The core receiver as a [`DrivenSession`]: read commands in, read replies,
+/// refusals and progress out.
+struct ClientSession {
     shared: Arc<Shared>,
-    mut commands: mpsc::Receiver<ReadCommand>,
+    commands: mpsc::Receiver<ReadCommand>,
+    commands_open: bool,
+    reads: HashMap<ReadHandle, OpenRead>,
     status: watch::Sender<Status>,
-    cancel: CancellationToken,
-) {
-    let start = Instant::now();
-    let now = move || Millis(start.elapsed().as_millis() as u64);
-    let (tx, mut rx) = link.split();
-    let lock = || {
-        shared
+    ended: Option<EndReason>,
+}
+
+impl ClientSession {
+    fn lock(&self) -> MutexGuard<'_, Receiver> {
+        self.shared
             .receiver
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    };
-    let mut reads: HashMap<ReadHandle, OpenRead> = HashMap::new();
-    let mut pending: Option<Bytes> = None;
-    let mut ended: Option<String> = None;
-    loop {
-        // Events and progress, then what to send.
-        {
-            let mut r = lock();
+    }
+
+    fn keep_refusals(&self, refused: Vec<linkfs_core::IndexError>) {
+        tracing::warn!(
+            count = refused.len(),
+            first = %refused[0],
+            "the sharer sent entries that are not valid; they were skipped"
+        );
+        if let Ok(mut kept) = self.shared.refusals.lock() {
+            kept.1 += refused.len() as u64;
+            for e in refused {
+                if kept.0.len() < MAX_REFUSALS_KEPT {
+                    kept.0.push(e.to_string());
+                }
+            }
+        }
+    }
+}
+
+impl DrivenSession for ClientSession {
+    type Input = ClientInput;
+    type Outcome = EndReason;
+
+    fn handle_frame(&mut self, now: Millis, frame: &[u8]) {
+        self.lock().handle_frame(now, frame);
+    }
+
+    fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>> {
+        self.lock().poll_transmit(now)
+    }
+
+    fn poll_timeout(&mut self) -> Option<Millis> {
+        self.lock().poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Millis) {
+        self.lock().handle_timeout(now);
+    }
+
+    async fn next_input(&mut self) -> ClientInput {
+        if !self.commands_open {
+            return std::future::pending().await;
+        }
+        match self.commands.recv().await {
+            Some(cmd) => ClientInput::Read(ReadCommandHandle(cmd)),
+            None => ClientInput::AllClientsGone,
+        }
+    }
+
+    fn handle_input(&mut self, _now: Millis, input: ClientInput) {
+        match input {
+            ClientInput::Read(ReadCommandHandle(cmd)) => {
+                let started = self.lock().start_read(cmd.entry, cmd.offset, cmd.len);
+                match started {
+                    Ok(handle) => {
+                        self.reads.insert(
+                            handle,
+                            OpenRead {
+                                data: Vec::with_capacity(cmd.len.min(MAX_READ_LEN) as usize),
+                                reply: cmd.reply,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        let _ = cmd.reply.send(Err(ReadError::NotStarted(e)));
+                    }
+                }
+            }
+            ClientInput::AllClientsGone => {
+                self.commands_open = false;
+                self.lock().close();
+            }
+        }
+    }
+
+    fn poll_end(&mut self, _now: Millis) -> Option<EndReason> {
+        let mut refusals = Vec::new();
+        let shared = self.shared.clone();
+        let progress = {
+            let mut r = shared
+                .receiver
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             while let Some(event) = r.poll_event() {
                 match event {
-                    ReceiverEvent::Started { .. } => {}
-                    ReceiverEvent::Applied { refused, .. } => {
-                        if !refused.is_empty() {
-                            tracing::warn!(
-                                count = refused.len(),
-                                first = %refused[0],
-                                "the sharer sent entries that are not valid; they were skipped"
-                            );
-                            if let Ok(mut kept) = shared.refusals.lock() {
-                                kept.1 += refused.len() as u64;
-                                for e in refused {
-                                    if kept.0.len() < MAX_REFUSALS_KEPT {
-                                        kept.0.push(e.to_string());
-                                    }
-                                }
-                            }
-                        }
-                    }
+                    ReceiverEvent::Applied { refused, .. } => refusals.extend(refused),
                     ReceiverEvent::ReadData { handle, data, .. } => {
-                        if let Some(open) = reads.get_mut(&handle) {
+                        if let Some(open) = self.reads.get_mut(&handle) {
                             open.data.extend_from_slice(&data);
                         }
                     }
                     ReceiverEvent::ReadDone { handle } => {
-                        if let Some(open) = reads.remove(&handle) {
+                        if let Some(open) = self.reads.remove(&handle) {
                             let _ = open.reply.send(Ok(open.data));
                         }
                     }
                     ReceiverEvent::ReadFailed { handle, error } => {
-                        if let Some(open) = reads.remove(&handle) {
-                            let _ = open.reply.send(Err(ReadError(error.to_string())));
+                        if let Some(open) = self.reads.remove(&handle) {
+                            let _ = open.reply.send(Err(ReadError::Failed(error)));
                         }
                     }
                     ReceiverEvent::Ended { reason } => {
-                        ended.get_or_insert_with(|| reason.to_string());
+                        self.ended.get_or_insert(reason);
                     }
+                    _ => {}
                 }
             }
-            let p = r.progress();
-            status.send_if_modified(|s| {
-                let changed = s.received != p.received
-                    || s.announced != p.announced
-                    || s.complete != p.complete;
-                s.received = p.received;
-                s.announced = p.announced;
-                s.complete = p.complete;
-                changed
-            });
-            if pending.is_none() && ended.is_none() {
-                pending = r.poll_transmit(now()).map(Bytes::from);
-            }
+            r.progress()
+        };
+        if !refusals.is_empty() {
+            self.keep_refusals(refusals);
         }
-        if let Some(reason) = &ended {
-            for (_, open) in reads.drain() {
-                let _ = open.reply.send(Err(ReadError(reason.clone())));
-            }
-            break;
+        self.status.send_if_modified(|s| {
+            let changed = s.received != progress.received
+                || s.announced != progress.announced
+                || s.complete != progress.complete;
+            s.received = progress.received;
+            s.announced = progress.announced;
+            s.complete = progress.complete;
+            changed
+        });
+        let reason = self.ended.clone()?;
+        for (_, open) in self.reads.drain() {
+            let _ = open.reply.send(Err(ReadError::Ended(reason.clone())));
         }
-        let deadline = lock()
-            .poll_timeout()
-            .map(|m| start + Duration::from_millis(m.0));
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => {
-                ended = Some("the session was closed".into());
-            }
-            permit = tx.reserve(), if pending.is_some() => match permit {
-                Ok(p) => {
-                    if let Some(frame) = pending.take()
-                        && p.send(frame).is_err()
-                    {
-                        lock().connection_lost();
-                    }
-                }
-                Err(_) => lock().connection_lost(),
-            },
-            frame = rx.recv() => match frame {
-                Some(f) => lock().handle_frame(now(), &f),
-                None => lock().connection_lost(),
-            },
-            Some(cmd) = commands.recv() => {
-                let started = lock().start_read(cmd.entry, cmd.offset, cmd.len);
-                match started {
-                    Ok(handle) => {
-                        reads.insert(handle, OpenRead {
-                            data: Vec::with_capacity(cmd.len.min(MAX_READ_LEN) as usize),
-                            reply: cmd.reply,
-                        });
-                    }
-                    Err(e) => {
-                        let _ = cmd.reply.send(Err(ReadError(e.to_string())));
-                    }
-                }
-            }
-            _ = tokio::time::sleep_until(deadline.unwrap_or(start)), if deadline.is_some() => {
-                lock().handle_timeout(now());
-            }
-        }
+        Some(reason)
     }
-    let reason = ended.unwrap_or_else(|| "the session ended".into());
+
+    fn link_closed(&mut self, _reason: LinkClosed) {
+        self.lock().connection_lost();
+    }
+
+    fn stop(&mut self) {
+        self.lock().close();
+    }
+
+    fn gave_up(&mut self) -> EndReason {
+        self.ended.clone().unwrap_or(EndReason::ClosedHere)
+    }
+}
+
+async fn run(
+    link: impl FrameLink,
+    shared: Arc<Shared>,
+    commands: mpsc::Receiver<ReadCommand>,
+    status: watch::Sender<Status>,
+    cancel: CancellationToken,
+) {
+    let mut session = ClientSession {
+        shared,
+        commands,
+        commands_open: true,
+        reads: HashMap::new(),
+        status: status.clone(),
+        ended: None,
+    };
+    let reason = drive(&mut session, link, cancel).await;
     tracing::info!(%reason, "the session with the sharer ended");
-    commands.close();
-    while let Ok(cmd) = commands.try_recv() {
-        let _ = cmd.reply.send(Err(ReadError(reason.clone())));
+    session.commands.close();
+    while let Ok(cmd) = session.commands.try_recv() {
+        let _ = cmd.reply.send(Err(ReadError::Ended(reason.clone())));
     }
-    // Closed before the end is announced: `shutdown` waits for a clean close.
-    tx.close().await;
+    // The link is closed before the end is announced: `shutdown` waits for a clean close.
     status.send_modify(|s| s.ended = Some(reason));
 }

@@ -23,11 +23,14 @@ pub use client::{
     COMMAND_QUEUE, Client, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError, Status,
     native_receiver_config,
 };
-pub use connect::{connect, relay_is_local};
+pub use connect::connect;
 
 use linkfs_core::ShareLink;
 
-use crate::signal_client::SignalError;
+use linkfs_core::{EndReason, FailureKind, GuestFailure, LinkError};
+
+use crate::random::RandomError;
+use crate::relay_client::RelayClientError;
 use crate::transport::{TransportConfig, TransportError};
 
 /// Why a native receiver could not reach or use a share.
@@ -35,36 +38,46 @@ use crate::transport::{TransportConfig, TransportError};
 #[non_exhaustive]
 pub enum VisitError {
     #[error("this is not a linkfs link: {0} (a link looks like http://host:port/#room.secret)")]
-    BadLink(String),
-    #[error(
-        "this link is not valid: its secret does not match the share (copy the whole link, including everything after #)"
-    )]
-    InvalidLink,
-    #[error("the share is not there any more: the sharer stopped sharing, or the link is old")]
-    SharerGone,
-    #[error("the sharer turned the connection down: {0}")]
-    Refused(String),
-    #[error("the relay says: {0}")]
-    Relay(String),
-    #[error("the relay closed the connection before the sharer answered")]
-    RelayClosed,
+    BadLink(#[from] LinkError),
+    /// The handshake through the relay failed (invalid link, share gone, refused, ...).
     #[error(transparent)]
-    Signal(#[from] SignalError),
+    Signaling(#[from] GuestFailure),
+    #[error(transparent)]
+    Relay(#[from] RelayClientError),
     #[error("could not connect to the sharer: {0}")]
     Transport(#[from] TransportError),
     #[error(
         "no connection to the sharer after {0:?} (is the sharer on a network this machine can reach?)"
     )]
     Timeout(std::time::Duration),
-    #[error("the system's random source failed: {0}")]
-    Random(String),
-    #[error("the index did not arrive: {0}")]
-    Index(String),
+    #[error(transparent)]
+    Random(#[from] RandomError),
+    /// The session with the sharer ended (before the index was complete, or while in use).
+    #[error("{0}")]
+    Ended(EndReason),
+}
+
+impl VisitError {
+    /// What kind of failure this is, for exit codes and scripts.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            VisitError::BadLink(_) | VisitError::Signaling(GuestFailure::InvalidLink) => {
+                FailureKind::InvalidLink
+            }
+            VisitError::Signaling(GuestFailure::SharerGone) => FailureKind::SharerGone,
+            VisitError::Ended(reason) => reason.kind(),
+            VisitError::Relay(_)
+            | VisitError::Transport(_)
+            | VisitError::Timeout(_)
+            | VisitError::Signaling(GuestFailure::RelayLost) => FailureKind::Unreachable,
+            _ => FailureKind::Other,
+        }
+    }
 }
 
 /// Parses `link`, connects and starts a [`Client`]; does not wait for the index.
 pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, VisitError> {
-    let link = ShareLink::parse(link).map_err(|e| VisitError::BadLink(e.to_string()))?;
+    let link = ShareLink::parse(link)?;
     let data = connect(&link, transport).await?;
     Ok(Client::start(data, native_receiver_config()))
 }

@@ -1,11 +1,11 @@
-//! The relay's WebSocket, from a native peer (host or guest).
+//! The relay client: one WebSocket to the relay, from a native peer (host or guest).
 //!
-//! JSON text frames of [`ClientToRelay`] / [`RelayToClient`]. Frames the relay
-//! sends that are not JSON of the expected shape are skipped with a warning;
-//! pings are answered by the WebSocket library while reading.
+//! JSON text frames of [`ClientToRelay`] / [`RelayToClient`]. What the frames mean is
+//! the signaling machines' business ([`linkfs_core::signaling`]); this module only
+//! moves text. Pings are answered by the WebSocket library while reading.
 
 use futures_util::{SinkExt, StreamExt};
-use linkfs_proto::signal::{ClientToRelay, MAX_SIGNAL_MESSAGE, RelayToClient};
+use linkfs_proto::signal::MAX_SIGNAL_MESSAGE;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -14,7 +14,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// Why talking to the relay failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SignalError {
+pub enum RelayClientError {
     #[error("could not reach the relay at {url}: {source}")]
     Connect {
         url: String,
@@ -26,52 +26,45 @@ pub enum SignalError {
 }
 
 /// One WebSocket to the relay.
-pub struct SignalClient {
+pub struct RelayClient {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
 }
 
-impl std::fmt::Debug for SignalClient {
+impl std::fmt::Debug for RelayClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SignalClient")
+        f.write_str("RelayClient")
     }
 }
 
-impl SignalClient {
-    pub async fn connect(url: &str) -> Result<SignalClient, SignalError> {
+impl RelayClient {
+    pub async fn connect(url: &str) -> Result<RelayClient, RelayClientError> {
         let mut config = WebSocketConfig::default();
         config.max_message_size = Some(MAX_SIGNAL_MESSAGE * 2);
         config.max_frame_size = Some(MAX_SIGNAL_MESSAGE * 2);
         let (ws, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), false)
             .await
-            .map_err(|source| SignalError::Connect {
+            .map_err(|source| RelayClientError::Connect {
                 url: url.to_owned(),
                 source,
             })?;
-        Ok(SignalClient { ws })
+        Ok(RelayClient { ws })
     }
 
-    /// The next message from the relay; `None` once the relay closed the socket.
-    /// Cancel-safe.
-    pub async fn recv(&mut self) -> Result<Option<RelayToClient>, SignalError> {
+    /// The next text frame from the relay; `None` once the relay closed the
+    /// socket. Cancel-safe.
+    pub async fn recv(&mut self) -> Result<Option<String>, RelayClientError> {
         loop {
             match self.ws.next().await {
-                None => return Ok(None),
+                None | Some(Ok(Message::Close(_))) => return Ok(None),
                 Some(Err(e)) => return Err(e.into()),
-                Some(Ok(Message::Text(text))) => match serde_json::from_str(text.as_str()) {
-                    Ok(m) => return Ok(Some(m)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "skipping a relay message this version does not understand")
-                    }
-                },
-                Some(Ok(Message::Close(_))) => return Ok(None),
+                Some(Ok(Message::Text(text))) => return Ok(Some(text.as_str().to_owned())),
                 Some(Ok(_)) => {}
             }
         }
     }
 
-    pub async fn send(&mut self, msg: &ClientToRelay) -> Result<(), SignalError> {
-        // Serializing these plain enums cannot fail.
-        let text = serde_json::to_string(msg).unwrap_or_default();
+    /// Sends one text frame (what a signaling machine asked to send).
+    pub async fn send(&mut self, text: String) -> Result<(), RelayClientError> {
         self.ws.send(Message::Text(text.into())).await?;
         Ok(())
     }

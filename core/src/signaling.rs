@@ -1,0 +1,667 @@
+//! The signaling handshake, sans-IO: how a guest (a browser or a native
+//! receiver) and the host (the sharer) trade sealed offers, answers and ICE
+//! candidates through the relay until their data link opens.
+//!
+//! ```text
+//! guest machine                         relay                         host machine
+//!   <- welcome {ice_servers}             |             welcome -> Registered {ice_servers}
+//!   MakeOffer -> shell: offer_made(sdp)  |
+//!   Send(seal(offer)) -----------------> | ------------------------> Answer {peer, offer}
+//!                                        |     shell: answer_made(peer, sdp)
+//!   ApplyAnswer <----------------------- | <------------------------- Send(seal(answer))
+//!   shell: answer_applied()              |
+//!   local_candidate -> Send(seal(c)) --> | --> AddCandidate {peer, c}
+//!   AddCandidate <---------------------- | <-- Send(seal(c)) <- local_candidate(peer, c)
+//!   channel_open() -> CloseRelay         |     visitor_connected(peer) ... visitor_ended(peer)
+//! ```
+//!
+//! Both machines take relay messages ([`RelayToClient`], or the raw text) and
+//! local events in, and hand [`GuestAction`]s / [`HostAction`]s out through
+//! `poll_action`. The shell does only the IO: the relay socket and the WebRTC
+//! peer connection. The native guest (`linkfs mount/ls/get`), the native host
+//! (`linkfs share`) and the browser all drive these two machines.
+//!
+//! Every payload between guest and host is sealed with the key derived from
+//! the link's secret ([`crate::seal`]); nonces come from one [`NonceSequence`]
+//! per machine. A message from the host that does not open means the guest's
+//! secret is wrong: [`GuestFailure::InvalidLink`]. The host answers a guest
+//! whose message does not open with one sealed refusal that the guest cannot
+//! open either, so that guest also concludes its link is not valid.
+//!
+//! # Bounds (each tested in this module)
+//!
+//! | what | bound |
+//! | --- | --- |
+//! | a relay message (text) | [`MAX_SIGNAL_MESSAGE`] bytes; longer ones are ignored |
+//! | remote candidates a guest keeps until the answer is applied | [`EARLY_CANDIDATE_LIMIT`] |
+//! | local candidates a guest keeps until its offer is sent | [`EARLY_CANDIDATE_LIMIT`] |
+//! | candidates the host takes from one visitor | [`CANDIDATES_PER_VISITOR`] |
+//! | visitors admitted and not yet ended | [`HostSignaling::new`]'s `max_visitors` |
+//! | refusals | one per guest; the last [`REFUSALS_REMEMBERED`] guests are remembered |
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use linkfs_proto::signal::{
+    ClientToRelay, IceServer, MAX_SIGNAL_MESSAGE, PeerId, RelayErrorCode, RelayToClient,
+    SignalPayload,
+};
+
+use crate::link::ShareLink;
+use crate::seal::{Direction, NonceSequence, SignalKey};
+
+/// Most remote candidates a guest keeps before the answer is applied (and
+/// local ones before its offer is sent): 64.
+pub const EARLY_CANDIDATE_LIMIT: usize = 64;
+/// Most candidates the host takes from one visitor: 64. More are dropped.
+pub const CANDIDATES_PER_VISITOR: usize = 64;
+/// Guests whose refusal the host remembers (so each is refused once): 4,096.
+pub const REFUSALS_REMEMBERED: usize = 4096;
+
+/// One ICE candidate as it travels through signaling: the fields of
+/// [`SignalPayload::Candidate`], in the browser's `RTCIceCandidateInit` shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IceCandidate {
+    /// The `candidate:...` attribute line.
+    pub candidate: String,
+    /// The media id it belongs to; `None` when unknown.
+    pub sdp_mid: Option<String>,
+    /// The m-line index it belongs to; `None` when unknown.
+    pub sdp_mline_index: Option<u16>,
+}
+
+impl IceCandidate {
+    /// The signaling payload carrying this candidate.
+    pub fn into_payload(self) -> SignalPayload {
+        SignalPayload::Candidate {
+            candidate: self.candidate,
+            sdp_mid: self.sdp_mid,
+            sdp_mline_index: self.sdp_mline_index,
+        }
+    }
+
+    /// The candidate in a signaling payload, or `None` if the payload is something else.
+    pub fn from_payload(payload: &SignalPayload) -> Option<Self> {
+        match payload {
+            SignalPayload::Candidate {
+                candidate,
+                sdp_mid,
+                sdp_mline_index,
+            } => Some(Self {
+                candidate: candidate.clone(),
+                sdp_mid: sdp_mid.clone(),
+                sdp_mline_index: *sdp_mline_index,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The end-of-candidates marker (an empty candidate line): nothing to add.
+    pub fn is_end_marker(&self) -> bool {
+        self.candidate.trim().is_empty()
+    }
+}
+
+/// Parses one relay text frame; `None` for anything too long or not understood
+/// (a newer relay may send messages this version does not know: they are skipped).
+pub fn parse_relay_text(text: &str) -> Option<RelayToClient> {
+    if text.len() > MAX_SIGNAL_MESSAGE {
+        return None;
+    }
+    serde_json::from_str(text).ok()
+}
+
+fn relay_text(to: PeerId, data: String) -> String {
+    // Serializing this plain enum of a number and a string cannot fail.
+    serde_json::to_string(&ClientToRelay::Msg { to, data }).unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------
+// Guest
+// ---------------------------------------------------------------------------
+
+/// What the guest's shell must do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GuestAction {
+    /// Send this text frame to the relay.
+    Send(String),
+    /// The relay let us in: create the peer connection with these ICE servers
+    /// and the data channel, make the offer, then call [`GuestSignaling::offer_made`].
+    MakeOffer { ice_servers: Vec<IceServer> },
+    /// Set the sharer's answer as the remote description, then call
+    /// [`GuestSignaling::answer_applied`].
+    ApplyAnswer { sdp: String },
+    /// Add one of the sharer's candidates (only ever after the answer is
+    /// applied). One that cannot be used concerns only itself: log and go on.
+    AddCandidate(IceCandidate),
+    /// The data link is open: close the relay socket (frees the relay's slot).
+    CloseRelay,
+    /// The attempt failed; nothing more will come.
+    Fail(GuestFailure),
+}
+
+/// Why a guest could not reach the sharer, in words for the person holding the link.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuestFailure {
+    /// The sharer's messages do not open with this link's secret.
+    #[error("this link is not valid: its secret does not match the share")]
+    InvalidLink,
+    /// No sharer in the room, or the sharer left before the link opened.
+    #[error("the share is not there any more: the sharer stopped sharing, or the link is old")]
+    SharerGone,
+    /// The sharer turned this guest away (for example: too many visitors).
+    #[error("the sharer turned the connection down: {0}")]
+    Refused(String),
+    /// The relay refused something; its message says what.
+    #[error("the relay says: {message}")]
+    Relay {
+        code: RelayErrorCode,
+        message: String,
+    },
+    /// The relay socket closed before the sharer's answer arrived.
+    #[error("lost the connection to the relay before the sharer answered")]
+    RelayLost,
+}
+
+impl GuestFailure {
+    /// What kind of failure this is, for exit codes and the page's state.
+    pub fn kind(&self) -> crate::FailureKind {
+        match self {
+            GuestFailure::InvalidLink => crate::FailureKind::InvalidLink,
+            GuestFailure::SharerGone => crate::FailureKind::SharerGone,
+            GuestFailure::RelayLost => crate::FailureKind::Unreachable,
+            GuestFailure::Refused(_) | GuestFailure::Relay { .. } => crate::FailureKind::Other,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GuestStage {
+    AwaitingWelcome,
+    MakingOffer,
+    AwaitingAnswer,
+    ApplyingAnswer,
+    Answered,
+    Open,
+    Failed,
+}
+
+/// The guest's side of the handshake. See the module docs.
+#[derive(Debug)]
+pub struct GuestSignaling {
+    room: String,
+    key: SignalKey,
+    nonces: NonceSequence,
+    stage: GuestStage,
+    relay_open: bool,
+    /// Remote candidates waiting for the answer to be applied.
+    early_remote: Vec<IceCandidate>,
+    /// Local candidates waiting for the offer to be sent.
+    early_local: Vec<IceCandidate>,
+    actions: VecDeque<GuestAction>,
+}
+
+impl GuestSignaling {
+    /// A guest for `link`; `nonce_seed` must be fresh random bytes.
+    pub fn new(link: &ShareLink, nonce_seed: [u8; 16]) -> Self {
+        GuestSignaling {
+            room: link.room.clone(),
+            key: SignalKey::from_secret(&link.secret),
+            nonces: NonceSequence::new(nonce_seed),
+            stage: GuestStage::AwaitingWelcome,
+            relay_open: true,
+            early_remote: Vec::new(),
+            early_local: Vec::new(),
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// The next thing to do, if any.
+    pub fn poll_action(&mut self) -> Option<GuestAction> {
+        self.actions.pop_front()
+    }
+
+    /// The data link is open (or the attempt failed): nothing more to negotiate.
+    pub fn is_done(&self) -> bool {
+        matches!(self.stage, GuestStage::Open | GuestStage::Failed)
+    }
+
+    fn fail(&mut self, failure: GuestFailure) {
+        if self.is_done() {
+            return;
+        }
+        self.stage = GuestStage::Failed;
+        self.early_remote.clear();
+        self.early_local.clear();
+        self.actions.push_back(GuestAction::Fail(failure));
+    }
+
+    fn send_sealed(&mut self, payload: &SignalPayload) {
+        if !self.relay_open {
+            return;
+        }
+        let data = self.key.seal_payload(
+            &self.room,
+            Direction::GuestToHost,
+            self.nonces.next_nonce(),
+            payload,
+        );
+        self.actions
+            .push_back(GuestAction::Send(relay_text(PeerId::HOST, data)));
+    }
+
+    /// One text frame from the relay. Frames that are too long or not
+    /// understood are skipped.
+    pub fn handle_relay_text(&mut self, text: &str) {
+        if let Some(msg) = parse_relay_text(text) {
+            self.handle_relay(msg);
+        }
+    }
+
+    /// One message from the relay.
+    pub fn handle_relay(&mut self, msg: RelayToClient) {
+        if self.is_done() {
+            return;
+        }
+        match msg {
+            RelayToClient::Welcome { ice_servers, .. }
+                if self.stage == GuestStage::AwaitingWelcome =>
+            {
+                self.stage = GuestStage::MakingOffer;
+                self.actions
+                    .push_back(GuestAction::MakeOffer { ice_servers });
+            }
+            RelayToClient::Msg { from, data } if from == PeerId::HOST => {
+                match self
+                    .key
+                    .open_payload(&self.room, Direction::HostToGuest, &data)
+                {
+                    Ok(payload) => self.handle_payload(payload),
+                    Err(_) => self.fail(GuestFailure::InvalidLink),
+                }
+            }
+            RelayToClient::Left { peer } if peer == PeerId::HOST => {
+                self.fail(GuestFailure::SharerGone)
+            }
+            RelayToClient::Error { code, message } => match code {
+                RelayErrorCode::NoSuchRoom | RelayErrorCode::UnknownPeer => {
+                    self.fail(GuestFailure::SharerGone)
+                }
+                _ => self.fail(GuestFailure::Relay { code, message }),
+            },
+            _ => {}
+        }
+    }
+
+    fn handle_payload(&mut self, payload: SignalPayload) {
+        match payload {
+            SignalPayload::Answer { sdp } if self.stage == GuestStage::AwaitingAnswer => {
+                self.stage = GuestStage::ApplyingAnswer;
+                self.actions.push_back(GuestAction::ApplyAnswer { sdp });
+            }
+            ref c @ SignalPayload::Candidate { .. } => {
+                let Some(c) = IceCandidate::from_payload(c) else {
+                    return;
+                };
+                if c.is_end_marker() {
+                    return;
+                }
+                if self.stage == GuestStage::Answered {
+                    self.actions.push_back(GuestAction::AddCandidate(c));
+                } else if self.early_remote.len() < EARLY_CANDIDATE_LIMIT {
+                    self.early_remote.push(c);
+                }
+            }
+            SignalPayload::Reject { reason } => self.fail(GuestFailure::Refused(reason)),
+            // A second answer, an offer from the host: not part of this handshake.
+            _ => {}
+        }
+    }
+
+    /// The shell made the offer (after [`GuestAction::MakeOffer`]): it goes to
+    /// the host, followed by any local candidates gathered meanwhile.
+    pub fn offer_made(&mut self, sdp: String) {
+        if self.stage != GuestStage::MakingOffer {
+            return;
+        }
+        self.stage = GuestStage::AwaitingAnswer;
+        self.send_sealed(&SignalPayload::Offer { sdp });
+        for c in std::mem::take(&mut self.early_local) {
+            self.send_sealed(&c.into_payload());
+        }
+    }
+
+    /// The shell applied the answer: candidates that came early are released.
+    pub fn answer_applied(&mut self) {
+        if self.stage != GuestStage::ApplyingAnswer {
+            return;
+        }
+        self.stage = GuestStage::Answered;
+        for c in std::mem::take(&mut self.early_remote) {
+            self.actions.push_back(GuestAction::AddCandidate(c));
+        }
+    }
+
+    /// A candidate gathered here, for the host.
+    pub fn local_candidate(&mut self, candidate: IceCandidate) {
+        if self.is_done() || candidate.is_end_marker() {
+            return;
+        }
+        if self.stage == GuestStage::MakingOffer || self.stage == GuestStage::AwaitingWelcome {
+            if self.early_local.len() < EARLY_CANDIDATE_LIMIT {
+                self.early_local.push(candidate);
+            }
+            return;
+        }
+        self.send_sealed(&candidate.into_payload());
+    }
+
+    /// The data channel opened: signaling is over.
+    pub fn channel_open(&mut self) {
+        if self.is_done() {
+            return;
+        }
+        self.stage = GuestStage::Open;
+        self.early_remote.clear();
+        self.early_local.clear();
+        if self.relay_open {
+            self.relay_open = false;
+            self.actions.push_back(GuestAction::CloseRelay);
+        }
+    }
+
+    /// The relay socket closed. Before the answer arrived nothing can complete
+    /// the handshake; after it, ICE may still finish with what was traded.
+    pub fn relay_closed(&mut self) {
+        self.relay_open = false;
+        if matches!(
+            self.stage,
+            GuestStage::AwaitingWelcome | GuestStage::MakingOffer | GuestStage::AwaitingAnswer
+        ) {
+            self.fail(GuestFailure::RelayLost);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Host
+// ---------------------------------------------------------------------------
+
+/// Why the host turned a guest away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// Its message did not open with the link's secret.
+    WrongSecret,
+    /// Every visitor slot is taken.
+    Full { max: usize },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::WrongSecret => f.write_str("its link's secret does not match"),
+            Refusal::Full { max } => write!(f, "{max} visitors are connected, the most allowed"),
+        }
+    }
+}
+
+/// Why the relay would not hold the room.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostFailure {
+    #[error("the relay refused the share: {message}")]
+    Refused {
+        code: RelayErrorCode,
+        message: String,
+    },
+}
+
+/// What the host's shell must do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HostAction {
+    /// Send this text frame to the relay.
+    Send(String),
+    /// The relay holds the room: the link can be announced.
+    Registered { ice_servers: Vec<IceServer> },
+    /// A visitor was admitted (its slot is held): answer its offer, then call
+    /// [`HostSignaling::answer_made`]; call [`HostSignaling::visitor_ended`]
+    /// when it is gone, whatever happened.
+    Answer { peer: PeerId, offer: String },
+    /// A candidate of an admitted visitor's, for its connection.
+    AddCandidate {
+        peer: PeerId,
+        candidate: IceCandidate,
+    },
+    /// A guest was turned away (it was told, sealed). For the log.
+    Refused { peer: PeerId, why: Refusal },
+    /// Something worth telling the user that does not stop the share.
+    Warning(String),
+    /// The relay would not hold the room: the share cannot start.
+    Fail(HostFailure),
+}
+
+#[derive(Debug)]
+struct Slot {
+    candidates: usize,
+    connected: bool,
+}
+
+/// The host's side of the handshake for every guest of one room. See the module docs.
+#[derive(Debug)]
+pub struct HostSignaling {
+    room: String,
+    key: SignalKey,
+    nonces: NonceSequence,
+    max_visitors: usize,
+    registered: bool,
+    relay_open: bool,
+    slots: BTreeMap<PeerId, Slot>,
+    refused: BTreeSet<u32>,
+    actions: VecDeque<HostAction>,
+}
+
+impl HostSignaling {
+    /// The host of `link`'s room, admitting at most `max_visitors` at once;
+    /// `nonce_seed` must be fresh random bytes.
+    pub fn new(link: &ShareLink, max_visitors: usize, nonce_seed: [u8; 16]) -> Self {
+        HostSignaling {
+            room: link.room.clone(),
+            key: SignalKey::from_secret(&link.secret),
+            nonces: NonceSequence::new(nonce_seed),
+            max_visitors: max_visitors.max(1),
+            registered: false,
+            relay_open: true,
+            slots: BTreeMap::new(),
+            refused: BTreeSet::new(),
+            actions: VecDeque::new(),
+        }
+    }
+
+    pub fn poll_action(&mut self) -> Option<HostAction> {
+        self.actions.pop_front()
+    }
+
+    /// Visitors admitted and not yet ended (connecting or connected).
+    pub fn admitted(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Visitors whose data link is open.
+    pub fn connected(&self) -> usize {
+        self.slots.values().filter(|s| s.connected).count()
+    }
+
+    pub fn is_registered(&self) -> bool {
+        self.registered
+    }
+
+    fn send_sealed(&mut self, to: PeerId, payload: &SignalPayload) {
+        if !self.relay_open {
+            return;
+        }
+        let data = self.key.seal_payload(
+            &self.room,
+            Direction::HostToGuest,
+            self.nonces.next_nonce(),
+            payload,
+        );
+        self.actions
+            .push_back(HostAction::Send(relay_text(to, data)));
+    }
+
+    /// Tells `peer` why it is turned away, once per guest.
+    fn refuse(&mut self, peer: PeerId, why: Refusal) {
+        if !self.refused.insert(peer.0) {
+            return;
+        }
+        if self.refused.len() > REFUSALS_REMEMBERED {
+            // Peer numbers only grow: forget the oldest.
+            self.refused.pop_first();
+        }
+        let reason = match &why {
+            Refusal::WrongSecret => "this link's secret does not match".to_owned(),
+            Refusal::Full { max } => format!(
+                "The sharer already has {max} visitors connected, the most it allows. Try again later."
+            ),
+        };
+        self.send_sealed(peer, &SignalPayload::Reject { reason });
+        self.actions.push_back(HostAction::Refused { peer, why });
+    }
+
+    /// One text frame from the relay (skipped if too long or not understood).
+    pub fn handle_relay_text(&mut self, text: &str) {
+        if let Some(msg) = parse_relay_text(text) {
+            self.handle_relay(msg);
+        }
+    }
+
+    /// One message from the relay.
+    pub fn handle_relay(&mut self, msg: RelayToClient) {
+        match msg {
+            RelayToClient::Welcome { ice_servers, .. } if !self.registered => {
+                self.registered = true;
+                self.actions
+                    .push_back(HostAction::Registered { ice_servers });
+            }
+            RelayToClient::Msg { from, data } => self.handle_guest_message(from, &data),
+            // A visitor's page closes its relay socket as soon as its data link is
+            // open, so "left" says nothing about the visitor: its slot ends when
+            // its shell calls `visitor_ended` (handshake failed, or the link closed).
+            RelayToClient::Left { .. } | RelayToClient::Joined { .. } => {}
+            RelayToClient::Error { code, message } => {
+                if !self.registered {
+                    self.actions
+                        .push_back(HostAction::Fail(HostFailure::Refused { code, message }));
+                } else if code != RelayErrorCode::UnknownPeer {
+                    self.actions
+                        .push_back(HostAction::Warning(format!("the relay says: {message}")));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn handle_guest_message(&mut self, from: PeerId, data: &str) {
+        if from == PeerId::HOST {
+            return;
+        }
+        let payload = match self
+            .key
+            .open_payload(&self.room, Direction::GuestToHost, data)
+        {
+            Ok(p) => p,
+            Err(_) => {
+                if !self.slots.contains_key(&from) {
+                    self.refuse(from, Refusal::WrongSecret);
+                }
+                return;
+            }
+        };
+        match payload {
+            SignalPayload::Offer { sdp } => {
+                if self.slots.contains_key(&from) || self.refused.contains(&from.0) {
+                    return;
+                }
+                if self.slots.len() >= self.max_visitors {
+                    let max = self.max_visitors;
+                    return self.refuse(from, Refusal::Full { max });
+                }
+                self.slots.insert(
+                    from,
+                    Slot {
+                        candidates: 0,
+                        connected: false,
+                    },
+                );
+                self.actions.push_back(HostAction::Answer {
+                    peer: from,
+                    offer: sdp,
+                });
+            }
+            ref c @ SignalPayload::Candidate { .. } => {
+                let Some(slot) = self.slots.get_mut(&from) else {
+                    return;
+                };
+                let Some(candidate) = IceCandidate::from_payload(c) else {
+                    return;
+                };
+                if candidate.is_end_marker() || slot.connected {
+                    return;
+                }
+                if slot.candidates >= CANDIDATES_PER_VISITOR {
+                    return;
+                }
+                slot.candidates += 1;
+                self.actions.push_back(HostAction::AddCandidate {
+                    peer: from,
+                    candidate,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The shell answered `peer`'s offer.
+    pub fn answer_made(&mut self, peer: PeerId, sdp: String) {
+        if self.slots.contains_key(&peer) {
+            self.send_sealed(peer, &SignalPayload::Answer { sdp });
+        }
+    }
+
+    /// A candidate gathered here for `peer`'s connection.
+    pub fn local_candidate(&mut self, peer: PeerId, candidate: IceCandidate) {
+        if self.slots.contains_key(&peer) && !candidate.is_end_marker() {
+            self.send_sealed(peer, &candidate.into_payload());
+        }
+    }
+
+    /// `peer`'s data link opened.
+    pub fn visitor_connected(&mut self, peer: PeerId) {
+        if let Some(slot) = self.slots.get_mut(&peer) {
+            slot.connected = true;
+        }
+    }
+
+    /// `peer` is gone (its handshake failed, its link closed, or its task
+    /// ended in any other way): its slot is free.
+    pub fn visitor_ended(&mut self, peer: PeerId) {
+        self.slots.remove(&peer);
+    }
+
+    /// The relay socket closed: visitors already connected stay; nothing more
+    /// is sent until the shell reconnects.
+    pub fn relay_closed(&mut self) {
+        if self.relay_open {
+            self.relay_open = false;
+            self.actions.push_back(HostAction::Warning(
+                "lost the connection to the relay; connected visitors stay connected, new ones cannot join until linkfs is restarted".into(),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

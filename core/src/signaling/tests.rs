@@ -1,0 +1,510 @@
+//! Guest and host machines talking through a relay simulated in memory.
+
+use super::*;
+use crate::link::ShareSecret;
+
+fn link(secret: u8) -> ShareLink {
+    ShareLink {
+        origin: "http://127.0.0.1:1".into(),
+        room: "roomroomroom0001".into(),
+        secret: ShareSecret::from_bytes([secret; 16]),
+        path: String::new(),
+    }
+}
+
+fn welcome() -> RelayToClient {
+    RelayToClient::Welcome {
+        peer: PeerId(1),
+        ice_servers: vec![IceServer {
+            urls: vec!["stun:127.0.0.1:3478".into()],
+            ..IceServer::default()
+        }],
+        max_message: MAX_SIGNAL_MESSAGE,
+    }
+}
+
+fn cand(n: u32) -> IceCandidate {
+    IceCandidate {
+        candidate: format!(
+            "candidate:{n} 1 udp 2130706431 127.0.0.1 {} typ host",
+            5000 + n
+        ),
+        sdp_mid: None,
+        sdp_mline_index: Some(0),
+    }
+}
+
+/// A registered host with its actions drained.
+fn host(max_visitors: usize) -> HostSignaling {
+    let mut h = HostSignaling::new(&link(7), max_visitors, [1; 16]);
+    h.handle_relay(RelayToClient::Welcome {
+        peer: PeerId::HOST,
+        ice_servers: Vec::new(),
+        max_message: MAX_SIGNAL_MESSAGE,
+    });
+    assert!(matches!(
+        h.poll_action(),
+        Some(HostAction::Registered { .. })
+    ));
+    assert!(h.is_registered());
+    h
+}
+
+fn guest_actions(g: &mut GuestSignaling) -> Vec<GuestAction> {
+    std::iter::from_fn(|| g.poll_action()).collect()
+}
+
+fn host_actions(h: &mut HostSignaling) -> Vec<HostAction> {
+    std::iter::from_fn(|| h.poll_action()).collect()
+}
+
+/// What the relay does with a guest's `Send`: the host receives it from `peer`.
+fn to_host(peer: PeerId, actions: &[GuestAction], h: &mut HostSignaling) -> usize {
+    let mut n = 0;
+    for a in actions {
+        if let GuestAction::Send(text) = a {
+            let Ok(ClientToRelay::Msg { to, data }) = serde_json::from_str(text) else {
+                panic!("not a relay message: {text}")
+            };
+            assert_eq!(to, PeerId::HOST, "guests only ever send to the host");
+            h.handle_relay(RelayToClient::Msg { from: peer, data });
+            n += 1;
+        }
+    }
+    n
+}
+
+/// What the relay does with the host's `Send`s to `peer`.
+fn to_guest(peer: PeerId, actions: &[HostAction], g: &mut GuestSignaling) -> usize {
+    let mut n = 0;
+    for a in actions {
+        if let HostAction::Send(text) = a {
+            let Ok(ClientToRelay::Msg { to, data }) = serde_json::from_str(text) else {
+                panic!("not a relay message: {text}")
+            };
+            if to == peer {
+                g.handle_relay_text(
+                    &serde_json::to_string(&RelayToClient::Msg {
+                        from: PeerId::HOST,
+                        data,
+                    })
+                    .unwrap(),
+                );
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn a_whole_handshake_trades_offer_answer_and_candidates_in_order() {
+    let mut h = host(4);
+    let mut g = GuestSignaling::new(&link(7), [2; 16]);
+    let peer = PeerId(1);
+
+    g.handle_relay(welcome());
+    let a = guest_actions(&mut g);
+    assert!(matches!(&a[..], [GuestAction::MakeOffer { ice_servers }] if ice_servers.len() == 1));
+
+    // A candidate gathered while the offer is being made waits for the offer.
+    g.local_candidate(cand(1));
+    assert!(guest_actions(&mut g).is_empty());
+    g.offer_made("offer-sdp".into());
+    let a = guest_actions(&mut g);
+    assert_eq!(to_host(peer, &a, &mut h), 2);
+    assert_eq!(
+        host_actions(&mut h),
+        vec![
+            HostAction::Answer {
+                peer,
+                offer: "offer-sdp".into()
+            },
+            HostAction::AddCandidate {
+                peer,
+                candidate: cand(1)
+            },
+        ]
+    );
+    assert_eq!(h.admitted(), 1);
+
+    // The answer and two candidates arrive before the guest finished applying the answer.
+    h.answer_made(peer, "answer-sdp".into());
+    h.local_candidate(peer, cand(10));
+    h.local_candidate(peer, cand(11));
+    let a = host_actions(&mut h);
+    assert_eq!(to_guest(peer, &a, &mut g), 3);
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::ApplyAnswer {
+            sdp: "answer-sdp".into()
+        }]
+    );
+    g.answer_applied();
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![
+            GuestAction::AddCandidate(cand(10)),
+            GuestAction::AddCandidate(cand(11))
+        ]
+    );
+    // Later candidates go straight through, both ways.
+    h.local_candidate(peer, cand(12));
+    let a = host_actions(&mut h);
+    to_guest(peer, &a, &mut g);
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::AddCandidate(cand(12))]
+    );
+    g.local_candidate(cand(2));
+    let a = guest_actions(&mut g);
+    to_host(peer, &a, &mut h);
+    assert_eq!(
+        host_actions(&mut h),
+        vec![HostAction::AddCandidate {
+            peer,
+            candidate: cand(2)
+        }]
+    );
+
+    g.channel_open();
+    assert_eq!(guest_actions(&mut g), vec![GuestAction::CloseRelay]);
+    assert!(g.is_done());
+    h.visitor_connected(peer);
+    assert_eq!((h.admitted(), h.connected()), (1, 1));
+    h.visitor_ended(peer);
+    assert_eq!((h.admitted(), h.connected()), (0, 0));
+}
+
+#[test]
+fn a_wrong_secret_makes_the_link_invalid_and_the_host_refuses_once() {
+    let mut h = host(4);
+    let mut g = GuestSignaling::new(&link(8), [3; 16]);
+    let peer = PeerId(5);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    g.offer_made("offer".into());
+    for n in 0..20 {
+        g.local_candidate(cand(n));
+    }
+    let a = guest_actions(&mut g);
+    assert_eq!(to_host(peer, &a, &mut h), 21);
+    let a = host_actions(&mut h);
+    let sends = a
+        .iter()
+        .filter(|a| matches!(a, HostAction::Send(_)))
+        .count();
+    assert_eq!(
+        sends, 1,
+        "one refusal per guest, however many messages: {a:?}"
+    );
+    assert!(a.contains(&HostAction::Refused {
+        peer,
+        why: Refusal::WrongSecret
+    }));
+    assert_eq!(h.admitted(), 0);
+    // The refusal is sealed with the real secret: the guest cannot open it either.
+    to_guest(peer, &a, &mut g);
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::Fail(GuestFailure::InvalidLink)]
+    );
+    assert!(g.is_done());
+    // Nothing more happens after a failure.
+    g.handle_relay(welcome());
+    g.local_candidate(cand(99));
+    assert!(guest_actions(&mut g).is_empty());
+}
+
+#[test]
+fn remote_candidates_before_the_answer_are_bounded() {
+    let mut h = host(4);
+    let mut g = GuestSignaling::new(&link(7), [4; 16]);
+    let peer = PeerId(1);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    g.offer_made("offer".into());
+    let a = guest_actions(&mut g);
+    to_host(peer, &a, &mut h);
+    host_actions(&mut h);
+    // Candidates that overtake the answer (the relay is ordered, but a shell may
+    // gather before it answers): more than the limit.
+    for n in 0..(EARLY_CANDIDATE_LIMIT as u32 + 36) {
+        h.local_candidate(peer, cand(n));
+    }
+    h.answer_made(peer, "answer".into());
+    let a = host_actions(&mut h);
+    to_guest(peer, &a, &mut g);
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::ApplyAnswer {
+            sdp: "answer".into()
+        }]
+    );
+    g.answer_applied();
+    let added = guest_actions(&mut g);
+    assert_eq!(added.len(), EARLY_CANDIDATE_LIMIT);
+    assert_eq!(added[0], GuestAction::AddCandidate(cand(0)));
+}
+
+#[test]
+fn local_candidates_before_the_offer_are_bounded() {
+    let mut g = GuestSignaling::new(&link(7), [4; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    for n in 0..200 {
+        g.local_candidate(cand(n));
+    }
+    g.offer_made("offer".into());
+    assert_eq!(guest_actions(&mut g).len(), 1 + EARLY_CANDIDATE_LIMIT);
+}
+
+#[test]
+fn the_host_leaving_means_the_sharer_is_gone() {
+    let mut g = GuestSignaling::new(&link(7), [5; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    // Another guest leaving says nothing to this one.
+    g.handle_relay(RelayToClient::Left { peer: PeerId(9) });
+    assert!(guest_actions(&mut g).is_empty());
+    g.handle_relay(RelayToClient::Left { peer: PeerId::HOST });
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::Fail(GuestFailure::SharerGone)]
+    );
+}
+
+#[test]
+fn relay_errors_say_what_went_wrong() {
+    let error = |code, message: &str| RelayToClient::Error {
+        code,
+        message: message.into(),
+    };
+    let mut g = GuestSignaling::new(&link(7), [6; 16]);
+    g.handle_relay(error(RelayErrorCode::NoSuchRoom, "no one is sharing"));
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::Fail(GuestFailure::SharerGone)]
+    );
+    let mut g = GuestSignaling::new(&link(7), [6; 16]);
+    g.handle_relay(error(RelayErrorCode::RoomFull, "the room is full"));
+    let a = guest_actions(&mut g);
+    assert_eq!(
+        a,
+        vec![GuestAction::Fail(GuestFailure::Relay {
+            code: RelayErrorCode::RoomFull,
+            message: "the room is full".into()
+        })]
+    );
+    let GuestAction::Fail(f) = &a[0] else {
+        unreachable!()
+    };
+    assert_eq!(f.to_string(), "the relay says: the room is full");
+
+    // The host: refused before it holds the room, warned after.
+    let mut h = HostSignaling::new(&link(7), 1, [1; 16]);
+    h.handle_relay(error(RelayErrorCode::RoomTaken, "taken"));
+    assert_eq!(
+        host_actions(&mut h),
+        vec![HostAction::Fail(HostFailure::Refused {
+            code: RelayErrorCode::RoomTaken,
+            message: "taken".into()
+        })]
+    );
+    let mut h = host(1);
+    h.handle_relay(error(RelayErrorCode::UnknownPeer, "gone"));
+    h.handle_relay(error(RelayErrorCode::RateLimited, "slow down"));
+    assert_eq!(
+        host_actions(&mut h),
+        vec![HostAction::Warning("the relay says: slow down".into())]
+    );
+}
+
+#[test]
+fn the_relay_closing_before_the_answer_fails_but_not_after_it() {
+    let mut g = GuestSignaling::new(&link(7), [7; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    g.offer_made("o".into());
+    guest_actions(&mut g);
+    g.relay_closed();
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::Fail(GuestFailure::RelayLost)]
+    );
+
+    let mut h = host(2);
+    let mut g = GuestSignaling::new(&link(7), [7; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    g.offer_made("o".into());
+    let a = guest_actions(&mut g);
+    to_host(PeerId(1), &a, &mut h);
+    host_actions(&mut h);
+    h.answer_made(PeerId(1), "a".into());
+    let a = host_actions(&mut h);
+    to_guest(PeerId(1), &a, &mut g);
+    guest_actions(&mut g);
+    g.answer_applied();
+    g.relay_closed();
+    // ICE may still finish with what was traded; local candidates are not sent.
+    g.local_candidate(cand(1));
+    assert!(guest_actions(&mut g).is_empty());
+    g.channel_open();
+    assert!(
+        guest_actions(&mut g).is_empty(),
+        "the relay is already closed"
+    );
+}
+
+fn offer_from(h: &mut HostSignaling, peer: PeerId) -> Vec<HostAction> {
+    let mut g = GuestSignaling::new(&link(7), [peer.0 as u8; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    g.offer_made(format!("offer {}", peer.0));
+    let a = guest_actions(&mut g);
+    to_host(peer, &a, h);
+    host_actions(h)
+}
+
+#[test]
+fn the_host_admits_at_most_max_visitors_and_frees_ended_slots() {
+    let mut h = host(2);
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(1))[..],
+        [HostAction::Answer { .. }]
+    ));
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(2))[..],
+        [HostAction::Answer { .. }]
+    ));
+    let a = offer_from(&mut h, PeerId(3));
+    assert!(a.contains(&HostAction::Refused {
+        peer: PeerId(3),
+        why: Refusal::Full { max: 2 }
+    }));
+    // The refused guest is told why, in words it can open.
+    let mut g3 = GuestSignaling::new(&link(7), [3; 16]);
+    g3.handle_relay(welcome());
+    guest_actions(&mut g3);
+    g3.offer_made("x".into());
+    guest_actions(&mut g3);
+    to_guest(PeerId(3), &a, &mut g3);
+    let failed = guest_actions(&mut g3);
+    assert!(
+        matches!(&failed[..], [GuestAction::Fail(GuestFailure::Refused(r))] if r.contains("2 visitors")),
+        "{failed:?}"
+    );
+    // A repeated offer from an admitted visitor changes nothing.
+    assert!(offer_from(&mut h, PeerId(1)).is_empty());
+    assert_eq!(h.admitted(), 2);
+    // A visitor whose task ended (however it ended) frees its slot.
+    h.visitor_ended(PeerId(2));
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(4))[..],
+        [HostAction::Answer { .. }]
+    ));
+    assert_eq!(h.admitted(), 2);
+}
+
+#[test]
+fn the_host_takes_a_bounded_number_of_candidates_per_visitor() {
+    let mut h = host(2);
+    let peer = PeerId(1);
+    let mut g = GuestSignaling::new(&link(7), [1; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    g.offer_made("o".into());
+    for n in 0..500 {
+        g.local_candidate(cand(n));
+    }
+    let a = guest_actions(&mut g);
+    to_host(peer, &a, &mut h);
+    let added = host_actions(&mut h)
+        .into_iter()
+        .filter(|a| matches!(a, HostAction::AddCandidate { .. }))
+        .count();
+    assert_eq!(added, CANDIDATES_PER_VISITOR);
+}
+
+#[test]
+fn a_candidate_from_a_guest_without_an_offer_is_dropped() {
+    let mut h = host(2);
+    let mut g = GuestSignaling::new(&link(7), [1; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    g.offer_made("o".into());
+    guest_actions(&mut g); // the offer never reaches the host
+    g.local_candidate(cand(1));
+    let a = guest_actions(&mut g);
+    to_host(PeerId(1), &a, &mut h);
+    assert!(host_actions(&mut h).is_empty());
+}
+
+#[test]
+fn refusals_are_remembered_within_a_bound() {
+    let mut h = host(1);
+    for p in 1..=(REFUSALS_REMEMBERED as u32 + 10) {
+        h.handle_relay(RelayToClient::Msg {
+            from: PeerId(p),
+            data: "junk".into(),
+        });
+    }
+    assert_eq!(h.refused.len(), REFUSALS_REMEMBERED);
+    let refusals = host_actions(&mut h)
+        .iter()
+        .filter(|a| matches!(a, HostAction::Refused { .. }))
+        .count();
+    assert_eq!(refusals, REFUSALS_REMEMBERED + 10);
+}
+
+#[test]
+fn relay_text_that_is_too_long_or_unknown_is_skipped() {
+    let mut g = GuestSignaling::new(&link(7), [1; 16]);
+    g.handle_relay_text("not json");
+    g.handle_relay_text(r#"{"t":"from-the-future","x":1}"#);
+    let long = format!(
+        r#"{{"t":"welcome","peer":1,"max_message":1,"ice_servers":[{{"urls":["{}"]}}]}}"#,
+        "s".repeat(MAX_SIGNAL_MESSAGE)
+    );
+    g.handle_relay_text(&long);
+    assert!(guest_actions(&mut g).is_empty());
+    g.handle_relay_text(r#"{"t":"welcome","peer":1,"max_message":16384}"#);
+    assert!(matches!(
+        &guest_actions(&mut g)[..],
+        [GuestAction::MakeOffer { .. }]
+    ));
+}
+
+#[test]
+fn every_sealed_message_has_its_own_nonce() {
+    let mut g = GuestSignaling::new(&link(7), [1; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    g.offer_made("same".into());
+    g.local_candidate(cand(1));
+    g.local_candidate(cand(1));
+    let sends: Vec<String> = guest_actions(&mut g)
+        .into_iter()
+        .filter_map(|a| match a {
+            GuestAction::Send(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sends.len(), 3);
+    assert_ne!(
+        sends[1], sends[2],
+        "the same candidate twice is sealed differently"
+    );
+}
+
+#[test]
+fn losing_the_relay_is_said_once_and_stops_host_sends() {
+    let mut h = host(2);
+    offer_from(&mut h, PeerId(1));
+    h.relay_closed();
+    h.relay_closed();
+    assert_eq!(host_actions(&mut h).len(), 1);
+    h.answer_made(PeerId(1), "a".into());
+    assert!(host_actions(&mut h).is_empty());
+}

@@ -1,0 +1,155 @@
+//! The drive loop: one loop that runs any core session over any data link.
+//!
+//! ```text
+//!            frames in                   frames out (waits for room, never blocks the loop)
+//!  FrameReceiver --> handle_frame   poll_transmit --> FrameSender
+//!  next_input    --> handle_input   (file IO done, a read asked for, the index grew)
+//!  poll_timeout  --> handle_timeout (sleeps until the session's next deadline)
+//!  cancel        --> stop            (goodbye, then at most GOODBYE_FLUSH to send it)
+//!  after every step: poll_end -> the outcome, once the session is over
+//! ```
+//!
+//! The sharer's side ([`crate::sharer`]: a `SenderSession` per visitor) and the
+//! native receiver's ([`crate::visit`]: the core `Receiver`) are both a
+//! [`DrivenSession`]; the data link is anything that is a [`FrameLink`]: the
+//! WebRTC [`DataLink`](crate::transport::DataLink), or [`memory::MemoryLink`],
+//! which carries frames over core's lossy simulated link so both sides can be
+//! tested in memory, without WebRTC or FUSE.
+//!
+//! Time is milliseconds since the loop started, handed to the session; the
+//! session never reads a clock. One frame at most waits here for room in the
+//! link (`pending`): that and the session's own bounds are all the loop holds.
+
+pub mod memory;
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use linkfs_core::Millis;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How long a stopping session may take to send its goodbye before the link
+/// is closed anyway.
+pub const GOODBYE_FLUSH: Duration = Duration::from_secs(2);
+
+/// The link ended; the words say why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LinkClosed(pub String);
+
+/// The sending half of a frame link.
+pub trait FrameSender: Send + 'static {
+    /// Waits until one frame can be queued. Cancel-safe.
+    fn ready(&mut self) -> impl Future<Output = Result<(), LinkClosed>> + Send;
+    /// Queues one frame; call after `ready` resolved.
+    fn send(&mut self, frame: Bytes) -> Result<(), LinkClosed>;
+    /// Sends what is queued (bounded in time), then closes the link.
+    fn close(self) -> impl Future<Output = ()> + Send;
+}
+
+/// The receiving half of a frame link.
+pub trait FrameReceiver: Send + 'static {
+    /// The next frame, or `None` once the link ended. Cancel-safe.
+    fn recv(&mut self) -> impl Future<Output = Option<Bytes>> + Send;
+    /// Why the link ended, once it has.
+    fn closed_reason(&self) -> LinkClosed;
+}
+
+/// A link that carries frames both ways: send with backpressure, receive, close.
+pub trait FrameLink: Send + 'static {
+    type Sender: FrameSender;
+    type Receiver: FrameReceiver;
+    fn split(self) -> (Self::Sender, Self::Receiver);
+}
+
+/// A core session as the drive loop sees it. See the module docs.
+pub trait DrivenSession: Send {
+    /// Something from outside the link: file IO done, a read asked for, ...
+    type Input: Send;
+    /// What the session ended with.
+    type Outcome: Send;
+
+    fn handle_frame(&mut self, now: Millis, frame: &[u8]);
+    fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>>;
+    fn poll_timeout(&mut self) -> Option<Millis>;
+    fn handle_timeout(&mut self, now: Millis);
+    /// The next input; a session without any never resolves. Cancel-safe.
+    fn next_input(&mut self) -> impl Future<Output = Self::Input> + Send;
+    fn handle_input(&mut self, now: Millis, input: Self::Input);
+    /// Runs after every step: hand events out, start IO. Returns the outcome
+    /// once the session is over.
+    fn poll_end(&mut self, now: Millis) -> Option<Self::Outcome>;
+    /// The link ended under the session.
+    fn link_closed(&mut self, reason: LinkClosed);
+    /// Asked to stop: say goodbye.
+    fn stop(&mut self);
+    /// The goodbye did not leave within [`GOODBYE_FLUSH`]: the outcome anyway.
+    fn gave_up(&mut self) -> Self::Outcome;
+}
+
+/// Runs `session` over `link` until it ends; `cancel` asks it to stop. The
+/// session is lent, so its shell can look at what is left afterwards.
+pub async fn drive<S, L>(session: &mut S, link: L, cancel: CancellationToken) -> S::Outcome
+where
+    S: DrivenSession,
+    L: FrameLink,
+{
+    let start = Instant::now();
+    let now = move || Millis(start.elapsed().as_millis() as u64);
+    let (mut tx, mut rx) = link.split();
+    let mut pending: Option<Bytes> = None;
+    let mut link_open = true;
+    let mut stopping_since: Option<Instant> = None;
+    let outcome = loop {
+        if pending.is_none() && link_open {
+            pending = session.poll_transmit(now()).map(Bytes::from);
+        }
+        if let Some(outcome) = session.poll_end(now())
+            && (pending.is_none() || !link_open)
+        {
+            break outcome;
+        }
+        if stopping_since.is_some_and(|t| t.elapsed() > GOODBYE_FLUSH) {
+            break session.gave_up();
+        }
+        let deadline = session
+            .poll_timeout()
+            .map(|m| start + Duration::from_millis(m.0));
+        // Each branch's future is dropped before its handler runs, so handlers
+        // may use the session that `next_input` borrowed.
+        tokio::select! {
+            biased;
+            () = cancel.cancelled(), if stopping_since.is_none() => {
+                session.stop();
+                stopping_since = Some(Instant::now());
+            }
+            ready = tx.ready(), if pending.is_some() && link_open => {
+                let sent = ready.and_then(|()| match pending.take() {
+                    Some(frame) => tx.send(frame),
+                    None => Ok(()),
+                });
+                if let Err(reason) = sent {
+                    link_open = false;
+                    session.link_closed(reason);
+                }
+            }
+            frame = rx.recv(), if link_open => match frame {
+                Some(f) => session.handle_frame(now(), &f),
+                None => {
+                    link_open = false;
+                    session.link_closed(rx.closed_reason());
+                }
+            },
+            input = session.next_input() => session.handle_input(now(), input),
+            () = tokio::time::sleep_until(deadline.unwrap_or(start)), if deadline.is_some() => {
+                session.handle_timeout(now());
+            }
+            // A stopping session whose link is full: wake up to give up in time.
+            () = tokio::time::sleep(GOODBYE_FLUSH), if stopping_since.is_some() => {}
+        }
+    };
+    tx.close().await;
+    outcome
+}

@@ -1,0 +1,193 @@
+//! [`Visitors`]: the owner of every admitted visitor's task, keyed by its
+//! [`PeerId`], with cleanup however a task ends (a panic included).
+//!
+//! A visitor's task answers its offer, trades candidates until the data link
+//! opens, then serves it ([`super::serve`]). It reports what the host's
+//! signaling needs ([`VisitorNews`]: the answer, local candidates, "connected")
+//! through a channel; candidates from the visitor reach it through a bounded
+//! queue of [`CANDIDATE_QUEUE`]. When the task ends, [`Visitors::next_left`]
+//! says which visitor left and why, so its slot is freed even if the task
+//! panicked: the task id maps back to the peer.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use linkfs_core::IceCandidate;
+use linkfs_proto::signal::PeerId;
+use tokio::sync::mpsc;
+use tokio::task::{Id, JoinSet};
+
+use super::serve::{ServeContext, ServeOutcome, serve};
+use crate::transport::{Handshake, HandshakeEvent, TransportConfig, TransportError};
+
+/// Remote candidates queued for one visitor's handshake.
+pub const CANDIDATE_QUEUE: usize = linkfs_core::signaling::CANDIDATES_PER_VISITOR;
+
+/// What a visitor's task tells the share loop.
+#[derive(Debug)]
+pub enum VisitorNews {
+    Answer(PeerId, String),
+    LocalCandidate(PeerId, IceCandidate),
+    Connected(PeerId),
+}
+
+/// How a visitor's task ended.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VisitorEnd {
+    #[error("could not connect: {0}")]
+    Failed(TransportError),
+    #[error("{}", .0.end)]
+    Served(ServeOutcome),
+    #[error("sharing stopped before it connected")]
+    Cancelled,
+    /// A bug: the task panicked. Its slot is freed all the same.
+    #[error("its task failed: {0}")]
+    Panicked(String),
+}
+
+/// A visitor that left.
+#[derive(Debug)]
+pub struct VisitorLeft {
+    pub peer: PeerId,
+    pub end: VisitorEnd,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct Visitors {
+    tasks: JoinSet<VisitorEnd>,
+    peers: HashMap<Id, PeerId>,
+    candidates: HashMap<PeerId, mpsc::Sender<IceCandidate>>,
+}
+
+impl Visitors {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Tasks running.
+    pub fn len(&self) -> usize {
+        self.peers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// Starts `peer`'s task: answer `offer`, connect, serve.
+    pub fn admit(
+        &mut self,
+        peer: PeerId,
+        offer: String,
+        transport: TransportConfig,
+        ctx: ServeContext,
+        news: mpsc::Sender<VisitorNews>,
+    ) {
+        let (cand_tx, cand_rx) = mpsc::channel(CANDIDATE_QUEUE);
+        self.spawn(peer, cand_tx, async move {
+            let cancel = ctx.cancel.clone();
+            let link = tokio::select! {
+                link = connect_visitor(peer, offer, transport, cand_rx, &news) => link,
+                () = cancel.cancelled() => return VisitorEnd::Cancelled,
+            };
+            match link {
+                Ok(link) => {
+                    let _ = news.send(VisitorNews::Connected(peer)).await;
+                    VisitorEnd::Served(serve(link, ctx).await)
+                }
+                Err(e) => VisitorEnd::Failed(e),
+            }
+        });
+    }
+
+    /// Starts any task as `peer`'s (what [`Visitors::admit`] uses; tests give
+    /// their own).
+    pub fn spawn(
+        &mut self,
+        peer: PeerId,
+        candidates: mpsc::Sender<IceCandidate>,
+        task: impl Future<Output = VisitorEnd> + Send + 'static,
+    ) {
+        let handle = self.tasks.spawn(task);
+        self.peers.insert(handle.id(), peer);
+        self.candidates.insert(peer, candidates);
+    }
+
+    /// Hands a candidate to `peer`'s handshake. A full queue means the visitor
+    /// floods candidates: the extra ones are dropped.
+    pub fn add_candidate(&self, peer: PeerId, candidate: IceCandidate) {
+        if let Some(queue) = self.candidates.get(&peer) {
+            let _ = queue.try_send(candidate);
+        }
+    }
+
+    /// The next visitor whose task ended, however it ended; `None` when no
+    /// task runs. Cancel-safe.
+    pub async fn next_left(&mut self) -> Option<VisitorLeft> {
+        let (id, end) = match self.tasks.join_next_with_id().await? {
+            Ok((id, end)) => (id, end),
+            Err(e) => {
+                let id = e.id();
+                let end = if e.is_panic() {
+                    let payload = e.into_panic();
+                    let what = payload
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into());
+                    VisitorEnd::Panicked(what)
+                } else {
+                    VisitorEnd::Cancelled
+                };
+                (id, end)
+            }
+        };
+        // Every task was spawned through `spawn`, which recorded its id.
+        let peer = self.peers.remove(&id).unwrap_or(PeerId::HOST);
+        self.candidates.remove(&peer);
+        Some(VisitorLeft { peer, end })
+    }
+
+    /// Waits for every task to end (they were asked to stop), then aborts
+    /// whatever is left after `within`.
+    pub async fn wind_down(&mut self, within: std::time::Duration) {
+        let _ =
+            tokio::time::timeout(within, async { while self.next_left().await.is_some() {} }).await;
+        self.tasks.abort_all();
+    }
+}
+
+/// Answers `offer` and runs the handshake until the data link opens. The
+/// answer and local candidates go out as [`VisitorNews`]; remote candidates
+/// come in through `remote`.
+async fn connect_visitor(
+    peer: PeerId,
+    offer: String,
+    config: TransportConfig,
+    mut remote: mpsc::Receiver<IceCandidate>,
+    news: &mpsc::Sender<VisitorNews>,
+) -> Result<crate::transport::DataLink, TransportError> {
+    let (mut handshake, answer) = Handshake::answer(&config, &offer).await?;
+    let _ = news.send(VisitorNews::Answer(peer, answer)).await;
+    let mut remote_open = true;
+    loop {
+        tokio::select! {
+            event = handshake.next_event() => match event? {
+                HandshakeEvent::LocalCandidate(c) => {
+                    let _ = news.send(VisitorNews::LocalCandidate(peer, c)).await;
+                }
+                HandshakeEvent::Open(link) => return Ok(link),
+            },
+            c = remote.recv(), if remote_open => match c {
+                Some(c) => {
+                    // One unusable candidate concerns only itself; others may work.
+                    if let Err(e) = handshake.add_remote_candidate(c).await {
+                        tracing::info!(peer = peer.0, error = %e, "skipping a visitor's ICE candidate");
+                    }
+                }
+                None => remote_open = false,
+            },
+        }
+    }
+}
