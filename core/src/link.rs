@@ -39,14 +39,16 @@ impl ShareSecret {
 #[non_exhaustive]
 pub enum LinkError {
     #[error(
-        "this link has no share key after '#'; copy the whole link, including everything after '#'"
+        "this link is not valid: it has no share key after '#' (a link looks like http://host:port/#room.secret); copy the whole link, including everything after '#'"
     )]
     NoFragment,
     #[error(
-        "this link is not valid: the share key after '#' is damaged; copy the whole link again"
+        "this link is not valid: the share key after '#' is damaged (a link looks like http://host:port/#room.secret); copy the whole link again"
     )]
     BadKey,
-    #[error("this link is not valid: it must start with http:// or https://")]
+    #[error(
+        "this link is not valid: it must start with http:// or https:// (a link looks like http://host:port/#room.secret)"
+    )]
     BadOrigin,
 }
 

@@ -80,15 +80,13 @@ pub enum ShareEvent {
 pub enum ShareError {
     #[error(transparent)]
     Walk(#[from] WalkError),
-    #[error("cannot open {path} for reading: {source}")]
+    #[error("cannot open {path} for reading")]
     Root {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "cannot start the relay on {bind}: {source} (is the port in use? pick another with --bind)"
-    )]
+    #[error("cannot start the relay on {bind} (is the port in use? pick another with --bind)")]
     RelayBind {
         bind: std::net::SocketAddr,
         #[source]

@@ -191,3 +191,28 @@ async fn connect_visitor(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a visitor task that panicked was recorded as peer 0, so the
+    /// real visitor kept counting against `--max-visitors` forever.
+    #[tokio::test]
+    async fn a_visitor_task_that_panics_is_reported_under_its_own_peer() {
+        let mut v = Visitors::new();
+        let (tx, _rx) = mpsc::channel(1);
+        v.spawn(PeerId(7), tx.clone(), async { panic!("boom") });
+        v.spawn(PeerId(8), tx, std::future::pending());
+        let left = v.next_left().await.expect("one task ended");
+        assert_eq!(left.peer, PeerId(7));
+        assert!(
+            matches!(&left.end, VisitorEnd::Panicked(m) if m == "boom"),
+            "{:?}",
+            left.end
+        );
+        assert_eq!(v.len(), 1, "the other visitor is still there");
+        assert!(v.candidates.contains_key(&PeerId(8)));
+        assert!(!v.candidates.contains_key(&PeerId(7)));
+    }
+}

@@ -37,14 +37,16 @@ use crate::transport::{TransportConfig, TransportError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum VisitError {
-    #[error("this is not a linkfs link: {0} (a link looks like http://host:port/#room.secret)")]
+    /// The link is malformed (its words say how, and that a link looks like
+    /// `http://host:port/#room.secret`).
+    #[error(transparent)]
     BadLink(#[from] LinkError),
     /// The handshake through the relay failed (invalid link, share gone, refused, ...).
     #[error(transparent)]
     Signaling(#[from] GuestFailure),
     #[error(transparent)]
     Relay(#[from] RelayClientError),
-    #[error("could not connect to the sharer: {0}")]
+    #[error("could not connect to the sharer")]
     Transport(#[from] TransportError),
     #[error(
         "no connection to the sharer after {0:?} (is the sharer on a network this machine can reach?)"
