@@ -5,10 +5,12 @@
 //   - the tree walker agrees with GNU find and sha256sum, never follows symlinks, and
 //     shows invalid UTF-8 as U+FFFD;
 //   - scripts/check-wasm-imports rejects a module importing from "env" and accepts one
-//     that does not.
+//     that does not;
+//   - only the modules in web/src/wasm/ load the wasm module (others may import its
+//     generated types with `import type`).
 
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { dataSizes, makeFixture, name255, specialNames, type Fixture } from './lib/fixture.ts';
 import { repoRoot, scratchDir } from './lib/paths.ts';
@@ -164,6 +166,25 @@ const tests: TestCase[] = [
       assert(accepted.status === 0, `exit ${String(accepted.status)} for a module importing only from wbg; output: ${accepted.stdout}${accepted.stderr}`);
       const none = spawnSync('bash', [script, path.join(dir, 'missing_bg.wasm')], { encoding: 'utf8' });
       assert(none.status !== 0, 'a missing .wasm file was accepted');
+    },
+  },
+  {
+    name: 'only web/src/wasm/ loads the wasm module',
+    async run() {
+      const webSrc = path.join(repoRoot, 'web', 'src');
+      const files = (await readdir(webSrc, { recursive: true })).filter((f) => f.endsWith('.ts'));
+      const loaders: string[] = [];
+      for (const f of files) {
+        const text = await readFile(path.join(webSrc, f), 'utf8');
+        // Any import of core-wasm/pkg that is not `import type`: static, dynamic or `?url`.
+        const loads = text
+          .split('\n')
+          .filter((line) => line.includes('core-wasm/pkg/') && !/^\s*(import|export) type /.test(line) && !/^\s*\/\//.test(line));
+        if (loads.length > 0) loaders.push(f);
+      }
+      const outside = loaders.filter((f) => !f.startsWith(`wasm${path.sep}`));
+      assert(outside.length === 0, `modules outside web/src/wasm/ load the wasm: ${outside.join(', ')}`);
+      assert(loaders.length === 2, `expected the page and the worker module to load it, found: ${loaders.join(', ')}`);
     },
   },
 ];

@@ -5,15 +5,16 @@
 //!   `Seq` of their first operation (numeric keys sort in log order);
 //! - `meta`: one record `state` = `{epoch: hex, next: number, complete: bool}`.
 //!
-//! Writes are grouped: every batch that arrives while a transaction is
-//! committing goes into the next one, with the updated `meta`, so the store is
-//! always a contiguous prefix of the log and the acknowledgement of a batch is
-//! sent only after its transaction completed. Measured in Chromium here
-//! (MACHINE-NOTES): 100 packed buffers of 40 KB write in 52 ms and read back in
-//! 27 ms, against 2.4-2.9 s for one record per entry; this is why whole frames
-//! are stored, not entries.
+//! What to write and when is `linkfs_core::persist`'s policy (one write at a
+//! time, each a [`StoreWrite`] carried out here as one transaction); this
+//! module only binds IndexedDB. Measured in Chromium on the project's test
+//! machine: 100 packed buffers of 40 KB write in 52 ms and read back in 27 ms,
+//! against 2.4-2.9 s for one record per entry; this is why whole frames are
+//! stored, not entries.
 
-use js_sys::{Array, Object, Promise, Reflect};
+use js_sys::{Array, Promise, Reflect};
+use linkfs_core::{StoreOp, StoreWrite, StoredFrame, StoredState};
+use linkfs_proto::{Epoch, Seq};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -25,22 +26,15 @@ const BATCHES: &str = "batches";
 const META: &str = "meta";
 const STATE_KEY: &str = "state";
 
-/// What `meta` says about the stored batches.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredState {
-    pub epoch: u64,
-    pub next: u64,
-    pub complete: bool,
-}
+/// A batch frame as IndexedDB stores it: the JS `ArrayBuffer` that arrived,
+/// never copied into wasm memory.
+#[derive(Debug, Clone)]
+pub struct JsFrame(pub JsValue);
 
-/// One thing to write, in order.
-#[derive(Debug)]
-pub enum StoreOp {
-    /// Drop everything stored (a fresh snapshot is coming).
-    Clear,
-    /// Store a batch frame (a JS `ArrayBuffer`, never copied into wasm memory)
-    /// whose first operation is `first`.
-    Batch { first: u64, frame: JsValue },
+impl StoredFrame for JsFrame {
+    fn from_held(bytes: Vec<u8>) -> Self {
+        JsFrame(js_sys::Uint8Array::from(&bytes[..]).buffer().into())
+    }
 }
 
 fn idb_error(what: &str, e: JsValue) -> JsValue {
@@ -131,8 +125,8 @@ impl Store {
         Ok((parse_state(&meta), Array::from(&all)))
     }
 
-    /// Writes `ops` in order, then `state`, in one transaction.
-    pub async fn write(&self, ops: &[StoreOp], state: &StoredState) -> Result<(), JsValue> {
+    /// Writes the ops in order, then the state, in one transaction.
+    pub async fn write(&self, write: &StoreWrite<JsFrame>) -> Result<(), JsValue> {
         let tx = self
             .db
             .transaction_with_str_sequence_and_mode(
@@ -142,18 +136,18 @@ impl Store {
             .map_err(|e| idb_error("save the index", e))?;
         let batches = tx.object_store(BATCHES)?;
         let meta = tx.object_store(META)?;
-        for op in ops {
+        for op in &write.ops {
             match op {
                 StoreOp::Clear => {
                     batches.clear()?;
                     meta.clear()?;
                 }
                 StoreOp::Batch { first, frame } => {
-                    batches.put_with_key(frame, &JsValue::from_f64(*first as f64))?;
+                    batches.put_with_key(&frame.0, &JsValue::from_f64(first.0 as f64))?;
                 }
             }
         }
-        meta.put_with_key(&state_value(state), &STATE_KEY.into())?;
+        meta.put_with_key(&state_value(&write.state), &STATE_KEY.into())?;
         committed(&tx)
             .await
             .map_err(|e| idb_error("save the index", e))
@@ -171,28 +165,33 @@ impl Store {
     }
 }
 
-fn state_value(s: &StoredState) -> JsValue {
-    let o = Object::new();
-    let _ = Reflect::set(&o, &"epoch".into(), &format!("{:016x}", s.epoch).into());
-    let _ = Reflect::set(&o, &"next".into(), &JsValue::from_f64(s.next as f64));
-    let _ = Reflect::set(&o, &"complete".into(), &JsValue::from_bool(s.complete));
-    o.into()
+/// The `meta` record as stored: `{epoch: hex string, next: number, complete}`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct MetaRecord {
+    epoch: String,
+    next: f64,
+    #[serde(default)]
+    complete: bool,
 }
 
+fn state_value(s: &StoredState) -> JsValue {
+    let record = MetaRecord {
+        epoch: format!("{:016x}", s.epoch.0),
+        next: s.next.0 as f64,
+        complete: s.complete,
+    };
+    // A struct of a string, a number and a bool always converts.
+    serde_wasm_bindgen::to_value(&record).unwrap_or(JsValue::NULL)
+}
+
+/// The stored state, or `None` if there is none or it is not one we wrote.
 fn parse_state(v: &JsValue) -> Option<StoredState> {
-    if !v.is_object() {
-        return None;
-    }
-    let epoch = Reflect::get(v, &"epoch".into()).ok()?.as_string()?;
-    let epoch = u64::from_str_radix(&epoch, 16).ok()?;
-    let next = Reflect::get(v, &"next".into()).ok()?.as_f64()?;
-    let complete = Reflect::get(v, &"complete".into())
-        .ok()?
-        .as_bool()
-        .unwrap_or(false);
-    (next >= 0.0 && next.fract() == 0.0).then_some(StoredState {
-        epoch,
-        next: next as u64,
-        complete,
+    let record: MetaRecord = serde_wasm_bindgen::from_value(v.clone()).ok()?;
+    let epoch = u64::from_str_radix(&record.epoch, 16).ok()?;
+    let next = record.next;
+    (next >= 0.0 && next.fract() == 0.0 && next < 9.007e15).then_some(StoredState {
+        epoch: Epoch(epoch),
+        next: Seq(next as u64),
+        complete: record.complete,
     })
 }

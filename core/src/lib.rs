@@ -10,6 +10,9 @@
 //! - [`receiver::Receiver`]: the receiving side: applies batches in order into
 //!   an [`index::Index`], acknowledges (after persisting, where the shell
 //!   persists), schedules pipelined reads and checks every chunk's BLAKE3 hash.
+//! - [`persist::PersistentReceiver`]: the receiver of a shell that keeps the
+//!   index in storage (the browser): one write at a time, acknowledgements
+//!   after commit, the rebuild on the next visit, the "complete" rule.
 //! - [`index::Index`]: the compact, column-wise receiver index with lazy sorted
 //!   listings and binary-search lookups.
 //! - [`signaling`]: the handshake through the relay, once: a guest machine
@@ -26,6 +29,7 @@
 
 pub mod index;
 pub mod link;
+pub mod persist;
 pub mod receiver;
 pub mod seal;
 pub mod sender;
@@ -38,6 +42,10 @@ pub use link::{LinkError, ShareLink, ShareSecret};
 pub use receiver::{
     BatchBytes, EndReason, FailureKind, Progress, ReadFailure, ReadHandle, Receiver,
     ReceiverConfig, ReceiverEvent, StartReadError,
+};
+pub use persist::{
+    PersistentReceiver, Rebuilt, StoreOp, StoreWrite, StoredEvent, StoredFrame, StoredProgress,
+    StoredState, rebuild,
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use sender::{IoFailure, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError};

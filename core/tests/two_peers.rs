@@ -10,11 +10,12 @@ use linkfs_proto::{
 use sim::*;
 
 fn visitor(persist: bool, resume: Option<(Epoch, Seq)>, index: Index) -> Visitor {
-    let config = ReceiverConfig {
-        ack_after_persist: persist,
-        ..ReceiverConfig::default()
+    let rebuilt = Rebuilt {
+        index,
+        resume,
+        complete: false,
     };
-    Visitor::new(Receiver::new(config, index, resume), persist)
+    Visitor::new(rebuilt, ReceiverConfig::default(), persist)
 }
 
 #[test]
@@ -179,18 +180,13 @@ fn a_reconnecting_receiver_gets_only_what_came_after() {
     let stored = v.stored.clone();
     assert!(!stored.is_empty());
 
-    // Reopen: rebuild the index from storage, resume at its end.
-    let mut rebuilt = Index::new();
-    let mut end = Seq(0);
-    for f in &stored {
-        let (h, refused) = rebuilt.apply_batch(f).unwrap();
-        assert!(refused.is_empty());
-        end = h.end();
-    }
-    let cached = rebuilt.len();
-    let resume = Some((sharer.index.epoch(), end));
+    // Reopen: rebuild the index from storage (core's rebuild), resume at its end.
+    let rebuilt = v.rebuilt();
+    let (epoch, end) = rebuilt.resume.expect("the store is a clean prefix");
+    assert_eq!(epoch, sharer.index.epoch());
+    let cached = rebuilt.index.len();
     sharer.session = SenderSession::new(SenderConfig::default());
-    let mut v2 = visitor(true, resume, rebuilt);
+    let mut v2 = Visitor::new(rebuilt, ReceiverConfig::default(), true);
     let mut net2 = Net::new(6, LinkModel::PERFECT);
     progress(&mut net2, &mut sharer, &mut v2, 60_000);
     assert_eq!(v2.fresh_starts, 0, "must resume, not start over");
@@ -238,15 +234,14 @@ fn reads_verify_and_arrive_whole_over_a_bad_link() {
         ..SenderConfig::default()
     };
     let mut sharer = Sharer::new(ix, files.clone(), config);
-    let mut v = visitor(false, None, Index::new());
-    v.receiver = Receiver::new(
+    let mut v = Visitor::new(
+        Rebuilt::default(),
         ReceiverConfig {
             retry_ms: 400,
             max_retries: 50,
             ..ReceiverConfig::default()
         },
-        Index::new(),
-        None,
+        false,
     );
     let mut net = Net::new(11, LinkModel::BAD);
     progress(&mut net, &mut sharer, &mut v, 600_000);

@@ -1,8 +1,9 @@
-// The ShareApi on top of the wasm module: the only TypeScript that touches it.
+// The ShareApi on top of the wasm module, which it reaches only through
+// ./wasm/page.ts (the page's side) and the index worker (./wasm/worker.ts).
 //
-// The page holds the connection (signaling + the browser's RTCPeerConnection and
-// data channel, in wasm); an index worker (worker.ts) holds the receiver, the
-// index and IndexedDB. Frames move between the two as transferred ArrayBuffers.
+// The page holds the data link (signaling + the browser's RTCPeerConnection and
+// data channel, in wasm); the index worker holds the receiver session, the index
+// and IndexedDB. Frames move between the two as transferred ArrayBuffers.
 
 import type {
   ConnectionStatus,
@@ -14,7 +15,8 @@ import type {
   ShareEvent,
   SortKey,
 } from './api';
-import type { FromWorker, IndexQuery, ShareStats, ToWorker, WorkerProgress } from './worker-protocol';
+import type { FromWorker, IndexQuery, ShareStats, ToWorker, WorkerProgress } from './wasm/protocol';
+import { type DataLink, type LinkState, openDataLink, pageWasmMemoryBytes, startIndexWorker, wasmSelfTest } from './wasm/page';
 
 /** The link's key part is malformed: the page says so instead of connecting. */
 export class InvalidLinkError extends Error {
@@ -46,13 +48,10 @@ interface PendingRead {
   onProgress?: ReadOptions['onProgress'];
 }
 
-type WasmModule = typeof import('../../core-wasm/pkg/linkfs_core_wasm.js');
-type Connection = InstanceType<WasmModule['Connection']>;
-
 class WasmShare implements ShareApi {
   readonly rootId = 0;
   private readonly worker: Worker;
-  private connection: Connection | null = null;
+  private connection: DataLink | null = null;
   private currentStatus: ConnectionStatus = { state: 'connecting', message: 'Opening the share…' };
   private currentProgress: IndexProgress = { received: 0, announced: 0, complete: false, persisted: 0, fromCache: 0 };
   private stats: ShareStats | null = null;
@@ -84,9 +83,9 @@ class WasmShare implements ShareApi {
 
   private readyWaiter: { resolve: () => void; reject: (e: Error) => void } | null = null;
 
-  connect(wasm: WasmModule, link: string): void {
-    const connection = new wasm.Connection(link, {
-      onStatus: (state: string, message: string) => this.onConnectionStatus(state, message),
+  async connect(link: string): Promise<void> {
+    const connection = await openDataLink(link, {
+      onStatus: (state: LinkState, message: string) => this.onConnectionStatus(state, message),
       onOpen: () => {
         this.clearConnectTimer();
         this.post({ type: 'channel-open' });
@@ -112,9 +111,7 @@ class WasmShare implements ShareApi {
     this.connectTimer = null;
   }
 
-  private onConnectionStatus(state: string, message: string): void {
-    const known = ['connecting', 'connected', 'sharer-gone', 'invalid-link', 'error'] as const;
-    const s = known.find((k) => k === state) ?? 'error';
+  private onConnectionStatus(s: LinkState, message: string): void {
     if (s !== 'connecting') this.clearConnectTimer();
     // Once the sharer is gone, the closing of the channel does not change the words.
     if (this.currentStatus.state === 'sharer-gone' && s === 'sharer-gone') return;
@@ -224,7 +221,7 @@ class WasmShare implements ShareApi {
 
   latestStats(): ShareStats | null {
     if (this.stats === null) return null;
-    return { ...this.stats, pageWasmMemoryBytes: pageWasmMemory?.buffer.byteLength ?? 0 };
+    return { ...this.stats, pageWasmMemoryBytes: pageWasmMemoryBytes() };
   }
 
   status(): ConnectionStatus {
@@ -306,22 +303,10 @@ export async function openShare(key: string): Promise<ShareApi> {
     );
   }
   const room = key.slice(0, key.indexOf('.'));
-  const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: 'linkfs-index' });
-  const share = new WasmShare(worker);
+  const share = new WasmShare(startIndexWorker());
   window.linkfsStats = () => share.latestStats();
-  const [wasm] = await Promise.all([loadWasm(), share.ready(room)]);
-  share.connect(wasm, `${window.location.origin}/#${key}`);
+  window.linkfsSelfTest = wasmSelfTest;
+  await share.ready(room);
+  await share.connect(`${window.location.origin}/#${key}`);
   return share;
-}
-
-/** The page's wasm memory, for the figures in `linkfsStats`. */
-let pageWasmMemory: WebAssembly.Memory | null = null;
-
-async function loadWasm(): Promise<WasmModule> {
-  const wasm = await import('../../core-wasm/pkg/linkfs_core_wasm.js');
-  const { default: wasmUrl } = await import('../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url');
-  const exports = await wasm.default({ module_or_path: wasmUrl });
-  pageWasmMemory = exports.memory;
-  window.linkfsSelfTest = () => wasm.selfTest();
-  return wasm;
 }

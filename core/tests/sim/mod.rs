@@ -23,68 +23,50 @@ pub struct Sharer {
     pub changed_on_disk: Vec<EntryId>,
 }
 
-/// The receiver shell: a receiver plus what it got.
+/// The receiver shell: core's persistent receiver (what the browser runs) plus
+/// what it got, with a store modelled as a list of frames.
 pub struct Visitor {
-    pub receiver: Receiver,
-    /// Persist batches (browser-like) and acknowledge only once stored.
-    pub persist: bool,
-    /// Stop persisting (simulates a stalled storage).
+    pub receiver: PersistentReceiver<Vec<u8>>,
+    /// Stop committing writes (simulates a stalled storage).
     pub storage_stalled: bool,
+    /// The stored batch frames, in log order, and the stored state.
     pub stored: Vec<Vec<u8>>,
-    pub unstored: Vec<(linkfs_proto::Seq, Vec<u8>)>,
+    pub stored_state: Option<StoredState>,
     pub reads: HashMap<ReadHandle, Vec<u8>>,
     pub done: Vec<ReadHandle>,
     pub failed: Vec<(ReadHandle, ReadFailure)>,
     pub ended: Option<EndReason>,
     pub refused_ops: Vec<IndexError>,
     pub fresh_starts: u32,
-    /// The frame most recently handed to the receiver (what `BatchBytes::Given` means).
-    pub last_given: Option<Vec<u8>>,
 }
 
 impl Visitor {
-    pub fn new(receiver: Receiver, persist: bool) -> Self {
+    /// `persist`: keep batches in the modelled store and acknowledge them only
+    /// once stored (as the browser does); otherwise acknowledge at once.
+    pub fn new(rebuilt: Rebuilt, config: ReceiverConfig, persist: bool) -> Self {
+        let storage = (!persist).then(|| "no storage in this test".to_owned());
+        let mut receiver = PersistentReceiver::new(rebuilt, config, storage);
+        receiver.channel_opened();
         Visitor {
             receiver,
-            persist,
             storage_stalled: false,
             stored: Vec::new(),
-            unstored: Vec::new(),
+            stored_state: None,
             reads: HashMap::new(),
             done: Vec::new(),
             failed: Vec::new(),
             ended: None,
             refused_ops: Vec::new(),
             fresh_starts: 0,
-            last_given: None,
         }
     }
 
     fn drain_events(&mut self) {
         while let Some(ev) = self.receiver.poll_event() {
             match ev {
-                ReceiverEvent::Started { fresh, .. } => {
-                    if fresh {
-                        self.fresh_starts += 1;
-                        self.stored.clear();
-                    }
-                }
-                ReceiverEvent::Applied {
-                    header,
-                    persist,
-                    refused,
-                } => {
-                    self.refused_ops.extend(refused);
-                    match persist {
-                        Some(BatchBytes::Held(f)) => self.unstored.push((header.end(), f)),
-                        Some(BatchBytes::Given) => {
-                            let f = self.last_given.clone().expect("the frame just handed in");
-                            self.unstored.push((header.end(), f));
-                        }
-                        None => {}
-                    }
-                }
-                ReceiverEvent::ReadData {
+                StoredEvent::Reset => self.fresh_starts += 1,
+                StoredEvent::Refused(e) => self.refused_ops.push(e),
+                StoredEvent::ReadData {
                     handle,
                     offset,
                     data,
@@ -97,17 +79,29 @@ impl Visitor {
                     );
                     buf.extend_from_slice(&data);
                 }
-                ReceiverEvent::ReadDone { handle } => self.done.push(handle),
-                ReceiverEvent::ReadFailed { handle, error } => self.failed.push((handle, error)),
-                ReceiverEvent::Ended { reason } => self.ended = Some(reason),
+                StoredEvent::ReadDone { handle } => self.done.push(handle),
+                StoredEvent::ReadFailed { handle, error } => self.failed.push((handle, error)),
+                StoredEvent::Ended { reason } => self.ended = Some(reason),
+                _ => {}
             }
         }
-        if self.persist && !self.storage_stalled {
-            for (end, f) in self.unstored.drain(..) {
-                self.stored.push(f);
-                self.receiver.persisted(end);
+        if !self.storage_stalled {
+            while let Some(write) = self.receiver.poll_write() {
+                for op in write.ops {
+                    match op {
+                        StoreOp::Clear => self.stored.clear(),
+                        StoreOp::Batch { frame, .. } => self.stored.push(frame),
+                    }
+                }
+                self.stored_state = Some(write.state);
+                self.receiver.write_done(Ok(()));
             }
         }
+    }
+
+    /// What a reopened page rebuilds from this store.
+    pub fn rebuilt(&self) -> Rebuilt {
+        rebuild(self.stored_state, &self.stored)
     }
 }
 
@@ -183,8 +177,7 @@ pub fn progress_with(
             let _ = sharer.session.handle_frame(now, &f, &sharer.index);
         }
         for f in net.to_receiver.due(net.now) {
-            visitor.receiver.handle_frame(now, &f);
-            visitor.last_given = Some(f);
+            visitor.receiver.handle_frame(now, &f, &f);
             visitor.drain_events();
         }
         sharer.session.handle_timeout(now);

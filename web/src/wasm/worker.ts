@@ -1,12 +1,14 @@
-// The index worker: runs the wasm Session (receiver, index, BLAKE3 checks,
-// IndexedDB) off the main thread. The page forwards data-channel frames here and
-// sends whatever this worker posts back as 'send'.
+// The index worker: the browser's drive loop around the wasm ReceiverSession
+// (core's persistent receiver: index, BLAKE3 checks, the storage policy, bound to
+// IndexedDB), off the main thread. The page forwards data-link frames here and
+// sends whatever this worker posts back as 'send'. One of the two modules that
+// touch the wasm (the other is ./page.ts).
 
 /// <reference lib="webworker" />
 
-import init, { Session } from '../../core-wasm/pkg/linkfs_core_wasm.js';
-import wasmUrl from '../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url';
-import type { FromWorker, IndexQuery, ShareStats, ToWorker, WorkerProgress } from './worker-protocol';
+import init, { ReceiverSession, type SessionEvent } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import wasmUrl from '../../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url';
+import type { FromWorker, IndexQuery, QueryAnswer, ShareStats, ToWorker, WorkerProgress } from './protocol';
 
 declare const self: DedicatedWorkerGlobalScope;
 
@@ -23,7 +25,7 @@ interface ActiveRead {
   lastProgress: number;
 }
 
-let session: Session | null = null;
+let session: ReceiverSession | null = null;
 let timer: ReturnType<typeof setTimeout> | null = null;
 let lastProgressAt = 0;
 let progressTimer: ReturnType<typeof setTimeout> | null = null;
@@ -35,8 +37,8 @@ function post(message: FromWorker, transfer: Transferable[] = []): void {
   self.postMessage(message, transfer);
 }
 
-function progressNow(s: Session): { progress: WorkerProgress; stats: ShareStats } {
-  return { progress: s.progress() as WorkerProgress, stats: s.stats() as ShareStats };
+function progressNow(s: ReceiverSession): { progress: WorkerProgress; stats: ShareStats } {
+  return { progress: s.progress(), stats: s.stats() };
 }
 
 function postProgress(force: boolean): void {
@@ -54,25 +56,16 @@ function postProgress(force: boolean): void {
   post({ type: 'progress', ...progressNow(s) });
 }
 
-interface SessionEvent {
-  type: 'data' | 'done' | 'failed' | 'ended' | 'reset';
-  handle?: number;
-  offset?: number;
-  bytes?: Uint8Array;
-  message?: string;
-  gone?: boolean;
-}
-
 /** Sends what the session wants sent, handles its events, re-arms its timer. */
 function flush(): void {
   const s = session;
   if (!s) return;
-  const out = s.takeOutgoing() as Uint8Array[];
+  const out = s.takeOutgoing();
   if (out.length > 0) {
     const frames = out.map((f) => f.buffer as ArrayBuffer);
     post({ type: 'send', frames }, frames);
   }
-  for (const ev of s.takeEvents() as SessionEvent[]) {
+  for (const ev of s.takeEvents()) {
     handleEvent(ev);
   }
   if (timer !== null) clearTimeout(timer);
@@ -90,8 +83,8 @@ function flush(): void {
 function handleEvent(ev: SessionEvent): void {
   switch (ev.type) {
     case 'data': {
-      const r = readsByHandle.get(ev.handle ?? -1);
-      if (!r || !ev.bytes) return;
+      const r = readsByHandle.get(ev.handle);
+      if (!r) return;
       r.parts.push(ev.bytes);
       r.done += ev.bytes.byteLength;
       const now = performance.now();
@@ -110,11 +103,11 @@ function handleEvent(ev: SessionEvent): void {
     }
     case 'failed': {
       const r = takeRead(ev.handle);
-      if (r) post({ type: 'read-failed', id: r.id, message: ev.message ?? 'the read failed' });
+      if (r) post({ type: 'read-failed', id: r.id, message: ev.message });
       return;
     }
     case 'ended':
-      post({ type: 'ended', gone: ev.gone ?? false, message: ev.message ?? '' });
+      post({ type: 'ended', gone: ev.gone, message: ev.message });
       postProgress(true);
       return;
     case 'reset':
@@ -123,8 +116,7 @@ function handleEvent(ev: SessionEvent): void {
   }
 }
 
-function takeRead(handle: number | undefined): ActiveRead | undefined {
-  if (handle === undefined) return undefined;
+function takeRead(handle: number): ActiveRead | undefined {
   const r = readsByHandle.get(handle);
   if (!r) return undefined;
   readsByHandle.delete(handle);
@@ -132,26 +124,26 @@ function takeRead(handle: number | undefined): ActiveRead | undefined {
   return r;
 }
 
-function answer(id: number, query: IndexQuery, s: Session): void {
-  let value: unknown;
+function answer(id: number, query: IndexQuery, s: ReceiverSession): void {
+  let value: QueryAnswer;
   switch (query.method) {
     case 'list':
       value = s.list(query.dir, query.sort, query.descending, query.start, query.count);
       break;
     case 'entry':
-      value = s.entry(query.id);
+      value = s.entry(query.id) ?? null;
       break;
     case 'path':
       value = s.path(query.id);
       break;
     case 'lookup':
-      value = s.lookup(query.path);
+      value = s.lookup(query.path) ?? null;
       break;
   }
   post({ type: 'answer', id, value });
 }
 
-function handle(message: ToWorker, s: Session): void {
+function handle(message: ToWorker, s: ReceiverSession): void {
   switch (message.type) {
     case 'open':
       return;
@@ -177,8 +169,7 @@ function handle(message: ToWorker, s: Session): void {
       return;
     case 'read': {
       try {
-        const row = s.entry(message.entry) as { size: number } | null;
-        const total = row?.size ?? 0;
+        const total = s.entry(message.entry)?.size ?? 0;
         const h = s.startRead(message.entry);
         readsByHandle.set(h, { id: message.id, total, done: 0, parts: [], lastProgress: 0 });
         handleById.set(message.id, h);
@@ -204,7 +195,7 @@ function handle(message: ToWorker, s: Session): void {
 async function open(room: string): Promise<void> {
   try {
     await init({ module_or_path: wasmUrl });
-    session = await Session.open(room, () => {
+    session = await ReceiverSession.open(room, () => {
       flush();
       postProgress(false);
     });

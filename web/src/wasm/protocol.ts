@@ -1,29 +1,26 @@
-// Messages between the page (share.ts) and the index worker (worker.ts).
-// The page owns the data channel; the worker owns the index and its storage.
+// Messages between the page (../share.ts, through ./page.ts) and the index worker
+// (./worker.ts). The page owns the data link; the worker owns the index and its
+// storage. The value types are the ones the wasm module generates (type-only
+// imports: nothing here loads the wasm).
 
-import type { IndexProgress } from './api';
+import type { EntryPath, EntryRow, ListPage, Progress, Stats } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 
 /** Figures the worker reports with every progress message (tests, benchmarks). */
-export interface ShareStats {
-  indexWireBytes: number;
-  entries: number;
-  indexHeapBytes: number;
-  wasmMemoryBytes: number;
-  refusedOps: number;
-  /** The page's own wasm memory (the connection), added by the page. */
+export interface ShareStats extends Stats {
+  /** The page's own wasm memory (the data link), added by the page. */
   pageWasmMemoryBytes?: number;
 }
 
-export interface WorkerProgress extends IndexProgress {
-  storageProblem?: string;
-}
+export type WorkerProgress = Progress;
 
-/** Queries answered by the worker's index. */
+/** Queries answered by the worker's index, and what each answers with. */
 export type IndexQuery =
   | { method: 'list'; dir: number; sort: string; descending: boolean; start: number; count: number }
   | { method: 'entry'; id: number }
   | { method: 'path'; id: number }
   | { method: 'lookup'; path: string };
+
+export type QueryAnswer = ListPage | EntryRow | EntryPath | null;
 
 export type ToWorker =
   | { type: 'open'; room: string }
@@ -41,7 +38,7 @@ export type FromWorker =
   | { type: 'progress'; progress: WorkerProgress; stats: ShareStats }
   | { type: 'reset' }
   | { type: 'ended'; gone: boolean; message: string }
-  | { type: 'answer'; id: number; value: unknown }
+  | { type: 'answer'; id: number; value: QueryAnswer }
   | { type: 'query-failed'; id: number; message: string }
   | { type: 'read-progress'; id: number; done: number; total: number }
   | { type: 'read-done'; id: number; blob: Blob }

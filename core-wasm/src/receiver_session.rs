@@ -1,0 +1,380 @@
+//! The worker's side of a share: [`ReceiverSession`], core's
+//! [`PersistentReceiver`] bound to IndexedDB ([`Store`]) and to the worker.
+//!
+//! The worker forwards every frame from the data link (`handleFrame`) and
+//! sends whatever `takeOutgoing` returns. Every policy (when to write, what to
+//! acknowledge, the rebuild, the "complete" rule, going on in memory when
+//! storage fails) is `linkfs_core::persist`'s, tested natively; this module
+//! carries out the writes it asks for and converts values for JavaScript.
+//!
+//! Whenever work finishes in the background (a storage commit), the session
+//! calls the `notify` function it was opened with, so the worker drains
+//! `takeOutgoing` and `takeEvents` again.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use js_sys::{Array, Function, Uint8Array};
+use linkfs_core::{
+    EndReason, Millis, PersistentReceiver, ReadHandle, ReceiverConfig, SortKey, StoredEvent,
+    rebuild,
+};
+use linkfs_proto::EntryId;
+use tsify::{Ts, Tsify as _};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::spawn_local;
+
+use crate::store::{JsFrame, Store};
+use crate::types::{
+    EndKind, EntryPath, EntryRow, ListPage, Progress, SessionEvent, SessionEvents, Stats,
+};
+
+/// Refused index operations logged to the console (the rest are counted).
+const REFUSALS_LOGGED: u64 = 3;
+
+fn now() -> Millis {
+    let t = js_sys::global()
+        .dyn_into::<web_sys::WorkerGlobalScope>()
+        .ok()
+        .and_then(|w| w.performance())
+        .map_or_else(js_sys::Date::now, |p| p.now());
+    Millis(t.max(0.0) as u64)
+}
+
+struct Inner {
+    store: Option<Store>,
+    receiver: PersistentReceiver<JsFrame>,
+    writing: bool,
+    events: Vec<SessionEvent>,
+    refusals_logged: u64,
+    notify: Function,
+}
+
+/// A share's index in this worker. See the module docs.
+#[wasm_bindgen]
+pub struct ReceiverSession {
+    inner: Rc<RefCell<Inner>>,
+}
+
+#[wasm_bindgen]
+impl ReceiverSession {
+    /// Opens the stored index of `room` (if any) and prepares a receiver that
+    /// resumes from it. `notify` is called when background work produced output.
+    pub async fn open(room: String, notify: Function) -> ReceiverSession {
+        crate::install_panic_hook();
+        let (store, storage_problem) = match Store::open(&room).await {
+            Ok(s) => (Some(s), None),
+            Err(e) => (
+                None,
+                Some(
+                    e.as_string()
+                        .unwrap_or_else(|| "IndexedDB is not available".into()),
+                ),
+            ),
+        };
+        let rebuilt = match &store {
+            Some(s) => match s.load().await {
+                Ok((state, frames)) => rebuild(state, frames.iter().map(|f| copy_in(&f))),
+                Err(_) => Default::default(),
+            },
+            None => Default::default(),
+        };
+        if rebuilt.resume.is_none()
+            && let Some(s) = &store
+        {
+            // Whatever is there is not usable: start clean.
+            let _ = s.clear().await;
+        }
+        let receiver =
+            PersistentReceiver::new(rebuilt, ReceiverConfig::default(), storage_problem);
+        ReceiverSession {
+            inner: Rc::new(RefCell::new(Inner {
+                store,
+                receiver,
+                writing: false,
+                events: Vec::new(),
+                refusals_logged: 0,
+                notify,
+            })),
+        }
+    }
+
+    /// The data link opened: frames may flow.
+    #[wasm_bindgen(js_name = channelOpened)]
+    pub fn channel_opened(&self) {
+        self.inner.borrow_mut().receiver.channel_opened();
+    }
+
+    /// The data link closed.
+    #[wasm_bindgen(js_name = channelClosed)]
+    pub fn channel_closed(&self) {
+        self.inner.borrow_mut().receiver.channel_closed();
+        self.after();
+    }
+
+    /// One frame from the sharer (the page's `ArrayBuffer`, as a `Uint8Array`
+    /// over all of it). A batch to store is stored from this very buffer.
+    #[wasm_bindgen(js_name = handleFrame)]
+    pub fn handle_frame(&self, frame: Uint8Array) {
+        let bytes = frame.to_vec();
+        let given = JsFrame(frame.buffer().into());
+        self.inner
+            .borrow_mut()
+            .receiver
+            .handle_frame(now(), &bytes, &given);
+        self.after();
+    }
+
+    /// Runs timers; call at `nextTimeout()`.
+    pub fn tick(&self) {
+        self.inner.borrow_mut().receiver.handle_timeout(now());
+        self.after();
+    }
+
+    /// Milliseconds until `tick` should run, if a timer is pending.
+    #[wasm_bindgen(js_name = nextTimeout)]
+    pub fn next_timeout(&self) -> Option<f64> {
+        let t = self.inner.borrow().receiver.poll_timeout()?;
+        Some(t.0.saturating_sub(now().0) as f64)
+    }
+
+    /// Frames to send to the sharer now.
+    #[wasm_bindgen(js_name = takeOutgoing, unchecked_return_type = "Uint8Array[]")]
+    pub fn take_outgoing(&self) -> Array {
+        let out = Array::new();
+        let t = now();
+        {
+            let mut i = self.inner.borrow_mut();
+            while let Some(f) = i.receiver.poll_transmit(t) {
+                out.push(&Uint8Array::from(&f[..]));
+            }
+        }
+        self.after();
+        out
+    }
+
+    /// What happened since the last call, in order.
+    #[wasm_bindgen(js_name = takeEvents)]
+    pub fn take_events(&self) -> Result<Ts<SessionEvents>, JsError> {
+        let events = SessionEvents(std::mem::take(&mut self.inner.borrow_mut().events));
+        Ok(events.into_ts()?)
+    }
+
+    pub fn progress(&self) -> Result<Ts<Progress>, JsError> {
+        Ok(Progress::from(self.inner.borrow().receiver.progress()).into_ts()?)
+    }
+
+    /// Figures for tests and benchmarks.
+    pub fn stats(&self) -> Result<Ts<Stats>, JsError> {
+        let i = self.inner.borrow();
+        let memory = wasm_bindgen::memory()
+            .dyn_into::<js_sys::WebAssembly::Memory>()
+            .ok()
+            .and_then(|m| m.buffer().dyn_into::<js_sys::ArrayBuffer>().ok())
+            .map_or(0, |b| b.byte_length());
+        Ok(Stats {
+            index_wire_bytes: i.receiver.index_wire_bytes() as f64,
+            entries: i.receiver.index().len() as f64,
+            index_heap_bytes: i.receiver.index().heap_bytes() as f64,
+            refused_ops: i.receiver.refused_ops() as f64,
+            wasm_memory_bytes: f64::from(memory),
+        }
+        .into_ts()?)
+    }
+
+    /// A window of a directory's children, in the order asked for.
+    pub fn list(
+        &self,
+        dir: u32,
+        sort: &str,
+        descending: bool,
+        start: u32,
+        count: u32,
+    ) -> Result<Ts<ListPage>, JsError> {
+        let key = match sort {
+            "size" => SortKey::Size,
+            "mtime" => SortKey::Mtime,
+            "kind" => SortKey::Kind,
+            _ => SortKey::Name,
+        };
+        let mut i = self.inner.borrow_mut();
+        let index = i.receiver.index_mut();
+        let total = index.child_count(EntryId(dir));
+        let ids = index.list(
+            EntryId(dir),
+            key,
+            descending,
+            start as usize,
+            count.min(5000) as usize,
+        );
+        let rows = ids
+            .iter()
+            .filter_map(|id| index.get(*id))
+            .map(|e| EntryRow::of(&e))
+            .collect();
+        Ok(ListPage {
+            dir,
+            total: total as f64,
+            start,
+            rows,
+        }
+        .into_ts()?)
+    }
+
+    pub fn entry(&self, id: u32) -> Result<Option<Ts<EntryRow>>, JsError> {
+        let i = self.inner.borrow();
+        let row = i.receiver.index().get(EntryId(id)).map(|e| EntryRow::of(&e));
+        Ok(row.map(|r| r.into_ts()).transpose()?)
+    }
+
+    /// The rows from the root down to `id`.
+    pub fn path(&self, id: u32) -> Result<Ts<EntryPath>, JsError> {
+        let i = self.inner.borrow();
+        let index = i.receiver.index();
+        let rows = index
+            .ancestry(EntryId(id))
+            .iter()
+            .filter_map(|a| index.get(*a))
+            .map(|e| EntryRow::of(&e))
+            .collect();
+        Ok(EntryPath(rows).into_ts()?)
+    }
+
+    /// Looks up a `/`-separated path from the root.
+    pub fn lookup(&self, path: &str) -> Result<Option<Ts<EntryRow>>, JsError> {
+        let mut i = self.inner.borrow_mut();
+        let index = i.receiver.index_mut();
+        let row = index
+            .lookup(path.as_bytes())
+            .and_then(|id| index.get(id))
+            .map(|e| EntryRow::of(&e));
+        Ok(row.map(|r| r.into_ts()).transpose()?)
+    }
+
+    /// Starts reading a whole file; events name the returned handle.
+    #[wasm_bindgen(js_name = startRead)]
+    pub fn start_read(&self, id: u32) -> Result<u32, JsError> {
+        let started = {
+            let mut i = self.inner.borrow_mut();
+            let size = i
+                .receiver
+                .index()
+                .get(EntryId(id))
+                .map(|e| e.size)
+                .ok_or_else(|| JsError::new(&format!("entry {id} is not in the index")))?;
+            i.receiver.start_read(EntryId(id), 0, size)
+        };
+        self.after();
+        started
+            .map(|h| h.0)
+            .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    #[wasm_bindgen(js_name = cancelRead)]
+    pub fn cancel_read(&self, handle: u32) {
+        self.inner
+            .borrow_mut()
+            .receiver
+            .cancel_read(ReadHandle(handle));
+    }
+}
+
+/// Copies one stored `ArrayBuffer` into wasm memory for the rebuild.
+fn copy_in(frame: &JsValue) -> Vec<u8> {
+    match frame.dyn_ref::<js_sys::ArrayBuffer>() {
+        Some(ab) => Uint8Array::new(ab).to_vec(),
+        // Not something we stored: the rebuild refuses it.
+        None => Vec::new(),
+    }
+}
+
+/// The event for JavaScript; refusals are logged (the first few) and counted
+/// in the stats instead.
+fn event_of(event: StoredEvent, refusals_logged: &mut u64) -> Option<SessionEvent> {
+    Some(match event {
+        StoredEvent::Reset => SessionEvent::Reset,
+        StoredEvent::ReadData {
+            handle,
+            offset,
+            data,
+        } => SessionEvent::Data {
+            handle: handle.0,
+            offset: offset as f64,
+            bytes: data,
+        },
+        StoredEvent::ReadDone { handle } => SessionEvent::Done { handle: handle.0 },
+        StoredEvent::ReadFailed { handle, error } => SessionEvent::Failed {
+            handle: handle.0,
+            message: error.to_string(),
+        },
+        StoredEvent::Ended { reason } => SessionEvent::Ended {
+            kind: EndKind::from(reason.kind()),
+            gone: matches!(
+                reason,
+                EndReason::SharerGoodbye(_) | EndReason::ConnectionLost
+            ),
+            message: reason.to_string(),
+        },
+        StoredEvent::Refused(e) => {
+            if *refusals_logged < REFUSALS_LOGGED {
+                *refusals_logged += 1;
+                web_sys::console::warn_1(
+                    &format!("linkfs: skipped an entry from the sharer: {e}").into(),
+                );
+            }
+            return None;
+        }
+        _ => return None,
+    })
+}
+
+impl ReceiverSession {
+    /// After every call: collect events, start the next storage write.
+    fn after(&self) {
+        let write = {
+            let mut guard = self.inner.borrow_mut();
+            let i = &mut *guard;
+            while let Some(e) = i.receiver.poll_event() {
+                if let Some(e) = event_of(e, &mut i.refusals_logged) {
+                    i.events.push(e);
+                }
+            }
+            if i.writing {
+                None
+            } else {
+                let w = i.receiver.poll_write();
+                i.writing = w.is_some();
+                w.map(|w| (w, i.store.clone()))
+            }
+        };
+        let Some((write, store)) = write else {
+            return;
+        };
+        let inner = self.inner.clone();
+        spawn_local(async move {
+            let result = match &store {
+                Some(s) => s.write(&write).await.map_err(|e| {
+                    e.as_string()
+                        .unwrap_or_else(|| "IndexedDB failed to save the index".into())
+                }),
+                None => Ok(()),
+            };
+            let notify = {
+                let mut i = inner.borrow_mut();
+                if let Err(m) = &result
+                    && i.receiver.progress().storage_problem.is_none()
+                {
+                    web_sys::console::warn_1(
+                        &format!("linkfs: {m}; the index stays in memory only").into(),
+                    );
+                }
+                i.receiver.write_done(result);
+                i.writing = false;
+                i.notify.clone()
+            };
+            ReceiverSession { inner }.after();
+            let _ = notify.call0(&JsValue::NULL);
+        });
+    }
+}

@@ -1,0 +1,171 @@
+//! The values that cross into JavaScript, typed: each derives its TypeScript
+//! type (tsify) and crosses as `tsify::Ts<T>`, converted with
+//! serde-wasm-bindgen inside the function (a conversion failure is an ordinary
+//! error there, not a throw through the ABI), so the web code gets checked
+//! types instead of objects assembled by hand. Numbers are `f64` (a JS
+//! number); bytes arrive as `Uint8Array`.
+
+use linkfs_core::{EntryRef, FailureKind, StoredProgress};
+use linkfs_proto::EntryKind;
+use serde::Serialize;
+use tsify::Tsify;
+
+/// What an entry is, as the UI names it.
+#[derive(Debug, Clone, Copy, Serialize, Tsify)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// One entry as the UI sees it.
+#[derive(Debug, Serialize, Tsify)]
+pub struct EntryRow {
+    pub id: u32,
+    pub parent: u32,
+    /// Invalid UTF-8 bytes show as U+FFFD.
+    pub name: String,
+    pub kind: Kind,
+    pub size: f64,
+    /// Whole seconds since the Unix epoch.
+    pub mtime: f64,
+    pub mode: u32,
+    #[tsify(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[tsify(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub children: Option<u32>,
+}
+
+impl EntryRow {
+    pub fn of(e: &EntryRef<'_>) -> EntryRow {
+        EntryRow {
+            id: e.id.0,
+            parent: e.parent.0,
+            name: String::from_utf8_lossy(e.name).into_owned(),
+            kind: match e.kind {
+                EntryKind::Dir => Kind::Dir,
+                EntryKind::Symlink => Kind::Symlink,
+                _ => Kind::File,
+            },
+            size: e.size as f64,
+            mtime: e.mtime as f64,
+            mode: e.mode,
+            target: (e.kind == EntryKind::Symlink)
+                .then(|| String::from_utf8_lossy(e.target).into_owned()),
+            children: (e.kind == EntryKind::Dir).then_some(e.children),
+        }
+    }
+}
+
+/// The entries from the root down to one entry.
+#[derive(Debug, Serialize, Tsify)]
+#[serde(transparent)]
+pub struct EntryPath(pub Vec<EntryRow>);
+
+/// A window of one directory's children in the requested order.
+#[derive(Debug, Serialize, Tsify)]
+pub struct ListPage {
+    pub dir: u32,
+    pub total: f64,
+    pub start: u32,
+    pub rows: Vec<EntryRow>,
+}
+
+/// How far the index is (see `linkfs_core::persist`).
+#[derive(Debug, Serialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub received: f64,
+    pub announced: f64,
+    pub complete: bool,
+    pub persisted: f64,
+    pub from_cache: f64,
+    #[tsify(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_problem: Option<String>,
+}
+
+impl From<StoredProgress> for Progress {
+    fn from(p: StoredProgress) -> Progress {
+        Progress {
+            received: p.received as f64,
+            announced: p.announced as f64,
+            complete: p.complete,
+            persisted: p.persisted as f64,
+            from_cache: p.from_cache as f64,
+            storage_problem: p.storage_problem,
+        }
+    }
+}
+
+/// Figures for tests and benchmarks.
+#[derive(Debug, Serialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    pub index_wire_bytes: f64,
+    pub entries: f64,
+    pub index_heap_bytes: f64,
+    pub refused_ops: f64,
+    pub wasm_memory_bytes: f64,
+}
+
+/// Why a session ended, as the page's state names it.
+#[derive(Debug, Clone, Copy, Serialize, Tsify)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndKind {
+    InvalidLink,
+    SharerGone,
+    Unreachable,
+    Closed,
+    Other,
+}
+
+impl From<FailureKind> for EndKind {
+    fn from(k: FailureKind) -> EndKind {
+        match k {
+            FailureKind::InvalidLink => EndKind::InvalidLink,
+            FailureKind::SharerGone => EndKind::SharerGone,
+            FailureKind::Unreachable => EndKind::Unreachable,
+            FailureKind::Closed => EndKind::Closed,
+            _ => EndKind::Other,
+        }
+    }
+}
+
+/// What the receiver session reports to the worker.
+#[derive(Debug, Serialize, Tsify)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum SessionEvent {
+    /// Verified bytes of a read, in order.
+    Data {
+        handle: u32,
+        offset: f64,
+        #[serde(with = "serde_bytes")]
+        #[tsify(type = "Uint8Array")]
+        bytes: Vec<u8>,
+    },
+    Done {
+        handle: u32,
+    },
+    Failed {
+        handle: u32,
+        message: String,
+    },
+    /// The session ended; `gone` when the sharer left (or the link was lost)
+    /// and what was received stays browsable.
+    Ended {
+        kind: EndKind,
+        gone: bool,
+        message: String,
+    },
+    /// The sharer started a fresh snapshot: whatever was shown is gone.
+    Reset,
+}
+
+/// Events in the order they happened.
+#[derive(Debug, Serialize, Tsify)]
+#[serde(transparent)]
+pub struct SessionEvents(pub Vec<SessionEvent>);

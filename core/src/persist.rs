@@ -1,0 +1,416 @@
+//! The receiver session of a shell that keeps the index in storage (the
+//! browser's IndexedDB), sans-IO: [`PersistentReceiver`], and [`rebuild`] of an
+//! index from what was stored.
+//!
+//! ```text
+//! shell                                    PersistentReceiver
+//!  stored state + batch frames ---------> rebuild() -> Rebuilt -> new(rebuilt, storage)
+//!  frame from the data link  -----------> handle_frame(now, frame, given)
+//!  storage idle? <----------------------- poll_write() -> StoreWrite {ops, state}
+//!  the write committed (or failed) -----> write_done(result)
+//!  what happened? <---------------------- poll_event() -> StoredEvent
+//!  how far? <---------------------------- progress() -> StoredProgress
+//! ```
+//!
+//! What is stored: the index batch frames exactly as they arrived, keyed by
+//! the sequence number of their first operation, plus one [`StoredState`]
+//! (epoch, next sequence, complete). The store is always a contiguous prefix of
+//! the sharer's log: writes go one at a time, in order, each carrying every
+//! batch applied since the previous one and the state after them. A batch is
+//! acknowledged to the sharer only after the write holding it committed, so
+//! the sharer's window also bounds what is not yet stored.
+//!
+//! When storage fails (full, disabled), the session says so once
+//! ([`StoredProgress::storage_problem`]) and goes on in memory: batches are
+//! acknowledged anyway, nothing received is lost from the page.
+//!
+//! The "complete" rule: the index is complete when the sharer said so in this
+//! session, or, while no session is open, when the cache was complete.
+//!
+//! The frame handle `F` is the shell's: a JS `ArrayBuffer` in the browser (a
+//! batch is stored from the very buffer that arrived, never copied through
+//! wasm memory), bytes in tests.
+
+use std::collections::VecDeque;
+
+use linkfs_proto::{BatchReader, EntryId, Epoch, Seq};
+
+use crate::index::{Index, IndexError};
+use crate::receiver::{
+    BatchBytes, EndReason, ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
+    StartReadError,
+};
+use crate::Millis;
+
+/// What the store says about the batches it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredState {
+    pub epoch: Epoch,
+    /// The sequence number after the last stored batch.
+    pub next: Seq,
+    /// The sharer's walk had finished and everything it found is stored.
+    pub complete: bool,
+}
+
+/// A frame handle the shell can store. `from_held` makes one from bytes the
+/// receiver held back (a batch that arrived ahead of its turn).
+pub trait StoredFrame: Clone {
+    fn from_held(bytes: Vec<u8>) -> Self;
+}
+
+impl StoredFrame for Vec<u8> {
+    fn from_held(bytes: Vec<u8>) -> Self {
+        bytes
+    }
+}
+
+/// One thing to write, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreOp<F> {
+    /// Drop everything stored (a fresh snapshot is coming).
+    Clear,
+    /// Store a batch frame whose first operation is `first`.
+    Batch { first: Seq, frame: F },
+}
+
+/// One write for the shell: `ops` in order, then `state`, atomically.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreWrite<F> {
+    pub ops: Vec<StoreOp<F>>,
+    pub state: StoredState,
+}
+
+/// An index rebuilt from storage, and where to resume.
+#[derive(Debug, Default)]
+pub struct Rebuilt {
+    pub index: Index,
+    /// The epoch and next sequence of the stored index; `None` when nothing
+    /// usable was stored (then the shell clears its store).
+    pub resume: Option<(Epoch, Seq)>,
+    pub complete: bool,
+}
+
+/// Rebuilds the index from the stored state and the stored batch frames, in
+/// key order. Anything but a clean, contiguous prefix of one log that ends
+/// where the state says gives an empty index and no resume point.
+pub fn rebuild<B: AsRef<[u8]>>(
+    state: Option<StoredState>,
+    frames: impl IntoIterator<Item = B>,
+) -> Rebuilt {
+    let Some(state) = state else {
+        return Rebuilt::default();
+    };
+    let mut index = Index::new();
+    let mut end = Seq(0);
+    for f in frames {
+        let f = f.as_ref();
+        let Ok(header) = BatchReader::new(f).map(|r| r.header()) else {
+            return Rebuilt::default();
+        };
+        if header.first != end || index.apply_batch(f).is_err() {
+            return Rebuilt::default();
+        }
+        end = header.end();
+    }
+    if end != state.next {
+        return Rebuilt::default();
+    }
+    Rebuilt {
+        index,
+        resume: Some((state.epoch, end)),
+        complete: state.complete,
+    }
+}
+
+/// What the shell hands on to its user interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoredEvent {
+    /// The sharer started a fresh snapshot: whatever was shown is gone.
+    Reset,
+    /// Verified bytes of a read, in order.
+    ReadData {
+        handle: ReadHandle,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    ReadDone {
+        handle: ReadHandle,
+    },
+    ReadFailed {
+        handle: ReadHandle,
+        error: ReadFailure,
+    },
+    /// An index operation from the sharer was not valid and was skipped.
+    Refused(IndexError),
+    Ended {
+        reason: EndReason,
+    },
+}
+
+/// How far the index is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoredProgress {
+    /// Entries in the index now (from the cache and from the sharer).
+    pub received: u64,
+    /// Entries the sharer says it has found so far.
+    pub announced: u64,
+    /// See the module docs ("the complete rule").
+    pub complete: bool,
+    /// Entries committed to storage.
+    pub persisted: u64,
+    /// Entries rebuilt from storage before the sharer answered.
+    pub from_cache: u64,
+    /// Set once storage failed; the index then lives in memory only.
+    pub storage_problem: Option<String>,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct PersistentReceiver<F> {
+    receiver: Receiver,
+    storing: bool,
+    channel_open: bool,
+    queue: Vec<StoreOp<F>>,
+    /// The sequence and entry count after the last queued batch.
+    queue_end: Option<(Seq, u64)>,
+    /// The write the shell is doing, and where it ends.
+    writing: Option<Option<(Seq, u64)>>,
+    stored: StoredState,
+    persisted_entries: u64,
+    from_cache: u64,
+    cache_complete: bool,
+    storage_problem: Option<String>,
+    refused_ops: u64,
+    events: VecDeque<StoredEvent>,
+}
+
+impl<F: StoredFrame> PersistentReceiver<F> {
+    /// A session over `rebuilt` (empty on a first visit). `storage_problem` is
+    /// set when the shell has no storage at all; then nothing is written and
+    /// batches are acknowledged as soon as they are applied.
+    pub fn new(rebuilt: Rebuilt, config: ReceiverConfig, storage_problem: Option<String>) -> Self {
+        let storing = storage_problem.is_none();
+        let from_cache = rebuilt.index.len() as u64;
+        let stored = StoredState {
+            epoch: rebuilt.resume.map_or(Epoch(0), |(e, _)| e),
+            next: rebuilt.resume.map_or(Seq(0), |(_, s)| s),
+            complete: rebuilt.complete,
+        };
+        let config = ReceiverConfig {
+            ack_after_persist: storing,
+            ..config
+        };
+        PersistentReceiver {
+            receiver: Receiver::new(config, rebuilt.index, rebuilt.resume),
+            storing,
+            channel_open: false,
+            queue: Vec::new(),
+            queue_end: None,
+            writing: None,
+            stored,
+            persisted_entries: from_cache,
+            from_cache,
+            cache_complete: rebuilt.complete,
+            storage_problem,
+            refused_ops: 0,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The data link opened: frames may flow.
+    pub fn channel_opened(&mut self) {
+        self.channel_open = true;
+    }
+
+    /// The data link closed.
+    pub fn channel_closed(&mut self) {
+        self.channel_open = false;
+        self.receiver.connection_lost();
+        self.drain();
+    }
+
+    /// One frame from the sharer; `given` is the shell's handle of this very
+    /// frame, stored if the frame is a batch to keep.
+    pub fn handle_frame(&mut self, now: Millis, frame: &[u8], given: &F) {
+        self.receiver.handle_frame(now, frame);
+        self.drain_with(Some(given));
+    }
+
+    pub fn handle_timeout(&mut self, now: Millis) {
+        self.receiver.handle_timeout(now);
+        self.drain();
+    }
+
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        self.receiver.poll_timeout()
+    }
+
+    /// The next frame to send, while the link is open.
+    pub fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>> {
+        if !self.channel_open {
+            return None;
+        }
+        let frame = self.receiver.poll_transmit(now);
+        // Sending may start reads that fail at once.
+        self.drain();
+        frame
+    }
+
+    pub fn poll_event(&mut self) -> Option<StoredEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next write, if storage is idle and something waits to be written.
+    pub fn poll_write(&mut self) -> Option<StoreWrite<F>> {
+        if self.writing.is_some() || self.queue.is_empty() {
+            return None;
+        }
+        let end = self.queue_end.take();
+        if let Some((seq, _)) = end {
+            self.stored.next = seq;
+        }
+        self.writing = Some(end);
+        Some(StoreWrite {
+            ops: std::mem::take(&mut self.queue),
+            state: self.stored,
+        })
+    }
+
+    /// The write from [`poll_write`](Self::poll_write) committed, or failed
+    /// (the words say why). Either way its batches are acknowledged: the page
+    /// still has the entries.
+    pub fn write_done(&mut self, result: Result<(), String>) {
+        let Some(end) = self.writing.take() else {
+            return;
+        };
+        if let Err(problem) = result
+            && self.storage_problem.is_none()
+        {
+            self.storage_problem = Some(problem);
+        }
+        if let Some((seq, entries)) = end {
+            self.receiver.persisted(seq);
+            if self.storage_problem.is_none() {
+                self.persisted_entries = entries;
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        self.drain_with(None);
+    }
+
+    fn drain_with(&mut self, given: Option<&F>) {
+        while let Some(event) = self.receiver.poll_event() {
+            match event {
+                ReceiverEvent::Started { epoch, fresh } => {
+                    if fresh {
+                        self.queue.push(StoreOp::Clear);
+                        self.from_cache = 0;
+                        self.persisted_entries = 0;
+                        self.cache_complete = false;
+                        self.events.push_back(StoredEvent::Reset);
+                    }
+                    self.stored.epoch = epoch;
+                }
+                ReceiverEvent::Applied {
+                    header,
+                    persist,
+                    refused,
+                } => {
+                    self.refused_ops += refused.len() as u64;
+                    self.events
+                        .extend(refused.into_iter().map(StoredEvent::Refused));
+                    let frame = match persist {
+                        Some(BatchBytes::Given) => given.cloned(),
+                        Some(BatchBytes::Held(bytes)) => Some(F::from_held(bytes)),
+                        _ => None,
+                    };
+                    if let Some(frame) = frame
+                        && self.storing
+                    {
+                        self.queue.push(StoreOp::Batch {
+                            first: header.first,
+                            frame,
+                        });
+                        self.queue_end = Some((header.end(), self.receiver.index().len() as u64));
+                        if header.snapshot_complete {
+                            self.stored.complete = true;
+                        }
+                    }
+                }
+                ReceiverEvent::ReadData {
+                    handle,
+                    offset,
+                    data,
+                } => self.events.push_back(StoredEvent::ReadData {
+                    handle,
+                    offset,
+                    data,
+                }),
+                ReceiverEvent::ReadDone { handle } => {
+                    self.events.push_back(StoredEvent::ReadDone { handle })
+                }
+                ReceiverEvent::ReadFailed { handle, error } => self
+                    .events
+                    .push_back(StoredEvent::ReadFailed { handle, error }),
+                ReceiverEvent::Ended { reason } => {
+                    self.events.push_back(StoredEvent::Ended { reason })
+                }
+            }
+        }
+    }
+
+    pub fn progress(&self) -> StoredProgress {
+        let p = self.receiver.progress();
+        StoredProgress {
+            received: p.received,
+            announced: p.announced,
+            complete: p.complete
+                || (self.cache_complete && !self.channel_open && !self.receiver.is_open()),
+            persisted: self.persisted_entries,
+            from_cache: self.from_cache,
+            storage_problem: self.storage_problem.clone(),
+        }
+    }
+
+    /// Index operations from the sharer that were not valid and were skipped.
+    pub fn refused_ops(&self) -> u64 {
+        self.refused_ops
+    }
+
+    /// Bytes of index batches received from the sharer in this session.
+    pub fn index_wire_bytes(&self) -> u64 {
+        self.receiver.index_wire_bytes()
+    }
+
+    pub fn index(&self) -> &Index {
+        self.receiver.index()
+    }
+
+    /// Mutable access for lookups and listings (they sort lazily).
+    pub fn index_mut(&mut self) -> &mut Index {
+        self.receiver.index_mut()
+    }
+
+    /// Starts reading `len` bytes at `offset` of a file in the index.
+    pub fn start_read(
+        &mut self,
+        entry: EntryId,
+        offset: u64,
+        len: u64,
+    ) -> Result<ReadHandle, StartReadError> {
+        let handle = self.receiver.start_read(entry, offset, len);
+        self.drain();
+        handle
+    }
+
+    /// Stops a read; no more events come for it.
+    pub fn cancel_read(&mut self, handle: ReadHandle) {
+        self.receiver.cancel_read(handle);
+    }
+}
+
+#[cfg(test)]
+mod tests;

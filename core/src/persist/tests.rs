@@ -1,0 +1,260 @@
+//! The persistence policy against a real sender session, over a perfect
+//! in-memory link, with a store modelled as a list of frames.
+
+use linkfs_proto::{EntryKind, Epoch};
+
+use super::*;
+use crate::sender::{SenderConfig, SenderSession};
+use crate::share_index::{NewEntry, ShareIndex};
+
+fn share(files: u32, sizes_scatter: bool) -> ShareIndex {
+    let mut ix = ShareIndex::new(Epoch(77));
+    let entry = |id: u32, parent: u32, kind: EntryKind, name: &str, size: u64| {
+        (id, parent, kind, name.to_owned(), size)
+    };
+    let mut all = vec![entry(0, 0, EntryKind::Dir, "root", 0)];
+    for i in 0..files {
+        let size = if sizes_scatter {
+            u64::from(i).wrapping_mul(2_654_435_761) % 1_000_000_007
+        } else {
+            3
+        };
+        all.push(entry(i + 1, 0, EntryKind::File, &format!("file {i:06}"), size));
+    }
+    for (id, parent, kind, name, size) in &all {
+        ix.push(&NewEntry {
+            id: linkfs_proto::EntryId(*id),
+            parent: linkfs_proto::EntryId(*parent),
+            kind: *kind,
+            name: name.as_bytes(),
+            size: *size,
+            mtime: 1_700_000_000 + i64::from(*id),
+            mtime_nsec: 0,
+            mode: 0o644,
+            target: b"",
+            dev: 1,
+            ino: u64::from(*id),
+        })
+        .unwrap();
+    }
+    ix.mark_snapshot_complete();
+    ix
+}
+
+/// A store: the state and the frames by first sequence number.
+#[derive(Default)]
+struct Store {
+    state: Option<StoredState>,
+    frames: Vec<(Seq, Vec<u8>)>,
+    writes: usize,
+}
+
+impl Store {
+    fn apply(&mut self, w: StoreWrite<Vec<u8>>) {
+        for op in w.ops {
+            match op {
+                StoreOp::Clear => {
+                    self.frames.clear();
+                    self.state = None;
+                }
+                StoreOp::Batch { first, frame } => self.frames.push((first, frame)),
+            }
+        }
+        self.frames.sort_by_key(|(s, _)| *s);
+        self.state = Some(w.state);
+        self.writes += 1;
+    }
+
+    fn rebuilt(&self) -> Rebuilt {
+        rebuild(self.state, self.frames.iter().map(|(_, f)| f))
+    }
+}
+
+/// Moves frames both ways until nothing moves; `store` commits writes when given.
+fn pump(
+    sender: &mut SenderSession,
+    ix: &ShareIndex,
+    r: &mut PersistentReceiver<Vec<u8>>,
+    mut store: Option<&mut Store>,
+) {
+    for _ in 0..100_000 {
+        let mut moved = false;
+        if let Some(f) = sender.poll_transmit(Millis(1), ix) {
+            r.handle_frame(Millis(1), &f, &f);
+            moved = true;
+        }
+        if let Some(f) = r.poll_transmit(Millis(1)) {
+            let _ = sender.handle_frame(Millis(1), &f, ix);
+            moved = true;
+        }
+        if let Some(s) = store.as_deref_mut()
+            && let Some(w) = r.poll_write()
+        {
+            s.apply(w);
+            r.write_done(Ok(()));
+            moved = true;
+        }
+        if !moved {
+            return;
+        }
+    }
+    panic!("the sessions never went idle");
+}
+
+fn small_window() -> SenderConfig {
+    SenderConfig {
+        window_bytes: 8 * 1024,
+        batch_cap: 4 * 1024,
+        ..SenderConfig::default()
+    }
+}
+
+#[test]
+fn batches_are_acknowledged_only_after_their_write_commits() {
+    let ix = share(20_000, true);
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    pump(&mut sender, &ix, &mut r, None);
+    assert_eq!(sender.acked(), Seq(0), "nothing is stored yet");
+    let first = r.poll_write().expect("a write waits");
+    assert!(r.poll_write().is_none(), "one write at a time");
+    pump(&mut sender, &ix, &mut r, None);
+    assert_eq!(sender.acked(), Seq(0), "the write has not committed");
+    let end = first.state.next;
+    let mut store = Store::default();
+    store.apply(first);
+    r.write_done(Ok(()));
+    pump(&mut sender, &ix, &mut r, None);
+    assert_eq!(sender.acked(), end, "acknowledged up to the committed write");
+    assert!(r.progress().persisted > 0);
+    pump(&mut sender, &ix, &mut r, Some(&mut store));
+    assert!(r.progress().complete);
+    assert_eq!(r.progress().persisted, ix.entries());
+    assert_eq!(sender.acked(), ix.log_end());
+    assert!(store.writes >= 2);
+}
+
+#[test]
+fn a_stored_index_is_rebuilt_and_only_the_rest_is_sent() {
+    let ix = share(5_000, false);
+    let mut store = Store::default();
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    pump(&mut sender, &ix, &mut r, Some(&mut store));
+    assert!(r.progress().complete);
+    assert_eq!(store.state.map(|s| s.complete), Some(true));
+
+    // The page is closed and opened again: the cache shows at once, complete.
+    let rebuilt = store.rebuilt();
+    assert_eq!(rebuilt.resume, Some((Epoch(77), ix.log_end())));
+    let mut again = PersistentReceiver::new(rebuilt, ReceiverConfig::default(), None);
+    let p = again.progress();
+    assert_eq!((p.from_cache, p.received), (ix.entries(), ix.entries()));
+    assert!(p.complete, "a complete cache counts while no session is open");
+    again.channel_opened();
+    let mut sender = SenderSession::new(small_window());
+    pump(&mut sender, &ix, &mut again, Some(&mut store));
+    assert_eq!(sender.stats().ops_sent, 0, "nothing changed: nothing sent");
+    assert!(again.progress().complete);
+    assert!(!std::iter::from_fn(|| again.poll_event()).any(|e| e == StoredEvent::Reset));
+}
+
+#[test]
+fn a_fresh_snapshot_clears_the_store_before_its_batches() {
+    let ix = share(50, false);
+    let mut store = Store::default();
+    // A cache from another epoch: the sharer starts over.
+    let stale = share(10, false);
+    let mut s0 = SenderSession::new(SenderConfig::default());
+    let mut r0 = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r0.channel_opened();
+    pump(&mut s0, &stale, &mut r0, Some(&mut store));
+    store.state = store.state.map(|s| StoredState {
+        epoch: Epoch(1),
+        ..s
+    });
+    let rebuilt = store.rebuilt();
+    assert!(rebuilt.resume.is_some());
+    let mut r = PersistentReceiver::new(rebuilt, ReceiverConfig::default(), None);
+    r.channel_opened();
+    let mut sender = SenderSession::new(SenderConfig::default());
+    pump(&mut sender, &ix, &mut r, None);
+    let w = r.poll_write().expect("a write");
+    assert_eq!(w.ops[0], StoreOp::Clear);
+    assert!(std::iter::from_fn(|| r.poll_event()).any(|e| e == StoredEvent::Reset));
+    assert_eq!(r.progress().from_cache, 0);
+}
+
+#[test]
+fn rebuild_refuses_a_store_that_is_not_a_clean_prefix() {
+    let ix = share(3_000, true);
+    let mut store = Store::default();
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    pump(&mut sender, &ix, &mut r, Some(&mut store));
+    assert!(store.frames.len() >= 3, "the test needs several batches");
+    assert!(store.rebuilt().resume.is_some());
+
+    let mut gap = Store {
+        state: store.state,
+        frames: store.frames.clone(),
+        writes: 0,
+    };
+    gap.frames.remove(1);
+    assert!(gap.rebuilt().resume.is_none(), "a missing batch");
+    let mut short = Store {
+        state: store.state,
+        frames: store.frames.clone(),
+        writes: 0,
+    };
+    short.frames.pop();
+    assert!(short.rebuilt().resume.is_none(), "ends before the state says");
+    let mut junk = Store {
+        state: store.state,
+        frames: store.frames.clone(),
+        writes: 0,
+    };
+    junk.frames[0].1.truncate(5);
+    let rebuilt = junk.rebuilt();
+    assert!(rebuilt.resume.is_none() && rebuilt.index.is_empty(), "a damaged batch");
+    assert!(rebuild(None, store.frames.iter().map(|(_, f)| f)).resume.is_none());
+}
+
+#[test]
+fn failed_storage_is_said_once_and_the_index_stays_in_memory() {
+    let ix = share(20_000, true);
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    for round in 0..10_000 {
+        pump(&mut sender, &ix, &mut r, None);
+        match r.poll_write() {
+            Some(_) => r.write_done(Err(format!("the disk is full ({round})"))),
+            None => break,
+        }
+    }
+    let p = r.progress();
+    assert!(p.complete, "acknowledged anyway: the index still arrives");
+    assert_eq!(p.received, ix.entries());
+    assert_eq!(p.persisted, 0);
+    assert_eq!(p.storage_problem.as_deref(), Some("the disk is full (0)"));
+}
+
+#[test]
+fn without_storage_batches_are_acknowledged_at_once() {
+    let ix = share(2_000, true);
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::<Vec<u8>>::new(
+        Rebuilt::default(),
+        ReceiverConfig::default(),
+        Some("this browser has no IndexedDB".into()),
+    );
+    r.channel_opened();
+    pump(&mut sender, &ix, &mut r, None);
+    assert!(r.poll_write().is_none());
+    assert!(r.progress().complete);
+    assert_eq!(sender.acked(), ix.log_end());
+}

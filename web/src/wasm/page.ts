@@ -1,0 +1,49 @@
+// The page's side of the wasm module: loads it (lazily, once), opens the data link
+// to the sharer (signaling + the browser's RTCPeerConnection, in wasm) and starts
+// the index worker (./worker.ts, the other module that touches the wasm).
+
+import type { DataLink, DataLinkHandlers } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+
+export type { DataLink, DataLinkHandlers, LinkState } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+
+type WasmModule = typeof import('../../../core-wasm/pkg/linkfs_core_wasm.js');
+
+/** The page's wasm memory, for the figures in `linkfsStats`. */
+let pageWasmMemory: WebAssembly.Memory | null = null;
+let loading: Promise<WasmModule> | null = null;
+let loaded: WasmModule | null = null;
+
+/** Loads the wasm module on the page (once). */
+export function loadWasm(): Promise<WasmModule> {
+  loading ??= (async () => {
+    const wasm = await import('../../../core-wasm/pkg/linkfs_core_wasm.js');
+    const { default: wasmUrl } = await import('../../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url');
+    const exports = await wasm.default({ module_or_path: wasmUrl });
+    pageWasmMemory = exports.memory;
+    loaded = wasm;
+    return wasm;
+  })();
+  return loading;
+}
+
+/** Opens the data link to the sharer of `link` (the page's origin + fragment). */
+export async function openDataLink(link: string, handlers: DataLinkHandlers): Promise<DataLink> {
+  const wasm = await loadWasm();
+  return new wasm.DataLink(link, handlers);
+}
+
+/** Decodes the protocol's test vectors with this page's wasm build; returns how many. */
+export function wasmSelfTest(): number {
+  if (loaded === null) throw new Error('the wasm module is not loaded yet');
+  return loaded.selfTest();
+}
+
+/** Bytes of the page's wasm memory (0 before it is loaded). */
+export function pageWasmMemoryBytes(): number {
+  return pageWasmMemory?.buffer.byteLength ?? 0;
+}
+
+/** Starts the index worker. */
+export function startIndexWorker(): Worker {
+  return new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: 'linkfs-index' });
+}
