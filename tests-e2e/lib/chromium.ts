@@ -1,5 +1,5 @@
 // Launches the system Chromium through playwright-core, one fresh profile per browser,
-// with the flags that work on this machine (see shared/MACHINE-NOTES.md), and forwards
+// with the flags that work on this machine (see docs/webrtc-notes.md), and forwards
 // what goes wrong in its pages to our log.
 
 import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';

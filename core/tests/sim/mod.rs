@@ -1,4 +1,4 @@
-//! Two peers in memory over a simulated network (STYLE #5): a sharer shell with
+//! Two peers in memory over a simulated network (docs/code-style.md): a sharer shell with
 //! files in memory and a receiver shell, joined by links that can lose,
 //! duplicate, delay and reorder frames. `progress` runs both sides until
 //! nothing is left to do or the time limit passes.

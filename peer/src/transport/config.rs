@@ -2,7 +2,7 @@
 //! its send-buffer limit, socket buffers and how long it may take to open.
 //!
 //! The defaults are the settings measured to work on this project's machines
-//! (`shared/MACHINE-NOTES.md`, and `linkfs-bench-channel`): explicit bind addresses (a
+//! (`docs/webrtc-notes.md`, and `linkfs-bench-channel`): explicit bind addresses (a
 //! wildcard bind makes webrtc-rs skip loopback candidates), native mDNS off (its socket
 //! fails where there is no multicast route), a send-buffer limit small enough that
 //! Chromium's 128 KiB UDP receive buffer never overflows (32 KiB toward browsers,

@@ -1,0 +1,37 @@
+//! The signaling machines fed anything a relay (or a guest through it) could send:
+//! no panic, and the bounds hold (visitors admitted, actions per input).
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use linkfs_core::{GuestSignaling, HostAction, HostSignaling, IceCandidate, ShareLink};
+use linkfs_proto::signal::PeerId;
+
+const MAX_VISITORS: usize = 3;
+
+fuzz_target!(|data: &[u8]| {
+    let link = ShareLink::generate("http://127.0.0.1:1", [5; 26]);
+    let mut guest = GuestSignaling::new(&link, [1; 16]);
+    let mut host = HostSignaling::new(&link, MAX_VISITORS, [2; 16]);
+    for (i, chunk) in data.split(|b| *b == 0xfe).enumerate() {
+        let Ok(text) = std::str::from_utf8(chunk) else { continue };
+        guest.handle_relay_text(text);
+        host.handle_relay_text(text);
+        match i % 5 {
+            0 => guest.offer_made("v=0".into()),
+            1 => guest.answer_applied(),
+            2 => guest.local_candidate(IceCandidate {
+                candidate: text.into(),
+                sdp_mid: None,
+                sdp_mline_index: Some(0),
+            }),
+            3 => host.visitor_ended(PeerId(i as u32 % 7)),
+            _ => host.answer_made(PeerId(i as u32 % 7), "v=0".into()),
+        }
+        let guest_actions = std::iter::from_fn(|| guest.poll_action()).count();
+        assert!(guest_actions <= 2 + 64, "{guest_actions} guest actions for one input");
+        for action in std::iter::from_fn(|| host.poll_action()) {
+            if let HostAction::Answer { .. } = action {
+                assert!(host.admitted() <= MAX_VISITORS);
+            }
+        }
+    }
+});
