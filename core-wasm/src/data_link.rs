@@ -221,8 +221,9 @@ impl DataLink {
         crate::install_panic_hook();
         let link = ShareLink::parse(link).map_err(|e| JsError::new(&e.to_string()))?;
         let mut seed = [0u8; 16];
-        getrandom::getrandom(&mut seed)
-            .map_err(|_| JsError::new("this browser has no secure random numbers (crypto.getRandomValues)"))?;
+        getrandom::getrandom(&mut seed).map_err(|_| {
+            JsError::new("this browser has no secure random numbers (crypto.getRandomValues)")
+        })?;
         let ws = WebSocket::new(&link.signal_url(Role::Guest))
             .map_err(|_| JsError::new("could not open a WebSocket to the relay"))?;
         let inner = Rc::new(RefCell::new(Inner {

@@ -86,8 +86,7 @@ impl ReceiverSession {
             // Whatever is there is not usable: start clean.
             let _ = s.clear().await;
         }
-        let receiver =
-            PersistentReceiver::new(rebuilt, ReceiverConfig::default(), storage_problem);
+        let receiver = PersistentReceiver::new(rebuilt, ReceiverConfig::default(), storage_problem);
         ReceiverSession {
             inner: Rc::new(RefCell::new(Inner {
                 store,
@@ -224,7 +223,11 @@ impl ReceiverSession {
 
     pub fn entry(&self, id: u32) -> Result<Option<Ts<EntryRow>>, JsError> {
         let i = self.inner.borrow();
-        let row = i.receiver.index().get(EntryId(id)).map(|e| EntryRow::of(&e));
+        let row = i
+            .receiver
+            .index()
+            .get(EntryId(id))
+            .map(|e| EntryRow::of(&e));
         Ok(row.map(|r| r.into_ts()).transpose()?)
     }
 

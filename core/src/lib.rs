@@ -39,13 +39,13 @@ pub mod sim;
 
 pub use index::{EntryRef, Index, IndexError, SortKey};
 pub use link::{LinkError, ShareLink, ShareSecret};
-pub use receiver::{
-    BatchBytes, EndReason, FailureKind, Progress, ReadFailure, ReadHandle, Receiver,
-    ReceiverConfig, ReceiverEvent, StartReadError,
-};
 pub use persist::{
     PersistentReceiver, Rebuilt, StoreOp, StoreWrite, StoredEvent, StoredFrame, StoredProgress,
     StoredState, rebuild,
+};
+pub use receiver::{
+    BatchBytes, EndReason, FailureKind, Progress, ReadFailure, ReadHandle, Receiver,
+    ReceiverConfig, ReceiverEvent, StartReadError,
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use sender::{IoFailure, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError};

@@ -35,12 +35,12 @@ use std::collections::VecDeque;
 
 use linkfs_proto::{BatchReader, EntryId, Epoch, Seq};
 
+use crate::Millis;
 use crate::index::{Index, IndexError};
 use crate::receiver::{
     BatchBytes, EndReason, ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
     StartReadError,
 };
-use crate::Millis;
 
 /// What the store says about the batches it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+mod common;
+
 const LINKFS: &str = env!("CARGO_BIN_EXE_linkfs");
-const GEN_TREE: &str = env!("CARGO_BIN_EXE_linkfs-gen-tree");
 
 struct TempDir(PathBuf);
 
@@ -227,7 +228,8 @@ fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
 /// big random file) plus 2,000 generated files. Every mtime is a whole second.
 fn fixture(root: &Path, big: usize) {
     let out = sh(&format!(
-        "{GEN_TREE} --files 2000 --big-dir 300 --seed 7 --out '{}'",
+        "{} --files 2000 --big-dir 300 --seed 7 --out '{}'",
+        common::tool("linkfs-gen-tree").display(),
         root.display()
     ));
     assert!(out.contains("\"files\":2000"), "{out}");

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+mod common;
+
 use linkfs_peer::walk::{WalkOptions, WalkSummary, WalkedEntry, Walker};
 use linkfs_proto::{EntryId, EntryKind};
 
@@ -738,7 +740,7 @@ fn other_filesystems_are_entered_unless_asked_not_to() {
 fn walks_a_generated_tree_to_the_generators_own_figures() {
     let tmp = TempDir::new("generated");
     let out = tmp.0.join("gen");
-    let run = Command::new(env!("CARGO_BIN_EXE_linkfs-gen-tree"))
+    let run = Command::new(common::tool("linkfs-gen-tree"))
         .args([
             "--files",
             "3000",

@@ -19,7 +19,13 @@ fn share(files: u32, sizes_scatter: bool) -> ShareIndex {
         } else {
             3
         };
-        all.push(entry(i + 1, 0, EntryKind::File, &format!("file {i:06}"), size));
+        all.push(entry(
+            i + 1,
+            0,
+            EntryKind::File,
+            &format!("file {i:06}"),
+            size,
+        ));
     }
     for (id, parent, kind, name, size) in &all {
         ix.push(&NewEntry {
@@ -126,7 +132,11 @@ fn batches_are_acknowledged_only_after_their_write_commits() {
     store.apply(first);
     r.write_done(Ok(()));
     pump(&mut sender, &ix, &mut r, None);
-    assert_eq!(sender.acked(), end, "acknowledged up to the committed write");
+    assert_eq!(
+        sender.acked(),
+        end,
+        "acknowledged up to the committed write"
+    );
     assert!(r.progress().persisted > 0);
     pump(&mut sender, &ix, &mut r, Some(&mut store));
     assert!(r.progress().complete);
@@ -152,7 +162,10 @@ fn a_stored_index_is_rebuilt_and_only_the_rest_is_sent() {
     let mut again = PersistentReceiver::new(rebuilt, ReceiverConfig::default(), None);
     let p = again.progress();
     assert_eq!((p.from_cache, p.received), (ix.entries(), ix.entries()));
-    assert!(p.complete, "a complete cache counts while no session is open");
+    assert!(
+        p.complete,
+        "a complete cache counts while no session is open"
+    );
     again.channel_opened();
     let mut sender = SenderSession::new(small_window());
     pump(&mut sender, &ix, &mut again, Some(&mut store));
@@ -211,7 +224,10 @@ fn rebuild_refuses_a_store_that_is_not_a_clean_prefix() {
         writes: 0,
     };
     short.frames.pop();
-    assert!(short.rebuilt().resume.is_none(), "ends before the state says");
+    assert!(
+        short.rebuilt().resume.is_none(),
+        "ends before the state says"
+    );
     let mut junk = Store {
         state: store.state,
         frames: store.frames.clone(),
@@ -219,8 +235,15 @@ fn rebuild_refuses_a_store_that_is_not_a_clean_prefix() {
     };
     junk.frames[0].1.truncate(5);
     let rebuilt = junk.rebuilt();
-    assert!(rebuilt.resume.is_none() && rebuilt.index.is_empty(), "a damaged batch");
-    assert!(rebuild(None, store.frames.iter().map(|(_, f)| f)).resume.is_none());
+    assert!(
+        rebuilt.resume.is_none() && rebuilt.index.is_empty(),
+        "a damaged batch"
+    );
+    assert!(
+        rebuild(None, store.frames.iter().map(|(_, f)| f))
+            .resume
+            .is_none()
+    );
 }
 
 #[test]

@@ -1,15 +1,17 @@
 //! The native receiver: what `linkfs mount`, `linkfs ls` and `linkfs get` share.
 //!
 //! ```text
-//!  link --connect (guest signaling, webrtc-rs offer)--> DataLink
-//!  DataLink --client (core Receiver in one select! loop)--> Client
+//!  link --connect (core's GuestSignaling, webrtc-rs offer)--> DataLink
+//!  DataLink --client (core Receiver in the drive loop)--> Client
 //!  Client: with_index (list, lookup, stat: local, no round trip)
 //!          read / read_blocking (entry id + offset + len, verified chunks)
 //!  mount: fuser over a Client;  get: files and folders written beneath --out
 //! ```
 //!
-//! The receiver logic is `linkfs-core`'s [`linkfs_core::Receiver`], exactly what
-//! the browser runs; this module adds only IO. The native index lives in memory
+//! The handshake is `linkfs-core`'s [`linkfs_core::GuestSignaling`] and the
+//! receiver logic its [`linkfs_core::Receiver`], exactly what the browser runs;
+//! this module adds only IO. Failures are typed ([`VisitError`], with a
+//! [`FailureKind`] the commands turn into exit codes). The native index lives in memory
 //! for the life of the command (no persistence: a native peer reconnects in under
 //! a second and the index of 1M entries arrives in seconds).
 
@@ -25,9 +27,7 @@ pub use client::{
 };
 pub use connect::connect;
 
-use linkfs_core::ShareLink;
-
-use linkfs_core::{EndReason, FailureKind, GuestFailure, LinkError};
+use linkfs_core::{EndReason, FailureKind, GuestFailure, LinkError, ShareLink};
 
 use crate::random::RandomError;
 use crate::relay_client::RelayClientError;

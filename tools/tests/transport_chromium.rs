@@ -2,10 +2,10 @@
 //! opens the linkfs channel to `linkfs-bench-channel --stdio-answerer` and receives
 //! 3 x 64 MiB through a `DataLink`. Ignored by default (it needs Node, playwright-core
 //! in the workspace's `node_modules` and `/usr/bin/chromium`); run it inside a private
-//! network namespace with a veth pair and a default route (see `transport.rs`):
+//! network namespace with a veth pair and a default route (`tests-e2e/run exec`):
 //!
 //! ```text
-//! cargo test -p linkfs-peer --test transport_chromium -- --ignored --nocapture
+//! cargo test -p linkfs-tools --test transport_chromium -- --ignored --nocapture
 //! ```
 //!
 //! It prints the bench's JSON figures (MB/s per run, UDP receive drops). For figures

@@ -4,7 +4,7 @@
 //! Run inside a private network namespace (see `peer/tests/transport.rs`):
 //!
 //! ```text
-//! cargo run --release -p linkfs-peer --bin linkfs-bench-channel -- --mib 200 --runs 3
+//! cargo run --release -p linkfs-tools --bin linkfs-bench-channel -- --mib 200 --runs 3
 //! ```
 //!
 //! Each run sends `--mib` MiB from the offerer to the answerer, split evenly over
