@@ -51,7 +51,7 @@ interface PendingRead {
 class WasmShare implements ShareApi {
   readonly rootId = 0;
   private readonly worker: Worker;
-  private connection: DataLink | null = null;
+  private dataLink: DataLink | null = null;
   private currentStatus: ConnectionStatus = { state: 'connecting', message: 'Opening the share…' };
   private currentProgress: IndexProgress = { received: 0, announced: 0, complete: false, persisted: 0, fromCache: 0 };
   private stats: ShareStats | null = null;
@@ -84,7 +84,7 @@ class WasmShare implements ShareApi {
   private readyWaiter: { resolve: () => void; reject: (e: Error) => void } | null = null;
 
   async connect(link: string): Promise<void> {
-    const connection = await openDataLink(link, {
+    const dataLink = await openDataLink(link, {
       onStatus: (state: LinkState, message: string) => this.onConnectionStatus(state, message),
       onOpen: () => {
         this.clearConnectTimer();
@@ -93,10 +93,10 @@ class WasmShare implements ShareApi {
       onFrame: (frame: ArrayBuffer) => this.post({ type: 'frame', frame }, [frame]),
       onClose: () => this.post({ type: 'channel-closed' }),
     });
-    this.connection = connection;
+    this.dataLink = dataLink;
     this.connectTimer = setTimeout(() => {
       if (this.currentStatus.state === 'connecting') {
-        connection.close();
+        dataLink.close();
         this.setStatus({
           state: 'error',
           message:
@@ -164,7 +164,7 @@ class WasmShare implements ShareApi {
       case 'send':
         for (const f of m.frames) {
           try {
-            this.connection?.send(new Uint8Array(f));
+            this.dataLink?.send(new Uint8Array(f));
           } catch {
             // The channel closed under us; the close handler reports it.
           }
@@ -187,7 +187,7 @@ class WasmShare implements ShareApi {
         } else {
           this.setStatus({ state: 'error', message: m.message });
         }
-        this.connection?.close();
+        this.dataLink?.close();
         return;
       case 'answer':
         this.queries.get(m.id)?.resolve(m.value);
@@ -280,7 +280,7 @@ class WasmShare implements ShareApi {
 
   close(): void {
     this.clearConnectTimer();
-    this.connection?.close();
+    this.dataLink?.close();
     this.worker.terminate();
   }
 }
