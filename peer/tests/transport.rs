@@ -16,11 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use linkfs_core::{GuestAction, GuestSignaling, HostAction, HostSignaling, ShareLink};
 use linkfs_peer::transport::{
     CloseReason, DataLink, Handshake, HandshakeEvent, IceCandidate, LinkError, NativeTuning,
     TransportConfig, TransportError, connect_in_process, is_from_native_peer,
 };
 use linkfs_proto::MAX_FRAME_LEN;
+use linkfs_proto::signal::{ClientToRelay, PeerId, RelayToClient};
 
 /// How long a side may take to notice the other side went away.
 const NOTICE_WITHIN: Duration = Duration::from_secs(5);
@@ -312,13 +314,49 @@ async fn split_halves_work_in_one_select_loop() {
         .unwrap();
 }
 
+/// What the relay does with a signaling machine's `Send`: the message, as the
+/// other side receives it from `from`.
+fn relayed(text: &str, from: PeerId) -> RelayToClient {
+    let Ok(ClientToRelay::Msg { data, .. }) = serde_json::from_str::<ClientToRelay>(text) else {
+        panic!("not a relay message: {text}");
+    };
+    RelayToClient::Msg { from, data }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn candidates_that_arrive_before_the_answer_are_kept() {
+async fn candidates_that_arrive_before_the_answer_are_held_until_it_is_applied() {
     let config = TransportConfig::loopback();
+    let link = ShareLink::generate("http://127.0.0.1:1", [3; 26]);
+    let mut guest = GuestSignaling::new(&link, [1; 16]);
+    let mut host = HostSignaling::new(&link, 4, [2; 16]);
+    let welcome = |peer| RelayToClient::Welcome {
+        peer,
+        ice_servers: Vec::new(),
+        max_message: 16 * 1024,
+    };
+    host.handle_relay(welcome(PeerId::HOST));
+    assert!(matches!(
+        host.poll_action(),
+        Some(HostAction::Registered { .. })
+    ));
+    guest.handle_relay(welcome(PeerId(1)));
+    assert!(matches!(
+        guest.poll_action(),
+        Some(GuestAction::MakeOffer { .. })
+    ));
+
     let (mut offerer, offer) = Handshake::offer(&config).await.unwrap();
+    guest.offer_made(offer);
+    let Some(GuestAction::Send(text)) = guest.poll_action() else {
+        panic!("the offer goes to the relay");
+    };
+    host.handle_relay(relayed(&text, PeerId(1)));
+    let Some(HostAction::Answer { peer, offer }) = host.poll_action() else {
+        panic!("the host admits the visitor");
+    };
     let (mut answerer, answer) = Handshake::answer(&config, &offer).await.unwrap();
 
-    // The answerer's candidates reach the offerer before its answer does.
+    // The answerer's first candidate reaches the guest before its answer does.
     let first = tokio::time::timeout(Duration::from_secs(5), answerer.next_event())
         .await
         .expect("a local candidate within 5 s")
@@ -329,8 +367,23 @@ async fn candidates_that_arrive_before_the_answer_are_kept() {
     assert_eq!(candidate.sdp_mid, None, "webrtc-rs's empty mid is dropped");
     assert_eq!(candidate.sdp_mline_index, Some(0));
     assert!(candidate.candidate.starts_with("candidate:"));
+    host.local_candidate(peer, candidate.clone());
+    host.answer_made(peer, answer);
+    while let Some(HostAction::Send(text)) = host.poll_action() {
+        guest.handle_relay(relayed(&text, PeerId::HOST));
+    }
+    // The machine held the candidate: only the answer comes out.
+    let Some(GuestAction::ApplyAnswer { sdp }) = guest.poll_action() else {
+        panic!("the answer is to be applied first");
+    };
+    assert_eq!(guest.poll_action(), None, "the early candidate is held");
+    offerer.apply_answer(&sdp).await.unwrap();
+    guest.answer_applied();
+    assert_eq!(
+        guest.poll_action(),
+        Some(GuestAction::AddCandidate(candidate.clone()))
+    );
     offerer.add_remote_candidate(candidate).await.unwrap();
-    offerer.apply_answer(&answer).await.unwrap();
 
     let (a, mut b) = trade_candidates_until_open(&mut offerer, &mut answerer).await;
     a.send(Bytes::from_static(b"hello")).await.unwrap();
