@@ -16,8 +16,8 @@ use std::rc::Rc;
 
 use js_sys::{Array, Function, Uint8Array};
 use linkfs_core::{
-    EndReason, Millis, PersistentReceiver, ReadHandle, ReceiverConfig, SortKey, StoredEvent,
-    rebuild,
+    EndReason, Millis, PersistentReceiver, ReadEvent, ReadHandle, ReceiverConfig, SortKey,
+    StoredEvent, rebuild,
 };
 use linkfs_proto::EntryId;
 use tsify::{Ts, Tsify as _};
@@ -297,17 +297,17 @@ fn copy_in(frame: &JsValue) -> Vec<u8> {
 fn event_of(event: StoredEvent, refusals_logged: &mut u64) -> Option<SessionEvent> {
     Some(match event {
         StoredEvent::Reset => SessionEvent::Reset,
-        StoredEvent::ReadData {
+        StoredEvent::Read(ReadEvent::Data {
             handle,
             offset,
             data,
-        } => SessionEvent::Data {
+        }) => SessionEvent::Data {
             handle: handle.0,
             offset: offset as f64,
             bytes: data,
         },
-        StoredEvent::ReadDone { handle } => SessionEvent::Done { handle: handle.0 },
-        StoredEvent::ReadFailed { handle, error } => SessionEvent::Failed {
+        StoredEvent::Read(ReadEvent::Done { handle }) => SessionEvent::Done { handle: handle.0 },
+        StoredEvent::Read(ReadEvent::Failed { handle, error }) => SessionEvent::Failed {
             handle: handle.0,
             message: error.to_string(),
         },

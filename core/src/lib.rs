@@ -44,7 +44,7 @@ pub use persist::{
     StoredState, rebuild,
 };
 pub use receiver::{
-    BatchBytes, EndReason, FailureKind, Progress, ReadFailure, ReadHandle, Receiver,
+    BatchBytes, EndReason, FailureKind, Progress, ReadEvent, ReadFailure, ReadHandle, Receiver,
     ReceiverConfig, ReceiverEvent, StartReadError,
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};

@@ -38,7 +38,7 @@ use linkfs_proto::{BatchReader, EntryId, Epoch, Seq};
 use crate::Millis;
 use crate::index::{Index, IndexError};
 use crate::receiver::{
-    BatchBytes, EndReason, ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
+    BatchBytes, EndReason, ReadEvent, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
     StartReadError,
 };
 
@@ -128,19 +128,8 @@ pub fn rebuild<B: AsRef<[u8]>>(
 pub enum StoredEvent {
     /// The sharer started a fresh snapshot: whatever was shown is gone.
     Reset,
-    /// Verified bytes of a read, in order.
-    ReadData {
-        handle: ReadHandle,
-        offset: u64,
-        data: Vec<u8>,
-    },
-    ReadDone {
-        handle: ReadHandle,
-    },
-    ReadFailed {
-        handle: ReadHandle,
-        error: ReadFailure,
-    },
+    /// A read made progress, finished or failed.
+    Read(ReadEvent),
     /// An index operation from the sharer was not valid and was skipped.
     Refused(IndexError),
     Ended {
@@ -340,21 +329,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
                         }
                     }
                 }
-                ReceiverEvent::ReadData {
-                    handle,
-                    offset,
-                    data,
-                } => self.events.push_back(StoredEvent::ReadData {
-                    handle,
-                    offset,
-                    data,
-                }),
-                ReceiverEvent::ReadDone { handle } => {
-                    self.events.push_back(StoredEvent::ReadDone { handle })
-                }
-                ReceiverEvent::ReadFailed { handle, error } => self
-                    .events
-                    .push_back(StoredEvent::ReadFailed { handle, error }),
+                ReceiverEvent::Read(r) => self.events.push_back(StoredEvent::Read(r)),
                 ReceiverEvent::Ended { reason } => {
                     self.events.push_back(StoredEvent::Ended { reason })
                 }

@@ -188,21 +188,28 @@ pub enum ReceiverEvent {
         persist: Option<BatchBytes>,
         refused: Vec<IndexError>,
     },
-    /// Verified bytes of a read, in order.
-    ReadData {
+    /// A read made progress, finished or failed.
+    Read(ReadEvent),
+    Ended {
+        reason: EndReason,
+    },
+}
+
+/// What happened to one read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadEvent {
+    /// Verified bytes, in order.
+    Data {
         handle: ReadHandle,
         offset: u64,
         data: Vec<u8>,
     },
-    ReadDone {
+    Done {
         handle: ReadHandle,
     },
-    ReadFailed {
+    Failed {
         handle: ReadHandle,
         error: ReadFailure,
-    },
-    Ended {
-        reason: EndReason,
     },
 }
 
@@ -593,7 +600,8 @@ impl Receiver {
         let handle = ReadHandle(self.next_handle);
         self.next_handle = self.next_handle.wrapping_add(1).max(1);
         if len == 0 {
-            self.events.push_back(ReceiverEvent::ReadDone { handle });
+            self.events
+                .push_back(ReceiverEvent::Read(ReadEvent::Done { handle }));
             return Ok(handle);
         }
         self.jobs.insert(
@@ -642,7 +650,7 @@ impl Receiver {
     fn fail_job(&mut self, handle: ReadHandle, error: ReadFailure) {
         if self.drop_job(handle) {
             self.events
-                .push_back(ReceiverEvent::ReadFailed { handle, error });
+                .push_back(ReceiverEvent::Read(ReadEvent::Failed { handle, error }));
         }
     }
 
@@ -703,15 +711,16 @@ impl Receiver {
         while let Some(data) = job.pending.remove(&job.delivered) {
             let at = job.delivered;
             job.delivered += data.len() as u64;
-            self.events.push_back(ReceiverEvent::ReadData {
+            self.events.push_back(ReceiverEvent::Read(ReadEvent::Data {
                 handle,
                 offset: at,
                 data,
-            });
+            }));
         }
         if job.delivered >= job.end {
             self.jobs.remove(&handle);
-            self.events.push_back(ReceiverEvent::ReadDone { handle });
+            self.events
+                .push_back(ReceiverEvent::Read(ReadEvent::Done { handle }));
         }
     }
 

@@ -66,11 +66,11 @@ impl Visitor {
             match ev {
                 StoredEvent::Reset => self.fresh_starts += 1,
                 StoredEvent::Refused(e) => self.refused_ops.push(e),
-                StoredEvent::ReadData {
+                StoredEvent::Read(ReadEvent::Data {
                     handle,
                     offset,
                     data,
-                } => {
+                }) => {
                     let buf = self.reads.entry(handle).or_default();
                     assert_eq!(
                         buf.len() as u64 + first_offset(offset, buf),
@@ -79,8 +79,10 @@ impl Visitor {
                     );
                     buf.extend_from_slice(&data);
                 }
-                StoredEvent::ReadDone { handle } => self.done.push(handle),
-                StoredEvent::ReadFailed { handle, error } => self.failed.push((handle, error)),
+                StoredEvent::Read(ReadEvent::Done { handle }) => self.done.push(handle),
+                StoredEvent::Read(ReadEvent::Failed { handle, error }) => {
+                    self.failed.push((handle, error))
+                }
                 StoredEvent::Ended { reason } => self.ended = Some(reason),
                 _ => {}
             }

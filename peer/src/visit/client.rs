@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use linkfs_core::{
-    EndReason, Index, Millis, ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
-    StartReadError,
+    EndReason, Index, Millis, ReadEvent, ReadFailure, ReadHandle, Receiver, ReceiverConfig,
+    ReceiverEvent, StartReadError,
 };
 use linkfs_proto::EntryId;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -407,17 +407,17 @@ impl DrivenSession for ClientSession {
             while let Some(event) = r.poll_event() {
                 match event {
                     ReceiverEvent::Applied { refused, .. } => refusals.extend(refused),
-                    ReceiverEvent::ReadData { handle, data, .. } => {
+                    ReceiverEvent::Read(ReadEvent::Data { handle, data, .. }) => {
                         if let Some(open) = self.reads.get_mut(&handle) {
                             open.data.extend_from_slice(&data);
                         }
                     }
-                    ReceiverEvent::ReadDone { handle } => {
+                    ReceiverEvent::Read(ReadEvent::Done { handle }) => {
                         if let Some(open) = self.reads.remove(&handle) {
                             let _ = open.reply.send(Ok(open.data));
                         }
                     }
-                    ReceiverEvent::ReadFailed { handle, error } => {
+                    ReceiverEvent::Read(ReadEvent::Failed { handle, error }) => {
                         if let Some(open) = self.reads.remove(&handle) {
                             let _ = open.reply.send(Err(ReadError::Failed(error)));
                         }
