@@ -2,7 +2,7 @@
 //! panic, and no read ever delivers bytes that failed their check.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use linkfs_core::{Index, Millis, Receiver, ReceiverConfig, ReceiverEvent};
+use linkfs_core::{Index, Millis, ReadEvent, Receiver, ReceiverConfig, ReceiverEvent};
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Receiver::new(ReceiverConfig::default(), Index::new(), None);
@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
         r.handle_frame(Millis(n as u64), frame);
         while r.poll_transmit(Millis(n as u64)).is_some() {}
         while let Some(ev) = r.poll_event() {
-            if let ReceiverEvent::ReadData { .. } = ev {
+            if let ReceiverEvent::Read(ReadEvent::Data { .. }) = ev {
                 panic!("no read was started, so no data may be delivered");
             }
         }
