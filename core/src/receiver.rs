@@ -492,7 +492,7 @@ impl Receiver {
         match self.index.apply_batch(frame) {
             Ok((_, refused)) => {
                 self.next = header.end();
-                self.announced = self.announced.max(header.known);
+                self.announced = header.known;
                 if header.snapshot_complete {
                     self.complete = true;
                 }

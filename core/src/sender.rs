@@ -10,7 +10,11 @@
 //! ```
 //!
 //! Index batches are cut from the share's log at the session's cursor while the
-//! unacknowledged bytes stay under `window_bytes`. A batch that is not full is
+//! unacknowledged bytes stay under `window_bytes`. Each batch carries the
+//! current operations of the positions it covers (superseded ones are skipped,
+//! see `share_index`); an entry whose parent's latest state the receiver cannot
+//! have yet gets that parent (and its ancestors) sent ahead of it, so receivers
+//! always know a parent before its children. A batch that is not full is
 //! held back for at most `linger_ms` while the walk is still producing entries,
 //! so a fast walk fills batches instead of sending many small ones. The oldest
 //! unacknowledged batch is sent again after `retransmit_ms` (doubling up to
@@ -26,7 +30,7 @@
 //! Memory per session is bounded by `window_bytes` (unacknowledged batches)
 //! + `max_pending_io` chunks + `MAX_CONTROL_FRAMES` small frames.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use linkfs_proto::frame::{ReadChunk, encode_chunk_into};
 use linkfs_proto::{
@@ -170,6 +174,9 @@ pub struct SenderSession {
     io_in_flight: usize,
     chunks: VecDeque<Vec<u8>>,
     chunk_turn: bool,
+    /// Entries sent ahead of their place as some entry's ancestor, with the
+    /// position of the state sent (so that place is skipped).
+    early: HashMap<u32, u64>,
     stats: SenderStats,
     end_reason: Option<SessionError>,
 }
@@ -194,6 +201,7 @@ impl SenderSession {
             io_in_flight: 0,
             chunks: VecDeque::new(),
             chunk_turn: false,
+            early: HashMap::new(),
             stats: SenderStats::default(),
             end_reason: None,
         }
@@ -322,7 +330,9 @@ impl SenderSession {
                     return Err(SessionError::Version(h.version));
                 }
                 let start = match h.resume {
-                    Some((epoch, next)) if epoch == index.epoch() && next <= index.log_end() => {
+                    Some((epoch, next))
+                        if epoch == index.epoch() && index.can_resume_from(next) =>
+                    {
                         next
                     }
                     _ => Seq(0),
@@ -529,56 +539,110 @@ impl SenderSession {
             return false;
         }
         let end = index.log_end();
-        let snapshot_end = index.snapshot_end();
         if self.cursor >= end {
             self.pending_since = None;
-            // A last, possibly empty, batch tells the receiver the snapshot is complete.
-            return !self.complete_sent && snapshot_end.is_some_and(|s| s <= self.cursor);
+            // A last, possibly empty, batch tells the receiver it holds everything.
+            return !self.complete_sent && index.walk_done();
         }
-        let walking = snapshot_end.is_none();
-        if !walking || end.0 - self.cursor.0 >= self.config.linger_ops {
+        if index.walk_done() || end.0 - self.cursor.0 >= self.config.linger_ops {
             return true;
         }
         let since = *self.pending_since.get_or_insert(now);
         now.0 >= since.0 + self.config.linger_ms
     }
 
-    fn next_batch(&mut self, now: Millis, index: &ShareIndex) -> Vec<u8> {
-        let mut enc = BatchEncoder::new(self.cursor, self.config.batch_cap);
-        let end = index.log_end();
-        let mut seq = self.cursor;
-        while seq < end {
-            let Some(op) = index.op_at(seq) else { break };
-            let added = if op.is_remove() {
-                enc.push_remove(op.id())
-            } else if let Some(view) = index.view(op.id()) {
-                enc.push_upsert(&view)
-            } else {
-                // Removed since it was logged: its removal follows later in the log,
-                // so announcing the removal here keeps the receiver consistent.
-                enc.push_remove(op.id())
+    /// The ancestors of `id` the receiver cannot have in their current state
+    /// when the stream is at `pos` (their latest operation comes later and was
+    /// not sent ahead yet), root first.
+    fn unsent_ancestors(&self, index: &ShareIndex, id: EntryId, pos: Seq) -> Vec<EntryId> {
+        let mut chain = Vec::new();
+        let Some(mut a) = index.view(id).map(|v| v.parent) else {
+            return chain;
+        };
+        if id == EntryId::ROOT {
+            return chain;
+        }
+        // Parent chains are acyclic (the index refuses cycles); the bound is a guard.
+        for _ in 0..=index.next_id().0 {
+            let Some(last) = index.last_seq(a) else {
+                break;
             };
-            if !added {
+            if last < pos || self.early.get(&a.0) == Some(&last.0) {
                 break;
             }
-            seq = seq.advance(1);
+            chain.push(a);
+            if a == EntryId::ROOT {
+                break;
+            }
+            match index.view(a) {
+                Some(v) => a = v.parent,
+                None => break,
+            }
         }
-        let complete = index.snapshot_end().is_some_and(|s| s <= seq);
-        let frame = enc.finish(index.entries(), complete);
+        chain.reverse();
+        chain
+    }
+
+    fn next_batch(&mut self, now: Millis, index: &ShareIndex) -> Vec<u8> {
+        let mut enc = BatchEncoder::new(self.cursor, self.config.batch_cap);
+        // Where the batch ends: after the last operation taken, or the end of
+        // the log if every current operation up to it was taken.
+        let mut end = index.log_end();
+        let mut ops = 0u64;
+        'ops: for (seq, op) in index.ops_from(self.cursor) {
+            let id = op.id();
+            if op.is_remove() {
+                if !enc.push_remove(id) {
+                    end = seq;
+                    break;
+                }
+                self.early.remove(&id.0);
+                ops += 1;
+                continue;
+            }
+            if self.early.get(&id.0) == Some(&seq.0) {
+                // Sent ahead as an ancestor, in this very state.
+                self.early.remove(&id.0);
+                continue;
+            }
+            self.early.remove(&id.0);
+            for a in self.unsent_ancestors(index, id, seq) {
+                let (Some(view), Some(last)) = (index.view(a), index.last_seq(a)) else {
+                    continue;
+                };
+                if !enc.push_upsert(&view) {
+                    end = seq;
+                    break 'ops;
+                }
+                self.early.insert(a.0, last.0);
+                ops += 1;
+            }
+            let Some(view) = index.view(id) else {
+                continue;
+            };
+            if !enc.push_upsert(&view) {
+                end = seq;
+                break;
+            }
+            ops += 1;
+        }
+        let complete = index.walk_done() && end == index.log_end();
+        let span = end.0 - self.cursor.0;
+        let frame = enc.finish_span(index.entries(), complete, span);
         self.stats.batches_sent += 1;
         self.stats.batch_bytes_sent += frame.len() as u64;
-        self.stats.ops_sent += seq.0 - self.cursor.0;
+        self.stats.ops_sent += ops;
         if complete {
             self.complete_sent = true;
         }
         if self.unacked.is_empty() {
             self.oldest_sent_at = now;
         }
-        self.cursor = seq;
+        self.cursor = end;
         self.pending_since = None;
         self.unacked_bytes += frame.len();
         self.unacked.push_back(SentBatch {
-            end: seq,
+            end,
             frame: frame.clone(),
         });
         frame

@@ -1,11 +1,37 @@
-//! The sharer's index: every entry of the share and the log of index operations.
+//! The sharer's index: every entry of the share, and the log that senders stream.
 //!
-//! Entries are stored column-wise by dense id (the walk assigns 0, 1, 2 ... with
-//! parents first), names in one byte arena. The log is what senders stream:
-//! position `Seq(n)` is the n-th operation since the share started. The initial
-//! snapshot is the first operations (one upsert per entry as the walk finds it);
-//! later changes append upserts and removals. A receiver that holds the log up to
-//! some `Seq` of this epoch resumes from there.
+//! Entries are stored column-wise by id (the walk assigns 0, 1, 2 ... with
+//! parents first; entries found later get the next free id), names in one byte
+//! arena, and each directory keeps the ids of its children (sorted by name on
+//! demand, for lookups by path).
+//!
+//! # The log
+//!
+//! Every change is one operation at the next log position (`Seq`): an upsert of
+//! an entry (it was added, changed, renamed or moved: the entry keeps its id),
+//! or the removal of an entry (with everything under it). Each entry remembers
+//! the position of its latest operation; an older operation of the same entry
+//! is *superseded* and never sent again. So the log read from any position
+//! gives every entry that changed since then, once, in its current state, and
+//! the removals since then:
+//!
+//! - a receiver that held the share up to position `p` (and `p` is at or after
+//!   [`ShareIndex::horizon`]) gets exactly what changed after `p`;
+//! - a fresh receiver reads the log from 0: every live entry, once.
+//!
+//! Because operations are sent in their *current* state, an entry may be read
+//! before its parent's latest operation (it was moved into a folder created
+//! later). The sender sends such parents ahead of the entry ([`ShareIndex::last_seq`]
+//! says which ones the receiver cannot have yet), so a receiver always knows a
+//! parent before its children.
+//!
+//! # Bounds
+//!
+//! Superseded positions are dropped from memory once they outnumber the live
+//! ones (plus [`COMPACT_SLACK`]); their numbers stay taken. Removals are kept
+//! for resuming receivers, at most [`KEPT_REMOVALS`]; when older ones are
+//! dropped the horizon moves past them, and a receiver that held the share from
+//! before the horizon starts over with a fresh snapshot. Ids are never reused.
 //!
 //! Besides what goes on the wire, the sharer keeps what it needs to serve reads
 //! safely: the device and inode the walk saw and the mtime in nanoseconds, so a
@@ -15,6 +41,12 @@ use std::collections::HashMap;
 
 use linkfs_proto::batch::{MAX_NAME_LEN, MAX_TARGET_LEN};
 use linkfs_proto::{EntryId, EntryKind, EntryView, Epoch, Generation, ReadErrorCode, Seq};
+
+/// Removals remembered for receivers that resume: 100,000. A receiver further
+/// behind than the oldest one kept gets a fresh snapshot.
+pub const KEPT_REMOVALS: usize = 100_000;
+/// Superseded log positions tolerated beyond the live ones before compaction.
+pub const COMPACT_SLACK: usize = 65_536;
 
 /// An entry as the walk (or the watcher) found it.
 #[derive(Debug, Clone, Copy)]
@@ -44,7 +76,7 @@ pub struct ReadTarget {
     pub ino: u64,
 }
 
-/// Why an entry could not be added.
+/// Why an entry could not be added, changed or removed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ShareIndexError {
@@ -58,6 +90,12 @@ pub enum ShareIndexError {
     TargetTooLong { id: EntryId, len: usize, max: usize },
     #[error("the index is full ({0} entries)")]
     Full(usize),
+    #[error("entry {0} is not in the index")]
+    NoSuchEntry(EntryId),
+    #[error("moving folder {id} under {parent} would put it inside itself")]
+    Cycle { id: EntryId, parent: EntryId },
+    #[error("the shared folder itself cannot be moved or removed")]
+    Root,
 }
 
 /// One operation of the log: an entry id, with the top bit set for a removal.
@@ -89,6 +127,14 @@ const REMOVED: u8 = 4;
 /// Entry ids use 31 bits so the log can flag removals in the top bit.
 const MAX_ENTRIES: usize = (1 << 31) - 1;
 
+/// The children of one directory.
+#[derive(Debug, Default)]
+struct DirList {
+    ids: Vec<u32>,
+    /// `ids` is sorted by name bytes (for lookups).
+    sorted: bool,
+}
+
 /// The sharer's index. See the module docs.
 #[derive(Debug)]
 pub struct ShareIndex {
@@ -102,12 +148,22 @@ pub struct ShareIndex {
     mtime: Vec<i64>,
     mtime_nsec: Vec<u32>,
     mode: Vec<u16>,
-    generation: HashMap<u32, u32>,
     dev_ino: Vec<(u64, u64)>,
+    /// Position of each entry's latest operation.
+    last: Vec<u64>,
+    generation: HashMap<u32, u32>,
     targets: HashMap<u32, Box<[u8]>>,
+    dirs: HashMap<u32, DirList>,
+    dead_name_bytes: usize,
     live: u64,
-    log: Vec<LogOp>,
-    snapshot_end: Option<Seq>,
+    /// The log: positions (ascending) and their operations.
+    log_seq: Vec<u64>,
+    log_op: Vec<LogOp>,
+    next_seq: u64,
+    /// Removal operations in the log.
+    removals: usize,
+    horizon: u64,
+    walk_done: bool,
 }
 
 impl ShareIndex {
@@ -123,12 +179,19 @@ impl ShareIndex {
             mtime: Vec::new(),
             mtime_nsec: Vec::new(),
             mode: Vec::new(),
-            generation: HashMap::new(),
             dev_ino: Vec::new(),
+            last: Vec::new(),
+            generation: HashMap::new(),
             targets: HashMap::new(),
+            dirs: HashMap::new(),
+            dead_name_bytes: 0,
             live: 0,
-            log: Vec::new(),
-            snapshot_end: None,
+            log_seq: Vec::new(),
+            log_op: Vec::new(),
+            next_seq: 0,
+            removals: 0,
+            horizon: 0,
+            walk_done: false,
         }
     }
 
@@ -141,36 +204,55 @@ impl ShareIndex {
         self.live
     }
 
-    /// The id the next new entry must have.
+    /// The id the next new entry gets.
     pub fn next_id(&self) -> EntryId {
         EntryId(self.parent.len() as u32)
     }
 
     /// The end of the log: the `Seq` the next operation will get.
     pub fn log_end(&self) -> Seq {
-        Seq(self.log.len() as u64)
+        Seq(self.next_seq)
     }
 
-    pub fn op_at(&self, seq: Seq) -> Option<LogOp> {
-        usize::try_from(seq.0)
-            .ok()
-            .and_then(|i| self.log.get(i))
-            .copied()
+    /// The oldest position a receiver may resume from (see the module docs).
+    pub fn horizon(&self) -> Seq {
+        Seq(self.horizon)
     }
 
-    /// Marks the initial walk finished: everything before the current log end is the snapshot.
+    /// Whether a receiver that holds the share up to `position` can resume.
+    pub fn can_resume_from(&self, position: Seq) -> bool {
+        position.0 >= self.horizon && position.0 <= self.next_seq
+    }
+
+    /// Marks the initial walk finished.
     pub fn mark_snapshot_complete(&mut self) {
-        if self.snapshot_end.is_none() {
-            self.snapshot_end = Some(self.log_end());
+        self.walk_done = true;
+    }
+
+    /// Whether the initial walk has finished.
+    pub fn walk_done(&self) -> bool {
+        self.walk_done
+    }
+
+    /// Positions held in memory (live and superseded ones not yet compacted).
+    pub fn log_len(&self) -> usize {
+        self.log_seq.len()
+    }
+
+    fn check_new(&self, e: &NewEntry<'_>, id: EntryId) -> Result<(), ShareIndexError> {
+        if self.parent.len() >= MAX_ENTRIES {
+            return Err(ShareIndexError::Full(MAX_ENTRIES));
         }
+        if id != EntryId::ROOT && !self.is_live_dir(e.parent) {
+            return Err(ShareIndexError::BadParent {
+                id,
+                parent: e.parent,
+            });
+        }
+        check_lengths(e, id)
     }
 
-    /// Where the initial snapshot ends, once the walk has finished.
-    pub fn snapshot_end(&self) -> Option<Seq> {
-        self.snapshot_end
-    }
-
-    /// Adds a new entry (the next dense id) and logs its upsert.
+    /// Adds the entry the walk found (its id must be the next one) and logs it.
     pub fn push(&mut self, e: &NewEntry<'_>) -> Result<EntryId, ShareIndexError> {
         let expected = self.next_id();
         if e.id != expected {
@@ -179,30 +261,14 @@ impl ShareIndex {
                 got: e.id,
             });
         }
-        if self.parent.len() >= MAX_ENTRIES {
-            return Err(ShareIndexError::Full(MAX_ENTRIES));
-        }
-        let is_root = e.id == EntryId::ROOT;
-        if !is_root && !self.is_live_dir(e.parent) {
-            return Err(ShareIndexError::BadParent {
-                id: e.id,
-                parent: e.parent,
-            });
-        }
-        if e.name.len() > MAX_NAME_LEN {
-            return Err(ShareIndexError::NameTooLong {
-                id: e.id,
-                len: e.name.len(),
-                max: MAX_NAME_LEN,
-            });
-        }
-        if e.target.len() > MAX_TARGET_LEN {
-            return Err(ShareIndexError::TargetTooLong {
-                id: e.id,
-                len: e.target.len(),
-                max: MAX_TARGET_LEN,
-            });
-        }
+        self.add(e)
+    }
+
+    /// Adds a new entry under the next free id (`e.id` is ignored) and logs it.
+    pub fn add(&mut self, e: &NewEntry<'_>) -> Result<EntryId, ShareIndexError> {
+        let id = self.next_id();
+        self.check_new(e, id)?;
+        let is_root = id == EntryId::ROOT;
         self.parent.push(if is_root { 0 } else { e.parent.0 });
         self.kind.push(e.kind as u8);
         self.name_off.push(self.names.len() as u32);
@@ -214,12 +280,228 @@ impl ShareIndex {
         self.mtime_nsec.push(e.mtime_nsec);
         self.mode.push((e.mode & 0o7777) as u16);
         self.dev_ino.push((e.dev, e.ino));
+        self.last.push(0);
         if e.kind == EntryKind::Symlink {
-            self.targets.insert(e.id.0, e.target.into());
+            self.targets.insert(id.0, e.target.into());
+        }
+        if e.kind == EntryKind::Dir {
+            self.dirs.insert(id.0, DirList::default());
+        }
+        if !is_root {
+            self.link_child(e.parent.0, id.0);
         }
         self.live += 1;
-        self.log.push(LogOp::upsert(e.id));
-        Ok(e.id)
+        self.log(LogOp::upsert(id));
+        Ok(id)
+    }
+
+    /// Changes a live entry to what `e` says (`e.id` is ignored): contents,
+    /// attributes, name and place. The entry keeps its id; a file whose
+    /// contents may have changed (size, mtime, device or inode differ) gets a
+    /// new generation, so reads of the old version are refused. Returns whether
+    /// anything changed (nothing is logged otherwise).
+    pub fn update(&mut self, id: EntryId, e: &NewEntry<'_>) -> Result<bool, ShareIndexError> {
+        let i = self
+            .live_index(id)
+            .ok_or(ShareIndexError::NoSuchEntry(id))?;
+        check_lengths(e, id)?;
+        let is_root = id == EntryId::ROOT;
+        let old_parent = self.parent[i];
+        let moves = !is_root && (old_parent != e.parent.0 || self.name(i) != e.name);
+        if is_root && e.name != self.name(i) {
+            return Err(ShareIndexError::Root);
+        }
+        if moves {
+            if !self.is_live_dir(e.parent) {
+                return Err(ShareIndexError::BadParent {
+                    id,
+                    parent: e.parent,
+                });
+            }
+            if self.is_ancestor_or_self(id, e.parent) {
+                return Err(ShareIndexError::Cycle {
+                    id,
+                    parent: e.parent,
+                });
+            }
+        }
+        let old_kind = self.kind_of(i);
+        let size = if e.kind == EntryKind::Dir { 0 } else { e.size };
+        let target_changed = e.kind == EntryKind::Symlink
+            && self.targets.get(&id.0).map(|t| &t[..]) != Some(e.target);
+        let contents_changed = old_kind != e.kind
+            || (e.kind == EntryKind::File
+                && (self.size[i] != size
+                    || self.mtime[i] != e.mtime
+                    || self.mtime_nsec[i] != e.mtime_nsec
+                    || self.dev_ino[i] != (e.dev, e.ino)));
+        let attrs_changed = self.mtime[i] != e.mtime
+            || self.mode[i] != (e.mode & 0o7777) as u16
+            || self.dev_ino[i] != (e.dev, e.ino);
+        if !moves && !contents_changed && !attrs_changed && !target_changed {
+            return Ok(false);
+        }
+        if old_kind == EntryKind::Dir && e.kind != EntryKind::Dir {
+            self.remove_below(id);
+            self.dirs.remove(&id.0);
+        }
+        if e.kind == EntryKind::Dir && old_kind != EntryKind::Dir {
+            self.dirs.insert(id.0, DirList::default());
+        }
+        if moves {
+            self.unlink_child(old_parent, id.0);
+            if self.name(i) != e.name {
+                self.dead_name_bytes += usize::from(self.name_len[i]);
+                self.name_off[i] = self.names.len() as u32;
+                self.name_len[i] = e.name.len() as u16;
+                self.names.extend_from_slice(e.name);
+            }
+            self.parent[i] = e.parent.0;
+            self.link_child(e.parent.0, id.0);
+        }
+        self.kind[i] = e.kind as u8;
+        self.size[i] = size;
+        self.mtime[i] = e.mtime;
+        self.mtime_nsec[i] = e.mtime_nsec;
+        self.mode[i] = (e.mode & 0o7777) as u16;
+        self.dev_ino[i] = (e.dev, e.ino);
+        if e.kind == EntryKind::Symlink {
+            self.targets.insert(id.0, e.target.into());
+        } else {
+            self.targets.remove(&id.0);
+        }
+        if contents_changed {
+            let g = self.generation.entry(id.0).or_insert(0);
+            *g = g.wrapping_add(1);
+        }
+        self.log(LogOp::upsert(id));
+        Ok(true)
+    }
+
+    /// Removes a live entry and everything under it, and logs one removal.
+    /// Returns how many entries went.
+    pub fn remove(&mut self, id: EntryId) -> Result<u64, ShareIndexError> {
+        if id == EntryId::ROOT {
+            return Err(ShareIndexError::Root);
+        }
+        let i = self
+            .live_index(id)
+            .ok_or(ShareIndexError::NoSuchEntry(id))?;
+        let before = self.live;
+        if self.kind_of(i) == EntryKind::Dir {
+            self.remove_below(id);
+            self.dirs.remove(&id.0);
+        }
+        self.unlink_child(self.parent[i], id.0);
+        self.kill(i);
+        self.removals += 1;
+        self.log(LogOp::remove(id));
+        self.trim_removals();
+        Ok(before - self.live)
+    }
+
+    /// Marks everything below directory `dir` removed (no log operations: the
+    /// removal of an ancestor covers them).
+    fn remove_below(&mut self, dir: EntryId) {
+        let mut stack: Vec<u32> = self
+            .dirs
+            .get_mut(&dir.0)
+            .map(|d| std::mem::take(&mut d.ids))
+            .unwrap_or_default();
+        while let Some(c) = stack.pop() {
+            let i = c as usize;
+            if self.kind[i] & REMOVED != 0 {
+                continue;
+            }
+            if let Some(d) = self.dirs.remove(&c) {
+                stack.extend(d.ids);
+            }
+            self.kill(i);
+        }
+    }
+
+    fn kill(&mut self, i: usize) {
+        self.kind[i] |= REMOVED;
+        self.dead_name_bytes += usize::from(self.name_len[i]);
+        self.targets.remove(&(i as u32));
+        self.live -= 1;
+    }
+
+    fn log(&mut self, op: LogOp) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.last[op.id().index()] = seq;
+        self.log_seq.push(seq);
+        self.log_op.push(op);
+        if self.log_seq.len() > 2 * (self.live as usize + self.removals) + COMPACT_SLACK {
+            self.compact();
+        }
+    }
+
+    /// Whether the operation at position `seq` is the latest of its entry.
+    fn is_current(&self, seq: u64, op: LogOp) -> bool {
+        let i = op.id().index();
+        self.last.get(i) == Some(&seq) && (self.kind[i] & REMOVED != 0) == op.is_remove()
+    }
+
+    /// Drops superseded positions from memory.
+    fn compact(&mut self) {
+        let mut keep = 0;
+        for n in 0..self.log_seq.len() {
+            let (seq, op) = (self.log_seq[n], self.log_op[n]);
+            if self.is_current(seq, op) {
+                self.log_seq[keep] = seq;
+                self.log_op[keep] = op;
+                keep += 1;
+            }
+        }
+        self.log_seq.truncate(keep);
+        self.log_op.truncate(keep);
+        self.log_seq.shrink_to(keep + COMPACT_SLACK);
+        self.log_op.shrink_to(keep + COMPACT_SLACK);
+    }
+
+    /// Forgets the oldest removals beyond [`KEPT_REMOVALS`] and moves the
+    /// horizon past them.
+    fn trim_removals(&mut self) {
+        if self.removals <= KEPT_REMOVALS + KEPT_REMOVALS / 4 {
+            return;
+        }
+        let mut drop = self.removals - KEPT_REMOVALS;
+        let mut keep = 0;
+        for n in 0..self.log_seq.len() {
+            let (seq, op) = (self.log_seq[n], self.log_op[n]);
+            if !self.is_current(seq, op) {
+                continue;
+            }
+            if drop > 0 && op.is_remove() {
+                drop -= 1;
+                self.removals -= 1;
+                self.horizon = self.horizon.max(seq + 1);
+                // The entry stays removed; only its announcement is forgotten.
+                self.last[op.id().index()] = u64::MAX;
+                continue;
+            }
+            self.log_seq[keep] = seq;
+            self.log_op[keep] = op;
+            keep += 1;
+        }
+        self.log_seq.truncate(keep);
+        self.log_op.truncate(keep);
+    }
+
+    /// The current operations at or after `from`, in log order.
+    pub fn ops_from(&self, from: Seq) -> impl Iterator<Item = (Seq, LogOp)> + '_ {
+        let start = self.log_seq.partition_point(|s| *s < from.0);
+        (start..self.log_seq.len()).filter_map(move |n| {
+            let (seq, op) = (self.log_seq[n], self.log_op[n]);
+            self.is_current(seq, op).then_some((Seq(seq), op))
+        })
+    }
+
+    /// The position of a live entry's latest operation.
+    pub fn last_seq(&self, id: EntryId) -> Option<Seq> {
+        self.live_index(id).map(|i| Seq(self.last[i]))
     }
 
     fn live_index(&self, id: EntryId) -> Option<usize> {
@@ -235,14 +517,76 @@ impl ShareIndex {
             .is_some_and(|i| self.kind[i] & KIND_MASK == EntryKind::Dir as u8)
     }
 
+    /// Whether `id` is `of` or one of its ancestors.
+    fn is_ancestor_or_self(&self, id: EntryId, of: EntryId) -> bool {
+        let mut cur = of.0;
+        for _ in 0..=self.parent.len() {
+            if cur == id.0 {
+                return true;
+            }
+            if cur == 0 {
+                return false;
+            }
+            cur = self.parent[cur as usize];
+        }
+        true
+    }
+
     fn name(&self, i: usize) -> &[u8] {
         let off = self.name_off[i] as usize;
         &self.names[off..off + self.name_len[i] as usize]
     }
 
     fn kind_of(&self, i: usize) -> EntryKind {
-        // Only valid kinds are ever stored (see `push`).
+        // Only valid kinds are ever stored (see `add` and `update`).
         EntryKind::from_bits(self.kind[i] & KIND_MASK).unwrap_or(EntryKind::File)
+    }
+
+    fn link_child(&mut self, dir: u32, child: u32) {
+        let d = self.dirs.entry(dir).or_default();
+        d.ids.push(child);
+        d.sorted = false;
+    }
+
+    fn unlink_child(&mut self, dir: u32, child: u32) {
+        if let Some(d) = self.dirs.get_mut(&dir)
+            && let Some(at) = d.ids.iter().rposition(|c| *c == child)
+        {
+            // Order is kept, so a sorted list stays sorted.
+            d.ids.remove(at);
+        }
+    }
+
+    /// The live children of a directory, in no particular order.
+    pub fn children(&self, dir: EntryId) -> &[u32] {
+        self.dirs.get(&dir.0).map_or(&[], |d| &d.ids)
+    }
+
+    /// The child of `dir` named `name`, if any.
+    pub fn lookup_child(&mut self, dir: EntryId, name: &[u8]) -> Option<EntryId> {
+        let mut list = self.dirs.remove(&dir.0)?;
+        if !list.sorted {
+            list.ids
+                .sort_unstable_by(|a, b| self.name(*a as usize).cmp(self.name(*b as usize)));
+            list.sorted = true;
+        }
+        let found = list
+            .ids
+            .binary_search_by(|c| self.name(*c as usize).cmp(name))
+            .ok()
+            .map(|at| EntryId(list.ids[at]));
+        self.dirs.insert(dir.0, list);
+        found
+    }
+
+    /// Looks up a `/`-separated path relative to the root (empty: the root).
+    pub fn lookup(&mut self, path: &[u8]) -> Option<EntryId> {
+        let mut cur = EntryId::ROOT;
+        self.live_index(cur)?;
+        for part in path.split(|b| *b == b'/').filter(|p| !p.is_empty()) {
+            cur = self.lookup_child(cur, part)?;
+        }
+        Some(cur)
     }
 
     pub fn generation(&self, id: EntryId) -> Generation {
@@ -266,12 +610,19 @@ impl ShareIndex {
         })
     }
 
+    /// What the sharer last saw on disk for a live entry: (device, inode,
+    /// mtime nanoseconds), to tell a changed file from an unchanged one.
+    pub fn disk_identity(&self, id: EntryId) -> Option<(u64, u64, u32)> {
+        let i = self.live_index(id)?;
+        let (dev, ino) = self.dev_ino[i];
+        Some((dev, ino, self.mtime_nsec[i]))
+    }
+
     /// Path of a live entry relative to the root (`a/b/c`; empty for the root).
     pub fn relative_path(&self, id: EntryId) -> Option<Vec<u8>> {
         let mut parts = Vec::new();
         let mut cur = self.live_index(id)?;
-        // Parents always have lower ids than their children in the walk, but a
-        // rename may break that; the depth bound stops a corrupt chain.
+        // Moves keep the chain acyclic (see `update`); the bound stops a corrupt one.
         for _ in 0..self.parent.len() {
             if cur == 0 {
                 break;
@@ -346,73 +697,35 @@ impl ShareIndex {
             + self.mtime_nsec.capacity() * 4
             + self.mode.capacity() * 2
             + self.dev_ino.capacity() * 16
-            + self.log.capacity() * 4
+            + self.last.capacity() * 8
+            + self.log_seq.capacity() * 8
+            + self.log_op.capacity() * 4
+            + self
+                .dirs
+                .values()
+                .map(|d| d.ids.capacity() * 4 + 48)
+                .sum::<usize>()
             + self.targets.values().map(|t| t.len() + 32).sum::<usize>()
     }
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    pub(crate) fn entry<'a>(
-        id: u32,
-        parent: u32,
-        kind: EntryKind,
-        name: &'a [u8],
-        size: u64,
-    ) -> NewEntry<'a> {
-        NewEntry {
-            id: EntryId(id),
-            parent: EntryId(parent),
-            kind,
-            name,
-            size,
-            mtime: 1_700_000_000 + i64::from(id),
-            mtime_nsec: 0,
-            mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
-            target: b"",
-            dev: 1,
-            ino: u64::from(id) + 100,
-        }
+fn check_lengths(e: &NewEntry<'_>, id: EntryId) -> Result<(), ShareIndexError> {
+    if e.name.len() > MAX_NAME_LEN {
+        return Err(ShareIndexError::NameTooLong {
+            id,
+            len: e.name.len(),
+            max: MAX_NAME_LEN,
+        });
     }
-
-    #[test]
-    fn paths_and_read_targets() {
-        let mut ix = ShareIndex::new(Epoch(1));
-        ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
-        ix.push(&entry(1, 0, EntryKind::Dir, b"a", 0)).unwrap();
-        ix.push(&entry(2, 1, EntryKind::File, b"b.txt", 5)).unwrap();
-        assert_eq!(ix.relative_path(EntryId(2)).unwrap(), b"a/b.txt");
-        assert_eq!(ix.relative_path(EntryId(0)).unwrap(), b"");
-        let t = ix.read_target(EntryId(2), Generation(0)).unwrap();
-        assert_eq!((t.size, t.ino), (5, 102));
-        assert_eq!(
-            ix.read_target(EntryId(1), Generation(0)).unwrap_err().0,
-            ReadErrorCode::NotAFile
-        );
-        assert_eq!(
-            ix.read_target(EntryId(9), Generation(0)).unwrap_err().0,
-            ReadErrorCode::NoSuchEntry
-        );
-        assert_eq!(
-            ix.read_target(EntryId(2), Generation(3)).unwrap_err().0,
-            ReadErrorCode::Changed
-        );
+    if e.target.len() > MAX_TARGET_LEN {
+        return Err(ShareIndexError::TargetTooLong {
+            id,
+            len: e.target.len(),
+            max: MAX_TARGET_LEN,
+        });
     }
-
-    #[test]
-    fn ids_must_be_dense_and_parents_directories() {
-        let mut ix = ShareIndex::new(Epoch(1));
-        ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
-        assert!(matches!(
-            ix.push(&entry(5, 0, EntryKind::File, b"x", 0)),
-            Err(ShareIndexError::IdOutOfOrder { .. })
-        ));
-        ix.push(&entry(1, 0, EntryKind::File, b"f", 0)).unwrap();
-        assert!(matches!(
-            ix.push(&entry(2, 1, EntryKind::File, b"under-a-file", 0)),
-            Err(ShareIndexError::BadParent { .. })
-        ));
-    }
+    Ok(())
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

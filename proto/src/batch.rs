@@ -9,13 +9,15 @@
 //! u8    0x10                  frame type
 //! uv    first                 Seq of the first operation
 //! uv    known                 entries the sharer has found so far ("announced")
-//! u8    flags                 bit 0: the initial snapshot is complete at the end of this batch
-//!                             bit 1: everything after n_ops is one zstd frame
+//! u8    flags                 bit 0: the receiver is complete at the end of this batch
+//!                             bit 1: everything after n_ops (and span) is one zstd frame
+//!                             bit 2: span follows n_ops
 //! uv    first_id              id the first operation's implicit id starts from
 //! iv    base_mtime            seconds; the first operation's mtime delta is against this
 //! uv    n_modes  (<= 15)      permission modes used in this batch, each sent once
 //! uv*   modes
 //! uv    n_ops
+//! [uv   span]                 log positions the batch covers, if bit 2 (else n_ops)
 //! op*:
 //!   u8  head   bits 0-1 kind: 0 file, 1 dir, 2 symlink, 3 remove
 //!              bit  2   id is explicit (else: previous id + 1)
@@ -32,6 +34,13 @@
 //!   [uv target length, target]         symlinks only
 //! ```
 //! (`uv` is an unsigned LEB128 varint, `iv` a zigzag varint.)
+//!
+//! The span: a batch covers the log positions `first .. first + span`. Usually
+//! every position is one operation (span = n_ops, not sent). Once the share
+//! changes, positions whose operation was superseded by a later one are skipped
+//! (span > n_ops), and an entry's parents the receiver has not been sent yet go
+//! out ahead of it (span < n_ops is possible); the receiver's next position is
+//! `first + span` either way.
 //!
 //! The operations (not the header) are compressed with zstd when that makes the
 //! frame smaller: on real trees (`/usr`, a home folder) this takes a batch from
@@ -56,7 +65,7 @@ pub const MAX_TARGET_LEN: usize = 4096;
 /// Size of the mode table in a batch header.
 pub const MODE_TABLE_LEN: usize = 15;
 /// Upper bound of the header's encoded size; the encoder reserves it.
-const HEADER_MAX: usize = 1 + 10 + 10 + 1 + 10 + 10 + 1 + MODE_TABLE_LEN * 3 + 10;
+const HEADER_MAX: usize = 1 + 10 + 10 + 1 + 10 + 10 + 1 + MODE_TABLE_LEN * 3 + 10 + 10;
 /// Smallest byte cap a batch may be given: room for the largest possible operation.
 pub const MIN_BATCH_CAP: usize =
     HEADER_MAX + 2 * 10 + 10 + MAX_NAME_LEN + 10 + 10 + 10 + 10 + 10 + MAX_TARGET_LEN + 16;
@@ -67,6 +76,7 @@ const HEAD_GENERATION: u8 = 1 << 3;
 const MODE_EXPLICIT: u8 = 15;
 const FLAG_SNAPSHOT_COMPLETE: u8 = 1;
 const FLAG_ZSTD: u8 = 2;
+const FLAG_SPAN: u8 = 4;
 /// zstd level for batch bodies: level 3 gave 8.6-9.4 B/entry on real trees at
 /// about 80 ns per entry; higher levels buy under 10% for several times the CPU.
 #[cfg(feature = "zstd-encode")]
@@ -81,15 +91,18 @@ pub struct BatchHeader {
     pub first: Seq,
     /// Entries the sharer had found when it sent this batch.
     pub known: u64,
-    /// Every entry that existed when sharing began is at or before the end of this batch.
+    /// The receiver holds every entry of the share once it applied this batch
+    /// (the walk is over and the batch reached the end of the log).
     pub snapshot_complete: bool,
     pub ops: u32,
+    /// Log positions the batch covers (see the module docs).
+    pub span: u64,
 }
 
 impl BatchHeader {
-    /// The `Seq` after this batch's last operation.
+    /// The log position after this batch.
     pub fn end(&self) -> Seq {
-        self.first.advance(u64::from(self.ops))
+        Seq(self.first.0.saturating_add(self.span))
     }
 }
 
@@ -269,8 +282,16 @@ impl BatchEncoder {
         true
     }
 
-    /// The finished frame. `known` is how many entries the sharer has found so far.
+    /// The finished frame, covering as many log positions as it holds operations.
+    /// `known` is how many entries the sharer has found so far.
     pub fn finish(self, known: u64, snapshot_complete: bool) -> Vec<u8> {
+        let span = u64::from(self.n_ops);
+        self.finish_span(known, snapshot_complete, span)
+    }
+
+    /// The finished frame, covering `span` log positions (which may differ from
+    /// the number of operations; see the module docs).
+    pub fn finish_span(self, known: u64, snapshot_complete: bool, span: u64) -> Vec<u8> {
         let (body, compressed) = compress_body(self.body);
         let mut out = Vec::with_capacity(HEADER_MAX + body.len());
         out.push(FRAME_INDEX_BATCH);
@@ -283,6 +304,10 @@ impl BatchEncoder {
         if compressed {
             flags |= FLAG_ZSTD;
         }
+        let explicit_span = span != u64::from(self.n_ops);
+        if explicit_span {
+            flags |= FLAG_SPAN;
+        }
         out.push(flags);
         put_uvarint(&mut out, u64::from(self.first_id));
         put_ivarint(&mut out, self.base_mtime);
@@ -291,6 +316,9 @@ impl BatchEncoder {
             put_uvarint(&mut out, u64::from(*m));
         }
         put_uvarint(&mut out, u64::from(self.n_ops));
+        if explicit_span {
+            put_uvarint(&mut out, span);
+        }
         out.extend_from_slice(&body);
         out
     }
@@ -376,7 +404,7 @@ impl<'a> BatchReader<'a> {
         let known = r.uvarint()?;
         let flags_at = r.position();
         let flags = r.u8()?;
-        if flags & !(FLAG_SNAPSHOT_COMPLETE | FLAG_ZSTD) != 0 {
+        if flags & !(FLAG_SNAPSHOT_COMPLETE | FLAG_ZSTD | FLAG_SPAN) != 0 {
             return Err(DecodeError::Invalid {
                 at: flags_at,
                 what: "batch flags",
@@ -398,6 +426,11 @@ impl<'a> BatchReader<'a> {
         }
         let n_ops_at = r.position();
         let n_ops = r.uvarint()?;
+        let span = if flags & FLAG_SPAN != 0 {
+            r.uvarint()?
+        } else {
+            n_ops
+        };
         let body_at = r.position();
         let rest = r.rest();
         let body = if flags & FLAG_ZSTD != 0 {
@@ -417,6 +450,7 @@ impl<'a> BatchReader<'a> {
             known,
             snapshot_complete: flags & FLAG_SNAPSHOT_COMPLETE != 0,
             ops: n_ops as u32,
+            span,
         };
         Ok(BatchReader {
             body,

@@ -158,6 +158,7 @@ pub fn all() -> Vec<Vector> {
                     known: 3,
                     snapshot_complete: true,
                     ops: 4,
+                    span: 4,
                 },
                 ops: vec![
                     IndexOp::Upsert(Entry {
@@ -174,6 +175,42 @@ pub fn all() -> Vec<Vector> {
                     file(1, b"a.txt", 5, 1_700_000_001),
                     file(2, b"ab.txt", 300, 1_699_999_999),
                     IndexOp::Remove(EntryId(9)),
+                ],
+            },
+        },
+        Vector {
+            name: "index batch of changes, with a span",
+            // 10            type IndexBatch
+            // 64            first seq 100
+            // 03            known: 3 entries
+            // 04            flags: span follows
+            // 07            first id 7
+            // 80c49fd50c    base mtime 1700000000
+            // 01 a403       mode table: 0644
+            // 02            2 ops
+            // 09            span: 9 log positions (7 superseded ones skipped)
+            // 08|00|04 01 c|00|02|01    file, mode#0, generation follows | parent +0 | "c" | size 4 | mtime +0 | generation 1
+            // 07 04                     remove, explicit id: 10 = (7 + 1) + 2
+            hex: "10 64 03 04 07 80c49fd50c 01 a403 02 09 \
+                  08 00 00 01 63 04 00 01 \
+                  07 04",
+            message: Message::Batch {
+                header: BatchHeader {
+                    first: Seq(100),
+                    known: 3,
+                    snapshot_complete: false,
+                    ops: 2,
+                    span: 9,
+                },
+                ops: vec![
+                    IndexOp::Upsert(Entry {
+                        generation: Generation(1),
+                        ..match file(7, b"c", 4, 1_700_000_000) {
+                            IndexOp::Upsert(e) => e,
+                            IndexOp::Remove(_) => unreachable!("file() makes an upsert"),
+                        }
+                    }),
+                    IndexOp::Remove(EntryId(10)),
                 ],
             },
         },
@@ -255,7 +292,7 @@ pub fn check(v: &Vector) -> Result<(), String> {
                     return Err(fail("does not fit a batch"));
                 }
             }
-            enc.finish(header.known, header.snapshot_complete)
+            enc.finish_span(header.known, header.snapshot_complete, header.span)
         }
     };
     if encoded != bytes {

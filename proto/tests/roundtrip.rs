@@ -79,8 +79,10 @@ proptest! {
         first in 0u64..1 << 40,
         known in any::<u64>(),
         complete in any::<bool>(),
+        skipped in 0u64..3,
     ) {
         // Cut the ops into as many batches as the cap needs; all must come back.
+        // Each batch also claims `skipped` superseded log positions (its span).
         let mut decoded = Vec::new();
         let mut seq = Seq(first);
         let mut rest = &ops[..];
@@ -96,15 +98,18 @@ proptest! {
                 n += 1;
             }
             prop_assert!(n > 0, "a single op did not fit in an empty batch");
-            let frame = enc.finish(known, complete);
+            let span = n as u64 + skipped;
+            let frame = enc.finish_span(known, complete, span);
             prop_assert!(frame.len() <= cap, "{} > cap {}", frame.len(), cap);
             let (h, got) = decode_batch(&frame).unwrap();
             prop_assert_eq!(h.first, seq);
             prop_assert_eq!(h.ops as usize, n);
+            prop_assert_eq!(h.span, span);
+            prop_assert_eq!(h.end(), seq.advance(span));
             prop_assert_eq!(h.known, known);
             prop_assert_eq!(h.snapshot_complete, complete);
             decoded.extend(got);
-            seq = seq.advance(n as u64);
+            seq = seq.advance(span);
             rest = &rest[n..];
         }
         prop_assert_eq!(decoded, ops);

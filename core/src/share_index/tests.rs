@@ -1,0 +1,238 @@
+use super::*;
+
+pub(crate) fn entry<'a>(
+    id: u32,
+    parent: u32,
+    kind: EntryKind,
+    name: &'a [u8],
+    size: u64,
+) -> NewEntry<'a> {
+    NewEntry {
+        id: EntryId(id),
+        parent: EntryId(parent),
+        kind,
+        name,
+        size,
+        mtime: 1_700_000_000 + i64::from(id),
+        mtime_nsec: 0,
+        mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
+        target: b"",
+        dev: 1,
+        ino: u64::from(id) + 100,
+    }
+}
+
+/// root(0) / a(1) / b.txt(2), and c.txt(3) at the root.
+fn small() -> ShareIndex {
+    let mut ix = ShareIndex::new(Epoch(1));
+    ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
+    ix.push(&entry(1, 0, EntryKind::Dir, b"a", 0)).unwrap();
+    ix.push(&entry(2, 1, EntryKind::File, b"b.txt", 5)).unwrap();
+    ix.push(&entry(3, 0, EntryKind::File, b"c.txt", 7)).unwrap();
+    ix.mark_snapshot_complete();
+    ix
+}
+
+fn ops(ix: &ShareIndex, from: u64) -> Vec<(u64, u32, bool)> {
+    ix.ops_from(Seq(from))
+        .map(|(s, op)| (s.0, op.id().0, op.is_remove()))
+        .collect()
+}
+
+#[test]
+fn paths_and_read_targets() {
+    let ix = small();
+    assert_eq!(ix.relative_path(EntryId(2)).unwrap(), b"a/b.txt");
+    assert_eq!(ix.relative_path(EntryId(0)).unwrap(), b"");
+    let t = ix.read_target(EntryId(2), Generation(0)).unwrap();
+    assert_eq!((t.size, t.ino), (5, 102));
+    assert_eq!(
+        ix.read_target(EntryId(1), Generation(0)).unwrap_err().0,
+        ReadErrorCode::NotAFile
+    );
+    assert_eq!(
+        ix.read_target(EntryId(9), Generation(0)).unwrap_err().0,
+        ReadErrorCode::NoSuchEntry
+    );
+    assert_eq!(
+        ix.read_target(EntryId(2), Generation(3)).unwrap_err().0,
+        ReadErrorCode::Changed
+    );
+}
+
+#[test]
+fn ids_must_be_dense_and_parents_directories() {
+    let mut ix = ShareIndex::new(Epoch(1));
+    ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
+    assert!(matches!(
+        ix.push(&entry(5, 0, EntryKind::File, b"x", 0)),
+        Err(ShareIndexError::IdOutOfOrder { .. })
+    ));
+    ix.push(&entry(1, 0, EntryKind::File, b"f", 0)).unwrap();
+    assert!(matches!(
+        ix.push(&entry(2, 1, EntryKind::File, b"under-a-file", 0)),
+        Err(ShareIndexError::BadParent { .. })
+    ));
+}
+
+#[test]
+fn a_change_supersedes_the_older_operation_and_bumps_the_generation() {
+    let mut ix = small();
+    assert_eq!(
+        ops(&ix, 0),
+        [(0, 0, false), (1, 1, false), (2, 2, false), (3, 3, false)]
+    );
+    let mut changed = entry(2, 1, EntryKind::File, b"b.txt", 9);
+    changed.mtime += 10;
+    assert!(ix.update(EntryId(2), &changed).unwrap());
+    assert_eq!(ix.generation(EntryId(2)), Generation(1));
+    assert_eq!(ix.view(EntryId(2)).unwrap().size, 9);
+    // From 0: every live entry once, the changed one at its new position.
+    assert_eq!(
+        ops(&ix, 0),
+        [(0, 0, false), (1, 1, false), (3, 3, false), (4, 2, false)]
+    );
+    // A receiver that held everything up to 4 gets only the change.
+    assert_eq!(ops(&ix, 4), [(4, 2, false)]);
+    assert_eq!(ix.log_end(), Seq(5));
+    // The same state again changes nothing and logs nothing.
+    assert!(!ix.update(EntryId(2), &changed).unwrap());
+    assert_eq!(ix.log_end(), Seq(5));
+    // A mode change is logged but keeps the generation (the bytes are the same).
+    let mut chmod = changed;
+    chmod.mode = 0o600;
+    assert!(ix.update(EntryId(2), &chmod).unwrap());
+    assert_eq!(ix.generation(EntryId(2)), Generation(1));
+}
+
+#[test]
+fn a_move_keeps_the_id_and_changes_the_path() {
+    let mut ix = small();
+    assert!(
+        ix.update(EntryId(3), &entry(3, 1, EntryKind::File, b"moved.txt", 7))
+            .unwrap()
+    );
+    assert_eq!(ix.relative_path(EntryId(3)).unwrap(), b"a/moved.txt");
+    assert_eq!(
+        ix.generation(EntryId(3)),
+        Generation(0),
+        "a move alone keeps the bytes"
+    );
+    assert_eq!(ix.lookup(b"a/moved.txt"), Some(EntryId(3)));
+    assert_eq!(ix.lookup(b"c.txt"), None);
+    // A folder moved into itself is refused, and so is moving the root.
+    let mut d = ShareIndex::new(Epoch(1));
+    d.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
+    d.push(&entry(1, 0, EntryKind::Dir, b"x", 0)).unwrap();
+    d.push(&entry(2, 1, EntryKind::Dir, b"y", 0)).unwrap();
+    assert!(matches!(
+        d.update(EntryId(1), &entry(1, 2, EntryKind::Dir, b"x", 0)),
+        Err(ShareIndexError::Cycle { .. })
+    ));
+    assert!(matches!(
+        d.update(EntryId(0), &entry(0, 0, EntryKind::Dir, b"other", 0)),
+        Err(ShareIndexError::Root)
+    ));
+    assert!(matches!(d.remove(EntryId(0)), Err(ShareIndexError::Root)));
+}
+
+#[test]
+fn removing_a_folder_logs_one_removal_and_takes_its_subtree() {
+    let mut ix = small();
+    assert_eq!(ix.remove(EntryId(1)).unwrap(), 2);
+    assert_eq!(ix.entries(), 2);
+    assert!(
+        ix.view(EntryId(2)).is_none(),
+        "the file under it is gone too"
+    );
+    assert_eq!(ops(&ix, 0), [(0, 0, false), (3, 3, false), (4, 1, true)]);
+    assert_eq!(ops(&ix, 4), [(4, 1, true)]);
+    assert!(matches!(
+        ix.remove(EntryId(2)),
+        Err(ShareIndexError::NoSuchEntry(_))
+    ));
+    // The freed name can be taken by a new entry, with a new id.
+    let id = ix.add(&entry(0, 0, EntryKind::File, b"a", 1)).unwrap();
+    assert_eq!(id, EntryId(4));
+    assert_eq!(ix.lookup(b"a"), Some(EntryId(4)));
+}
+
+#[test]
+fn a_folder_that_becomes_a_file_loses_its_children() {
+    let mut ix = small();
+    assert!(
+        ix.update(EntryId(1), &entry(1, 0, EntryKind::File, b"a", 3))
+            .unwrap()
+    );
+    assert_eq!(ix.entries(), 3);
+    assert!(ix.view(EntryId(2)).is_none());
+    assert_eq!(ix.view(EntryId(1)).unwrap().kind, EntryKind::File);
+    assert!(matches!(
+        ix.add(&entry(0, 1, EntryKind::File, b"under", 1)),
+        Err(ShareIndexError::BadParent { .. })
+    ));
+}
+
+#[test]
+fn compaction_keeps_what_the_log_says() {
+    let mut ix = small();
+    // Many changes of one file: superseded positions pile up and are compacted.
+    for n in 0..(COMPACT_SLACK as u64 + 10) {
+        let mut e = entry(3, 0, EntryKind::File, b"c.txt", n);
+        e.mtime += n as i64;
+        ix.update(EntryId(3), &e).unwrap();
+    }
+    assert!(
+        ix.log_len() < COMPACT_SLACK + 20,
+        "{} positions kept",
+        ix.log_len()
+    );
+    let end = ix.log_end().0;
+    assert_eq!(
+        ops(&ix, 0),
+        [
+            (0, 0, false),
+            (1, 1, false),
+            (2, 2, false),
+            (end - 1, 3, false)
+        ]
+    );
+    assert!(ix.can_resume_from(Seq(5)), "no removal was forgotten");
+}
+
+#[test]
+fn forgotten_removals_move_the_horizon() {
+    let mut ix = ShareIndex::new(Epoch(1));
+    ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
+    let n = KEPT_REMOVALS + KEPT_REMOVALS / 4 + 10;
+    for k in 0..n {
+        let name = format!("f{k}");
+        let id = ix
+            .add(&entry(0, 0, EntryKind::File, name.as_bytes(), 1))
+            .unwrap();
+        ix.remove(id).unwrap();
+    }
+    assert!(ix.horizon() > Seq(0));
+    assert!(
+        !ix.can_resume_from(Seq(1)),
+        "too far behind: a fresh snapshot"
+    );
+    assert!(ix.can_resume_from(ix.log_end()));
+    let removals = ix.ops_from(Seq(0)).filter(|(_, op)| op.is_remove()).count();
+    assert!(removals <= KEPT_REMOVALS + KEPT_REMOVALS / 4);
+    assert_eq!(ix.entries(), 1);
+}
+
+#[test]
+fn lookups_follow_renames() {
+    let mut ix = small();
+    assert_eq!(ix.lookup(b"a/b.txt"), Some(EntryId(2)));
+    ix.update(EntryId(1), &entry(1, 0, EntryKind::Dir, b"renamed", 0))
+        .unwrap();
+    assert_eq!(ix.lookup(b"renamed/b.txt"), Some(EntryId(2)));
+    assert_eq!(ix.lookup(b"a/b.txt"), None);
+    assert_eq!(ix.lookup(b""), Some(EntryId::ROOT));
+    let mut kids: Vec<u32> = ix.children(EntryId::ROOT).to_vec();
+    kids.sort_unstable();
+    assert_eq!(kids, [1, 3]);
+}
