@@ -21,6 +21,8 @@
 //! - [`seal`] and [`link`]: share links and the sealing of signaling payloads
 //!   with a key derived from the link's secret.
 //!
+//! - [`settle::Settler`]: changes on disk settle before they are announced (a
+//!   per-path debounce and a periodic flush; a rescan when events were lost).
 //! - [`sim`]: a lossy, reordering simulated link and a deterministic PRNG, for
 //!   tests of anything that drives a session.
 //!
@@ -33,6 +35,7 @@ pub mod persist;
 pub mod receiver;
 pub mod seal;
 pub mod sender;
+pub mod settle;
 pub mod share_index;
 pub mod signaling;
 pub mod sim;
@@ -49,6 +52,7 @@ pub use receiver::{
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use sender::{IoFailure, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError};
+pub use settle::{Ready, SettleConfig, Settler};
 pub use share_index::{LogOp, NewEntry, ReadTarget, ShareIndex, ShareIndexError};
 pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
