@@ -207,9 +207,10 @@ mod tests {
         s.event(Millis(20), b"a");
         s.event(Millis(30), b"b");
         let out = run(&mut s, 30, 1_000);
+        // Ticks run from the first event: 110, 210, 310.
         assert_eq!(
             out,
-            vec![(300, Ready::Paths(vec![b"a".to_vec(), b"b".to_vec()]))]
+            vec![(310, Ready::Paths(vec![b"a".to_vec(), b"b".to_vec()]))]
         );
     }
 
