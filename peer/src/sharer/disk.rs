@@ -19,11 +19,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use std::os::unix::ffi::OsStringExt;
+
 use linkfs_core::{IoFailure, ReadIo, ReadTarget};
-use linkfs_proto::{EntryId, ReadErrorCode};
+use linkfs_proto::{EntryId, EntryKind, ReadErrorCode};
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat, openat2};
-use nix::sys::stat::Mode;
+use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, open, openat, openat2, readlinkat};
+use nix::sys::stat::{Mode, fstatat};
 
 /// Files kept open per receiver session (most recently used first).
 pub const OPEN_FILES: usize = 16;
@@ -53,6 +55,81 @@ impl ShareRoot {
         &self.path
     }
 
+    /// Opens a folder beneath the root (`rel` empty: the root itself), never
+    /// through a symlink or `..`.
+    fn open_dir_beneath(&self, rel: &[u8]) -> Result<OwnedFd, Errno> {
+        let rel = if rel.is_empty() { &b"."[..] } else { rel };
+        let rel_os = OsStr::from_bytes(rel);
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        match openat2(&self.dir, rel_os, how) {
+            Err(Errno::ENOSYS) => {
+                // Before Linux 5.6: one component at a time, none followed.
+                let mut fd = openat(&self.dir, ".", flags, Mode::empty())?;
+                for part in rel
+                    .split(|b| *b == b'/')
+                    .filter(|p| !p.is_empty() && *p != b".")
+                {
+                    if part == b".." {
+                        return Err(Errno::EXDEV);
+                    }
+                    fd = openat(&fd, OsStr::from_bytes(part), flags, Mode::empty())?;
+                }
+                Ok(fd)
+            }
+            other => other,
+        }
+    }
+
+    /// What is at `rel` beneath the root now (`None`: nothing shareable is
+    /// there: missing, a socket or device, or its path goes through a symlink).
+    pub fn lstat(&self, rel: &[u8]) -> io::Result<Option<DiskEntry>> {
+        let (parent, name) = match rel.iter().rposition(|b| *b == b'/') {
+            Some(at) => (&rel[..at], &rel[at + 1..]),
+            None => (&b""[..], rel),
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return Ok(None);
+        }
+        let dir = match self.open_dir_beneath(parent) {
+            Ok(fd) => fd,
+            Err(e) if gone(e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        stat_at(&dir, name)
+    }
+
+    /// The shared folder's own attributes now.
+    pub fn stat_root(&self) -> io::Result<Option<DiskEntry>> {
+        stat_at(&self.dir, b".")
+    }
+
+    /// The shareable entries of the folder at `rel` (empty: the root), by name.
+    /// `None` if it is not a folder beneath the root any more.
+    pub fn list(&self, rel: &[u8]) -> io::Result<Option<Vec<(Vec<u8>, DiskEntry)>>> {
+        let fd = match self.open_dir_beneath(rel) {
+            Ok(fd) => fd,
+            Err(e) if gone(e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let stat_fd = fd.try_clone()?;
+        let mut dir = nix::dir::Dir::from_fd(fd)?;
+        let mut out = Vec::new();
+        for item in dir.iter() {
+            let item = item?;
+            let name = item.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if let Some(e) = stat_at(&stat_fd, name)? {
+                out.push((name.to_vec(), e));
+            }
+        }
+        Ok(Some(out))
+    }
+
     fn open_beneath(&self, rel: &[u8]) -> Result<File, Errno> {
         let rel = OsStr::from_bytes(rel);
         let how = OpenHow::new()
@@ -72,6 +149,78 @@ impl ShareRoot {
     }
 }
 
+/// What the sharer finds on disk for one shareable entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskEntry {
+    pub kind: EntryKind,
+    /// Bytes for files, 0 for folders, the target's length for symlinks.
+    pub size: u64,
+    pub mtime: i64,
+    pub mtime_nsec: u32,
+    pub mode: u32,
+    pub dev: u64,
+    pub ino: u64,
+    /// Symlinks only.
+    pub target: Vec<u8>,
+}
+
+/// Errors that mean "not there (any more), or not beneath the root".
+fn gone(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV
+    )
+}
+
+fn stat_at(dir: &OwnedFd, name: &[u8]) -> io::Result<Option<DiskEntry>> {
+    let name = OsStr::from_bytes(name);
+    let st = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(e) if gone(e) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let kind = match st.st_mode & libc_mode::S_IFMT {
+        libc_mode::S_IFREG => EntryKind::File,
+        libc_mode::S_IFDIR => EntryKind::Dir,
+        libc_mode::S_IFLNK => EntryKind::Symlink,
+        // Sockets, fifos and devices are not shared.
+        _ => return Ok(None),
+    };
+    let target = if kind == EntryKind::Symlink {
+        match readlinkat(dir, name) {
+            Ok(t) => t.into_vec(),
+            Err(e) if gone(e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        Vec::new()
+    };
+    Ok(Some(DiskEntry {
+        kind,
+        size: match kind {
+            EntryKind::File => st.st_size.max(0) as u64,
+            EntryKind::Dir => 0,
+            EntryKind::Symlink => target.len() as u64,
+        },
+        mtime: st.st_mtime,
+        mtime_nsec: u32::try_from(st.st_mtime_nsec)
+            .unwrap_or(0)
+            .min(999_999_999),
+        mode: st.st_mode & 0o7777,
+        dev: st.st_dev,
+        ino: st.st_ino,
+        target,
+    }))
+}
+
+/// File type bits of `st_mode` (as in `<sys/stat.h>`).
+mod libc_mode {
+    pub const S_IFMT: u32 = 0o170_000;
+    pub const S_IFREG: u32 = 0o100_000;
+    pub const S_IFDIR: u32 = 0o040_000;
+    pub const S_IFLNK: u32 = 0o120_000;
+}
+
 fn changed(message: impl Into<String>) -> IoFailure {
     IoFailure {
         code: ReadErrorCode::Changed,
@@ -89,12 +238,12 @@ fn io_failure(what: &str, e: impl std::fmt::Display) -> IoFailure {
 fn check_same(meta: &std::fs::Metadata, t: &ReadTarget) -> Result<(), IoFailure> {
     if meta.dev() != t.dev || meta.ino() != t.ino {
         return Err(changed(
-            "the file was replaced since it was listed; reload to see the current version",
+            "the file was replaced on the sharer's disk since it was listed; the new version is on its way: read it again",
         ));
     }
     if meta.len() != t.size || meta.mtime() != t.mtime || meta.mtime_nsec() as u32 != t.mtime_nsec {
         return Err(changed(
-            "the file changed since it was listed; reload to see the current version",
+            "the file changed on the sharer's disk while it was read; the new version is on its way: read it again",
         ));
     }
     Ok(())

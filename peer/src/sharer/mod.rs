@@ -20,6 +20,7 @@
 mod disk;
 mod feed;
 mod host;
+pub mod reconcile;
 mod relay;
 mod serve;
 mod visitors;
@@ -34,7 +35,7 @@ use linkfs_proto::signal::IceServer;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use disk::{OPEN_FILES, ShareRoot};
+pub use disk::{DiskEntry, OPEN_FILES, ShareRoot};
 pub use feed::{WalkProgress, spawn_feed};
 pub use host::HostRelay;
 pub use relay::{RelayChoice, RelayInUse};

@@ -1,0 +1,415 @@
+//! Bringing the share index in line with the disk: for paths the watcher said
+//! changed ([`reconcile_paths`]), or for everything ([`rescan`]) when events
+//! were lost.
+//!
+//! Every path is looked at on disk (one `fstatat` beneath the shared root,
+//! never through a symlink) and compared with the index:
+//!
+//! - gone from disk: the entry (and anything under it) is removed;
+//! - new on disk: an entry is added; a new folder is listed, its subtree added
+//!   and watched (what is moved in from outside arrives whole);
+//! - changed: the entry is updated in place (a file whose contents may have
+//!   changed gets a new generation);
+//! - a path that disappeared and one that appeared in the same group with the
+//!   same device and inode is a **move**: the entry keeps its id (a moved
+//!   folder is one operation), and the folder's watches follow it;
+//! - a kind change (a file replaced by a folder of the same name) is a removal
+//!   and an addition: the new thing gets a new id.
+//!
+//! Paths the watcher named under a folder that moved in the same group are
+//! checked again after the moves: an entry is removed only if its path still
+//! leads to it and nothing is there on disk.
+
+use std::collections::HashMap;
+
+use linkfs_core::{NewEntry, ShareIndex};
+use linkfs_proto::{EntryId, EntryKind};
+
+use super::disk::{DiskEntry, ShareRoot};
+
+/// Who keeps the watches on folders (the folder watch, or nobody in tests).
+pub trait FolderWatches {
+    /// Starts watching the folder at `rel` (relative to the shared root).
+    fn watch(&self, rel: &[u8]);
+    /// Stops watching the folder that was at `rel`.
+    fn unwatch(&self, rel: &[u8]);
+}
+
+/// No watches (tests, or a share without watching).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoWatches;
+
+impl FolderWatches for NoWatches {
+    fn watch(&self, _rel: &[u8]) {}
+    fn unwatch(&self, _rel: &[u8]) {}
+}
+
+/// What one reconciliation changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReconcileStats {
+    pub added: u64,
+    pub updated: u64,
+    pub moved: u64,
+    pub removed: u64,
+    /// Paths that could not be read (permission denied, I/O errors): left as they were.
+    pub unreadable: u64,
+}
+
+impl ReconcileStats {
+    pub fn changes(&self) -> u64 {
+        self.added + self.updated + self.moved + self.removed
+    }
+}
+
+fn split(rel: &[u8]) -> (&[u8], &[u8]) {
+    match rel.iter().rposition(|b| *b == b'/') {
+        Some(at) => (&rel[..at], &rel[at + 1..]),
+        None => (&b""[..], rel),
+    }
+}
+
+fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut p = dir.to_vec();
+    if !p.is_empty() {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+fn new_entry<'a>(parent: EntryId, name: &'a [u8], d: &'a DiskEntry) -> NewEntry<'a> {
+    NewEntry {
+        id: EntryId::ROOT,
+        parent,
+        kind: d.kind,
+        name,
+        size: d.size,
+        mtime: d.mtime,
+        mtime_nsec: d.mtime_nsec,
+        mode: d.mode,
+        target: &d.target,
+        dev: d.dev,
+        ino: d.ino,
+    }
+}
+
+/// One reconciliation over the index.
+struct Reconciler<'a, W: FolderWatches> {
+    index: &'a mut ShareIndex,
+    root: &'a ShareRoot,
+    watches: &'a W,
+    stats: ReconcileStats,
+}
+
+impl<W: FolderWatches> Reconciler<'_, W> {
+    fn lstat(&mut self, rel: &[u8]) -> Option<Option<DiskEntry>> {
+        match self.root.lstat(rel) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::info!(path = %String::from_utf8_lossy(rel), error = %e, "cannot look at a changed path");
+                self.stats.unreadable += 1;
+                None
+            }
+        }
+    }
+
+    /// The folder `rel` in the index, adding it (and missing ancestors) from
+    /// disk if the watcher's events did not say so yet.
+    fn ensure_dir(&mut self, rel: &[u8]) -> Option<EntryId> {
+        if let Some(id) = self.index.lookup(rel) {
+            return self
+                .index
+                .view(id)
+                .is_some_and(|v| v.kind == EntryKind::Dir)
+                .then_some(id);
+        }
+        let (parent, name) = split(rel);
+        let parent_id = self.ensure_dir(parent)?;
+        match self.lstat(rel)?? {
+            d if d.kind == EntryKind::Dir => self.add(parent_id, rel, name, &d),
+            _ => None,
+        }
+    }
+
+    /// Adds what is at `rel` under `parent`; a folder is listed, added whole and watched.
+    fn add(&mut self, parent: EntryId, rel: &[u8], name: &[u8], d: &DiskEntry) -> Option<EntryId> {
+        let id = match self.index.add(&new_entry(parent, name, d)) {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::warn!(path = %String::from_utf8_lossy(rel), error = %e, "cannot add a new entry to the share");
+                return None;
+            }
+        };
+        self.stats.added += 1;
+        if d.kind == EntryKind::Dir {
+            self.watches.watch(rel);
+            self.add_subtree(id, rel);
+        }
+        Some(id)
+    }
+
+    /// Lists the new folder `rel` (entry `dir`) and adds everything below it.
+    fn add_subtree(&mut self, dir: EntryId, rel: &[u8]) {
+        let mut stack = vec![(dir, rel.to_vec())];
+        while let Some((dir, rel)) = stack.pop() {
+            let listing = match self.root.list(&rel) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::info!(path = %String::from_utf8_lossy(&rel), error = %e, "cannot list a new folder");
+                    self.stats.unreadable += 1;
+                    continue;
+                }
+            };
+            for (name, d) in listing {
+                if self.index.lookup_child(dir, &name).is_some() {
+                    continue;
+                }
+                let child_rel = join(&rel, &name);
+                match self.index.add(&new_entry(dir, &name, &d)) {
+                    Ok(id) => {
+                        self.stats.added += 1;
+                        if d.kind == EntryKind::Dir {
+                            self.watches.watch(&child_rel);
+                            stack.push((id, child_rel));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %String::from_utf8_lossy(&child_rel), error = %e, "cannot add an entry to the share");
+                    }
+                }
+            }
+        }
+    }
+
+    fn update(&mut self, id: EntryId, parent: EntryId, name: &[u8], d: &DiskEntry) {
+        match self.index.update(id, &new_entry(parent, name, d)) {
+            Ok(true) => self.stats.updated += 1,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(entry = id.0, error = %e, "cannot update an entry"),
+        }
+    }
+
+    /// The folders at and below `rel` (entry `id`), as paths, for their watches.
+    fn dirs_below(&self, id: EntryId, rel: &[u8]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut stack = vec![(id, rel.to_vec())];
+        while let Some((dir, rel)) = stack.pop() {
+            for c in self.index.children(dir) {
+                if let Some(v) = self.index.view(EntryId(*c))
+                    && v.kind == EntryKind::Dir
+                {
+                    stack.push((EntryId(*c), join(&rel, v.name)));
+                }
+            }
+            out.push(rel);
+        }
+        out
+    }
+
+    fn remove(&mut self, id: EntryId, rel: &[u8]) {
+        if self
+            .index
+            .view(id)
+            .is_some_and(|v| v.kind == EntryKind::Dir)
+        {
+            for d in self.dirs_below(id, rel) {
+                self.watches.unwatch(&d);
+            }
+        }
+        match self.index.remove(id) {
+            Ok(_) => self.stats.removed += 1,
+            Err(e) => tracing::warn!(entry = id.0, error = %e, "cannot remove an entry"),
+        }
+    }
+
+    fn paths(&mut self, paths: &[Vec<u8>]) {
+        let mut sorted: Vec<&Vec<u8>> = paths.iter().filter(|p| !p.is_empty()).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        // What disappeared (by path, with the entry that was there) and what
+        // appeared (not in the index), so moves can be told apart.
+        let mut gone: Vec<(Vec<u8>, EntryId, EntryKind, (u64, u64))> = Vec::new();
+        let mut appeared: Vec<(Vec<u8>, DiskEntry)> = Vec::new();
+        for rel in sorted {
+            let Some(disk) = self.lstat(rel) else {
+                continue;
+            };
+            let existing = self.index.lookup(rel);
+            match (existing, disk) {
+                (None, None) => {}
+                (None, Some(d)) => appeared.push((rel.clone(), d)),
+                (Some(id), None) => {
+                    if let (Some(v), Some((dev, ino, _))) =
+                        (self.index.view(id), self.index.disk_identity(id))
+                    {
+                        gone.push((rel.clone(), id, v.kind, (dev, ino)));
+                    }
+                }
+                (Some(id), Some(d)) => {
+                    let Some(v) = self.index.view(id).map(|v| (v.kind, v.parent)) else {
+                        continue;
+                    };
+                    if v.0 == d.kind {
+                        let (_, name) = split(rel);
+                        self.update(id, v.1, name, &d);
+                    } else {
+                        // Replaced by something of another kind: a new entry.
+                        self.remove(id, rel);
+                        appeared.push((rel.clone(), d));
+                    }
+                }
+            }
+        }
+        // Moves: same device and inode, same kind.
+        let mut by_identity: HashMap<(u64, u64), usize> = HashMap::new();
+        for (n, g) in gone.iter().enumerate() {
+            by_identity.insert(g.3, n);
+        }
+        let mut moved_away = vec![false; gone.len()];
+        appeared.sort_by(|a, b| a.0.cmp(&b.0));
+        for (rel, d) in &appeared {
+            let (parent_rel, name) = split(rel);
+            let Some(parent) = self.ensure_dir(parent_rel) else {
+                continue;
+            };
+            if self.index.lookup_child(parent, name).is_some() {
+                // Added meanwhile (a new folder's listing took it).
+                continue;
+            }
+            let from = by_identity
+                .get(&(d.dev, d.ino))
+                .copied()
+                .filter(|n| !moved_away[*n] && gone[*n].2 == d.kind);
+            match from {
+                Some(n) => {
+                    let (old_rel, id, kind, _) = &gone[n];
+                    let (id, kind) = (*id, *kind);
+                    let old_dirs = (kind == EntryKind::Dir).then(|| self.dirs_below(id, old_rel));
+                    match self.index.update(id, &new_entry(parent, name, d)) {
+                        Ok(_) => {
+                            moved_away[n] = true;
+                            self.stats.moved += 1;
+                            if let Some(old) = old_dirs {
+                                // Watches name paths: the moved folders get new ones.
+                                for o in &old {
+                                    self.watches.unwatch(o);
+                                }
+                                for new in self.dirs_below(id, rel) {
+                                    self.watches.watch(&new);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::info!(error = %e, "a move could not be applied; adding anew");
+                            self.add(parent, rel, name, d);
+                        }
+                    }
+                }
+                None => {
+                    self.add(parent, rel, name, d);
+                }
+            }
+        }
+        // What is gone for good: only if its path still leads to it (a folder
+        // above it may have moved) and nothing is there on disk.
+        for (n, (rel, id, _, _)) in gone.iter().enumerate() {
+            if moved_away[n] || self.index.lookup(rel) != Some(*id) {
+                continue;
+            }
+            if let Some(None) = self.lstat(rel) {
+                self.remove(*id, rel);
+            }
+        }
+    }
+
+    /// Compares every folder of the index with the disk, from the root down.
+    fn everything(&mut self) {
+        if let Some(Some(d)) = self.lstat_root() {
+            let root = self.index.view(EntryId::ROOT).map(|v| v.name.to_vec());
+            if let Some(name) = root {
+                self.update(EntryId::ROOT, EntryId::ROOT, &name, &d);
+            }
+        }
+        let mut stack = vec![(EntryId::ROOT, Vec::new())];
+        while let Some((dir, rel)) = stack.pop() {
+            let listing = match self.root.list(&rel) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::info!(path = %String::from_utf8_lossy(&rel), error = %e, "cannot list a folder while rescanning");
+                    self.stats.unreadable += 1;
+                    continue;
+                }
+            };
+            let mut on_disk: HashMap<Vec<u8>, DiskEntry> = listing.into_iter().collect();
+            let children: Vec<u32> = self.index.children(dir).to_vec();
+            for c in children {
+                let id = EntryId(c);
+                let Some((name, kind)) = self.index.view(id).map(|v| (v.name.to_vec(), v.kind))
+                else {
+                    continue;
+                };
+                let child_rel = join(&rel, &name);
+                match on_disk.remove(&name) {
+                    None => self.remove(id, &child_rel),
+                    Some(d) if d.kind != kind => {
+                        self.remove(id, &child_rel);
+                        self.add(dir, &child_rel, &name, &d);
+                    }
+                    Some(d) => {
+                        self.update(id, dir, &name, &d);
+                        if kind == EntryKind::Dir {
+                            stack.push((id, child_rel));
+                        }
+                    }
+                }
+            }
+            let mut new: Vec<(Vec<u8>, DiskEntry)> = on_disk.into_iter().collect();
+            new.sort_by(|a, b| a.0.cmp(&b.0));
+            for (name, d) in new {
+                let child_rel = join(&rel, &name);
+                self.add(dir, &child_rel, &name, &d);
+            }
+        }
+    }
+
+    fn lstat_root(&mut self) -> Option<Option<DiskEntry>> {
+        self.root.stat_root().ok()
+    }
+}
+
+/// Brings the index in line with the disk for `paths` (relative to the root,
+/// as the watcher named them). See the module docs.
+pub fn reconcile_paths(
+    index: &mut ShareIndex,
+    root: &ShareRoot,
+    watches: &impl FolderWatches,
+    paths: &[Vec<u8>],
+) -> ReconcileStats {
+    let mut r = Reconciler {
+        index,
+        root,
+        watches,
+        stats: ReconcileStats::default(),
+    };
+    r.paths(paths);
+    r.stats
+}
+
+/// Compares the whole folder with the index and fixes every difference.
+/// Moves between folders come out as a removal and an addition here.
+pub fn rescan(
+    index: &mut ShareIndex,
+    root: &ShareRoot,
+    watches: &impl FolderWatches,
+) -> ReconcileStats {
+    let mut r = Reconciler {
+        index,
+        root,
+        watches,
+        stats: ReconcileStats::default(),
+    };
+    r.everything();
+    r.stats
+}
