@@ -108,7 +108,7 @@ impl ShareRoot {
 
     /// The shareable entries of the folder at `rel` (empty: the root), by name.
     /// `None` if it is not a folder beneath the root any more.
-    pub fn list(&self, rel: &[u8]) -> io::Result<Option<Vec<(Vec<u8>, DiskEntry)>>> {
+    pub fn list(&self, rel: &[u8]) -> io::Result<Option<Listing>> {
         let fd = match self.open_dir_beneath(rel) {
             Ok(fd) => fd,
             Err(e) if gone(e) => return Ok(None),
@@ -148,6 +148,9 @@ impl ShareRoot {
         }
     }
 }
+
+/// A folder's shareable entries: (name, what is there).
+pub type Listing = Vec<(Vec<u8>, DiskEntry)>;
 
 /// What the sharer finds on disk for one shareable entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

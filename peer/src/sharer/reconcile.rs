@@ -93,6 +93,10 @@ fn new_entry<'a>(parent: EntryId, name: &'a [u8], d: &'a DiskEntry) -> NewEntry<
     }
 }
 
+/// A path that disappeared: its path, the entry that was there, its kind,
+/// and its (device, inode) to recognise it if it appears elsewhere.
+type Gone = (Vec<u8>, EntryId, EntryKind, (u64, u64));
+
 /// One reconciliation over the index.
 struct Reconciler<'a, W: FolderWatches> {
     index: &'a mut ShareIndex,
@@ -229,7 +233,7 @@ impl<W: FolderWatches> Reconciler<'_, W> {
         sorted.dedup();
         // What disappeared (by path, with the entry that was there) and what
         // appeared (not in the index), so moves can be told apart.
-        let mut gone: Vec<(Vec<u8>, EntryId, EntryKind, (u64, u64))> = Vec::new();
+        let mut gone: Vec<Gone> = Vec::new();
         let mut appeared: Vec<(Vec<u8>, DiskEntry)> = Vec::new();
         for rel in sorted {
             let Some(disk) = self.lstat(rel) else {
