@@ -137,8 +137,12 @@ impl WalkedEntry {
     }
 }
 
+/// Called with a folder's path just before the walk lists it (the sharer
+/// starts watching it there, so nothing created after the listing is missed).
+pub type FolderHook = Arc<dyn Fn(&Path) + Send + Sync>;
+
 /// How to walk.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WalkOptions {
     /// Lister threads (at least 1). The default, 2, measured best on 2 cores
     /// (see `linkfs-bench-walk`).
@@ -150,6 +154,20 @@ pub struct WalkOptions {
     pub one_file_system: bool,
     /// How many unreadable paths the summary keeps (all are counted).
     pub max_problems: usize,
+    /// See [`FolderHook`].
+    pub before_listing: Option<FolderHook>,
+}
+
+impl std::fmt::Debug for WalkOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalkOptions")
+            .field("workers", &self.workers)
+            .field("batch_len", &self.batch_len)
+            .field("one_file_system", &self.one_file_system)
+            .field("max_problems", &self.max_problems)
+            .field("before_listing", &self.before_listing.is_some())
+            .finish()
+    }
 }
 
 impl Default for WalkOptions {
@@ -159,6 +177,7 @@ impl Default for WalkOptions {
             batch_len: 1024,
             one_file_system: false,
             max_problems: 16,
+            before_listing: None,
         }
     }
 }
@@ -282,11 +301,20 @@ struct FolderJob {
 }
 
 /// State the listers and the numbering thread share.
-#[derive(Debug)]
 struct Shared {
     stack: stack::FolderStack,
     problems: Mutex<problems::ProblemLog>,
     cancel: Arc<AtomicBool>,
+    before_listing: Option<FolderHook>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("stack", &self.stack)
+            .field("cancel", &self.cancel)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -322,6 +350,7 @@ fn walk(root: &Path, options: WalkOptions) -> Result<WalkHandle, WalkError> {
         stack: stack::FolderStack::default(),
         problems: Mutex::new(problems::ProblemLog::new(options.max_problems)),
         cancel: Arc::clone(&cancel),
+        before_listing: options.before_listing.clone(),
     });
     let (chunk_tx, chunk_rx) = sync_channel(2 * workers);
     let (batch_tx, batch_rx) = sync_channel(OUTPUT_BATCHES);

@@ -37,6 +37,9 @@ pub struct ShareArgs {
     /// Do not print the QR code.
     #[arg(long)]
     no_qr: bool,
+    /// Share the folder as the walk finds it, without following later changes.
+    #[arg(long)]
+    no_watch: bool,
 }
 
 fn qr(link: &str) -> Option<String> {
@@ -167,6 +170,7 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         transport,
         sender: SenderConfig::default(),
         max_visitors: args.max_visitors.max(1),
+        watch: !args.no_watch,
     };
     let (events_tx, mut events) = mpsc::channel(64);
     let (walk_tx, mut walk_rx) = watch::channel(WalkProgress::default());

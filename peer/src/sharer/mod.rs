@@ -8,6 +8,7 @@
 //!     ^   <-- answer, candidates, connected --   handshake -> serve(link) [serve.rs]
 //!     |
 //!  walk threads -> feed thread -> ShareIndex (RwLock) -> index_changed   [feed.rs]
+//!  notify -> watch thread (settle, reconcile) ----^                       [folder_watch.rs, reconcile.rs]
 //! ```
 //!
 //! The link is reported ([`ShareEvent::Ready`]) as soon as the room is held at
@@ -19,17 +20,18 @@
 
 mod disk;
 mod feed;
+pub mod folder_watch;
 mod host;
+mod live_index;
 pub mod reconcile;
 mod relay;
 mod serve;
 mod visitors;
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use linkfs_core::{HostAction, HostFailure, SenderConfig, ShareIndex, ShareLink};
+use linkfs_core::{HostAction, HostFailure, SenderConfig, SettleConfig, ShareLink};
 use linkfs_proto::Epoch;
 use linkfs_proto::signal::IceServer;
 use tokio::sync::{mpsc, watch};
@@ -38,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 pub use disk::{DiskEntry, OPEN_FILES, ShareRoot};
 pub use feed::{WalkProgress, spawn_feed};
 pub use host::HostRelay;
+pub use live_index::LiveIndex;
 pub use relay::{RelayChoice, RelayInUse};
 pub use serve::{ServeContext, ServeEnd, ServeOutcome, ServedSession, serve};
 pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visitors};
@@ -45,7 +48,7 @@ pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visito
 use crate::random::{RandomError, random_bytes};
 use crate::relay_client::RelayClientError;
 use crate::transport::{NativeTuning, TransportConfig};
-use crate::walk::{WalkError, WalkOptions, Walker};
+use crate::walk::WalkError;
 
 #[derive(Debug, Clone)]
 pub struct ShareOptions {
@@ -55,6 +58,9 @@ pub struct ShareOptions {
     pub sender: SenderConfig,
     /// Visitors connected (or connecting) at once; more are turned away.
     pub max_visitors: usize,
+    /// Follow changes to the folder (on by default); off, the share is the
+    /// folder as the walk found it.
+    pub watch: bool,
 }
 
 /// What the sharer reports to its user interface.
@@ -105,6 +111,10 @@ pub enum ShareError {
     Random(#[from] RandomError),
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
+    #[error(
+        "cannot watch the folder for changes: {0} (share it without following changes: --no-watch)"
+    )]
+    Watch(#[from] notify::Error),
 }
 
 /// The transport settings for visitors: the relay's ICE servers added, and the
@@ -133,16 +143,17 @@ pub async fn share(
     walk_progress: watch::Sender<WalkProgress>,
     cancel: CancellationToken,
 ) -> Result<(), ShareError> {
-    let root = Arc::new(
-        ShareRoot::open(&options.root).map_err(|source| ShareError::Root {
-            path: options.root.clone(),
-            source,
-        })?,
-    );
-    let walk = Walker::new(&options.root, WalkOptions::default())?;
+    let epoch = Epoch(u64::from_le_bytes(random_bytes()?));
+    let live = LiveIndex::start(
+        &options.root,
+        epoch,
+        options.watch,
+        SettleConfig::default(),
+        walk_progress,
+        events.clone(),
+    )?;
     let relay = RelayInUse::start(&options.relay).await?;
     let link = ShareLink::generate(&relay.origin, random_bytes()?);
-    let epoch = Epoch(u64::from_le_bytes(random_bytes()?));
     let (mut host, ice_servers) = match HostRelay::register(&link, options.max_visitors).await {
         Ok(registered) => registered,
         Err(e) => {
@@ -152,10 +163,6 @@ pub async fn share(
     };
     let transport = visitor_transport(&options.transport, ice_servers, relay.loopback_only);
 
-    let index = Arc::new(RwLock::new(ShareIndex::new(epoch)));
-    let (changed_tx, changed_rx) = watch::channel(0u64);
-    let feed = feed::spawn_feed(walk, index.clone(), changed_tx.clone(), walk_progress)
-        .map_err(ShareError::Thread)?;
     let _ = events
         .send(ShareEvent::Ready {
             link: link.to_url(),
@@ -163,9 +170,9 @@ pub async fn share(
         .await;
 
     let ctx = ServeContext {
-        index,
-        index_changed: changed_rx,
-        root,
+        index: live.index.clone(),
+        index_changed: live.changed.clone(),
+        root: live.root.clone(),
         config: options.sender.clone(),
         cancel: CancellationToken::new(),
     };
@@ -217,8 +224,6 @@ pub async fn share(
     visitors.wind_down(Duration::from_secs(3)).await;
     host.close().await;
     relay.shutdown().await;
-    drop(changed_tx);
-    // The feed thread ends with the walk; it is not waited for (a huge walk may still run).
-    drop(feed);
+    live.stop().await;
     Ok(())
 }

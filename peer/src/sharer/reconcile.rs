@@ -228,7 +228,25 @@ impl<W: FolderWatches> Reconciler<'_, W> {
     }
 
     fn paths(&mut self, paths: &[Vec<u8>]) {
-        let mut sorted: Vec<&Vec<u8>> = paths.iter().filter(|p| !p.is_empty()).collect();
+        // A folder's own mtime changes with what is added, removed or renamed in
+        // it, and the watcher names only the child: look at the parents too.
+        let mut all: Vec<Vec<u8>> = Vec::with_capacity(paths.len() * 2);
+        let mut root_touched = false;
+        for p in paths.iter().filter(|p| !p.is_empty()) {
+            all.push(p.clone());
+            let (parent, _) = split(p);
+            if parent.is_empty() {
+                root_touched = true;
+            } else {
+                all.push(parent.to_vec());
+            }
+        }
+        if root_touched && let Some(Some(d)) = self.lstat_root() {
+            if let Some(name) = self.index.view(EntryId::ROOT).map(|v| v.name.to_vec()) {
+                self.update(EntryId::ROOT, EntryId::ROOT, &name, &d);
+            }
+        }
+        let mut sorted: Vec<&Vec<u8>> = all.iter().collect();
         sorted.sort_unstable();
         sorted.dedup();
         // What disappeared (by path, with the entry that was there) and what

@@ -50,6 +50,9 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
         skipped_special: 0,
         last: false,
     };
+    if let Some(hook) = &shared.before_listing {
+        hook(&job.path);
+    }
     let listing = match fs::read_dir(&job.path) {
         Ok(listing) => listing,
         Err(e) => {

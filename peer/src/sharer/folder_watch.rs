@@ -1,0 +1,295 @@
+//! Watching the shared folder: `notify` (inotify on Linux) with one watch per
+//! folder, and the thread that turns its events into changes of the index.
+//!
+//! ```text
+//!  notify's thread --(bounded queue of raw events)--> watch thread
+//!                                                      core Settler: per-path debounce, tick
+//!                                                      reconciler (index write lock)
+//!                                                      bumps index_changed -> every session
+//! ```
+//!
+//! - Folders are watched as the walk reaches them (before they are listed, so
+//!   nothing created after the listing is missed) and as they appear later.
+//! - notify's thread only forwards: events are queued (at most [`EVENT_QUEUE`]);
+//!   a full queue, inotify's own overflow or any watcher error never loses a
+//!   change silently: the settler asks for a rescan of everything, which
+//!   compares the folder with the index.
+//! - When the system's limit on watches is reached (`fs.inotify.max_user_watches`),
+//!   the user is told once, with the fix, and the whole folder is rescanned every
+//!   [`RESCAN_WITHOUT_WATCHES`] so that unwatched folders are still followed.
+//! - Changes are applied only after the initial walk is over (the walk numbers
+//!   entries itself); events that came meanwhile settle and are applied then.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use linkfs_core::{Millis, Ready, SettleConfig, Settler, ShareIndex};
+use notify::{EventKind, RecursiveMode, Watcher};
+use tokio::sync::{mpsc, watch};
+
+use super::ShareEvent;
+use super::disk::ShareRoot;
+use super::reconcile::{FolderWatches, ReconcileStats, reconcile_paths, rescan};
+
+/// Raw events waiting for the watch thread: 16,384.
+pub const EVENT_QUEUE: usize = 16_384;
+/// How often everything is compared when some folders could not be watched.
+pub const RESCAN_WITHOUT_WATCHES: Duration = Duration::from_secs(30);
+/// The longest the watch thread sleeps (to notice the end of the walk, or a stop).
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+
+/// What notify's thread forwards.
+#[derive(Debug)]
+pub enum RawEvent {
+    /// Something happened at these paths (relative to the shared root).
+    Paths(Vec<Vec<u8>>),
+    /// Events were lost.
+    Lost,
+}
+
+/// The watches on the shared folder's folders.
+pub struct FolderWatch {
+    watcher: Mutex<notify::RecommendedWatcher>,
+    root: PathBuf,
+    limit_reached: AtomicBool,
+    unwatched: AtomicU64,
+}
+
+impl std::fmt::Debug for FolderWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FolderWatch")
+            .field("root", &self.root)
+            .field("limit_reached", &self.limit_reached)
+            .finish_non_exhaustive()
+    }
+}
+
+fn relative(root: &Path, path: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let rel = path.strip_prefix(root).ok()?;
+    Some(rel.as_os_str().as_bytes().to_vec())
+}
+
+impl FolderWatch {
+    /// Starts the watcher (no folder watched yet). Raw events go to the returned queue.
+    pub fn start(root: &Path) -> notify::Result<(Arc<FolderWatch>, Receiver<RawEvent>)> {
+        let (tx, rx) = sync_channel(EVENT_QUEUE);
+        let lost = Arc::new(AtomicBool::new(false));
+        let handler_root = root.to_path_buf();
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            forward(&handler_root, &tx, &lost, res);
+        })?;
+        Ok((
+            Arc::new(FolderWatch {
+                watcher: Mutex::new(watcher),
+                root: root.to_path_buf(),
+                limit_reached: AtomicBool::new(false),
+                unwatched: AtomicU64::new(0),
+            }),
+            rx,
+        ))
+    }
+
+    /// Watches one folder (not its subfolders) by its full path.
+    pub fn watch_path(&self, path: &Path) {
+        let result = match self.watcher.lock() {
+            Ok(mut w) => w.watch(path, RecursiveMode::NonRecursive),
+            Err(_) => return,
+        };
+        if let Err(e) = result {
+            match e.kind {
+                notify::ErrorKind::MaxFilesWatch => {
+                    self.limit_reached.store(true, Ordering::Relaxed);
+                    self.unwatched.fetch_add(1, Ordering::Relaxed);
+                }
+                // Gone already: its removal will be seen.
+                notify::ErrorKind::PathNotFound => {}
+                _ => {
+                    tracing::info!(path = %path.display(), error = %e, "cannot watch a folder");
+                    self.unwatched.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Whether the system's limit on watches was reached.
+    pub fn limit_reached(&self) -> bool {
+        self.limit_reached.load(Ordering::Relaxed)
+    }
+
+    /// Folders that could not be watched.
+    pub fn unwatched(&self) -> u64 {
+        self.unwatched.load(Ordering::Relaxed)
+    }
+}
+
+impl FolderWatches for FolderWatch {
+    fn watch(&self, rel: &[u8]) {
+        use std::os::unix::ffi::OsStrExt;
+        self.watch_path(&self.root.join(std::ffi::OsStr::from_bytes(rel)));
+    }
+
+    fn unwatch(&self, rel: &[u8]) {
+        use std::os::unix::ffi::OsStrExt;
+        let path = self.root.join(std::ffi::OsStr::from_bytes(rel));
+        if let Ok(mut w) = self.watcher.lock() {
+            // The kernel drops the watch of a deleted folder itself; this keeps
+            // notify's own table of paths right after moves.
+            let _ = w.unwatch(&path);
+        }
+    }
+}
+
+/// notify's handler: forwards, never blocks.
+fn forward(
+    root: &Path,
+    tx: &SyncSender<RawEvent>,
+    lost: &AtomicBool,
+    res: notify::Result<notify::Event>,
+) {
+    let event = match res {
+        Ok(ev) if ev.need_rescan() => RawEvent::Lost,
+        // The sharer's own reads open and close files: not changes.
+        Ok(ev)
+            if matches!(
+                ev.kind,
+                EventKind::Access(notify::event::AccessKind::Open(_))
+                    | EventKind::Access(notify::event::AccessKind::Close(
+                        notify::event::AccessMode::Read
+                    ))
+                    | EventKind::Access(notify::event::AccessKind::Read)
+            ) =>
+        {
+            return;
+        }
+        Ok(ev) => {
+            let paths: Vec<Vec<u8>> = ev.paths.iter().filter_map(|p| relative(root, p)).collect();
+            if paths.is_empty() {
+                return;
+            }
+            RawEvent::Paths(paths)
+        }
+        Err(_) => RawEvent::Lost,
+    };
+    let event = if lost.swap(false, Ordering::Relaxed) {
+        RawEvent::Lost
+    } else {
+        event
+    };
+    if let Err(TrySendError::Full(_)) = tx.try_send(event) {
+        lost.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What the watch thread works with.
+#[derive(Debug)]
+pub struct WatchContext {
+    pub index: Arc<RwLock<ShareIndex>>,
+    pub root: Arc<ShareRoot>,
+    pub watch: Arc<FolderWatch>,
+    pub events: Receiver<RawEvent>,
+    /// Bumped after every change, so sessions cut new batches.
+    pub changed: watch::Sender<u64>,
+    /// Warnings for the user.
+    pub report: mpsc::Sender<ShareEvent>,
+    pub stop: Arc<AtomicBool>,
+    pub settle: SettleConfig,
+}
+
+/// Starts the watch thread. It ends when `stop` is set or the watcher is gone.
+pub fn spawn_watch_thread(ctx: WatchContext) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("linkfs-watch".into())
+        .spawn(move || run(ctx))
+}
+
+fn run(ctx: WatchContext) {
+    let start = Instant::now();
+    let now = || Millis(start.elapsed().as_millis() as u64);
+    let mut settler = Settler::new(ctx.settle);
+    let mut warned_limit = false;
+    let mut last_full_rescan = Instant::now();
+    loop {
+        if ctx.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let sleep = settler
+            .poll_timeout()
+            .map_or(MAX_SLEEP, |t| {
+                Duration::from_millis(t.0.saturating_sub(now().0))
+            })
+            .min(MAX_SLEEP);
+        match ctx.events.recv_timeout(sleep) {
+            Ok(first) => {
+                let mut next = Some(first);
+                while let Some(ev) = next {
+                    match ev {
+                        RawEvent::Paths(paths) => {
+                            for p in paths {
+                                settler.event(now(), &p);
+                            }
+                        }
+                        RawEvent::Lost => settler.overflow(now()),
+                    }
+                    next = ctx.events.try_recv().ok();
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let walk_done = ctx.index.read().map(|ix| ix.walk_done()).unwrap_or(true);
+        if !walk_done {
+            continue;
+        }
+        if ctx.watch.limit_reached() && !warned_limit {
+            warned_limit = true;
+            let _ = ctx.report.try_send(ShareEvent::Warning(format!(
+                "{} folders cannot be watched: the system's limit on inotify watches is reached. Changes there are still found, by comparing the whole folder every {} s. To watch everything, raise the limit: sudo sysctl fs.inotify.max_user_watches=1048576",
+                ctx.watch.unwatched(),
+                RESCAN_WITHOUT_WATCHES.as_secs()
+            )));
+        }
+        let ready = settler.poll_ready(now()).or_else(|| {
+            (ctx.watch.unwatched() > 0 && last_full_rescan.elapsed() >= RESCAN_WITHOUT_WATCHES)
+                .then_some(Ready::Rescan)
+        });
+        let Some(ready) = ready else {
+            continue;
+        };
+        let stats = {
+            let Ok(mut ix) = ctx.index.write() else {
+                return;
+            };
+            match &ready {
+                Ready::Paths(paths) => reconcile_paths(&mut ix, &ctx.root, &*ctx.watch, paths),
+                Ready::Rescan => {
+                    last_full_rescan = Instant::now();
+                    rescan(&mut ix, &ctx.root, &*ctx.watch)
+                }
+            }
+        };
+        log_changes(&ready, &stats);
+        if stats.changes() > 0 {
+            ctx.changed.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+fn log_changes(ready: &Ready, stats: &ReconcileStats) {
+    let what = match ready {
+        Ready::Paths(p) => format!("{} changed paths", p.len()),
+        Ready::Rescan => "a rescan of everything".to_owned(),
+    };
+    tracing::debug!(
+        %what,
+        added = stats.added,
+        updated = stats.updated,
+        moved = stats.moved,
+        removed = stats.removed,
+        "applied changes"
+    );
+}

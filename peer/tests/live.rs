@@ -1,0 +1,375 @@
+//! A live share without WebRTC: the real walk, the real folder watch (inotify)
+//! and reconciler, a sender session and the native receiver in the drive loop
+//! over an in-memory link. The folder changes in every way a user changes it;
+//! after each step the receiver's index equals the folder within a bounded wait,
+//! and reads return the current bytes.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use linkfs_core::sim::LinkModel;
+use linkfs_core::{Index, ReadFailure, SenderConfig, SettleConfig};
+use linkfs_peer::drive::memory::MemoryLink;
+use linkfs_peer::sharer::{LiveIndex, ServeContext, WalkProgress, serve};
+use linkfs_peer::visit::{Client, ReadError, native_receiver_config};
+use linkfs_proto::{EntryId, EntryKind, Epoch, ReadErrorCode};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let base = std::env::temp_dir().join(format!(
+            "linkfs-live-{tag}-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        fs::create_dir_all(base.join("share")).unwrap();
+        fs::create_dir_all(base.join("outside")).unwrap();
+        TempDir(base)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+type Seen = BTreeMap<Vec<u8>, (EntryKind, u64, i64, u32, Vec<u8>)>;
+
+fn on_disk(root: &Path) -> Seen {
+    let mut out = Seen::new();
+    let mut stack = vec![(root.to_path_buf(), Vec::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        let Ok(listing) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for item in listing.flatten() {
+            let Ok(md) = fs::symlink_metadata(item.path()) else {
+                continue;
+            };
+            let mut child = rel.clone();
+            if !child.is_empty() {
+                child.push(b'/');
+            }
+            child.extend_from_slice(item.file_name().as_encoded_bytes());
+            let ft = md.file_type();
+            let (kind, size, target) = if ft.is_dir() {
+                stack.push((item.path(), child.clone()));
+                (EntryKind::Dir, 0, Vec::new())
+            } else if ft.is_symlink() {
+                let t = fs::read_link(item.path())
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes();
+                (EntryKind::Symlink, t.len() as u64, t)
+            } else {
+                (EntryKind::File, md.len(), Vec::new())
+            };
+            out.insert(child, (kind, size, md.mtime(), md.mode() & 0o7777, target));
+        }
+    }
+    out
+}
+
+fn in_index(ix: &Index) -> Seen {
+    let mut out = Seen::new();
+    let mut stack = vec![(EntryId::ROOT, Vec::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        for c in ix.children(dir) {
+            let Some(e) = ix.get(EntryId(*c)) else {
+                continue;
+            };
+            let mut child = rel.clone();
+            if !child.is_empty() {
+                child.push(b'/');
+            }
+            child.extend_from_slice(e.name);
+            if e.kind == EntryKind::Dir {
+                stack.push((e.id, child.clone()));
+            }
+            out.insert(child, (e.kind, e.size, e.mtime, e.mode, e.target.to_vec()));
+        }
+    }
+    out
+}
+
+struct Live {
+    client: Client,
+    ctx: ServeContext,
+    live: Option<LiveIndex>,
+    root: PathBuf,
+    _progress: watch::Receiver<WalkProgress>,
+    _reports: mpsc::Receiver<linkfs_peer::sharer::ShareEvent>,
+}
+
+impl Live {
+    async fn start(root: &Path) -> Live {
+        let (progress_tx, progress) = watch::channel(WalkProgress::default());
+        let (report_tx, reports) = mpsc::channel(16);
+        let settle = SettleConfig {
+            debounce_ms: 50,
+            tick_ms: 25,
+            ..SettleConfig::default()
+        };
+        let live = LiveIndex::start(root, Epoch(11), true, settle, progress_tx, report_tx).unwrap();
+        let ctx = ServeContext {
+            index: live.index.clone(),
+            index_changed: live.changed.clone(),
+            root: live.root.clone(),
+            config: SenderConfig::default(),
+            cancel: CancellationToken::new(),
+        };
+        let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
+        tokio::spawn(serve(a, ctx.clone()));
+        let client = Client::start(b, native_receiver_config());
+        tokio::time::timeout(Duration::from_secs(30), client.wait_complete())
+            .await
+            .expect("the index within 30 s")
+            .expect("the index arrives");
+        Live {
+            client,
+            ctx,
+            live: Some(live),
+            root: root.to_path_buf(),
+            _progress: progress,
+            _reports: reports,
+        }
+    }
+
+    /// Waits until the receiver's index equals the folder; returns how long it took.
+    async fn converge(&self, what: &str) -> Duration {
+        let started = Instant::now();
+        loop {
+            let disk = on_disk(&self.root);
+            let index = self.client.with_index(in_index);
+            if disk == index {
+                return started.elapsed();
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                let only_disk: Vec<_> = disk
+                    .keys()
+                    .filter(|k| !index.contains_key(*k))
+                    .take(5)
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .collect();
+                let only_index: Vec<_> = index
+                    .keys()
+                    .filter(|k| !disk.contains_key(*k))
+                    .take(5)
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .collect();
+                let differ: Vec<_> = disk
+                    .iter()
+                    .filter(|(k, v)| index.get(*k).is_some_and(|w| w != *v))
+                    .take(5)
+                    .map(|(k, v)| {
+                        format!(
+                            "{}: disk {v:?} index {:?}",
+                            String::from_utf8_lossy(k),
+                            index.get(k)
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "{what}: not equal after 10 s\n only on disk: {only_disk:?}\n only in the receiver: {only_index:?}\n different: {differ:?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn id(&self, path: &str) -> EntryId {
+        self.client
+            .with_index(|ix| ix.lookup(path.as_bytes()))
+            .unwrap_or_else(|| panic!("{path} is not in the receiver's index"))
+    }
+
+    async fn read(&self, path: &str) -> Result<Vec<u8>, ReadError> {
+        let id = self.id(path);
+        let size = self
+            .client
+            .with_index(|ix| ix.get(id).map(|e| e.size))
+            .unwrap_or(0);
+        self.client.read(id, 0, size).await
+    }
+
+    async fn stop(mut self) {
+        self.ctx.cancel.cancel();
+        self.client.shutdown().await;
+        if let Some(l) = self.live.take() {
+            l.stop().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_change_a_user_makes_reaches_the_receiver() {
+    let tmp = TempDir::new("changes");
+    let root = tmp.0.join("share");
+    fs::create_dir_all(root.join("docs")).unwrap();
+    fs::write(root.join("docs/a.txt"), b"first").unwrap();
+    fs::create_dir_all(root.join("big/sub")).unwrap();
+    for n in 0..2999 {
+        fs::write(root.join(format!("big/sub/{n}")), b"").unwrap();
+    }
+    symlink("docs/a.txt", root.join("link")).unwrap();
+    let live = Live::start(&root).await;
+    live.converge("the first walk").await;
+
+    for n in 0..1000 {
+        fs::write(root.join(format!("docs/new-{n}")), n.to_string()).unwrap();
+    }
+    let took = live.converge("1,000 files created").await;
+    eprintln!("1,000 files created: converged in {took:?}");
+
+    {
+        let start = Instant::now();
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(root.join("docs/a.txt"))
+            .unwrap();
+        for n in 0..50 {
+            write!(f, " {n}").unwrap();
+            f.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(start.elapsed() < Duration::from_secs(2));
+    }
+    live.converge("appended to 50 times").await;
+    assert_eq!(
+        live.read("docs/a.txt").await.unwrap(),
+        fs::read(root.join("docs/a.txt")).unwrap(),
+        "the read gives the new bytes"
+    );
+
+    fs::OpenOptions::new()
+        .write(true)
+        .open(root.join("docs/a.txt"))
+        .unwrap()
+        .set_len(3)
+        .unwrap();
+    live.converge("truncated").await;
+    assert_eq!(live.read("docs/a.txt").await.unwrap(), b"fir");
+
+    fs::set_permissions(root.join("docs/new-1"), fs::Permissions::from_mode(0o600)).unwrap();
+    live.converge("chmod").await;
+
+    fs::remove_file(root.join("docs/new-2")).unwrap();
+    live.converge("delete").await;
+
+    let ids: Vec<EntryId> = (0..2999)
+        .step_by(97)
+        .map(|n| live.id(&format!("big/sub/{n}")))
+        .collect();
+    fs::rename(root.join("big"), root.join("renamed")).unwrap();
+    live.converge("a folder of 3,000 entries renamed").await;
+    for (k, n) in (0..2999).step_by(97).enumerate() {
+        assert_eq!(
+            live.id(&format!("renamed/sub/{n}")),
+            ids[k],
+            "the move kept the ids"
+        );
+    }
+    // The renamed folder is still watched under its new name.
+    fs::write(root.join("renamed/sub/late"), b"late").unwrap();
+    live.converge("a file added inside the renamed folder")
+        .await;
+
+    fs::rename(root.join("renamed"), tmp.0.join("outside/renamed")).unwrap();
+    fs::create_dir_all(tmp.0.join("outside/incoming/deep")).unwrap();
+    fs::write(tmp.0.join("outside/incoming/deep/f"), b"from outside").unwrap();
+    fs::rename(tmp.0.join("outside/incoming"), root.join("incoming")).unwrap();
+    live.converge("a folder moved out, another moved in").await;
+    assert_eq!(live.read("incoming/deep/f").await.unwrap(), b"from outside");
+
+    fs::remove_file(root.join("docs/new-3")).unwrap();
+    fs::create_dir(root.join("docs/new-3")).unwrap();
+    fs::write(root.join("docs/new-3/inside"), b"i").unwrap();
+    live.converge("a file replaced by a folder of the same name")
+        .await;
+
+    fs::remove_file(root.join("link")).unwrap();
+    symlink("incoming", root.join("link")).unwrap();
+    live.converge("a symlink retargeted").await;
+
+    live.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_changing_while_it_is_read_never_gives_mixed_bytes() {
+    let tmp = TempDir::new("midread");
+    let root = tmp.0.join("share");
+    let old: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let new: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 239) as u8 ^ 0x55).collect();
+    fs::write(root.join("big.bin"), &old).unwrap();
+    let live = Live::start(&root).await;
+    let id = live.id("big.bin");
+    let reading = live.client.start_read(id, 0, old.len() as u64);
+    let path = root.join("big.bin");
+    let writer = {
+        let new = new.clone();
+        std::thread::spawn(move || {
+            // Rewrite in place, a piece at a time, while the read runs.
+            let mut f = fs::OpenOptions::new().write(true).open(path).unwrap();
+            for chunk in new.chunks(1 << 20) {
+                f.write_all(chunk).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let got = reading.await;
+    writer.join().unwrap();
+    match got {
+        Ok(bytes) => assert!(
+            bytes == old || bytes == new,
+            "a read gives one version, never a mix"
+        ),
+        Err(ReadError::Failed(ReadFailure::Refused(message, code))) => {
+            assert_eq!(code, ReadErrorCode::Changed, "{message}");
+            assert!(message.contains("changed"), "{message}");
+        }
+        Err(e) => panic!("unexpected failure: {e}"),
+    }
+    // The rewrite may keep the size and the mtime's second: wait for the new version.
+    let started = Instant::now();
+    while live
+        .client
+        .with_index(|ix| ix.get(id).map(|e| e.generation.0))
+        == Some(0)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the change never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let again = live.read("big.bin").await;
+    if let Err(e) = &again {
+        let md = fs::metadata(root.join("big.bin")).unwrap();
+        let seen = live
+            .client
+            .with_index(|ix| ix.get(id).map(|e| (e.size, e.mtime, e.generation)));
+        let shared = live
+            .ctx
+            .index
+            .read()
+            .unwrap()
+            .view(id)
+            .map(|v| (v.size, v.mtime, v.generation));
+        panic!(
+            "{e}: disk {} {} {}; receiver {seen:?}; sharer {shared:?}",
+            md.len(),
+            md.mtime(),
+            md.mtime_nsec()
+        );
+    }
+    assert!(again.unwrap() == new, "the next read gets the new version");
+    live.stop().await;
+}
