@@ -241,10 +241,11 @@ impl<W: FolderWatches> Reconciler<'_, W> {
                 all.push(parent.to_vec());
             }
         }
-        if root_touched && let Some(Some(d)) = self.lstat_root() {
-            if let Some(name) = self.index.view(EntryId::ROOT).map(|v| v.name.to_vec()) {
-                self.update(EntryId::ROOT, EntryId::ROOT, &name, &d);
-            }
+        if root_touched
+            && let Some(Some(d)) = self.lstat_root()
+            && let Some(name) = self.index.view(EntryId::ROOT).map(|v| v.name.to_vec())
+        {
+            self.update(EntryId::ROOT, EntryId::ROOT, &name, &d);
         }
         let mut sorted: Vec<&Vec<u8>> = all.iter().collect();
         sorted.sort_unstable();
