@@ -48,6 +48,8 @@ struct Inner {
     writing: bool,
     events: Vec<SessionEvent>,
     refusals_logged: u64,
+    /// Changes are being recorded (from the moment the index is complete).
+    journaling: bool,
     notify: Function,
 }
 
@@ -94,6 +96,7 @@ impl ReceiverSession {
                 writing: false,
                 events: Vec::new(),
                 refusals_logged: 0,
+                journaling: false,
                 notify,
             })),
         }
@@ -341,6 +344,26 @@ impl ReceiverSession {
             while let Some(e) = i.receiver.poll_event() {
                 if let Some(e) = event_of(e, &mut i.refusals_logged) {
                     i.events.push(e);
+                }
+            }
+            // Once complete, say which folders changed, so shown listings refresh.
+            if !i.journaling && i.receiver.progress().complete {
+                i.journaling = true;
+                i.receiver.index_mut().record_changes(true);
+            }
+            if i.journaling {
+                let (changes, all) = i.receiver.index_mut().take_changes();
+                if all || !changes.is_empty() {
+                    let mut dirs: Vec<u32> = changes
+                        .iter()
+                        .flat_map(|c| {
+                            let places = c.before.iter().chain(c.after.iter());
+                            places.map(|(p, _)| p.0).chain(std::iter::once(c.id.0))
+                        })
+                        .collect();
+                    dirs.sort_unstable();
+                    dirs.dedup();
+                    i.events.push(SessionEvent::Changed { dirs, all });
                 }
             }
             if i.writing {

@@ -163,6 +163,12 @@ pub enum SessionEvent {
     },
     /// The sharer started a fresh snapshot: whatever was shown is gone.
     Reset,
+    /// Entries changed in these folders (their listings are stale); `all`:
+    /// more changed than was recorded, so any folder may have.
+    Changed {
+        dirs: Vec<u32>,
+        all: bool,
+    },
 }
 
 /// Events in the order they happened.

@@ -205,7 +205,33 @@ pub struct Index {
     live: usize,
     views: Vec<View>,
     view_clock: u64,
+    journal: Option<Journal>,
 }
+
+/// Where an entry was or is: its parent and its name.
+pub type Place = (EntryId, Box<[u8]>);
+
+/// One change applied to the index, for a shell that must tell others (the
+/// kernel's caches on a mount, the listings shown in a page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexChange {
+    pub id: EntryId,
+    /// Where it was before (`None`: it is new).
+    pub before: Option<Place>,
+    /// Where it is now (`None`: it was removed, with everything under it).
+    pub after: Option<Place>,
+}
+
+/// Changes recorded since the shell last took them.
+#[derive(Debug, Default)]
+struct Journal {
+    changes: Vec<IndexChange>,
+    overflowed: bool,
+}
+
+/// Most changes the journal keeps between two takes: 65,536. Beyond that it
+/// only says it overflowed (the shell then refreshes everything).
+pub const JOURNAL_LIMIT: usize = 65_536;
 
 fn name_is_safe(name: &[u8]) -> bool {
     !name.is_empty() && name != b"." && name != b".." && !name.iter().any(|b| *b == b'/' || *b == 0)
@@ -227,7 +253,45 @@ impl Index {
 
     /// Drops everything (a fresh snapshot is coming).
     pub fn clear(&mut self) {
+        let journaling = self.journal.is_some();
         *self = Index::default();
+        if journaling {
+            self.journal = Some(Journal {
+                changes: Vec::new(),
+                overflowed: true,
+            });
+        }
+    }
+
+    /// Starts (or stops) recording the changes applied, for [`take_changes`](Self::take_changes).
+    pub fn record_changes(&mut self, on: bool) {
+        self.journal = on.then(Journal::default);
+    }
+
+    /// The changes applied since the last call, and whether more happened than
+    /// were kept ([`JOURNAL_LIMIT`]).
+    pub fn take_changes(&mut self) -> (Vec<IndexChange>, bool) {
+        match &mut self.journal {
+            Some(j) => (
+                std::mem::take(&mut j.changes),
+                std::mem::replace(&mut j.overflowed, false),
+            ),
+            None => (Vec::new(), false),
+        }
+    }
+
+    fn note(&mut self, id: EntryId, before: Option<Place>, after: Option<Place>) {
+        if let Some(j) = &mut self.journal {
+            if j.changes.len() >= JOURNAL_LIMIT {
+                j.overflowed = true;
+            } else {
+                j.changes.push(IndexChange { id, before, after });
+            }
+        }
+    }
+
+    fn place_of(&self, i: usize) -> Place {
+        (EntryId(self.parent.get(i)), self.name_at(i).into())
     }
 
     /// Entries present.
@@ -391,6 +455,8 @@ impl Index {
             }
         }
         let i = e.id.index();
+        let before =
+            (self.journal.is_some() && self.present(e.id).is_some()).then(|| self.place_of(i));
         match self.present(e.id) {
             Some(_) => {
                 if !is_root && e.kind == EntryKind::Dir && self.is_ancestor_or_self(e.id, e.parent)
@@ -434,6 +500,10 @@ impl Index {
                     self.link_child(e.parent.0, e.id.0);
                 }
             }
+        }
+        if self.journal.is_some() {
+            let after = Some((e.parent, e.name.into()));
+            self.note(e.id, before, after);
         }
         Ok(())
     }
@@ -617,6 +687,10 @@ impl Index {
         let Some(i) = self.present(id) else {
             return Ok(());
         };
+        if self.journal.is_some() {
+            let before = Some(self.place_of(i));
+            self.note(id, before, None);
+        }
         if self.is_dir_at(i) {
             self.remove_descendants(id);
             self.dirs.remove(&id.0);

@@ -40,7 +40,7 @@ pub mod share_index;
 pub mod signaling;
 pub mod sim;
 
-pub use index::{EntryRef, Index, IndexError, SortKey};
+pub use index::{EntryRef, Index, IndexChange, IndexError, JOURNAL_LIMIT, Place, SortKey};
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use persist::{
     PersistentReceiver, Rebuilt, StoreOp, StoreWrite, StoredEvent, StoredFrame, StoredProgress,

@@ -367,3 +367,60 @@ fn a_hundred_thousand_entry_directory_stays_compact_and_sorted() {
         "{per_entry:.1} B/entry with {names_per_entry:.1} B names"
     );
 }
+
+fn dir(id: u32, parent: u32, name: &[u8]) -> EntryView<'_> {
+    EntryView {
+        kind: EntryKind::Dir,
+        ..file(id, parent, name, 0, 1)
+    }
+}
+
+#[test]
+fn the_journal_says_where_each_change_was_and_is() {
+    let mut ix = Index::new();
+    ix.apply(OpView::Upsert(dir(0, 0, b"root"))).unwrap();
+    ix.apply(OpView::Upsert(dir(1, 0, b"a"))).unwrap();
+    ix.apply(OpView::Upsert(file(2, 1, b"f", 1, 1))).unwrap();
+    assert_eq!(
+        ix.take_changes(),
+        (Vec::new(), false),
+        "nothing is recorded until asked"
+    );
+    ix.record_changes(true);
+    ix.apply(OpView::Upsert(file(3, 0, b"new", 1, 1))).unwrap();
+    ix.apply(OpView::Upsert(file(2, 0, b"g", 1, 1))).unwrap();
+    ix.apply(OpView::Remove(EntryId(1))).unwrap();
+    let (changes, overflowed) = ix.take_changes();
+    assert!(!overflowed);
+    let place = |p: u32, n: &[u8]| Some((EntryId(p), n.to_vec().into_boxed_slice()));
+    assert_eq!(changes.len(), 3);
+    assert_eq!(
+        (
+            changes[0].id,
+            changes[0].before.clone(),
+            changes[0].after.clone()
+        ),
+        (EntryId(3), None, place(0, b"new"))
+    );
+    assert_eq!(
+        (changes[1].before.clone(), changes[1].after.clone()),
+        (place(1, b"f"), place(0, b"g"))
+    );
+    assert_eq!(
+        (
+            changes[2].id,
+            changes[2].before.clone(),
+            changes[2].after.clone()
+        ),
+        (EntryId(1), place(0, b"a"), None)
+    );
+    assert_eq!(ix.take_changes(), (Vec::new(), false), "taken once");
+    for n in 0..(linkfs_core::JOURNAL_LIMIT as u32 + 5) {
+        let name = format!("n{n}");
+        ix.apply(OpView::Upsert(file(10 + n, 0, name.as_bytes(), 1, 1)))
+            .unwrap();
+    }
+    let (kept, overflowed) = ix.take_changes();
+    assert!(overflowed, "more changes than kept are said to be more");
+    assert_eq!(kept.len(), linkfs_core::JOURNAL_LIMIT);
+}

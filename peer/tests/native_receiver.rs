@@ -9,7 +9,7 @@
 //! One test is not ignored: a crafted sharer (in this process, over a real
 //! webrtc-rs link) sends names made to escape, and `get` must refuse them.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -655,4 +655,87 @@ mod crafted {
         }
         client.shutdown().await;
     }
+}
+
+/// Waits (up to 10 s) until `check` holds on the mount; says what did not.
+fn until(what: &str, mut check: impl FnMut() -> Result<(), String>) -> Duration {
+    let started = Instant::now();
+    loop {
+        match check() {
+            Ok(()) => return started.elapsed(),
+            Err(e) if started.elapsed() > Duration::from_secs(10) => {
+                panic!("{what}: still not seen on the mount after 10 s: {e}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn the_mount_follows_changes_on_the_sharers_disk() {
+    let tmp = TempDir::new("follow");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(src.join("dir/sub")).unwrap();
+    for n in 0..300 {
+        std::fs::write(src.join(format!("dir/sub/{n}")), format!("{n}")).unwrap();
+    }
+    std::fs::write(src.join("log.txt"), b"start").unwrap();
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    let mnt = mount.mnt.clone();
+    // Looked at once, so the kernel caches the old state (what must be invalidated).
+    assert_eq!(std::fs::read(mnt.join("log.txt")).unwrap(), b"start");
+    assert!(std::fs::metadata(mnt.join("new.txt")).is_err());
+    assert!(std::fs::metadata(mnt.join("dir/sub/7")).is_ok());
+
+    std::fs::write(src.join("new.txt"), b"new file").unwrap();
+    let t = until("a new file", || {
+        std::fs::read(mnt.join("new.txt"))
+            .map_err(|e| e.to_string())
+            .and_then(|b| (b == b"new file").then_some(()).ok_or("other bytes".into()))
+    });
+    eprintln!("a new file: {t:?}");
+
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(src.join("log.txt"))
+        .unwrap()
+        .write_all(b" and more")
+        .unwrap();
+    until("an append", || {
+        let b = std::fs::read(mnt.join("log.txt")).map_err(|e| e.to_string())?;
+        (b == b"start and more")
+            .then_some(())
+            .ok_or(format!("{:?}", String::from_utf8_lossy(&b)))
+    });
+
+    std::fs::rename(src.join("dir"), src.join("renamed")).unwrap();
+    until("a renamed folder", || {
+        if std::fs::metadata(mnt.join("dir")).is_ok() {
+            return Err("the old name is still there".into());
+        }
+        let n = std::fs::read_dir(mnt.join("renamed/sub"))
+            .map_err(|e| e.to_string())?
+            .count();
+        (n == 300).then_some(()).ok_or(format!("{n} entries"))
+    });
+    assert_eq!(std::fs::read(mnt.join("renamed/sub/42")).unwrap(), b"42");
+
+    std::fs::remove_file(src.join("new.txt")).unwrap();
+    std::fs::create_dir(src.join("new.txt")).unwrap();
+    until("a file replaced by a folder", || {
+        let md = std::fs::metadata(mnt.join("new.txt")).map_err(|e| e.to_string())?;
+        md.is_dir().then_some(()).ok_or("still a file".into())
+    });
+
+    std::fs::remove_dir_all(src.join("renamed")).unwrap();
+    until("a removed folder", || {
+        std::fs::metadata(mnt.join("renamed"))
+            .is_err()
+            .then_some(())
+            .ok_or("still there".into())
+    });
+    mount.stop();
+    share.stop();
 }

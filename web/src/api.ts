@@ -75,8 +75,12 @@ export interface ReadOptions {
 export type ShareEvent =
   | { type: 'status'; status: ConnectionStatus }
   | { type: 'progress'; progress: IndexProgress }
-  /** Entries under these directories changed; re-list them if shown. */
-  | { type: 'changed'; dirs: number[] };
+  /**
+   * Entries under these directories changed (the directories themselves may have
+   * been renamed, moved or removed); re-list them if shown. `all`: more changed
+   * than was recorded, so any directory may have.
+   */
+  | { type: 'changed'; dirs: number[]; all?: boolean };
 
 export interface ShareApi {
   readonly rootId: number;

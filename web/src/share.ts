@@ -174,7 +174,10 @@ class WasmShare implements ShareApi {
         this.onProgress(m.progress, m.stats);
         return;
       case 'reset':
-        this.emit({ type: 'changed', dirs: [this.rootId] });
+        this.emit({ type: 'changed', dirs: [this.rootId], all: true });
+        return;
+      case 'changed':
+        this.emit({ type: 'changed', dirs: m.dirs, all: m.all });
         return;
       case 'ended':
         if (m.gone) {

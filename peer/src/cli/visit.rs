@@ -270,6 +270,10 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
             mountpoint.display()
         )
     })?;
+    tokio::spawn(linkfs_peer::visit::mount::follow_changes(
+        client.changes(),
+        session.notifier(),
+    ));
     eprintln!(
         "linkfs: mounted at {} (read-only); Ctrl-C to unmount",
         mountpoint.display()

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use linkfs_core::{
-    EndReason, Index, Millis, ReadEvent, ReadFailure, ReadHandle, Receiver, ReceiverConfig,
-    ReceiverEvent, StartReadError,
+    EndReason, Index, IndexChange, Millis, ReadEvent, ReadFailure, ReadHandle, Receiver,
+    ReceiverConfig, ReceiverEvent, StartReadError,
 };
 use linkfs_proto::EntryId;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -71,7 +71,20 @@ struct ReadCommand {
 struct Shared {
     receiver: Mutex<Receiver>,
     refusals: Mutex<(Vec<String>, u64)>,
+    /// Where changes to the index go, once someone asked ([`Client::changes`]).
+    changes: Mutex<Option<mpsc::Sender<IndexChanges>>>,
 }
+
+/// Changes applied to the index (after it was complete), in order. `overflowed`:
+/// more changed than this says (anything may have changed).
+#[derive(Debug, Clone, Default)]
+pub struct IndexChanges {
+    pub changes: Vec<IndexChange>,
+    pub overflowed: bool,
+}
+
+/// Change batches waiting for whoever follows them ([`Client::changes`]).
+pub const CHANGES_QUEUE: usize = 64;
 
 /// A connected receiver. Cloning shares the session.
 #[derive(Clone)]
@@ -108,6 +121,7 @@ impl Client {
         let shared = Arc::new(Shared {
             receiver: Mutex::new(Receiver::new(config, Index::new(), None)),
             refusals: Mutex::new((Vec::new(), 0)),
+            changes: Mutex::new(None),
         });
         let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
         let (status_tx, status) = watch::channel(Status::default());
@@ -181,6 +195,17 @@ impl Client {
                 return EndReason::ClosedHere;
             }
         }
+    }
+
+    /// The changes applied to the index from now on (a new call replaces the
+    /// previous follower). A follower that falls behind by more than
+    /// [`CHANGES_QUEUE`] batches gets one with `overflowed` set.
+    pub fn changes(&self) -> mpsc::Receiver<IndexChanges> {
+        let (tx, rx) = mpsc::channel(CHANGES_QUEUE);
+        if let Ok(mut c) = self.shared.changes.lock() {
+            *c = Some(tx);
+        }
+        rx
     }
 
     /// Index operations the sharer sent that were not valid (unsafe names,
@@ -313,9 +338,30 @@ struct ClientSession {
     reads: HashMap<ReadHandle, OpenRead>,
     status: watch::Sender<Status>,
     ended: Option<EndReason>,
+    journaling: bool,
+    /// Changes that could not be handed over (the follower was behind).
+    changes_lost: bool,
 }
 
 impl ClientSession {
+    /// Hands the changes the index recorded to the follower, if any.
+    fn forward_changes(&mut self, changes: Vec<IndexChange>, overflowed: bool) {
+        if changes.is_empty() && !overflowed && !self.changes_lost {
+            return;
+        }
+        let Ok(follower) = self.shared.changes.lock() else {
+            return;
+        };
+        let Some(tx) = follower.as_ref() else {
+            return;
+        };
+        let batch = IndexChanges {
+            changes,
+            overflowed: overflowed || self.changes_lost,
+        };
+        self.changes_lost = tx.try_send(batch).is_err();
+    }
+
     fn lock(&self) -> MutexGuard<'_, Receiver> {
         self.shared
             .receiver
@@ -428,8 +474,16 @@ impl DrivenSession for ClientSession {
                     _ => {}
                 }
             }
-            r.progress()
+            if !self.journaling && r.progress().complete {
+                // From here on every change is recorded, for the mount's caches.
+                self.journaling = true;
+                r.index_mut().record_changes(true);
+            }
+            let journal = r.index_mut().take_changes();
+            (r.progress(), journal)
         };
+        let (progress, (changes, overflowed)) = progress;
+        self.forward_changes(changes, overflowed);
         if !refusals.is_empty() {
             self.keep_refusals(refusals);
         }
@@ -476,6 +530,8 @@ async fn run(
         reads: HashMap::new(),
         status: status.clone(),
         ended: None,
+        journaling: false,
+        changes_lost: false,
     };
     let reason = drive(&mut session, link, cancel).await;
     tracing::info!(%reason, "the session with the sharer ended");

@@ -22,8 +22,8 @@ pub mod listing;
 pub mod mount;
 
 pub use client::{
-    COMMAND_QUEUE, Client, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError, Status,
-    native_receiver_config,
+    CHANGES_QUEUE, COMMAND_QUEUE, Client, IndexChanges, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError,
+    Status, native_receiver_config,
 };
 pub use connect::connect;
 

@@ -575,3 +575,35 @@ impl Filesystem for LinkFs {
         reply.statfs(bytes.div_ceil(4096), 0, 0, files, 0, 4096, 255, 4096);
     }
 }
+
+/// Keeps the kernel's caches true to the index: for every change the index
+/// records (after it was complete), the names that changed in their folders
+/// (old and new place) and the inode itself are invalidated, so `ls`, `stat`
+/// and `cat` see a change at once instead of after [`ATTR_TTL`]. Runs until
+/// the client's session ends. When changes were lost (`overflowed`), the
+/// attribute TTL of 1 s bounds how long the kernel may show the old state.
+pub async fn follow_changes(
+    mut changes: tokio::sync::mpsc::Receiver<super::IndexChanges>,
+    notifier: fuser::Notifier,
+) {
+    while let Some(batch) = changes.recv().await {
+        let notifier = notifier.clone();
+        // The kernel may call back into the filesystem while it invalidates:
+        // never from the runtime's threads.
+        let _ = tokio::task::spawn_blocking(move || invalidate(&notifier, &batch)).await;
+    }
+}
+
+fn invalidate(notifier: &fuser::Notifier, batch: &super::IndexChanges) {
+    if batch.overflowed {
+        tracing::debug!("more changes than recorded; the kernel's caches expire within a second");
+    }
+    for c in &batch.changes {
+        for (parent, name) in c.before.iter().chain(c.after.iter()) {
+            // "Not cached" is the usual answer: nothing to do then.
+            let _ = notifier.inval_entry(ino_of(parent.0), OsStr::from_bytes(name));
+            let _ = notifier.inval_inode(ino_of(parent.0), 0, 0);
+        }
+        let _ = notifier.inval_inode(ino_of(c.id.0), 0, 0);
+    }
+}

@@ -145,7 +145,7 @@ export class ShareView {
         this.onProgress(event.progress);
         break;
       case 'changed':
-        this.onChanged(event.dirs);
+        this.onChanged(event.dirs, event.all ?? false);
         break;
     }
   }
@@ -176,12 +176,12 @@ export class ShareView {
     }
   }
 
-  private onChanged(dirs: number[]): void {
+  private onChanged(dirs: number[], all: boolean): void {
     const shown = this.shownDir?.id;
     if (shown === undefined) return;
-    if (dirs.includes(shown)) this.changeRefresh.request();
+    if (all || dirs.includes(shown)) this.changeRefresh.request();
     // A change in an ancestor may have renamed or removed the shown folder.
-    if (this.crumbs.some((crumb) => crumb.id !== shown && dirs.includes(crumb.id))) {
+    if (all || this.crumbs.some((crumb) => crumb.id !== shown && dirs.includes(crumb.id))) {
       this.updateCrumbs(this.navigation).catch(() => undefined); // the next change tries again
     }
   }

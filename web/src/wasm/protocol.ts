@@ -37,6 +37,7 @@ export type FromWorker =
   | { type: 'send'; frames: ArrayBuffer[] }
   | { type: 'progress'; progress: WorkerProgress; stats: ShareStats }
   | { type: 'reset' }
+  | { type: 'changed'; dirs: number[]; all: boolean }
   | { type: 'ended'; gone: boolean; message: string }
   | { type: 'answer'; id: number; value: QueryAnswer }
   | { type: 'query-failed'; id: number; message: string }

@@ -113,6 +113,9 @@ function handleEvent(ev: SessionEvent): void {
     case 'reset':
       post({ type: 'reset' });
       return;
+    case 'changed':
+      post({ type: 'changed', dirs: ev.dirs, all: ev.all });
+      return;
   }
 }
 
