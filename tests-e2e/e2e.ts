@@ -5,6 +5,8 @@
 // Screenshots of failed tests land in tests-e2e/out/.
 
 import { createHash } from 'node:crypto';
+import { appendFile, chmod, mkdir, mkdtemp, rename, rm, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, statusText, waitForState, type ChromiumInstance } from './lib/chromium.ts';
 import { makeBigFileFixture, makeFixture, makeSmallFixture, type Fixture } from './lib/fixture.ts';
@@ -14,6 +16,9 @@ import { assert, fail, runSuite, type TestCase, type TestContext } from './lib/r
 import { startShare, truncatedLink, withWrongSecret, type ShareOptions, type ShareProcess } from './lib/share-process.ts';
 import { walkTree, type Tree } from './lib/tree.ts';
 import { formatMismatch, readInPage, verifyShare, waitForComplete, type VerifyReport } from './lib/verify.ts';
+import { changedFiles, checkBytesInPage, checkBytesOnMount, convergeIndex, convergeMount } from './lib/follow.ts';
+import { startMount } from './lib/mount-process.ts';
+import { scratchDir } from './lib/paths.ts';
 
 const log = (line: string) => console.log(line);
 
@@ -362,6 +367,84 @@ const tests: TestCase[] = [
       assert(result.checked >= 10, `the wasm self-test checked ${result.checked} vectors, expected all of them (at least 10)`);
       log(`    ${result.checked} vectors checked in the browser`);
       assertNoPageErrors(chromium);
+      await s.stop();
+    },
+  },
+  {
+    name: 'j: live share: a browser and a mount follow every kind of change to the folder',
+    timeoutMs: 300_000,
+    async run(t) {
+      const dir = await mkdtemp(path.join(scratchDir, 'live-'));
+      const outside = await mkdtemp(path.join(scratchDir, 'outside-'));
+      t.defer(() => rm(dir, { recursive: true, force: true }));
+      t.defer(() => rm(outside, { recursive: true, force: true }));
+      await mkdir(path.join(dir, 'docs'), { recursive: true });
+      await writeFile(path.join(dir, 'docs/log.txt'), 'start');
+      await writeFile(path.join(dir, 'docs/replace-me'), 'a file, for now');
+      await mkdir(path.join(dir, 'big/sub'), { recursive: true });
+      for (let n = 0; n < 2999; n += 1) await writeFile(path.join(dir, `big/sub/${n}`), `${n}`);
+      await mkdir(path.join(dir, 'leaving/inner'), { recursive: true });
+      await writeFile(path.join(dir, 'leaving/inner/f'), 'bye');
+      await symlink('docs/log.txt', path.join(dir, 'link'));
+
+      const { chromium, page } = await browser(t, 'live');
+      const s = await share(t, dir);
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 60_000);
+      const mnt = path.join(scratchDir, `live-mnt-${process.pid}`);
+      const m = await startMount(s.link, mnt);
+      t.defer(() => m.kill());
+      t.onFailure(() => log(`    mount stderr tail:\n${m.process.stderrTail().replace(/^/gm, '      ')}`));
+
+      let before: Tree | null = null;
+      const step = async (what: string, change: () => Promise<void>) => {
+        await change();
+        const inPage = await convergeIndex(page, dir);
+        const onMount = await convergeMount(mnt, dir);
+        const problems = [...inPage.mismatches.map((x) => `browser: ${formatMismatch(x)}`), ...onMount.mismatches.map((x) => `mount: ${formatMismatch(x)}`)];
+        const changed = changedFiles(before, inPage.tree);
+        if (problems.length === 0 && changed.length <= 50) {
+          for (const x of await checkBytesInPage(page, changed, inPage.remote)) problems.push(`browser bytes: ${formatMismatch(x)}`);
+          for (const x of await checkBytesOnMount(mnt, changed)) problems.push(`mount bytes: ${formatMismatch(x)}`);
+        }
+        log(`    ${what}: browser ${inPage.seconds.toFixed(2)} s, mount ${onMount.seconds.toFixed(2)} s, ${changed.length} changed files`);
+        assert(problems.length === 0, `${what}: the receivers differ from the folder after 10 s:\n  ${problems.slice(0, 20).join('\n  ')}`);
+        before = inPage.tree;
+      };
+
+      await step('the first state', async () => undefined);
+      await step('1,000 files created', async () => {
+        for (let n = 0; n < 1000; n += 1) await writeFile(path.join(dir, `docs/new-${n}.txt`), `file ${n}`);
+      });
+      await step('appended to 50 times in a second', async () => {
+        for (let n = 0; n < 50; n += 1) {
+          await appendFile(path.join(dir, 'docs/log.txt'), ` ${n}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      });
+      await step('truncated', async () => truncate(path.join(dir, 'docs/log.txt'), 5));
+      await step('chmod', async () => chmod(path.join(dir, 'docs/new-1.txt'), 0o600));
+      await step('deleted', async () => unlink(path.join(dir, 'docs/new-2.txt')));
+      const idBefore = (await lookup(page, 'big/sub/42'))?.id;
+      await step('a folder of 3,000 entries renamed', async () => rename(path.join(dir, 'big'), path.join(dir, 'renamed')));
+      assert((await lookup(page, 'renamed/sub/42'))?.id === idBefore, 'the renamed folder kept its entries (same ids)');
+      await step('a folder moved out of the share, another moved in', async () => {
+        await rename(path.join(dir, 'leaving'), path.join(outside, 'leaving'));
+        await mkdir(path.join(outside, 'arriving/deep'), { recursive: true });
+        await writeFile(path.join(outside, 'arriving/deep/g'), 'hello from outside');
+        await rename(path.join(outside, 'arriving'), path.join(dir, 'arriving'));
+      });
+      await step('a file replaced by a folder of the same name', async () => {
+        await unlink(path.join(dir, 'docs/replace-me'));
+        await mkdir(path.join(dir, 'docs/replace-me'));
+        await writeFile(path.join(dir, 'docs/replace-me/now-a-folder'), 'x');
+      });
+      await step('a symlink retargeted', async () => {
+        await unlink(path.join(dir, 'link'));
+        await symlink('arriving/deep/g', path.join(dir, 'link'));
+      });
+      assertNoPageErrors(chromium);
+      await m.stop();
       await s.stop();
     },
   },
