@@ -21,6 +21,8 @@
 //! - [`seal`] and [`link`]: share links and the sealing of signaling payloads
 //!   with a key derived from the link's secret.
 //!
+//! - [`backoff::Backoff`]: when to try again after a lost connection (the
+//!   browser, the native receiver and the sharer's relay connection share it).
 //! - [`settle::Settler`]: changes on disk settle before they are announced (a
 //!   per-path debounce and a periodic flush; a rescan when events were lost).
 //! - [`sim`]: a lossy, reordering simulated link and a deterministic PRNG, for
@@ -29,6 +31,7 @@
 //! The same code compiles for the native peer and for wasm32 in the browser.
 //! Time is [`Millis`] from any monotonic clock the shell has.
 
+pub mod backoff;
 pub mod index;
 pub mod link;
 pub mod persist;
@@ -40,6 +43,7 @@ pub mod share_index;
 pub mod signaling;
 pub mod sim;
 
+pub use backoff::{Backoff, BackoffConfig, Retry};
 pub use index::{EntryRef, Index, IndexChange, IndexError, JOURNAL_LIMIT, Place, SortKey};
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use persist::{

@@ -132,6 +132,8 @@ pub enum StoredEvent {
     Read(ReadEvent),
     /// An index operation from the sharer was not valid and was skipped.
     Refused(IndexError),
+    /// The data link was lost; the session waits for a new one.
+    LinkLost,
     Ended {
         reason: EndReason,
     },
@@ -207,13 +209,22 @@ impl<F: StoredFrame> PersistentReceiver<F> {
         }
     }
 
-    /// The data link opened: frames may flow.
+    /// A data link opened: frames may flow (after a lost one, the session
+    /// resumes where the index is).
     pub fn channel_opened(&mut self) {
         self.channel_open = true;
+        self.receiver.link_ready();
     }
 
-    /// The data link closed.
+    /// The data link closed; the shell tries a new one (reads wait meanwhile).
     pub fn channel_closed(&mut self) {
+        self.channel_open = false;
+        self.receiver.link_lost();
+        self.drain();
+    }
+
+    /// No new data link will come: the session ends (reads fail with the reason).
+    pub fn give_up(&mut self) {
         self.channel_open = false;
         self.receiver.connection_lost();
         self.drain();
@@ -330,6 +341,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
                     }
                 }
                 ReceiverEvent::Read(r) => self.events.push_back(StoredEvent::Read(r)),
+                ReceiverEvent::LinkLost => self.events.push_back(StoredEvent::LinkLost),
                 ReceiverEvent::Ended { reason } => {
                     self.events.push_back(StoredEvent::Ended { reason })
                 }

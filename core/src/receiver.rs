@@ -190,6 +190,8 @@ pub enum ReceiverEvent {
     },
     /// A read made progress, finished or failed.
     Read(ReadEvent),
+    /// The data link was lost; the session waits for a new one (reads wait too).
+    LinkLost,
     Ended {
         reason: EndReason,
     },
@@ -258,6 +260,8 @@ struct Request {
 enum State {
     AwaitingWelcome,
     Open,
+    /// The data link was lost; the shell is getting a new one.
+    Disconnected,
     Closed,
 }
 
@@ -547,9 +551,52 @@ impl Receiver {
         self.events.push_back(ReceiverEvent::Ended { reason });
     }
 
-    /// The data channel closed.
+    /// The data channel closed and no new one will come: the session ends.
     pub fn connection_lost(&mut self) {
         self.end(EndReason::ConnectionLost);
+    }
+
+    /// The data link was lost, and the shell will try a new one
+    /// ([`link_ready`](Self::link_ready)). The index, the position and every
+    /// read stay; what was asked and not answered is asked again later, from
+    /// the first byte not yet delivered. Nothing is sent meanwhile.
+    pub fn link_lost(&mut self) {
+        if self.state == State::Closed || self.state == State::Disconnected {
+            return;
+        }
+        if self.state == State::Open {
+            // Whatever the index holds is a valid place to resume from.
+            self.resume = Some((self.epoch, self.next));
+        }
+        self.state = State::Disconnected;
+        self.out.clear();
+        self.ack_due = false;
+        self.early.clear();
+        self.early_bytes = 0;
+        self.requests.clear();
+        self.in_flight = 0;
+        for job in self.jobs.values_mut() {
+            job.next_request = job.delivered;
+            job.in_flight = 0;
+            job.pending.clear();
+        }
+        self.events.push_back(ReceiverEvent::LinkLost);
+    }
+
+    /// A new data link is open: the session starts again with a Hello that
+    /// resumes where the index is.
+    pub fn link_ready(&mut self) {
+        if self.state != State::Disconnected {
+            return;
+        }
+        self.state = State::AwaitingWelcome;
+        self.hello_sent_at = Millis(0);
+        self.out.push_back(self.hello());
+    }
+
+    /// Whether the session waits for a new data link.
+    pub fn is_disconnected(&self) -> bool {
+        self.state == State::Disconnected
     }
 
     /// Ends the session from this side: a goodbye goes out (take it with
