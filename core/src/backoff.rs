@@ -148,16 +148,11 @@ mod tests {
         );
         let mut now = 0;
         let mut waits = Vec::new();
-        loop {
-            match b.failed(Millis(now)) {
-                Retry::At(t) => {
-                    waits.push(t.0 - now);
-                    assert!(!b.due(Millis(t.0 - 1)));
-                    assert!(b.due(t));
-                    now = t.0;
-                }
-                Retry::GiveUp => break,
-            }
+        while let Retry::At(t) = b.failed(Millis(now)) {
+            waits.push(t.0 - now);
+            assert!(!b.due(Millis(t.0 - 1)));
+            assert!(b.due(t));
+            now = t.0;
         }
         assert!(waits[0] >= 100 && waits[0] <= 125, "{waits:?}");
         assert!(waits[1] >= 200 && waits[1] <= 250, "{waits:?}");
