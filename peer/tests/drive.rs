@@ -219,3 +219,56 @@ async fn a_link_that_drops_ends_with_connection_lost() {
     assert_eq!(end, EndReason::ConnectionLost);
     assert_eq!(end.kind(), FailureKind::Unreachable);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_receiver_reconnects_after_cuts_and_resumes_its_index_and_reads() {
+    let dir = TempDir::new("reconnect");
+    let files = make_tree(&dir.0);
+    let shared = index_of(&dir.0, quick_sender()).await;
+    let cuts: Arc<std::sync::Mutex<Vec<linkfs_peer::drive::memory::Cut>>> = Arc::default();
+    let links = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (a, b, cut) = MemoryLink::pair_with_cut(LinkModel::PERFECT, 1);
+    cuts.lock().unwrap().push(cut);
+    tokio::spawn(serve(a, shared.ctx.clone()));
+    let reconnect: linkfs_peer::visit::Reconnector<MemoryLink> = {
+        let (ctx, cuts, links) = (shared.ctx.clone(), cuts.clone(), links.clone());
+        Box::new(move || {
+            let (ctx, cuts, links) = (ctx.clone(), cuts.clone(), links.clone());
+            Box::pin(async move {
+                let n = links.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let (a, b, cut) = MemoryLink::pair_with_cut(LinkModel::PERFECT, 10 + u64::from(n));
+                cuts.lock().unwrap().push(cut);
+                tokio::spawn(serve(a, ctx));
+                Ok(b)
+            })
+        })
+    };
+    let client = Client::start_with(b, quick_receiver(), Some(reconnect));
+    client.wait_complete().await.unwrap();
+
+    // A big read, cut twice while it runs: it continues, and its bytes are the file's.
+    let (rel, want) = files
+        .iter()
+        .find(|(_, d)| d.len() > 1 << 20)
+        .unwrap()
+        .clone();
+    let id = client.with_index(|ix| ix.lookup(rel.as_bytes())).unwrap();
+    let reading = client.start_read(id, 0, want.len() as u64);
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if let Some(c) = cuts.lock().unwrap().last() {
+            c.cut();
+        }
+    }
+    let got = tokio::time::timeout(Duration::from_secs(30), reading)
+        .await
+        .expect("the read finishes after the reconnects")
+        .expect("the read succeeds");
+    assert!(got == want, "the bytes are the file's");
+    let status = client.status();
+    assert!(status.reconnects >= 1, "{status:?}");
+    assert!(!status.reconnecting);
+    assert!(status.ended.is_none());
+    assert_eq!(client.status().received, shared.entries);
+    client.shutdown().await;
+}

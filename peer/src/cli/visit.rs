@@ -89,11 +89,39 @@ fn bar(template: &str) -> ProgressBar {
     b
 }
 
+/// Says on stderr when the connection to the sharer is lost and when it is back.
+fn report_reconnects(client: &Client) {
+    let mut watch = client.watch();
+    tokio::spawn(async move {
+        let mut was = false;
+        loop {
+            let s = watch.borrow_and_update().clone();
+            if s.ended.is_some() {
+                return;
+            }
+            if s.reconnecting != was {
+                was = s.reconnecting;
+                if was {
+                    eprintln!(
+                        "linkfs: lost the connection to the sharer; reconnecting (reads wait) ..."
+                    );
+                } else {
+                    eprintln!("linkfs: reconnected to the sharer");
+                }
+            }
+            if watch.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
 /// Connects and waits for the complete index, showing its progress.
 async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
     let started = std::time::Instant::now();
     eprintln!("linkfs: connecting to the sharer ...");
     let client = open(&args.link, &transport(args)).await?;
+    report_reconnects(&client);
     let b = bar("{spinner} index: {pos}/{len} entries {wide_bar} {elapsed}");
     let mut watch = client.watch();
     let done = loop {

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use linkfs_core::sim::{LinkModel, Rng, SimLink};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::{FrameLink, FrameReceiver, FrameSender, LinkClosed};
 
@@ -46,14 +47,32 @@ pub struct MemoryReceiver {
     closed: Arc<Mutex<Option<String>>>,
 }
 
+/// Cuts a [`MemoryLink`] pair: both ends see the link end, as when a network
+/// path breaks (what was in flight is lost).
+#[derive(Debug, Clone)]
+pub struct Cut(CancellationToken);
+
+impl Cut {
+    pub fn cut(&self) {
+        self.0.cancel();
+    }
+}
+
 impl MemoryLink {
     /// Two connected ends over links that behave as `model` says; `seed`
     /// makes the losses repeatable.
     pub fn pair(model: LinkModel, seed: u64) -> (MemoryLink, MemoryLink) {
+        let (a, b, _) = Self::pair_with_cut(model, seed);
+        (a, b)
+    }
+
+    /// [`MemoryLink::pair`], and a way to cut it.
+    pub fn pair_with_cut(model: LinkModel, seed: u64) -> (MemoryLink, MemoryLink, Cut) {
+        let cut = CancellationToken::new();
         let a_closed = Arc::new(Mutex::new(None));
         let b_closed = Arc::new(Mutex::new(None));
-        let (a_to_b, a_rx) = one_way(model, seed, b_closed.clone());
-        let (b_to_a, b_rx) = one_way(model, seed.wrapping_add(1), a_closed.clone());
+        let (a_to_b, a_rx) = one_way(model, seed, b_closed.clone(), cut.clone());
+        let (b_to_a, b_rx) = one_way(model, seed.wrapping_add(1), a_closed.clone(), cut.clone());
         (
             MemoryLink {
                 sender: MemorySender {
@@ -77,6 +96,7 @@ impl MemoryLink {
                     closed: b_closed,
                 },
             },
+            Cut(cut),
         )
     }
 }
@@ -87,6 +107,7 @@ fn one_way(
     model: LinkModel,
     seed: u64,
     far_closed: Arc<Mutex<Option<String>>>,
+    cut: CancellationToken,
 ) -> (mpsc::Sender<Bytes>, mpsc::Receiver<Bytes>) {
     let (queue, mut queued) = mpsc::channel::<Bytes>(SEND_QUEUE);
     let (deliver, delivered) = mpsc::channel::<Bytes>(RECEIVE_QUEUE);
@@ -109,6 +130,12 @@ fn one_way(
                 .next_delivery()
                 .map(|at| start + Duration::from_millis(at));
             tokio::select! {
+                () = cut.cancelled() => {
+                    if let Ok(mut c) = far_closed.lock() {
+                        c.get_or_insert_with(|| "the network path broke".into());
+                    }
+                    return;
+                }
                 frame = queued.recv(), if open => match frame {
                     Some(f) => sim.send(&mut rng, now(), f.to_vec()),
                     None => open = false,

@@ -17,14 +17,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use std::future::Future;
+use std::pin::Pin;
+
 use linkfs_core::{
-    EndReason, Index, IndexChange, Millis, ReadEvent, ReadFailure, ReadHandle, Receiver,
-    ReceiverConfig, ReceiverEvent, StartReadError,
+    Backoff, BackoffConfig, EndReason, FailureKind, Index, IndexChange, Millis, ReadEvent,
+    ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent, Retry, StartReadError,
 };
 use linkfs_proto::EntryId;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::VisitError;
 use crate::drive::{DrivenSession, FrameLink, LinkClosed, drive};
 
 /// Read commands waiting for the session loop.
@@ -42,7 +46,15 @@ pub struct Status {
     pub complete: bool,
     /// Set once the session ended.
     pub ended: Option<EndReason>,
+    /// The data link was lost and a new one is being made (reads wait).
+    pub reconnecting: bool,
+    /// New data links made after the first.
+    pub reconnects: u32,
 }
+
+/// Makes a new data link to the same sharer after one was lost.
+pub type Reconnector<L> =
+    Box<dyn FnMut() -> Pin<Box<dyn Future<Output = Result<L, VisitError>> + Send>> + Send>;
 
 /// Why a read failed, in words a user understands.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -117,7 +129,19 @@ pub fn native_receiver_config() -> ReceiverConfig {
 impl Client {
     /// Starts the session over an open link. It runs on the current tokio
     /// runtime until the sharer leaves, the link drops or [`Client::close`].
-    pub fn start(link: impl FrameLink, config: ReceiverConfig) -> Client {
+    pub fn start<L: FrameLink>(link: L, config: ReceiverConfig) -> Client {
+        Self::start_with(link, config, None)
+    }
+
+    /// Like [`Client::start`]; when the link is lost, `reconnect` makes new
+    /// ones (with core's backoff, for up to five minutes; a sharer that is not
+    /// there is waited for one minute, in case it is restarting), and the
+    /// session resumes where the index was. Reads wait meanwhile.
+    pub fn start_with<L: FrameLink>(
+        link: L,
+        config: ReceiverConfig,
+        reconnect: Option<Reconnector<L>>,
+    ) -> Client {
         let shared = Arc::new(Shared {
             receiver: Mutex::new(Receiver::new(config, Index::new(), None)),
             refusals: Mutex::new((Vec::new(), 0)),
@@ -128,6 +152,7 @@ impl Client {
         let cancel = CancellationToken::new();
         tokio::spawn(run(
             link,
+            reconnect,
             shared.clone(),
             command_rx,
             status_tx,
@@ -341,6 +366,18 @@ struct ClientSession {
     journaling: bool,
     /// Changes that could not be handed over (the follower was behind).
     changes_lost: bool,
+    /// A lost link is followed by a new one (else the session ends).
+    may_reconnect: bool,
+    /// The link was lost; the drive loop hands over to reconnecting.
+    link_gone: bool,
+}
+
+/// How one drive of the session over one link ended.
+#[derive(Debug)]
+enum ClientEnd {
+    /// The link was lost; the session waits for a new one.
+    LinkLost,
+    Ended(EndReason),
 }
 
 impl ClientSession {
@@ -388,7 +425,7 @@ impl ClientSession {
 
 impl DrivenSession for ClientSession {
     type Input = ClientInput;
-    type Outcome = EndReason;
+    type Outcome = ClientEnd;
 
     fn handle_frame(&mut self, now: Millis, frame: &[u8]) {
         self.lock().handle_frame(now, frame);
@@ -442,7 +479,7 @@ impl DrivenSession for ClientSession {
         }
     }
 
-    fn poll_end(&mut self, _now: Millis) -> Option<EndReason> {
+    fn poll_end(&mut self, _now: Millis) -> Option<ClientEnd> {
         let mut refusals = Vec::new();
         let shared = self.shared.clone();
         let progress = {
@@ -496,28 +533,81 @@ impl DrivenSession for ClientSession {
             s.complete = progress.complete;
             changed
         });
-        let reason = self.ended.clone()?;
-        for (_, open) in self.reads.drain() {
-            let _ = open.reply.send(Err(ReadError::Ended(reason.clone())));
+        if let Some(reason) = self.ended.clone() {
+            for (_, open) in self.reads.drain() {
+                let _ = open.reply.send(Err(ReadError::Ended(reason.clone())));
+            }
+            return Some(ClientEnd::Ended(reason));
         }
-        Some(reason)
+        self.link_gone.then_some(ClientEnd::LinkLost)
     }
 
-    fn link_closed(&mut self, _reason: LinkClosed) {
-        self.lock().connection_lost();
+    fn link_closed(&mut self, reason: LinkClosed) {
+        if self.may_reconnect {
+            tracing::info!(%reason, "the link to the sharer was lost; reconnecting");
+            self.lock().link_lost();
+            self.link_gone = true;
+        } else {
+            self.lock().connection_lost();
+        }
     }
 
     fn stop(&mut self) {
         self.lock().close();
     }
 
-    fn gave_up(&mut self) -> EndReason {
-        self.ended.clone().unwrap_or(EndReason::ClosedHere)
+    fn gave_up(&mut self) -> ClientEnd {
+        ClientEnd::Ended(self.ended.clone().unwrap_or(EndReason::ClosedHere))
     }
 }
 
-async fn run(
-    link: impl FrameLink,
+/// How long a sharer that is not there is waited for while reconnecting (it
+/// may be restarting).
+const SHARER_RESTART_GRACE_MS: u64 = 60_000;
+
+/// Makes a new link with backoff; the reason the session ends otherwise.
+async fn relink<L: FrameLink>(
+    reconnect: &mut Reconnector<L>,
+    backoff: &mut Backoff,
+    cancel: &CancellationToken,
+) -> Result<L, EndReason> {
+    let start = tokio::time::Instant::now();
+    let now = || Millis(start.elapsed().as_millis() as u64);
+    let mut gone_since: Option<Millis> = None;
+    loop {
+        match backoff.failed(now()) {
+            Retry::GiveUp => return Err(EndReason::ConnectionLost),
+            Retry::At(t) => {
+                let at = start + Duration::from_millis(t.0);
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = cancel.cancelled() => return Err(EndReason::ClosedHere),
+                }
+            }
+        }
+        match reconnect().await {
+            Ok(link) => {
+                backoff.succeeded();
+                return Ok(link);
+            }
+            Err(e) => match e.kind() {
+                FailureKind::InvalidLink => return Err(EndReason::ConnectionLost),
+                FailureKind::SharerGone => {
+                    let since = *gone_since.get_or_insert(now());
+                    if now().0.saturating_sub(since.0) >= SHARER_RESTART_GRACE_MS {
+                        return Err(EndReason::SharerGoodbye(String::new()));
+                    }
+                    tracing::info!(error = %e, "the sharer is not there (yet); trying again");
+                }
+                _ => tracing::info!(error = %e, "reconnecting failed; trying again"),
+            },
+        }
+    }
+}
+
+async fn run<L: FrameLink>(
+    link: L,
+    mut reconnect: Option<Reconnector<L>>,
     shared: Arc<Shared>,
     commands: mpsc::Receiver<ReadCommand>,
     status: watch::Sender<Status>,
@@ -532,13 +622,55 @@ async fn run(
         ended: None,
         journaling: false,
         changes_lost: false,
+        may_reconnect: reconnect.is_some(),
+        link_gone: false,
     };
-    let reason = drive(&mut session, link, cancel).await;
+    let seed = crate::random::random_bytes::<8>().map_or(7, u64::from_le_bytes);
+    let mut backoff = Backoff::new(BackoffConfig::default(), seed);
+    let mut link = link;
+    let reason = loop {
+        match drive(&mut session, link, cancel.clone()).await {
+            ClientEnd::Ended(reason) => break reason,
+            ClientEnd::LinkLost => {
+                session.link_gone = false;
+                let Some(reconnect) = reconnect.as_mut() else {
+                    session.lock().connection_lost();
+                    break EndReason::ConnectionLost;
+                };
+                status.send_modify(|s| s.reconnecting = true);
+                match relink(reconnect, &mut backoff, &cancel).await {
+                    Ok(new) => {
+                        link = new;
+                        session.lock().link_ready();
+                        status.send_modify(|s| {
+                            s.reconnecting = false;
+                            s.reconnects += 1;
+                        });
+                        tracing::info!("reconnected to the sharer");
+                    }
+                    Err(reason) => {
+                        {
+                            let mut r = session.lock();
+                            r.connection_lost();
+                            while r.poll_event().is_some() {}
+                        }
+                        for (_, open) in session.reads.drain() {
+                            let _ = open.reply.send(Err(ReadError::Ended(reason.clone())));
+                        }
+                        break reason;
+                    }
+                }
+            }
+        }
+    };
     tracing::info!(%reason, "the session with the sharer ended");
     session.commands.close();
     while let Ok(cmd) = session.commands.try_recv() {
         let _ = cmd.reply.send(Err(ReadError::Ended(reason.clone())));
     }
     // The link is closed before the end is announced: `shutdown` waits for a clean close.
-    status.send_modify(|s| s.ended = Some(reason));
+    status.send_modify(|s| {
+        s.reconnecting = false;
+        s.ended = Some(reason);
+    });
 }

@@ -23,7 +23,7 @@ pub mod mount;
 
 pub use client::{
     CHANGES_QUEUE, COMMAND_QUEUE, Client, IndexChanges, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError,
-    Status, native_receiver_config,
+    Reconnector, Status, native_receiver_config,
 };
 pub use connect::connect;
 
@@ -77,9 +77,19 @@ impl VisitError {
     }
 }
 
-/// Parses `link`, connects and starts a [`Client`]; does not wait for the index.
+/// Parses `link`, connects and starts a [`Client`] that reconnects when the
+/// data link is lost; does not wait for the index.
 pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, VisitError> {
     let link = ShareLink::parse(link)?;
     let data = connect(&link, transport).await?;
-    Ok(Client::start(data, native_receiver_config()))
+    let transport = transport.clone();
+    let reconnect: Reconnector<crate::transport::DataLink> = Box::new(move || {
+        let (link, transport) = (link.clone(), transport.clone());
+        Box::pin(async move { connect(&link, &transport).await })
+    });
+    Ok(Client::start_with(
+        data,
+        native_receiver_config(),
+        Some(reconnect),
+    ))
 }
