@@ -45,7 +45,7 @@ export interface DataLinkHandlers {
   onOpen(): void;
   /** One frame from the sharer. */
   onFrame(frame: ArrayBuffer): void;
-  /** The data channel closed (after it had opened). */
+  /** The data channel closed after it had opened (the link is over; a new DataLink may follow). */
   onClose(message: string): void;
 }
 "#;
@@ -73,7 +73,7 @@ mod words {
     pub const INVALID: &str = "This link is not valid: its secret does not match the share. Check that you copied the whole link, including everything after '#'.";
     pub const RELAY_LOST: &str = "Lost the connection to the relay before the sharer could be reached. Check your network and reload the page.";
     pub const SHARER_GONE: &str = "No one is sharing at this link now: the sharer stopped sharing, or the link is old. Ask them to share again and reload the page.";
-    pub const CHANNEL_CLOSED: &str = "The sharer went away. You can still browse what was received; reopen the link when they share again.";
+    pub const CHANNEL_CLOSED: &str = "The connection to the sharer was lost.";
     pub const PEER_FAILED: &str = "Could not reach the sharer directly. If you are on different networks, the relay needs a TURN server.";
 }
 
@@ -451,6 +451,8 @@ fn apply_answer(inner: &Shared, sdp: String) {
     });
 }
 
+/// The open channel closed (or the connection failed after it opened): the
+/// page decides, with the worker, whether to reconnect.
 fn channel_closed(inner: &Shared) {
     {
         let mut i = inner.borrow_mut();
@@ -459,9 +461,7 @@ fn channel_closed(inner: &Shared) {
         }
         detach(&mut i);
     }
-    let h = handlers(inner);
-    h.on_status("sharer-gone", words::CHANNEL_CLOSED);
-    h.on_close(words::CHANNEL_CLOSED);
+    handlers(inner).on_close(words::CHANNEL_CLOSED);
 }
 
 async fn add_candidate(pc: &RtcPeerConnection, c: IceCandidate) {

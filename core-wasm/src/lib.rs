@@ -22,11 +22,13 @@ use wasm_bindgen::prelude::*;
 
 pub mod data_link;
 pub mod receiver_session;
+pub mod reconnect;
 pub mod store;
 pub mod types;
 
 pub use data_link::DataLink;
 pub use receiver_session::ReceiverSession;
+pub use reconnect::ReconnectSchedule;
 
 /// Panics (bugs) show up in the console with their message.
 pub(crate) fn install_panic_hook() {

@@ -108,10 +108,19 @@ impl ReceiverSession {
         self.inner.borrow_mut().receiver.channel_opened();
     }
 
-    /// The data link closed.
+    /// The data link closed; the session waits for a new one (`linkLost`
+    /// event), unless it had ended (the sharer said goodbye).
     #[wasm_bindgen(js_name = channelClosed)]
     pub fn channel_closed(&self) {
         self.inner.borrow_mut().receiver.channel_closed();
+        self.after();
+    }
+
+    /// No new data link will come (the page gave up reconnecting): the
+    /// session ends and reads fail.
+    #[wasm_bindgen(js_name = giveUp)]
+    pub fn give_up(&self) {
+        self.inner.borrow_mut().receiver.give_up();
         self.after();
     }
 
@@ -300,6 +309,7 @@ fn copy_in(frame: &JsValue) -> Vec<u8> {
 fn event_of(event: StoredEvent, refusals_logged: &mut u64) -> Option<SessionEvent> {
     Some(match event {
         StoredEvent::Reset => SessionEvent::Reset,
+        StoredEvent::LinkLost => SessionEvent::LinkLost,
         StoredEvent::Read(ReadEvent::Data {
             handle,
             offset,

@@ -163,6 +163,9 @@ pub enum SessionEvent {
     },
     /// The sharer started a fresh snapshot: whatever was shown is gone.
     Reset,
+    /// The data link was lost; the session waits for a new one (the page
+    /// reconnects; reads wait and continue).
+    LinkLost,
     /// Entries changed in these folders (their listings are stale); `all`:
     /// more changed than was recorded, so any folder may have.
     Changed {

@@ -98,6 +98,7 @@ async fn index_of(root: &Path, config: SenderConfig) -> Shared {
             root: Arc::new(ShareRoot::open(root).unwrap()),
             config,
             cancel: CancellationToken::new(),
+            drop_links: None,
         },
         entries: summary.entries,
         _progress: progress,

@@ -125,6 +125,7 @@ impl Live {
             root: live.root.clone(),
             config: SenderConfig::default(),
             cancel: CancellationToken::new(),
+            drop_links: None,
         };
         let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
         tokio::spawn(serve(a, ctx.clone()));

@@ -739,3 +739,58 @@ fn the_mount_follows_changes_on_the_sharers_disk() {
     mount.stop();
     share.stop();
 }
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn a_mount_rides_out_dropped_links_and_reads_stay_whole() {
+    let tmp = TempDir::new("drops");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let data = random_bytes(200 << 20, 5);
+    write_file(&src.join("big.bin"), &data, 1_600_000_000);
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    let copy = tmp.0.join("copy");
+    let mut dd = Command::new("dd")
+        .arg(format!("if={}", mount.mnt.join("big.bin").display()))
+        .arg(format!("of={}", copy.display()))
+        .args(["bs=1M", "status=none"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drop every visitor's link five times while dd reads.
+    let mut drops = 0;
+    while drops < 5 && dd.try_wait().unwrap().is_none() {
+        let before = std::fs::metadata(&copy).map_or(0, |m| m.len());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::metadata(&copy).map_or(0, |m| m.len()) < before + (4 << 20) {
+            if dd.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no progress after a reconnect:\n{}",
+                mount.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill(&share.child, "-USR1");
+        drops += 1;
+    }
+    let status = dd.wait().unwrap();
+    let mut err = String::new();
+    dd.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(
+        status.success(),
+        "dd failed across dropped links: {err}\n{}",
+        mount.log()
+    );
+    assert!(
+        std::fs::read(&copy).unwrap() == data,
+        "the copy equals the file"
+    );
+    assert!(drops >= 3, "only {drops} drops happened before dd finished");
+    assert!(mount.log().contains("reconnected"), "{}", mount.log());
+    mount.stop();
+    share.stop();
+}

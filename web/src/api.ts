@@ -38,6 +38,8 @@ export interface ListPage {
 export type ConnectionState =
   | 'connecting'
   | 'connected'
+  /** The connection was lost; a new one is being made (downloads wait and continue). */
+  | 'reconnecting'
   | 'sharer-gone'
   | 'invalid-link'
   | 'error';

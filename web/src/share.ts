@@ -16,7 +16,16 @@ import type {
   SortKey,
 } from './api';
 import type { FromWorker, IndexQuery, ShareStats, ToWorker, WorkerProgress } from './wasm/protocol';
-import { type DataLink, type LinkState, openDataLink, pageWasmMemoryBytes, startIndexWorker, wasmSelfTest } from './wasm/page';
+import {
+  type DataLink,
+  type LinkState,
+  openDataLink,
+  pageWasmMemoryBytes,
+  type ReconnectTimer,
+  reconnectSchedule,
+  startIndexWorker,
+  wasmSelfTest,
+} from './wasm/page';
 
 /** The link's key part is malformed: the page says so instead of connecting. */
 export class InvalidLinkError extends Error {
@@ -34,6 +43,9 @@ declare global {
 
 /** How long to wait for the sharer before saying so. */
 const CONNECT_TIMEOUT_MS = 30_000;
+
+/** How long reconnect attempts wait for a sharer that is not there (it may be restarting). */
+const SHARER_RESTART_GRACE_MS = 60_000;
 
 const KEY_SHAPE = /^[A-Za-z0-9_-]{8,64}\.[A-Za-z0-9_-]{22}$/;
 
@@ -60,6 +72,15 @@ class WasmShare implements ShareApi {
   private readonly reads = new Map<number, PendingRead>();
   private nextId = 1;
   private connectTimer: ReturnType<typeof setTimeout> | null = null;
+  /** The link being followed (origin + fragment). */
+  private link = '';
+  /** Core's reconnect schedule, once connecting started. */
+  private schedule: ReconnectTimer | null = null;
+  private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Since when reconnect attempts found no sharer (it may be restarting). */
+  private goneSince: number | null = null;
+  /** The session is over for good (goodbye, given up, closed). */
+  private over = false;
 
   constructor(worker: Worker) {
     this.worker = worker;
@@ -84,19 +105,13 @@ class WasmShare implements ShareApi {
   private readyWaiter: { resolve: () => void; reject: (e: Error) => void } | null = null;
 
   async connect(link: string): Promise<void> {
-    const dataLink = await openDataLink(link, {
-      onStatus: (state: LinkState, message: string) => this.onConnectionStatus(state, message),
-      onOpen: () => {
-        this.clearConnectTimer();
-        this.post({ type: 'channel-open' });
-      },
-      onFrame: (frame: ArrayBuffer) => this.post({ type: 'frame', frame }, [frame]),
-      onClose: () => this.post({ type: 'channel-closed' }),
-    });
-    this.dataLink = dataLink;
+    this.link = link;
+    this.schedule = await reconnectSchedule();
+    const dataLink = await this.attempt(false);
     this.connectTimer = setTimeout(() => {
       if (this.currentStatus.state === 'connecting') {
         dataLink.close();
+        this.over = true;
         this.setStatus({
           state: 'error',
           message:
@@ -104,6 +119,68 @@ class WasmShare implements ShareApi {
         });
       }
     }, CONNECT_TIMEOUT_MS);
+  }
+
+  /** Opens one data link: the first, or (`again`) one after a link was lost. */
+  private async attempt(again: boolean): Promise<DataLink> {
+    const dataLink = await openDataLink(this.link, {
+      onStatus: (state: LinkState, message: string) => {
+        if (!again) {
+          this.onConnectionStatus(state, message);
+          return;
+        }
+        // While reconnecting the page keeps saying so until a link works or it gives up.
+        if (state === 'connected') {
+          this.schedule?.succeeded();
+          this.goneSince = null;
+          this.setStatus({ state, message });
+        } else if (state === 'invalid-link') {
+          this.giveUp(state, message);
+        } else if (state !== 'connecting') {
+          this.dataLink?.close();
+          if (state === 'sharer-gone') this.goneSince ??= performance.now();
+          this.retryLater(message);
+        }
+      },
+      onOpen: () => {
+        this.clearConnectTimer();
+        this.post({ type: 'channel-open' });
+      },
+      onFrame: (frame: ArrayBuffer) => this.post({ type: 'frame', frame }, [frame]),
+      // The worker says whether the session ended (a goodbye) or waits for a new link.
+      onClose: () => this.post({ type: 'channel-closed' }),
+    });
+    this.dataLink = dataLink;
+    return dataLink;
+  }
+
+  /** The link was lost (or an attempt failed): try again on core's schedule. */
+  private retryLater(reason: string | null): void {
+    if (this.over) return;
+    const gone = this.goneSince !== null && performance.now() - this.goneSince > SHARER_RESTART_GRACE_MS;
+    const wait = gone ? undefined : this.schedule?.failed(performance.now());
+    if (wait === undefined) {
+      this.giveUp(
+        'sharer-gone',
+        `Could not reconnect to the sharer${reason ? ` (${reason})` : ''}. You can still browse what was received; reopen the link when they share again.`,
+      );
+      return;
+    }
+    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      if (!this.over) void this.attempt(true);
+    }, wait);
+  }
+
+  /** No more links: the worker's session ends, reads fail, the status is final. */
+  private giveUp(state: ConnectionStatus['state'], message: string): void {
+    this.over = true;
+    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = null;
+    this.dataLink?.close();
+    this.post({ type: 'give-up' });
+    this.setStatus({ state, message });
   }
 
   private clearConnectTimer(): void {
@@ -121,7 +198,7 @@ class WasmShare implements ShareApi {
   private setStatus(status: ConnectionStatus): void {
     this.currentStatus = status;
     this.emit({ type: 'status', status });
-    if (status.state !== 'connecting' && status.state !== 'connected') {
+    if (status.state !== 'connecting' && status.state !== 'connected' && status.state !== 'reconnecting') {
       this.failPendingReads(status.message);
     }
   }
@@ -179,7 +256,18 @@ class WasmShare implements ShareApi {
       case 'changed':
         this.emit({ type: 'changed', dirs: m.dirs, all: m.all });
         return;
+      case 'link-lost':
+        if (this.over) return;
+        this.setStatus({
+          state: 'reconnecting',
+          message: 'Lost the connection to the sharer; reconnecting… Downloads continue once it is back.',
+        });
+        this.retryLater(null);
+        return;
       case 'ended':
+        this.over = true;
+        if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
+        this.reconnectTimer = null;
         if (m.gone) {
           if (this.currentStatus.state !== 'sharer-gone') {
             this.setStatus({
@@ -259,7 +347,7 @@ class WasmShare implements ShareApi {
   read(id: number, options: ReadOptions = {}): Promise<Blob> {
     const { signal, onProgress } = options;
     if (signal?.aborted) return Promise.reject(abortError());
-    if (this.currentStatus.state !== 'connected') {
+    if (this.currentStatus.state !== 'connected' && this.currentStatus.state !== 'reconnecting') {
       return Promise.reject(new Error(`Cannot read files now: ${this.currentStatus.message}`));
     }
     const rid = this.nextId++;
@@ -282,6 +370,8 @@ class WasmShare implements ShareApi {
   }
 
   close(): void {
+    this.over = true;
+    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
     this.clearConnectTimer();
     this.dataLink?.close();
     this.worker.terminate();

@@ -43,6 +43,11 @@ struct Cli {
 enum Command {
     /// Share a folder: prints a link (first line on stdout) and a QR code, then
     /// serves visitors until Ctrl-C.
+    #[command(
+        after_help = "Signals: Ctrl-C (SIGINT) or SIGTERM stop sharing; visitors are told.
+SIGUSR1 drops every visitor's connection as a network failure would: they reconnect
+and resume where they were (a way to see that reconnecting works)."
+    )]
     Share(share::ShareArgs),
     /// Mount a share read-only with FUSE (listings and stat from the local index,
     /// reads on demand, verified) until Ctrl-C or the sharer stops.

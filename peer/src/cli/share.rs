@@ -175,7 +175,19 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
     let (events_tx, mut events) = mpsc::channel(64);
     let (walk_tx, mut walk_rx) = watch::channel(WalkProgress::default());
     let cancel = CancellationToken::new();
-    let sharing = tokio::spawn(share(options, events_tx, walk_tx, cancel.clone()));
+    // SIGUSR1 drops every visitor's data link, as a network failure would: they
+    // reconnect and resume (a way to see, or test, that reconnecting works).
+    let (drop_tx, drop_rx) = watch::channel(0u64);
+    if let Ok(mut usr1) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+    {
+        tokio::spawn(async move {
+            while usr1.recv().await.is_some() {
+                drop_tx.send_modify(|n| *n += 1);
+            }
+        });
+    }
+    let sharing = tokio::spawn(share(options, events_tx, walk_tx, cancel.clone(), drop_rx));
     let stop = super::stop_signal();
     tokio::pin!(stop);
     tokio::pin!(sharing);

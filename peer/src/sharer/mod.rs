@@ -136,12 +136,14 @@ fn visitor_transport(
 }
 
 /// Shares `options.root` until `cancel` fires. The walk's progress goes to
-/// `walk_progress`; everything else to `events`.
+/// `walk_progress`; everything else to `events`. Each bump of `drop_links`
+/// drops every visitor's data link without a goodbye (they reconnect).
 pub async fn share(
     options: ShareOptions,
     events: mpsc::Sender<ShareEvent>,
     walk_progress: watch::Sender<WalkProgress>,
     cancel: CancellationToken,
+    drop_links: watch::Receiver<u64>,
 ) -> Result<(), ShareError> {
     let epoch = Epoch(u64::from_le_bytes(random_bytes()?));
     let live = LiveIndex::start(
@@ -175,6 +177,7 @@ pub async fn share(
         root: live.root.clone(),
         config: options.sender.clone(),
         cancel: CancellationToken::new(),
+        drop_links: Some(drop_links),
     };
     let (news_tx, mut news_rx) = mpsc::channel::<VisitorNews>(256);
     let mut visitors = Visitors::new();

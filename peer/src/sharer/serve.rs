@@ -49,6 +49,9 @@ pub struct ServeContext {
     pub root: Arc<ShareRoot>,
     pub config: SenderConfig,
     pub cancel: CancellationToken,
+    /// Bumped to drop every visitor's data link without a goodbye, as a
+    /// network failure would (visitors reconnect and resume; for testing that).
+    pub drop_links: Option<watch::Receiver<u64>>,
 }
 
 fn read_index(index: &RwLock<ShareIndex>) -> std::sync::RwLockReadGuard<'_, ShareIndex> {
@@ -68,6 +71,8 @@ pub enum ServeInput {
     IndexChanged,
     /// The index will not change any more (its feed is gone).
     IndexSettled,
+    /// Drop the data link without a goodbye.
+    DropLink,
 }
 
 /// One receiver's session on the sharer's side. See the module docs.
@@ -81,6 +86,7 @@ pub struct ServedSession {
     files: Arc<Mutex<OpenFiles>>,
     io_tx: mpsc::Sender<IoDone>,
     io_rx: mpsc::Receiver<IoDone>,
+    drop_links: Option<watch::Receiver<u64>>,
     end: Option<ServeEnd>,
 }
 
@@ -96,6 +102,10 @@ impl ServedSession {
             files: Arc::new(Mutex::new(OpenFiles::default())),
             io_tx,
             io_rx,
+            drop_links: ctx.drop_links.clone().map(|mut w| {
+                w.mark_unchanged();
+                w
+            }),
             end: None,
         }
     }
@@ -134,12 +144,22 @@ impl DrivenSession for ServedSession {
     }
 
     async fn next_input(&mut self) -> ServeInput {
+        let drop_link = async {
+            match self.drop_links.as_mut() {
+                Some(w) => match w.changed().await {
+                    Ok(()) => ServeInput::DropLink,
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             Some(done) = self.io_rx.recv() => ServeInput::Io(done),
             changed = self.index_changed.changed(), if self.watching => match changed {
                 Ok(()) => ServeInput::IndexChanged,
                 Err(_) => ServeInput::IndexSettled,
             },
+            input = drop_link => input,
         }
     }
 
@@ -148,6 +168,11 @@ impl DrivenSession for ServedSession {
             ServeInput::Io((io, result)) => self.session.handle_io(&io, result),
             ServeInput::IndexChanged => {}
             ServeInput::IndexSettled => self.watching = false,
+            ServeInput::DropLink => {
+                self.end.get_or_insert(ServeEnd::LinkClosed(LinkClosed(
+                    "dropped on request (the visitor reconnects)".into(),
+                )));
+            }
         }
     }
 

@@ -9,6 +9,7 @@ import { el } from './dom';
 const DEFAULT_MESSAGES: Record<ConnectionState, string> = {
   connecting: 'Connecting…',
   connected: 'Connected',
+  reconnecting: 'Lost the connection to the sharer; reconnecting…',
   'sharer-gone': 'The sharer went away. You can still browse what was received; reopen the link when they share again.',
   'invalid-link': 'This link is not valid. Ask the sharer for the link again and copy all of it.',
   error: 'Something went wrong while talking to the sharer.',
@@ -17,6 +18,7 @@ const DEFAULT_MESSAGES: Record<ConnectionState, string> = {
 const TITLES: Record<ConnectionState, string> = {
   connecting: 'Connecting',
   connected: 'Connected',
+  reconnecting: 'Reconnecting',
   'sharer-gone': 'Sharer offline',
   'invalid-link': 'Link not valid',
   error: 'Problem',

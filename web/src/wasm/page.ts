@@ -32,6 +32,18 @@ export async function openDataLink(link: string, handlers: DataLinkHandlers): Pr
   return new wasm.DataLink(link, handlers);
 }
 
+/** Core's reconnect schedule (the same backoff as the native receiver). */
+export interface ReconnectTimer {
+  /** The link was lost or an attempt failed: ms to wait, or undefined to give up. */
+  failed(nowMs: number): number | undefined;
+  succeeded(): void;
+}
+
+export async function reconnectSchedule(): Promise<ReconnectTimer> {
+  const wasm = await loadWasm();
+  return new wasm.ReconnectSchedule(Math.random() * 2 ** 52);
+}
+
 /** Decodes the protocol's test vectors with this page's wasm build; returns how many. */
 export function wasmSelfTest(): number {
   if (loaded === null) throw new Error('the wasm module is not loaded yet');

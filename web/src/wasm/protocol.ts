@@ -26,6 +26,7 @@ export type ToWorker =
   | { type: 'open'; room: string }
   | { type: 'channel-open' }
   | { type: 'channel-closed' }
+  | { type: 'give-up' }
   | { type: 'frame'; frame: ArrayBuffer }
   | { type: 'query'; id: number; query: IndexQuery }
   | { type: 'read'; id: number; entry: number }
@@ -38,6 +39,7 @@ export type FromWorker =
   | { type: 'progress'; progress: WorkerProgress; stats: ShareStats }
   | { type: 'reset' }
   | { type: 'changed'; dirs: number[]; all: boolean }
+  | { type: 'link-lost' }
   | { type: 'ended'; gone: boolean; message: string }
   | { type: 'answer'; id: number; value: QueryAnswer }
   | { type: 'query-failed'; id: number; message: string }

@@ -116,6 +116,9 @@ function handleEvent(ev: SessionEvent): void {
     case 'changed':
       post({ type: 'changed', dirs: ev.dirs, all: ev.all });
       return;
+    case 'link-lost':
+      post({ type: 'link-lost' });
+      return;
   }
 }
 
@@ -156,6 +159,10 @@ function handle(message: ToWorker, s: ReceiverSession): void {
       return;
     case 'channel-closed':
       s.channelClosed();
+      flush();
+      return;
+    case 'give-up':
+      s.giveUp();
       flush();
       return;
     case 'frame':
