@@ -15,7 +15,8 @@ import { startRelay } from './lib/relay-process.ts';
 import { assert, fail, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { startShare, truncatedLink, withWrongSecret, type ShareOptions, type ShareProcess } from './lib/share-process.ts';
 import { walkTree, type Tree } from './lib/tree.ts';
-import { formatMismatch, readInPage, verifyShare, waitForComplete, type VerifyReport } from './lib/verify.ts';
+import { compareIndex, enumerateIndex, formatMismatch, indexWireBytes, readInPage, verifyShare, waitForComplete, type VerifyReport } from './lib/verify.ts';
+import { generatedTree } from './lib/gen-tree.ts';
 import { changedFiles, checkBytesInPage, checkBytesOnMount, convergeIndex, convergeMount } from './lib/follow.ts';
 import { startMount } from './lib/mount-process.ts';
 import { scratchDir } from './lib/paths.ts';
@@ -445,6 +446,109 @@ const tests: TestCase[] = [
       });
       assertNoPageErrors(chromium);
       await m.stop();
+      await s.stop();
+    },
+  },
+  {
+    name: 'k: the data link drops 20 times while 100,000 entries fill in; the page reconnects, resumes, ends identical at about the bytes of a fill without drops',
+    timeoutMs: 400_000,
+    async run(t) {
+      // The entries arrive over time (the folder fills while shared), so the fill
+      // outlasts 20 reconnects: a fill of a finished tree takes under a second here.
+      const total = 100_000;
+      const folders = 50;
+      const fill = async (dir: string, drop: (() => Promise<void>) | null) => {
+        const { chromium, page } = await browser(t, drop ? 'drops' : 'no-drops');
+        const s = await share(t, dir);
+        await openLink(page, s.link, ['connected']);
+        let creating = true;
+        const creator = (async () => {
+          for (let f = 0; f < folders; f += 1) {
+            await mkdir(path.join(dir, `part-${f}`));
+            const writes: Promise<void>[] = [];
+            for (let n = 0; n < total / folders; n += 1) writes.push(writeFile(path.join(dir, `part-${f}`, `file-${n}.txt`), `${f}/${n}`));
+            await Promise.all(writes);
+            await new Promise((r) => setTimeout(r, 150));
+          }
+          creating = false;
+        })();
+        let drops = 0;
+        let duringFill = 0;
+        while (drop !== null && drops < 20) {
+          await page.waitForFunction(() => window.linkfsShare!.status().state === 'connected', undefined, { polling: 5, timeout: 60_000 });
+          await new Promise((r) => setTimeout(r, 150));
+          const received = await page.evaluate(() => window.linkfsShare!.progress().received);
+          if (creating || received < total) duringFill += 1;
+          process.kill(s.pid, 'SIGUSR1');
+          drops += 1;
+          await page.waitForFunction(() => window.linkfsShare!.status().state !== 'connected', undefined, { polling: 5, timeout: 15_000 });
+          const now = await page.evaluate(() => window.linkfsShare!.status().state);
+          assert(now === 'reconnecting', `after drop ${drops} the page says ${now}, expected 'reconnecting'`);
+        }
+        await creator;
+        const converged = await convergeIndex(page, dir, 60_000);
+        assert(converged.mismatches.length === 0, `${drops} drops: the index differs from the folder:\n  ${converged.mismatches.slice(0, 20).map(formatMismatch).join('\n  ')}`);
+        assertNoPageErrors(chromium);
+        return { wire: (await indexWireBytes(page)) ?? 0, drops, duringFill, entries: converged.tree.entries.length, s };
+      };
+      const first = await mkdtemp(path.join(scratchDir, 'filling-'));
+      const second = await mkdtemp(path.join(scratchDir, 'filling-'));
+      t.defer(() => rm(first, { recursive: true, force: true }));
+      t.defer(() => rm(second, { recursive: true, force: true }));
+      const dropped = await fill(first, async () => undefined);
+      await dropped.s.stop();
+      const reference = await fill(second, null);
+      // And the finished folder as a fresh snapshot, for scale.
+      const { page: fresh } = await browser(t, 'fresh');
+      await openLink(fresh, reference.s.link, ['connected']);
+      await waitForComplete(fresh, reference.s.spawnedAt, 120_000);
+      const snapshot = (await indexWireBytes(fresh)) ?? 1;
+      const ratio = dropped.wire / Math.max(1, reference.wire);
+      log(`    figures ${JSON.stringify({ entries: dropped.entries, drops: dropped.drops, drops_during_fill: dropped.duringFill, wire_bytes_with_drops: dropped.wire, wire_bytes_same_fill_without_drops: reference.wire, ratio: Math.round(ratio * 1000) / 1000, fresh_snapshot_bytes: snapshot })}`);
+      assert(dropped.duringFill >= 20, `only ${dropped.duringFill} of the drops came during the fill`);
+      assert(ratio < 1.5, `${ratio.toFixed(2)}x the bytes of the same fill without drops`);
+      await reference.s.stop();
+    },
+  },
+  {
+    name: 'k2: a download in progress continues at its byte across dropped links',
+    timeoutMs: 240_000,
+    async run(t) {
+      const bytes = 64 * 1024 * 1024;
+      const fixture = await makeBigFileFixture(bytes);
+      t.defer(() => fixture.remove());
+      const tree = await walkTree(fixture.dir, { hash: true });
+      const expected = tree.entries.find((e) => e.path === 'big.bin')!;
+      const s = await share(t, fixture.dir);
+      const { chromium, page } = await browser(t, 'download-drops');
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const row = await lookup(page, 'big.bin');
+      assert(row !== null, 'big.bin is listed');
+      // Start the read in the page, drop the link three times while it runs.
+      await page.evaluate((id: number) => {
+        const w = window as unknown as { linkfsTestRead?: Promise<{ sha256: string; bytes: number } | { error: string }>; linkfsTestDone?: number };
+        w.linkfsTestDone = 0;
+        w.linkfsTestRead = window
+          .linkfsShare!.read(id, { onProgress: (p) => { w.linkfsTestDone = p.done; } })
+          .then(async (blob) => {
+            const buf = await blob.arrayBuffer();
+            const digest = await crypto.subtle.digest('SHA-256', buf);
+            return { bytes: buf.byteLength, sha256: Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('') };
+          })
+          .catch((e: unknown) => ({ error: String(e) }));
+      }, row.id);
+      for (let d = 1; d <= 3; d += 1) {
+        const at = d * (bytes / 5);
+        await page.waitForFunction((n: number) => ((window as unknown as { linkfsTestDone?: number }).linkfsTestDone ?? 0) >= n, at, { polling: 5, timeout: 60_000 });
+        process.kill(s.pid, 'SIGUSR1');
+        await page.waitForFunction(() => window.linkfsShare!.status().state !== 'connected', undefined, { polling: 5, timeout: 15_000 });
+      }
+      const result = await page.evaluate(() => (window as unknown as { linkfsTestRead: Promise<unknown> }).linkfsTestRead);
+      const r = result as { sha256?: string; bytes?: number; error?: string };
+      assert(r.error === undefined, `the download failed across dropped links: ${r.error}`);
+      assert(r.bytes === bytes && r.sha256 === expected.sha256, `the download's bytes differ: ${JSON.stringify(r)}`);
+      assertNoPageErrors(chromium);
       await s.stop();
     },
   },

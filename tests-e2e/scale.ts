@@ -24,30 +24,14 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CDPSession, Page } from 'playwright-core';
 import { launchChromium, openLink, type ChromiumInstance } from './lib/chromium.ts';
-import { binary, scratchDir } from './lib/paths.ts';
+import { scratchDir } from './lib/paths.ts';
+import { generatedTree } from './lib/gen-tree.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
 import { walkTree, sha256File, type Tree } from './lib/tree.ts';
 import { compareIndex, enumerateIndex, formatMismatch, indexWireBytes, readInPage } from './lib/verify.ts';
 
 const log = (line: string) => console.error(line);
 const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
-
-/** The generated tree for `n` files (cached: generation takes seconds to minutes). */
-async function generatedTree(n: number): Promise<string> {
-  const dir = path.join(scratchDir, `scale-${n}`);
-  const marker = `${dir}.done`;
-  // Bump the shape's version when linkfs-gen-tree changes what it makes.
-  const done = `${n} files, shape 2\n`;
-  if ((await readFile(marker, 'utf8').catch(() => '')) === done) return dir;
-  await rm(dir, { recursive: true, force: true });
-  await mkdir(scratchDir, { recursive: true });
-  log(`scale: generating ${n} files under ${dir} ...`);
-  const r = spawnSync(binary('linkfs-gen-tree'), ['--files', String(n), '--out', dir], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`linkfs-gen-tree failed (${r.status ?? r.signal}): ${r.stdout}`);
-  log(`scale: generated: ${r.stdout.trim()}`);
-  await writeFile(marker, done);
-  return dir;
-}
 
 /** Seconds for `find DIR -printf ...` over the tree, warm cache (the second of two runs). */
 function statWalkSeconds(dir: string): number {

@@ -1,0 +1,27 @@
+// Generated trees for the scale and reconnect tests, made once with linkfs-gen-tree
+// and cached under the scratch directory.
+
+import { spawnSync } from 'node:child_process';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { binary, scratchDir } from './paths.ts';
+
+const log = (line: string) => console.error(line);
+
+export /** The generated tree for `n` files (cached: generation takes seconds to minutes). */
+async function generatedTree(n: number): Promise<string> {
+  const dir = path.join(scratchDir, `scale-${n}`);
+  const marker = `${dir}.done`;
+  // Bump the shape's version when linkfs-gen-tree changes what it makes.
+  const done = `${n} files, shape 2\n`;
+  if ((await readFile(marker, 'utf8').catch(() => '')) === done) return dir;
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(scratchDir, { recursive: true });
+  log(`scale: generating ${n} files under ${dir} ...`);
+  const r = spawnSync(binary('linkfs-gen-tree'), ['--files', String(n), '--out', dir], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`linkfs-gen-tree failed (${r.status ?? r.signal}): ${r.stdout}`);
+  log(`scale: generated: ${r.stdout.trim()}`);
+  await writeFile(marker, done);
+  return dir;
+}
+
