@@ -552,6 +552,41 @@ const tests: TestCase[] = [
       await s.stop();
     },
   },
+  {
+    name: "l: the relay restarts under the share: the sharer takes its room back and a new visitor joins",
+    timeoutMs: 120_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      let relay = await startRelay();
+      const port = relay.port;
+      t.defer(async () => log(`    relay stopped: ${await relay.stop()}`));
+      const { chromium, page } = await browser(t, 'before');
+      const s = await share(t, fixture.dir, { args: ['--relay', relay.url] });
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      log(`    relay stopped: ${await relay.stop()}`);
+      relay = await startRelay({ port });
+      // The page that was connected stays connected: its data link never used the relay.
+      assert((await page.evaluate(() => window.linkfsShare!.status().state)) === 'connected', 'the open page lost its connection');
+      const { chromium: later, page: second } = await browser(t, 'after');
+      const started = performance.now();
+      // The sharer reconnects on its backoff schedule; a visitor may arrive first and retry.
+      for (;;) {
+        await second.goto('about:blank');
+        try {
+          await openLink(second, s.link, ['connected'], 10_000);
+          break;
+        } catch (e) {
+          assert(performance.now() - started < 60_000, `no visitor could join within 60 s of the relay's restart: ${String(e)}`);
+        }
+      }
+      log(`    a new visitor joined ${((performance.now() - started) / 1000).toFixed(2)} s after the relay restarted`);
+      assertNoMismatches(await verifyShare({ page: second, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log }), 'visitor after the relay restart');
+      assertNoPageErrors(chromium);
+      assertNoPageErrors(later);
+      await s.stop();
+    },
+  },
 ];
 
 await runSuite('e2e', tests, {

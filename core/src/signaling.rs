@@ -652,14 +652,26 @@ impl HostSignaling {
     }
 
     /// The relay socket closed: visitors already connected stay; nothing more
-    /// is sent until the shell reconnects.
+    /// is sent until the shell reconnects ([`relay_reopened`](Self::relay_reopened)).
     pub fn relay_closed(&mut self) {
         if self.relay_open {
             self.relay_open = false;
             self.actions.push_back(HostAction::Warning(
-                "lost the connection to the relay; connected visitors stay connected, new ones cannot join until linkfs is restarted".into(),
+                "lost the connection to the relay; connected visitors stay connected, new ones can join once it is back (reconnecting)".into(),
             ));
         }
+    }
+
+    /// The shell has a new relay socket: the room is registered again (a
+    /// `Registered` action follows the relay's welcome). Visitors' slots stay.
+    pub fn relay_reopened(&mut self) {
+        self.relay_open = true;
+        self.registered = false;
+    }
+
+    /// Whether the relay socket is open.
+    pub fn relay_open(&self) -> bool {
+        self.relay_open
     }
 }
 

@@ -35,13 +35,13 @@ async function healthy(url: string): Promise<boolean> {
   }
 }
 
-export async function startRelay(options: { readyTimeoutMs?: number; args?: string[] } = {}): Promise<RelayProcess> {
+export async function startRelay(options: { readyTimeoutMs?: number; args?: string[]; port?: number } = {}): Promise<RelayProcess> {
   const command = binary('linkfs-relay');
   const readyTimeoutMs = options.readyTimeoutMs ?? 15_000;
   let lastError = '';
   // The port can be taken between our probe and the relay's bind: try a few.
   for (let attempt = 1; attempt <= 3; attempt += 1) {
-    const port = await freePort();
+    const port = options.port ?? (await freePort());
     const url = `http://127.0.0.1:${port}`;
     const args = ['--bind', `127.0.0.1:${port}`, ...(options.args ?? [])];
     const proc = spawnTracked('relay', command, args);

@@ -508,3 +508,40 @@ fn losing_the_relay_is_said_once_and_stops_host_sends() {
     h.answer_made(PeerId(1), "a".into());
     assert!(host_actions(&mut h).is_empty());
 }
+
+#[test]
+fn after_the_relay_comes_back_the_room_is_registered_again_and_slots_stay() {
+    let mut h = host(2);
+    offer_from(&mut h, PeerId(1));
+    h.visitor_connected(PeerId(1));
+    h.relay_closed();
+    host_actions(&mut h);
+    h.relay_reopened();
+    assert!(!h.is_registered());
+    h.handle_relay(RelayToClient::Welcome {
+        peer: PeerId::HOST,
+        ice_servers: Vec::new(),
+        max_message: MAX_SIGNAL_MESSAGE,
+    });
+    assert!(matches!(
+        h.poll_action(),
+        Some(HostAction::Registered { .. })
+    ));
+    assert_eq!(
+        (h.admitted(), h.connected()),
+        (1, 1),
+        "the connected visitor is still counted"
+    );
+    // The room taken by the old connection for a moment: a failure the shell retries.
+    h.relay_closed();
+    h.relay_reopened();
+    h.handle_relay(RelayToClient::Error {
+        code: RelayErrorCode::RoomTaken,
+        message: "taken".into(),
+    });
+    assert!(
+        host_actions(&mut h)
+            .iter()
+            .any(|a| matches!(a, HostAction::Fail(_)))
+    );
+}

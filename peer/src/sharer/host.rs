@@ -2,18 +2,27 @@
 //! [`HostSignaling`] (the machine in `linkfs_core::signaling`), which decides
 //! everything: admission, refusals, sealing, the bounds.
 
-use linkfs_core::{HostAction, HostSignaling, ShareLink};
+use linkfs_core::{Backoff, BackoffConfig, HostAction, HostSignaling, Millis, Retry, ShareLink};
 use linkfs_proto::signal::{IceServer, Role};
+use tokio::time::Instant;
 
 use super::ShareError;
 use crate::random::random_bytes;
 use crate::relay_client::RelayClient;
 
 /// The sharer's connection to its relay. See the module docs.
+///
+/// When the relay connection is lost, visitors already connected stay, and the
+/// relay client reconnects on core's backoff schedule (never giving up) and
+/// registers the room again; new visitors can then join.
 #[derive(Debug)]
 pub struct HostRelay {
     client: Option<RelayClient>,
     machine: HostSignaling,
+    url: String,
+    backoff: Backoff,
+    started: Instant,
+    reconnect_at: Option<Instant>,
 }
 
 impl HostRelay {
@@ -23,11 +32,23 @@ impl HostRelay {
         link: &ShareLink,
         max_visitors: usize,
     ) -> Result<(HostRelay, Vec<IceServer>), ShareError> {
-        let client = RelayClient::connect(&link.signal_url(Role::Host)).await?;
+        let url = link.signal_url(Role::Host);
+        let client = RelayClient::connect(&url).await?;
         let machine = HostSignaling::new(link, max_visitors, random_bytes()?);
+        let seed = u64::from_le_bytes(random_bytes()?);
         let mut host = HostRelay {
             client: Some(client),
             machine,
+            url,
+            backoff: Backoff::new(
+                BackoffConfig {
+                    give_up_after_ms: None,
+                    ..BackoffConfig::default()
+                },
+                seed,
+            ),
+            started: Instant::now(),
+            reconnect_at: None,
         };
         loop {
             let text = match host.client.as_mut() {
@@ -54,6 +75,19 @@ impl HostRelay {
         &mut self.machine
     }
 
+    fn now(&self) -> Millis {
+        Millis(self.started.elapsed().as_millis() as u64)
+    }
+
+    /// The relay connection is gone: try again later.
+    fn lost(&mut self) {
+        self.client = None;
+        self.machine.relay_closed();
+        if let Retry::At(t) = self.backoff.failed(self.now()) {
+            self.reconnect_at = Some(self.started + std::time::Duration::from_millis(t.0));
+        }
+    }
+
     /// Carries out the machine's sends and returns its other actions, in order,
     /// for the share loop.
     pub async fn flush(&mut self) -> Vec<HostAction> {
@@ -65,9 +99,23 @@ impl HostRelay {
                         && let Err(e) = c.send(text).await
                     {
                         tracing::info!(error = %e, "the relay connection failed");
-                        self.client = None;
-                        self.machine.relay_closed();
+                        self.lost();
                     }
+                }
+                HostAction::Registered { .. } => {
+                    self.backoff.succeeded();
+                    rest.push(HostAction::Warning(
+                        "the relay holds the share again; new visitors can join".into(),
+                    ));
+                }
+                HostAction::Fail(why) => {
+                    // Registering again failed (the relay may still hold the old
+                    // connection's room for a moment): try again later.
+                    tracing::info!(%why, "registering the room again failed; retrying");
+                    if let Some(c) = self.client.take() {
+                        c.close().await;
+                    }
+                    self.lost();
                 }
                 other => rest.push(other),
             }
@@ -75,18 +123,32 @@ impl HostRelay {
         rest
     }
 
-    /// Waits for the next message from the relay and hands it to the machine;
-    /// never resolves once the relay is gone. Cancel-safe.
+    /// Waits for the next message from the relay and hands it to the machine,
+    /// or, while the relay is gone, for the next attempt to reach it. Cancel-safe.
     pub async fn recv(&mut self) {
         let Some(client) = self.client.as_mut() else {
-            return std::future::pending().await;
+            let Some(at) = self.reconnect_at else {
+                return std::future::pending().await;
+            };
+            tokio::time::sleep_until(at).await;
+            // Cancelled while connecting, the next call tries again at once.
+            let connected = RelayClient::connect(&self.url).await;
+            self.reconnect_at = None;
+            match connected {
+                Ok(c) => {
+                    self.client = Some(c);
+                    self.machine.relay_reopened();
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "the relay is not back yet");
+                    self.lost();
+                }
+            }
+            return;
         };
         match client.recv().await {
             Ok(Some(text)) => self.machine.handle_relay_text(&text),
-            Ok(None) | Err(_) => {
-                self.client = None;
-                self.machine.relay_closed();
-            }
+            Ok(None) | Err(_) => self.lost(),
         }
     }
 
