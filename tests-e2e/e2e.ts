@@ -5,7 +5,7 @@
 // Screenshots of failed tests land in tests-e2e/out/.
 
 import { createHash } from 'node:crypto';
-import { appendFile, chmod, mkdir, mkdtemp, rename, rm, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, mkdir, mkdtemp, readdir, rename, rm, stat, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, statusText, waitForState, type ChromiumInstance } from './lib/chromium.ts';
@@ -585,6 +585,73 @@ const tests: TestCase[] = [
       assertNoPageErrors(chromium);
       assertNoPageErrors(later);
       await s.stop();
+    },
+  },
+  {
+    name: 'm: linkfs share restarted on the same folder prints the same link; a reopened page resumes for a few bytes and shows what changed while it was stopped',
+    timeoutMs: 180_000,
+    async run(t) {
+      const dir = await mkdtemp(path.join(scratchDir, 'restart-'));
+      t.defer(() => rm(dir, { recursive: true, force: true }));
+      for (let f = 0; f < 20; f += 1) {
+        await mkdir(path.join(dir, `folder-${f}`));
+        await Promise.all(Array.from({ length: 250 }, (_, n) => writeFile(path.join(dir, `folder-${f}`, `file-${n}.txt`), `${f}/${n}\n`)));
+      }
+      const entries = 1 + 20 + 20 * 250;
+      const { chromium, page } = await browser(t, 'restart');
+      const s1 = await share(t, dir);
+      await openLink(page, s1.link, ['connected']);
+      await waitForComplete(page, s1.spawnedAt, 60_000);
+      const firstBytes = (await indexWireBytes(page)) ?? 0;
+      for (const deadline = Date.now() + 10_000; ; await page.waitForTimeout(50)) {
+        const p = await page.evaluate(() => window.linkfsShare!.progress());
+        if (p.persisted === entries) break;
+        if (Date.now() > deadline) fail(`only ${p.persisted} of ${entries} entries reached IndexedDB`);
+      }
+      await s1.stop();
+
+      // Where the link is kept: readable by its owner only.
+      const stateDir = process.env.LINKFS_STATE_DIR;
+      assert(stateDir !== undefined, 'tests-e2e/run sets LINKFS_STATE_DIR');
+      const kept = (await readdir(path.join(stateDir, 'shares'), { withFileTypes: true })).map((d) => path.join(stateDir, 'shares', d.name, 'share.json'));
+      const modes = await Promise.all(kept.map(async (f) => (await stat(f).catch(() => null))?.mode));
+      assert(modes.some((m) => m !== undefined && (m & 0o777) === 0o600) && modes.every((m) => m === undefined || (m & 0o077) === 0), `kept links must be mode 0600, found ${modes.map((m) => m?.toString(8)).join(', ')}`);
+
+      // Nothing changed: the same link, and the reopened page gets a few bytes.
+      const s2 = await share(t, dir);
+      assert(s2.link === s1.link, `restarting printed another link:\n  before ${s1.link}\n  after  ${s2.link}`);
+      await page.reload();
+      await page.waitForFunction(() => window.linkfsShare !== undefined, null, { timeout: 15_000 });
+      const cached = await page.evaluate(() => window.linkfsShare!.progress());
+      assert(cached.fromCache === entries, `after the restart ${cached.fromCache} entries came from IndexedDB at once, expected ${entries}`);
+      await waitForState(page, ['connected'], 20_000);
+      await waitForComplete(page, s2.spawnedAt, 30_000);
+      const unchanged = await convergeIndex(page, dir, 10_000);
+      assert(unchanged.mismatches.length === 0, `after a restart with nothing changed the index differs:\n  ${unchanged.mismatches.slice(0, 20).map(formatMismatch).join('\n  ')}`);
+      const againBytes = (await indexWireBytes(page)) ?? 0;
+      log(`    figures ${JSON.stringify({ entries, first_visit_index_bytes: firstBytes, after_restart_index_bytes: againBytes, percent: Math.round((10_000 * againBytes) / Math.max(1, firstBytes)) / 100 })}`);
+      assert(againBytes < firstBytes / 100, `after a restart with nothing changed the page received ${againBytes} index bytes, not under 1% of the first visit's ${firstBytes}`);
+      await s2.stop();
+
+      // Changed while stopped: it shows after the restart, and the new bytes read back.
+      const before = await walkTree(dir);
+      await writeFile(path.join(dir, 'made-while-stopped.txt'), 'new while the sharer was stopped\n');
+      await appendFile(path.join(dir, 'folder-3', 'file-7.txt'), 'appended while stopped\n');
+      await unlink(path.join(dir, 'folder-4', 'file-9.txt'));
+      await rename(path.join(dir, 'folder-5'), path.join(dir, 'folder-5-renamed'));
+      await rm(path.join(dir, 'folder-6'), { recursive: true });
+      const s3 = await share(t, dir);
+      assert(s3.link === s1.link, `the third start printed another link: ${s3.link}`);
+      await page.reload();
+      await waitForState(page, ['connected'], 20_000);
+      const changed = await convergeIndex(page, dir, 15_000);
+      assert(changed.mismatches.length === 0, `what changed while the sharer was stopped did not arrive:\n  ${changed.mismatches.slice(0, 20).map(formatMismatch).join('\n  ')}`);
+      const now = await walkTree(dir);
+      const bad = await checkBytesInPage(page, changedFiles(before, now), changed.remote);
+      assert(bad.length === 0, `changed files read back wrong:\n  ${bad.map(formatMismatch).join('\n  ')}`);
+      log(`    changes made while stopped arrived in ${changed.seconds.toFixed(2)} s, ${(await indexWireBytes(page)) ?? 0} index bytes`);
+      assertNoPageErrors(chromium);
+      await s3.stop();
     },
   },
 ];

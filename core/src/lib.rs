@@ -57,7 +57,7 @@ pub use receiver::{
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use sender::{IoFailure, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError};
 pub use settle::{Ready, SettleConfig, Settler};
-pub use share_index::{LogOp, NewEntry, ReadTarget, ShareIndex, ShareIndexError};
+pub use share_index::{LogOp, NewEntry, ReadTarget, SavedIndexError, ShareIndex, ShareIndexError};
 pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
     IceCandidate, Refusal,

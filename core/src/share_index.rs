@@ -727,5 +727,8 @@ fn check_lengths(e: &NewEntry<'_>, id: EntryId) -> Result<(), ShareIndexError> {
     Ok(())
 }
 
+mod saved;
+pub use saved::SavedIndexError;
+
 #[cfg(test)]
 pub(crate) mod tests;

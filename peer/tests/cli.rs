@@ -100,6 +100,7 @@ fn share(tag: &str, relay: Option<&str>) -> Sharing {
     std::fs::write(dir.join("a.txt"), b"hello").unwrap();
     let mut command = Command::new(LINKFS);
     command.args(["share", "--no-qr"]).arg(&dir);
+    command.env("LINKFS_STATE_DIR", dir.with_extension("state"));
     if let Some(relay) = relay {
         command.args(["--relay", relay]);
     }

@@ -84,7 +84,8 @@ async fn index_of(root: &Path, config: SenderConfig) -> Shared {
     let (changed_tx, changed_rx) = watch::channel(0u64);
     let (progress_tx, mut progress) = watch::channel(WalkProgress::default());
     let walk = Walker::new(root, WalkOptions::default()).unwrap();
-    let _feed = spawn_feed(walk, index.clone(), changed_tx, progress_tx).unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _feed = spawn_feed(walk, index.clone(), changed_tx, progress_tx, done).unwrap();
     let summary = loop {
         if let Some(s) = progress.borrow_and_update().summary.clone() {
             break s;

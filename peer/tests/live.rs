@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use linkfs_core::sim::LinkModel;
-use linkfs_core::{Index, ReadFailure, SenderConfig, SettleConfig};
+use linkfs_core::{Index, ReadFailure, SenderConfig, SettleConfig, ShareIndex};
 use linkfs_peer::drive::memory::MemoryLink;
-use linkfs_peer::sharer::{LiveIndex, ServeContext, WalkProgress, serve};
+use linkfs_peer::sharer::{IndexStart, LiveIndex, ServeContext, WalkProgress, serve};
 use linkfs_peer::visit::{Client, ReadError, native_receiver_config};
 use linkfs_proto::{EntryId, EntryKind, Epoch, ReadErrorCode};
 use tokio::sync::{mpsc, watch};
@@ -111,6 +111,10 @@ struct Live {
 
 impl Live {
     async fn start(root: &Path) -> Live {
+        Live::start_from(root, IndexStart::Walk(Epoch(11))).await
+    }
+
+    async fn start_from(root: &Path, start: IndexStart) -> Live {
         let (progress_tx, progress) = watch::channel(WalkProgress::default());
         let (report_tx, reports) = mpsc::channel(16);
         let settle = SettleConfig {
@@ -118,7 +122,7 @@ impl Live {
             tick_ms: 25,
             ..SettleConfig::default()
         };
-        let live = LiveIndex::start(root, Epoch(11), true, settle, progress_tx, report_tx).unwrap();
+        let live = LiveIndex::start(root, start, true, settle, progress_tx, report_tx).unwrap();
         let ctx = ServeContext {
             index: live.index.clone(),
             index_changed: live.changed.clone(),
@@ -373,4 +377,53 @@ async fn a_file_changing_while_it_is_read_never_gives_mixed_bytes() {
     }
     assert!(again.unwrap() == new, "the next read gets the new version");
     live.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_from_the_saved_index_keeps_ids_and_logs_only_what_changed() {
+    let tmp = TempDir::new("restart");
+    let root = tmp.0.join("share");
+    for d in 0..5 {
+        fs::create_dir_all(root.join(format!("d{d}"))).unwrap();
+        for f in 0..40 {
+            fs::write(root.join(format!("d{d}/f{f}")), format!("{d}/{f}")).unwrap();
+        }
+    }
+    let first = Live::start(&root).await;
+    first.converge("before the stop").await;
+    let kept = ["d0/f0", "d1/f5", "d4", "d4/f39"].map(|p| (p, first.id(p)));
+    let (saved, end, epoch) = {
+        let ix = first.ctx.index.read().unwrap();
+        (ix.to_saved(), ix.log_end(), ix.epoch())
+    };
+    first.stop().await;
+
+    // While the sharer is stopped.
+    fs::write(root.join("new.txt"), b"new").unwrap();
+    fs::write(root.join("d2/f3"), b"changed contents").unwrap();
+    fs::remove_file(root.join("d3/f7")).unwrap();
+    fs::create_dir(root.join("d5")).unwrap();
+    fs::write(root.join("d5/inner"), b"x").unwrap();
+
+    let index = ShareIndex::from_saved(&saved).expect("the saved index reads back");
+    let second = Live::start_from(&root, IndexStart::Saved(Box::new(index))).await;
+    second.converge("after the restart").await;
+    for (path, id) in kept {
+        assert_eq!(second.id(path), id, "{path} kept its id across the restart");
+    }
+    assert_eq!(second.read("d2/f3").await.unwrap(), b"changed contents");
+    let (kept_epoch, since) = {
+        let ix = second.ctx.index.read().unwrap();
+        (ix.epoch(), ix.ops_from(end).count())
+    };
+    assert_eq!(
+        kept_epoch, epoch,
+        "the epoch is kept, so receivers can resume"
+    );
+    // new.txt, d2/f3, d3/f7 (removed), d5, d5/inner, and the folders whose mtime changed.
+    assert!(
+        (5..=9).contains(&since),
+        "only what changed is logged after the saved end, got {since} operations"
+    );
+    second.stop().await;
 }

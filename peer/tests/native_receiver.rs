@@ -78,6 +78,10 @@ impl Share {
             .arg("share")
             .arg(dir)
             .arg("--no-qr")
+            .env(
+                "LINKFS_STATE_DIR",
+                std::env::temp_dir().join(format!("linkfs-state-{}", std::process::id())),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

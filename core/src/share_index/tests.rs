@@ -236,3 +236,143 @@ fn lookups_follow_renames() {
     kids.sort_unstable();
     assert_eq!(kids, [1, 3]);
 }
+
+/// Everything a receiver or a reader could observe of an index.
+fn observable(ix: &mut ShareIndex) -> Vec<String> {
+    let mut out = vec![format!(
+        "epoch {} end {} horizon {} entries {} done {}",
+        ix.epoch().0,
+        ix.log_end().0,
+        ix.horizon().0,
+        ix.entries(),
+        ix.walk_done()
+    )];
+    for (seq, op) in ix.ops_from(Seq(0)).collect::<Vec<_>>() {
+        let path = ix
+            .relative_path(op.id())
+            .map(|p| String::from_utf8_lossy(&p).into_owned());
+        let view = ix.view(op.id()).map(|v| {
+            format!(
+                "{:?} {} {} {:o} g{} {:?} {:?}",
+                v.kind,
+                v.size,
+                v.mtime,
+                v.mode,
+                v.generation.0,
+                v.target,
+                ix.disk_identity(op.id())
+            )
+        });
+        out.push(format!(
+            "{} {} {} {path:?} {view:?}",
+            seq.0,
+            op.id().0,
+            op.is_remove()
+        ));
+        if let Some(p) = ix.relative_path(op.id()) {
+            assert_eq!(ix.lookup(&p), Some(op.id()), "lookup of {p:?}");
+        }
+    }
+    out
+}
+
+fn changed_index() -> ShareIndex {
+    let mut ix = small();
+    let link = NewEntry {
+        target: b"a/b.txt",
+        ..entry(0, 0, EntryKind::Symlink, b"link", 7)
+    };
+    ix.add(&link).unwrap();
+    let d = ix.add(&entry(0, 0, EntryKind::Dir, b"new", 0)).unwrap();
+    ix.add(&entry(0, d.0, EntryKind::File, b"inner", 3))
+        .unwrap();
+    // A move under a folder with a higher id, a content change, a removal.
+    ix.update(EntryId(3), &entry(3, d.0, EntryKind::File, b"c2.txt", 9))
+        .unwrap();
+    ix.remove(EntryId(1)).unwrap();
+    ix
+}
+
+#[test]
+fn a_saved_index_reads_back_the_same() {
+    let mut ix = changed_index();
+    let saved = ix.to_saved();
+    let mut back = ShareIndex::from_saved(&saved).unwrap();
+    assert_eq!(observable(&mut back), observable(&mut ix));
+    assert_eq!(back.next_id(), ix.next_id(), "ids are never reused");
+    assert_eq!(back.generation(EntryId(3)), Generation(1));
+    // It goes on as the original would.
+    for x in [&mut ix, &mut back] {
+        x.add(&entry(0, 0, EntryKind::File, b"after", 1)).unwrap();
+        x.remove(EntryId(3)).unwrap();
+    }
+    assert_eq!(observable(&mut back), observable(&mut ix));
+    let from = ix.log_end().0 - 2;
+    assert_eq!(ops(&back, from), ops(&ix, from));
+}
+
+#[test]
+fn a_damaged_saved_index_is_refused_not_used() {
+    let saved = changed_index().to_saved();
+    assert_eq!(
+        ShareIndex::from_saved(b"hello").unwrap_err(),
+        SavedIndexError::NotAnIndex
+    );
+    for cut in [saved.len() - 1, saved.len() / 2, 20] {
+        assert!(
+            ShareIndex::from_saved(&saved[..cut]).is_err(),
+            "cut at {cut}"
+        );
+    }
+    for at in (8..saved.len()).step_by(7) {
+        let mut bad = saved.clone();
+        bad[at] ^= 0x40;
+        assert!(ShareIndex::from_saved(&bad).is_err(), "flip at {at}");
+    }
+}
+
+/// Re-hashes a body that was changed on purpose, so the checks behind the
+/// checksum are what refuse it.
+fn rehash(mut body: Vec<u8>) -> Vec<u8> {
+    body.truncate(body.len() - 32);
+    let h = blake3::hash(&body);
+    body.extend_from_slice(h.as_bytes());
+    body
+}
+
+#[test]
+fn an_inconsistent_saved_index_with_a_good_checksum_is_refused() {
+    let ix = changed_index();
+    let saved = ix.to_saved();
+    let n = ix.next_id().0 as usize;
+    let columns = 8 + 4 + 8 * 4;
+    // A parent pointing at itself (entry 3's parent column; 3 is live).
+    let mut bad = saved.clone();
+    bad[columns + 4 * 3..columns + 4 * 4].copy_from_slice(&3u32.to_le_bytes());
+    assert!(matches!(
+        ShareIndex::from_saved(&rehash(bad)),
+        Err(SavedIndexError::Inconsistent(_))
+    ));
+    // An unknown kind.
+    let mut bad = saved.clone();
+    bad[columns + 4 * n + 3] = 0x33;
+    assert!(matches!(
+        ShareIndex::from_saved(&rehash(bad)),
+        Err(SavedIndexError::Inconsistent(_))
+    ));
+    // An entry count larger than the file.
+    let mut bad = saved.clone();
+    bad[columns - 8..columns].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(ShareIndex::from_saved(&rehash(bad)).is_err());
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_bytes_after_the_magic_never_panic(tail in proptest::collection::vec(proptest::num::u8::ANY, 0..400)) {
+        let mut file = b"lfsindex".to_vec();
+        file.extend_from_slice(&1u32.to_le_bytes());
+        file.extend_from_slice(&tail);
+        let _ = ShareIndex::from_saved(&file);
+        let _ = ShareIndex::from_saved(&rehash([file.clone(), vec![0; 32]].concat()));
+    }
+}

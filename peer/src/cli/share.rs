@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use linkfs_core::SenderConfig;
+use linkfs_peer::sharer::share_state::{StateError, default_state_root};
 use linkfs_peer::sharer::{RelayChoice, ShareEvent, ShareOptions, WalkProgress, share};
 use linkfs_peer::transport::TransportConfig;
 use tokio::sync::{mpsc, watch};
@@ -40,6 +41,12 @@ pub struct ShareArgs {
     /// Share the folder as the walk finds it, without following later changes.
     #[arg(long)]
     no_watch: bool,
+    /// Make a new link for this folder; the link printed before stops working.
+    /// (Without it, sharing the same folder again prints the same link: its key
+    /// is kept in $LINKFS_STATE_DIR, else $XDG_STATE_HOME/linkfs, else
+    /// ~/.local/state/linkfs, readable only by you.)
+    #[arg(long)]
+    new_link: bool,
 }
 
 fn qr(link: &str) -> Option<String> {
@@ -114,6 +121,22 @@ impl IndexingProgress {
     }
 
     fn finish(&mut self, p: &WalkProgress) {
+        if let Some(c) = &p.checked {
+            let ch = &c.changes;
+            let line = format!(
+                "checked the kept index against the folder: {} entries, {} added, {} changed, {} removed while not shared ({:.2} s)",
+                c.entries,
+                ch.added,
+                ch.updated + ch.moved,
+                ch.removed,
+                c.elapsed.as_secs_f64()
+            );
+            match self.bar.take() {
+                Some(b) => b.finish_with_message(line),
+                None => eprintln!("{line}"),
+            }
+            return;
+        }
         let Some(s) = &p.summary else { return };
         let mut line = format!(
             "indexed {} entries ({} files, {} folders, {} symlinks, {}) in {:.2} s",
@@ -171,7 +194,12 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         sender: SenderConfig::default(),
         max_visitors: args.max_visitors.max(1),
         watch: !args.no_watch,
+        state_root: default_state_root(),
+        new_link: args.new_link,
     };
+    if options.state_root.is_none() {
+        eprintln!("warning: {}", StateError::NoStateDir);
+    }
     let (events_tx, mut events) = mpsc::channel(64);
     let (walk_tx, mut walk_rx) = watch::channel(WalkProgress::default());
     let cancel = CancellationToken::new();
@@ -234,7 +262,7 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
             _ = ticker.tick(), if walking => {
                 let p = walk_rx.borrow_and_update().clone();
                 if let Some(bar) = progress.as_mut() {
-                    if p.summary.is_some() {
+                    if p.summary.is_some() || p.checked.is_some() {
                         bar.finish(&p);
                         walking = false;
                     } else {
@@ -244,7 +272,14 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
             }
         }
     }
-    match tokio::time::timeout(Duration::from_secs(5), &mut sharing).await {
+    // Saving the index of a huge folder takes a moment after the visitors are gone.
+    let outcome = tokio::time::timeout(Duration::from_secs(10), &mut sharing).await;
+    while let Ok(event) = events.try_recv() {
+        if let ShareEvent::Warning(w) = event {
+            eprintln!("warning: {w}");
+        }
+    }
+    match outcome {
         Ok(Ok(result)) => {
             result.with_context(|| format!("while stopping the share of {}", args.dir.display()))?
         }

@@ -5,12 +5,14 @@
 //! can cut new index batches. When the walk ends, the snapshot is marked
 //! complete.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 
 use linkfs_core::{NewEntry, ShareIndex};
 use tokio::sync::watch;
 
+use super::reconcile::ReconcileStats;
 use crate::walk::{WalkHandle, WalkSummary};
 
 /// How far the walk has come.
@@ -21,6 +23,17 @@ pub struct WalkProgress {
     pub summary: Option<WalkSummary>,
     /// Set if an entry could not be indexed (the share then holds what came before it).
     pub failure: Option<String>,
+    /// Set once a share that started from its saved index has compared it
+    /// with the folder (instead of walking it).
+    pub checked: Option<CheckSummary>,
+}
+
+/// What comparing a saved index with the folder found.
+#[derive(Debug, Clone)]
+pub struct CheckSummary {
+    pub entries: u64,
+    pub changes: ReconcileStats,
+    pub elapsed: std::time::Duration,
 }
 
 pub fn spawn_feed(
@@ -28,6 +41,7 @@ pub fn spawn_feed(
     index: Arc<RwLock<ShareIndex>>,
     changed: watch::Sender<u64>,
     progress: watch::Sender<WalkProgress>,
+    initial_done: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("linkfs-index-feed".into())
@@ -69,6 +83,7 @@ pub fn spawn_feed(
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .mark_snapshot_complete();
+            initial_done.store(true, Ordering::Release);
             changed.send_modify(|n| *n += 1);
             progress.send_modify(|p| {
                 p.summary = Some(summary);

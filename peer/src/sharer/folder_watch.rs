@@ -17,8 +17,9 @@
 //! - When the system's limit on watches is reached (`fs.inotify.max_user_watches`),
 //!   the user is told once, with the fix, and the whole folder is rescanned every
 //!   [`RESCAN_WITHOUT_WATCHES`] so that unwatched folders are still followed.
-//! - Changes are applied only after the initial walk is over (the walk numbers
-//!   entries itself); events that came meanwhile settle and are applied then.
+//! - Changes are applied only after the initial walk (or the comparison of a
+//!   saved index with the folder) is over: the walk numbers entries itself,
+//!   and events that came meanwhile settle and are applied then.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,7 +34,9 @@ use tokio::sync::{mpsc, watch};
 
 use super::ShareEvent;
 use super::disk::ShareRoot;
-use super::reconcile::{FolderWatches, ReconcileStats, reconcile_paths, rescan};
+use super::reconcile::{
+    FolderWatches, ReconcileStats, RescanOptions, reconcile_paths, rescan_shared,
+};
 
 /// Raw events waiting for the watch thread: 16,384.
 pub const EVENT_QUEUE: usize = 16_384;
@@ -198,6 +201,8 @@ pub struct WatchContext {
     pub report: mpsc::Sender<ShareEvent>,
     pub stop: Arc<AtomicBool>,
     pub settle: SettleConfig,
+    /// The walk (or the comparison of a saved index with the folder) is over.
+    pub initial_done: Arc<AtomicBool>,
 }
 
 /// Starts the watch thread. It ends when `stop` is set or the watcher is gone.
@@ -241,8 +246,7 @@ fn run(ctx: WatchContext) {
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        let walk_done = ctx.index.read().map(|ix| ix.walk_done()).unwrap_or(true);
-        if !walk_done {
+        if !ctx.initial_done.load(Ordering::Acquire) {
             continue;
         }
         if ctx.watch.limit_reached() && !warned_limit {
@@ -260,16 +264,21 @@ fn run(ctx: WatchContext) {
         let Some(ready) = ready else {
             continue;
         };
-        let stats = {
-            let Ok(mut ix) = ctx.index.write() else {
-                return;
-            };
-            match &ready {
-                Ready::Paths(paths) => reconcile_paths(&mut ix, &ctx.root, &*ctx.watch, paths),
-                Ready::Rescan => {
-                    last_full_rescan = Instant::now();
-                    rescan(&mut ix, &ctx.root, &*ctx.watch)
-                }
+        let stats = match &ready {
+            Ready::Paths(paths) => {
+                let Ok(mut ix) = ctx.index.write() else {
+                    return;
+                };
+                reconcile_paths(&mut ix, &ctx.root, &*ctx.watch, paths)
+            }
+            Ready::Rescan => {
+                last_full_rescan = Instant::now();
+                let options = RescanOptions {
+                    install_watches: false,
+                };
+                rescan_shared(&ctx.index, &ctx.root, &*ctx.watch, options, || {
+                    ctx.changed.send_modify(|n| *n += 1);
+                })
             }
         };
         log_changes(&ready, &stats);

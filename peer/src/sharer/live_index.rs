@@ -1,6 +1,9 @@
 //! [`LiveIndex`]: the share index and what keeps it current: the walk (through
-//! its feed thread) and, unless turned off, the folder watch. Every change
-//! bumps `changed`, which wakes every session to cut new batches.
+//! its feed thread) or, for a sharer that restarts with its saved index, a
+//! comparison of that index with the folder (entries keep their ids; only what
+//! changed while it was stopped is logged); then, unless turned off, the
+//! folder watch. Every change bumps `changed`, which wakes every session to
+//! cut new batches.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,10 +15,20 @@ use linkfs_proto::Epoch;
 use tokio::sync::{mpsc, watch};
 
 use super::disk::ShareRoot;
-use super::feed::{WalkProgress, spawn_feed};
+use super::feed::{CheckSummary, WalkProgress, spawn_feed};
 use super::folder_watch::{FolderWatch, WatchContext, spawn_watch_thread};
+use super::reconcile::{NoWatches, RescanOptions, rescan_shared};
 use super::{ShareError, ShareEvent};
 use crate::walk::{FolderHook, WalkOptions, Walker};
+
+/// Where the index starts from.
+#[derive(Debug)]
+pub enum IndexStart {
+    /// A new index of this epoch, filled by a walk.
+    Walk(Epoch),
+    /// An index saved at the last stop, compared with the folder.
+    Saved(Box<ShareIndex>),
+}
 
 /// See the module docs.
 #[derive(Debug)]
@@ -32,11 +45,12 @@ pub struct LiveIndex {
 
 impl LiveIndex {
     /// Opens the folder, starts watching it (if `watch`), walks it into a new
-    /// index of `epoch`, and keeps the index current. Walk progress goes to
-    /// `walk_progress`, warnings (a watch limit reached) to `report`.
+    /// index (or compares the saved one with it), and keeps the index current.
+    /// Progress goes to `walk_progress`, warnings (a watch limit reached) to
+    /// `report`.
     pub fn start(
         folder: &Path,
-        epoch: Epoch,
+        start: IndexStart,
         watch: bool,
         settle: SettleConfig,
         walk_progress: watch::Sender<WalkProgress>,
@@ -51,21 +65,46 @@ impl LiveIndex {
         } else {
             None
         };
-        let before_listing: Option<FolderHook> = watching.as_ref().map(|(w, _)| {
-            let w = w.clone();
-            Arc::new(move |path: &Path| w.watch_path(path)) as FolderHook
-        });
-        let walk = Walker::new(
-            folder,
-            WalkOptions {
-                before_listing,
-                ..WalkOptions::default()
-            },
-        )?;
-        let index = Arc::new(RwLock::new(ShareIndex::new(epoch)));
         let (changed_tx, changed) = watch::channel(0u64);
-        let feed = spawn_feed(walk, index.clone(), changed_tx.clone(), walk_progress)
-            .map_err(ShareError::Thread)?;
+        let initial_done = Arc::new(AtomicBool::new(false));
+        let (index, feed) = match start {
+            IndexStart::Walk(epoch) => {
+                let before_listing: Option<FolderHook> = watching.as_ref().map(|(w, _)| {
+                    let w = w.clone();
+                    Arc::new(move |path: &Path| w.watch_path(path)) as FolderHook
+                });
+                let walk = Walker::new(
+                    folder,
+                    WalkOptions {
+                        before_listing,
+                        ..WalkOptions::default()
+                    },
+                )?;
+                let index = Arc::new(RwLock::new(ShareIndex::new(epoch)));
+                let feed = spawn_feed(
+                    walk,
+                    index.clone(),
+                    changed_tx.clone(),
+                    walk_progress,
+                    initial_done.clone(),
+                )
+                .map_err(ShareError::Thread)?;
+                (index, feed)
+            }
+            IndexStart::Saved(saved) => {
+                let index = Arc::new(RwLock::new(*saved));
+                let check = spawn_check(
+                    index.clone(),
+                    root.clone(),
+                    watching.as_ref().map(|(w, _)| w.clone()),
+                    changed_tx.clone(),
+                    walk_progress,
+                    initial_done.clone(),
+                )
+                .map_err(ShareError::Thread)?;
+                (index, check)
+            }
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let watcher = match watching {
             Some((watch, events)) => Some(
@@ -78,6 +117,7 @@ impl LiveIndex {
                     report,
                     stop: stop.clone(),
                     settle,
+                    initial_done,
                 })
                 .map_err(ShareError::Thread)?,
             ),
@@ -104,4 +144,44 @@ impl LiveIndex {
             let _ = tokio::task::spawn_blocking(move || w.join()).await;
         }
     }
+}
+
+/// Compares a saved index with the folder on its own thread, one folder at a
+/// time (watching each before it is listed), then lets the watch thread go on.
+fn spawn_check(
+    index: Arc<RwLock<ShareIndex>>,
+    root: Arc<ShareRoot>,
+    watch: Option<Arc<FolderWatch>>,
+    changed: watch::Sender<u64>,
+    progress: watch::Sender<WalkProgress>,
+    initial_done: Arc<AtomicBool>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("linkfs-index-check".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let bump = || changed.send_modify(|n| *n += 1);
+            let options = RescanOptions {
+                install_watches: true,
+            };
+            let changes = match &watch {
+                Some(w) => rescan_shared(&index, &root, &**w, options, bump),
+                None => rescan_shared(&index, &root, &NoWatches, options, bump),
+            };
+            let entries = {
+                let mut ix = index.write().unwrap_or_else(|p| p.into_inner());
+                ix.mark_snapshot_complete();
+                ix.entries()
+            };
+            initial_done.store(true, Ordering::Release);
+            changed.send_modify(|n| *n += 1);
+            progress.send_modify(|p| {
+                p.entries = entries;
+                p.checked = Some(CheckSummary {
+                    entries,
+                    changes,
+                    elapsed: started.elapsed(),
+                });
+            });
+        })
 }

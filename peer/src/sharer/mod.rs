@@ -26,6 +26,7 @@ mod live_index;
 pub mod reconcile;
 mod relay;
 mod serve;
+pub mod share_state;
 mod visitors;
 
 use std::path::PathBuf;
@@ -38,9 +39,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use disk::{DiskEntry, OPEN_FILES, ShareRoot};
-pub use feed::{WalkProgress, spawn_feed};
+pub use feed::{CheckSummary, WalkProgress, spawn_feed};
 pub use host::HostRelay;
-pub use live_index::LiveIndex;
+pub use live_index::{IndexStart, LiveIndex};
 pub use relay::{RelayChoice, RelayInUse};
 pub use serve::{ServeContext, ServeEnd, ServeOutcome, ServedSession, serve};
 pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visitors};
@@ -49,6 +50,7 @@ use crate::random::{RandomError, random_bytes};
 use crate::relay_client::RelayClientError;
 use crate::transport::{NativeTuning, TransportConfig};
 use crate::walk::WalkError;
+use share_state::{KeptLink, ShareState};
 
 #[derive(Debug, Clone)]
 pub struct ShareOptions {
@@ -61,6 +63,11 @@ pub struct ShareOptions {
     /// Follow changes to the folder (on by default); off, the share is the
     /// folder as the walk found it.
     pub watch: bool,
+    /// Where the link and index are kept between runs (see [`share_state`]);
+    /// `None` keeps nothing: every run gets a new link.
+    pub state_root: Option<PathBuf>,
+    /// Forget the kept link (and index) and make a new one.
+    pub new_link: bool,
 }
 
 /// What the sharer reports to its user interface.
@@ -145,17 +152,76 @@ pub async fn share(
     cancel: CancellationToken,
     drop_links: watch::Receiver<u64>,
 ) -> Result<(), ShareError> {
-    let epoch = Epoch(u64::from_le_bytes(random_bytes()?));
+    let warn = |w: String| {
+        let events = events.clone();
+        async move {
+            let _ = events.send(ShareEvent::Warning(w)).await;
+        }
+    };
+    let state = match &options.state_root {
+        Some(state_root) => match ShareState::open(state_root, &options.root) {
+            Ok(state) => Some(state),
+            Err(e) => {
+                warn(e.to_string()).await;
+                None
+            }
+        },
+        None => None,
+    };
+    if options.new_link
+        && let Some(state) = &state
+        && let Err(e) = state.forget()
+    {
+        warn(format!("cannot forget the old link: {e}")).await;
+    }
+    let kept = state.as_ref().and_then(ShareState::kept_link);
+    let start = match state.as_ref().map(ShareState::take_index) {
+        Some(Ok(Some(saved))) => IndexStart::Saved(Box::new(saved)),
+        Some(Err(why)) => {
+            warn(format!("{why}; walking the folder afresh")).await;
+            IndexStart::Walk(Epoch(u64::from_le_bytes(random_bytes()?)))
+        }
+        _ => IndexStart::Walk(Epoch(u64::from_le_bytes(random_bytes()?))),
+    };
     let live = LiveIndex::start(
         &options.root,
-        epoch,
+        start,
         options.watch,
         SettleConfig::default(),
         walk_progress,
         events.clone(),
     )?;
-    let relay = RelayInUse::start(&options.relay).await?;
-    let link = ShareLink::generate(&relay.origin, random_bytes()?);
+    let relay =
+        RelayInUse::start(&options.relay, kept.as_ref().and_then(|k| k.embedded_port)).await?;
+    let link = match kept
+        .as_ref()
+        .and_then(|k| ShareLink::parse_fragment(&k.key).ok())
+    {
+        Some(mut link) => {
+            link.origin = relay.origin.clone();
+            if let Some(port) = kept.as_ref().and_then(|k| k.embedded_port)
+                && relay.embedded_port().is_some_and(|now| now != port)
+            {
+                warn(format!(
+                    "the link changed: port {port}, which the kept link names, is in use by another program (stop it, or give the port with --bind 127.0.0.1:{port})"
+                ))
+                .await;
+            }
+            link
+        }
+        None => ShareLink::generate(&relay.origin, random_bytes()?),
+    };
+    if let Some(state) = &state {
+        let keep = KeptLink {
+            key: format!("{}.{}", link.room, link.secret.encode()),
+            embedded_port: relay.embedded_port(),
+        };
+        if kept.as_ref() != Some(&keep)
+            && let Err(e) = state.keep_link(&keep)
+        {
+            warn(format!("{e}; the next run will print a new link")).await;
+        }
+    }
     let (mut host, ice_servers) = match HostRelay::register(&link, options.max_visitors).await {
         Ok(registered) => registered,
         Err(e) => {
@@ -227,6 +293,32 @@ pub async fn share(
     visitors.wind_down(Duration::from_secs(3)).await;
     host.close().await;
     relay.shutdown().await;
+    let index = live.index.clone();
     live.stop().await;
+    if let Some(state) = state {
+        save_index(&state, &index, &events).await;
+    }
     Ok(())
+}
+
+/// Saves the index for the next start, once nothing changes it any more and
+/// no session sends from it (so no log position was sent beyond what is saved).
+async fn save_index(
+    state: &ShareState,
+    index: &std::sync::RwLock<linkfs_core::ShareIndex>,
+    events: &mpsc::Sender<ShareEvent>,
+) {
+    let saved = {
+        let ix = index.read().unwrap_or_else(|p| p.into_inner());
+        // An unfinished walk is not worth keeping: the next start walks anyway.
+        ix.walk_done().then(|| ix.to_saved())
+    };
+    let Some(bytes) = saved else { return };
+    if let Err(e) = state.save_bytes(&bytes) {
+        let _ = events
+            .send(ShareEvent::Warning(format!(
+                "{e}; the next start walks the folder again"
+            )))
+            .await;
+    }
 }

@@ -21,6 +21,8 @@
 //! leads to it and nothing is there on disk.
 
 use std::collections::HashMap;
+use std::ops::AddAssign;
+use std::sync::RwLock;
 
 use linkfs_core::{NewEntry, ShareIndex};
 use linkfs_proto::{EntryId, EntryKind};
@@ -53,6 +55,16 @@ pub struct ReconcileStats {
     pub removed: u64,
     /// Paths that could not be read (permission denied, I/O errors): left as they were.
     pub unreadable: u64,
+}
+
+impl AddAssign for ReconcileStats {
+    fn add_assign(&mut self, o: ReconcileStats) {
+        self.added += o.added;
+        self.updated += o.updated;
+        self.moved += o.moved;
+        self.removed += o.removed;
+        self.unreadable += o.unreadable;
+    }
 }
 
 impl ReconcileStats {
@@ -346,55 +358,63 @@ impl<W: FolderWatches> Reconciler<'_, W> {
         }
     }
 
-    /// Compares every folder of the index with the disk, from the root down.
-    fn everything(&mut self) {
+    /// Brings the root's own attributes in line with the disk.
+    fn root_attrs(&mut self) {
         if let Some(Some(d)) = self.lstat_root() {
             let root = self.index.view(EntryId::ROOT).map(|v| v.name.to_vec());
             if let Some(name) = root {
                 self.update(EntryId::ROOT, EntryId::ROOT, &name, &d);
             }
         }
-        let mut stack = vec![(EntryId::ROOT, Vec::new())];
-        while let Some((dir, rel)) = stack.pop() {
-            let listing = match self.root.list(&rel) {
-                Ok(Some(l)) => l,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::info!(path = %String::from_utf8_lossy(&rel), error = %e, "cannot list a folder while rescanning");
-                    self.stats.unreadable += 1;
-                    continue;
-                }
+    }
+
+    /// Compares one folder of the index (`dir` at `rel`) with its listing on
+    /// disk and fixes every difference. Returns the folders below it that were
+    /// already in the index, to compare next (new ones were added whole).
+    fn folder(
+        &mut self,
+        dir: EntryId,
+        rel: &[u8],
+        listing: Vec<(Vec<u8>, DiskEntry)>,
+    ) -> Vec<(EntryId, Vec<u8>)> {
+        let mut next = Vec::new();
+        if self
+            .index
+            .view(dir)
+            .is_none_or(|v| v.kind != EntryKind::Dir)
+        {
+            // Gone or replaced since it was listed: what replaced it was seen there.
+            return next;
+        }
+        let mut on_disk: HashMap<Vec<u8>, DiskEntry> = listing.into_iter().collect();
+        let children: Vec<u32> = self.index.children(dir).to_vec();
+        for c in children {
+            let id = EntryId(c);
+            let Some((name, kind)) = self.index.view(id).map(|v| (v.name.to_vec(), v.kind)) else {
+                continue;
             };
-            let mut on_disk: HashMap<Vec<u8>, DiskEntry> = listing.into_iter().collect();
-            let children: Vec<u32> = self.index.children(dir).to_vec();
-            for c in children {
-                let id = EntryId(c);
-                let Some((name, kind)) = self.index.view(id).map(|v| (v.name.to_vec(), v.kind))
-                else {
-                    continue;
-                };
-                let child_rel = join(&rel, &name);
-                match on_disk.remove(&name) {
-                    None => self.remove(id, &child_rel),
-                    Some(d) if d.kind != kind => {
-                        self.remove(id, &child_rel);
-                        self.add(dir, &child_rel, &name, &d);
-                    }
-                    Some(d) => {
-                        self.update(id, dir, &name, &d);
-                        if kind == EntryKind::Dir {
-                            stack.push((id, child_rel));
-                        }
+            let child_rel = join(rel, &name);
+            match on_disk.remove(&name) {
+                None => self.remove(id, &child_rel),
+                Some(d) if d.kind != kind => {
+                    self.remove(id, &child_rel);
+                    self.add(dir, &child_rel, &name, &d);
+                }
+                Some(d) => {
+                    self.update(id, dir, &name, &d);
+                    if kind == EntryKind::Dir {
+                        next.push((id, child_rel));
                     }
                 }
-            }
-            let mut new: Vec<(Vec<u8>, DiskEntry)> = on_disk.into_iter().collect();
-            new.sort_by(|a, b| a.0.cmp(&b.0));
-            for (name, d) in new {
-                let child_rel = join(&rel, &name);
-                self.add(dir, &child_rel, &name, &d);
             }
         }
+        let mut new: Vec<(Vec<u8>, DiskEntry)> = on_disk.into_iter().collect();
+        new.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, d) in new {
+            let child_rel = join(rel, &name);
+            self.add(dir, &child_rel, &name, &d);
+        }
+        next
     }
 
     fn lstat_root(&mut self) -> Option<Option<DiskEntry>> {
@@ -420,7 +440,24 @@ pub fn reconcile_paths(
     r.stats
 }
 
-/// Compares the whole folder with the index and fixes every difference.
+/// Lists a folder for a rescan; `None` if it is gone or cannot be read.
+fn list_folder(
+    root: &ShareRoot,
+    rel: &[u8],
+    stats: &mut ReconcileStats,
+) -> Option<Vec<(Vec<u8>, DiskEntry)>> {
+    match root.list(rel) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::info!(path = %String::from_utf8_lossy(rel), error = %e, "cannot list a folder while rescanning");
+            stats.unreadable += 1;
+            None
+        }
+    }
+}
+
+/// Compares the whole folder with the index and fixes every difference,
+/// holding the index for the whole time (see [`rescan_shared`] for a shared one).
 /// Moves between folders come out as a removal and an addition here.
 pub fn rescan(
     index: &mut ShareIndex,
@@ -433,6 +470,76 @@ pub fn rescan(
         watches,
         stats: ReconcileStats::default(),
     };
-    r.everything();
+    r.root_attrs();
+    let mut stack = vec![(EntryId::ROOT, Vec::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        if let Some(listing) = list_folder(root, &rel, &mut r.stats) {
+            stack.extend(r.folder(dir, &rel, listing));
+        }
+    }
     r.stats
+}
+
+/// How [`rescan_shared`] goes about it.
+#[derive(Debug, Clone, Copy)]
+pub struct RescanOptions {
+    /// Watch every folder before it is listed (a sharer that starts from a
+    /// saved index has no watches yet); off when the watches are in place.
+    pub install_watches: bool,
+}
+
+/// [`rescan`] for an index that is being served: each folder is listed
+/// without the lock and compared under a short write lock of its own, so
+/// readers and senders are never held up for long. `changed` is called after
+/// each folder that changed something (sessions then cut new batches).
+pub fn rescan_shared(
+    index: &RwLock<ShareIndex>,
+    root: &ShareRoot,
+    watches: &impl FolderWatches,
+    options: RescanOptions,
+    mut changed: impl FnMut(),
+) -> ReconcileStats {
+    // One short write lock per step; what it changed is added to the total.
+    fn step<W: FolderWatches, T>(
+        index: &RwLock<ShareIndex>,
+        root: &ShareRoot,
+        watches: &W,
+        total: &mut ReconcileStats,
+        changed: &mut impl FnMut(),
+        work: impl FnOnce(&mut Reconciler<'_, W>) -> T,
+    ) -> T {
+        let mut ix = index.write().unwrap_or_else(|p| p.into_inner());
+        let mut r = Reconciler {
+            index: &mut ix,
+            root,
+            watches,
+            stats: ReconcileStats::default(),
+        };
+        let out = work(&mut r);
+        let stats = r.stats;
+        drop(ix);
+        if stats.changes() > 0 {
+            changed();
+        }
+        *total += stats;
+        out
+    }
+    let mut stats = ReconcileStats::default();
+    step(index, root, watches, &mut stats, &mut changed, |r| {
+        r.root_attrs();
+    });
+    let mut stack = vec![(EntryId::ROOT, Vec::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        if options.install_watches {
+            watches.watch(&rel);
+        }
+        let Some(listing) = list_folder(root, &rel, &mut stats) else {
+            continue;
+        };
+        let below = step(index, root, watches, &mut stats, &mut changed, |r| {
+            r.folder(dir, &rel, listing)
+        });
+        stack.extend(below);
+    }
+    stats
 }

@@ -28,8 +28,13 @@ pub struct RelayInUse {
 }
 
 impl RelayInUse {
-    /// Starts the embedded relay, or notes the external one.
-    pub async fn start(choice: &RelayChoice) -> Result<RelayInUse, ShareError> {
+    /// Starts the embedded relay, or notes the external one. An embedded relay
+    /// asked for any free port (`:0`) tries `preferred_port` first (the port
+    /// the folder's kept link names), so the link stays the same.
+    pub async fn start(
+        choice: &RelayChoice,
+        preferred_port: Option<u16>,
+    ) -> Result<RelayInUse, ShareError> {
         match choice {
             RelayChoice::External { url } => Ok(RelayInUse {
                 origin: url.trim_end_matches('/').to_owned(),
@@ -37,8 +42,28 @@ impl RelayInUse {
                 #[cfg(feature = "embedded-relay")]
                 embedded: None,
             }),
-            RelayChoice::Embedded { bind } => start_embedded(*bind).await,
+            RelayChoice::Embedded { bind } => {
+                if let Some(port) = preferred_port.filter(|_| bind.port() == 0) {
+                    let preferred = SocketAddr::new(bind.ip(), port);
+                    match start_embedded(preferred).await {
+                        Ok(relay) => return Ok(relay),
+                        Err(e) => {
+                            tracing::info!(%preferred, error = %e, "the kept link's port is not free");
+                        }
+                    }
+                }
+                start_embedded(*bind).await
+            }
         }
+    }
+
+    /// The embedded relay's port (`None` for an external relay).
+    pub fn embedded_port(&self) -> Option<u16> {
+        #[cfg(feature = "embedded-relay")]
+        if let Some(relay) = &self.embedded {
+            return Some(relay.local_addr().port());
+        }
+        None
     }
 
     /// Stops the embedded relay, if this share started one.

@@ -153,6 +153,11 @@ fn main() -> Result<()> {
         .arg("share")
         .arg(&tree)
         .arg("--no-qr")
+        // Nothing kept between runs: every run walks the tree.
+        .env(
+            "LINKFS_STATE_DIR",
+            std::env::temp_dir().join(format!("linkfs-bench-state-{}", std::process::id())),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -1,0 +1,123 @@
+//! What a sharer keeps between runs: the link per folder, the index after a
+//! clean stop, file modes, the lock against a second sharer of the same folder.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use linkfs_core::{NewEntry, ShareIndex};
+use linkfs_peer::sharer::share_state::{KeptLink, ShareState, StateError};
+use linkfs_proto::{EntryId, EntryKind, Epoch};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let base = std::env::temp_dir().join(format!(
+            "linkfs-state-test-{tag}-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        fs::create_dir_all(base.join("folder")).unwrap();
+        TempDir(base)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn index() -> ShareIndex {
+    let mut ix = ShareIndex::new(Epoch(42));
+    ix.push(&NewEntry {
+        id: EntryId::ROOT,
+        parent: EntryId::ROOT,
+        kind: EntryKind::Dir,
+        name: b"folder",
+        size: 0,
+        mtime: 1,
+        mtime_nsec: 0,
+        mode: 0o755,
+        target: b"",
+        dev: 1,
+        ino: 2,
+    })
+    .unwrap();
+    ix.mark_snapshot_complete();
+    ix
+}
+
+#[test]
+fn the_link_is_kept_per_folder_readable_only_by_its_owner() {
+    let tmp = TempDir::new("link");
+    let states = tmp.0.join("state");
+    let folder = tmp.0.join("folder");
+    let link = KeptLink {
+        key: "abcdefghijklmnop.AAAAAAAAAAAAAAAAAAAAAA".into(),
+        embedded_port: Some(4321),
+    };
+    {
+        let state = ShareState::open(&states, &folder).unwrap();
+        assert_eq!(state.kept_link(), None);
+        state.keep_link(&link).unwrap();
+        let mode = fs::metadata(state.dir().join("share.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "share.json holds the secret");
+        let dir_mode = fs::metadata(state.dir()).unwrap().permissions().mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+    }
+    // The same folder named another way finds the same state.
+    let other_name = folder.join("..").join("folder");
+    let state = ShareState::open(&states, &other_name).unwrap();
+    assert_eq!(state.kept_link(), Some(link));
+    state.forget().unwrap();
+    assert_eq!(state.kept_link(), None, "--new-link forgets the key");
+}
+
+#[test]
+fn a_second_sharer_of_the_same_folder_is_told_it_is_in_use() {
+    let tmp = TempDir::new("lock");
+    let states = tmp.0.join("state");
+    let folder = tmp.0.join("folder");
+    let held = ShareState::open(&states, &folder).unwrap();
+    let second = ShareState::open(&states, &folder).unwrap_err();
+    assert!(matches!(second, StateError::InUse(_)), "{second}");
+    assert!(second.to_string().contains("already shared"), "{second}");
+    drop(held);
+    ShareState::open(&states, &folder).expect("free again once the first stops");
+}
+
+#[test]
+fn a_saved_index_is_taken_once_and_a_damaged_one_is_refused() {
+    let tmp = TempDir::new("index");
+    let state = ShareState::open(&tmp.0.join("state"), &tmp.0.join("folder")).unwrap();
+    assert!(state.take_index().unwrap().is_none());
+    state.save_bytes(&index().to_saved()).unwrap();
+    let mode = fs::metadata(state.dir().join("index.bin"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let back = state.take_index().unwrap().expect("the saved index");
+    assert_eq!(back.epoch(), Epoch(42));
+    // Taken: a crash from here on leaves nothing to reuse log positions from.
+    assert!(state.take_index().unwrap().is_none());
+
+    let mut damaged = index().to_saved();
+    let at = damaged.len() / 2;
+    damaged[at] ^= 1;
+    state.save_bytes(&damaged).unwrap();
+    let err = state.take_index().unwrap_err();
+    assert!(
+        err.contains("not usable") && err.contains("damaged"),
+        "{err}"
+    );
+    assert!(
+        state.take_index().unwrap().is_none(),
+        "a damaged index is removed too"
+    );
+}
