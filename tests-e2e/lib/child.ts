@@ -24,6 +24,8 @@ export interface TrackedChild {
   exited(): Exit | null;
   /** Calls `fn` for every stdout line from now on. */
   onStdoutLine(fn: (line: string) => void): void;
+  /** Calls `fn` for every stderr line from now on. */
+  onStderrLine(fn: (line: string) => void): void;
 }
 
 const live = new Set<ChildProcess>();
@@ -54,6 +56,7 @@ export function spawnTracked(name: string, command: string, args: string[], env:
   const stdout: string[] = [];
   const stderr: string[] = [];
   const listeners: Array<(line: string) => void> = [];
+  const errListeners: Array<(line: string) => void> = [];
   let exitInfo: Exit | null = null;
 
   createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -65,6 +68,7 @@ export function spawnTracked(name: string, command: string, args: string[], env:
     stderr.push(line);
     if (stderr.length > tailLines) stderr.shift();
     if (verbose) console.log(`[${name}:err] ${line}`);
+    for (const fn of errListeners) fn(line);
   });
   const exit = new Promise<Exit>((resolve) => {
     child.once('error', (err) => {
@@ -89,6 +93,7 @@ export function spawnTracked(name: string, command: string, args: string[], env:
     exit,
     exited: () => exitInfo,
     onStdoutLine: (fn) => listeners.push(fn),
+    onStderrLine: (fn) => errListeners.push(fn),
   };
 }
 
