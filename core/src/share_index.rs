@@ -543,9 +543,22 @@ impl ShareIndex {
     }
 
     fn link_child(&mut self, dir: u32, child: u32) {
+        let (names, name_off, name_len) = (&self.names, &self.name_off, &self.name_len);
+        let name_of = |i: u32| {
+            let i = i as usize;
+            let off = name_off[i] as usize;
+            &names[off..off + usize::from(name_len[i])]
+        };
         let d = self.dirs.entry(dir).or_default();
-        d.ids.push(child);
-        d.sorted = false;
+        if d.sorted {
+            // A folder that was looked up stays sorted: entries added one by one
+            // (a burst of new files, each looked up first) would otherwise sort
+            // the whole folder again for every one of them.
+            let at = d.ids.partition_point(|c| name_of(*c) < name_of(child));
+            d.ids.insert(at, child);
+        } else {
+            d.ids.push(child);
+        }
     }
 
     fn unlink_child(&mut self, dir: u32, child: u32) {

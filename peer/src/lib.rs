@@ -10,8 +10,10 @@
 //!   receiver's) over any data link (WebRTC, or in memory for tests).
 //! - [`random`]: the system's random source, in one place.
 //! - [`sharer`]: `linkfs share` wired together: the embedded (or external)
-//!   relay, the walk feeding the share index, one sender session per visitor,
-//!   and safe file reads beneath the shared root.
+//!   relay, the walk feeding the share index (or the saved index compared
+//!   with the folder), the folder watch keeping it current, the link and
+//!   index kept per folder between runs, one sender session per visitor, and
+//!   safe file reads beneath the shared root.
 //! - [`visit`]: the native receiver (`linkfs mount`, `ls`, `get`): reaching a
 //!   sharer from a link, the core receiver in one loop, the FUSE filesystem and
 //!   the downloader.

@@ -376,3 +376,41 @@ proptest::proptest! {
         let _ = ShareIndex::from_saved(&rehash([file.clone(), vec![0; 32]].concat()));
     }
 }
+
+#[test]
+fn a_sorted_folder_stays_sorted_as_entries_are_added_one_by_one() {
+    let mut ix = ShareIndex::new(Epoch(1));
+    ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
+    // Interleaved as the watcher does it: look up, then add.
+    let mut names: Vec<String> = (0..500)
+        .map(|k| format!("f{}", (k * 7919) % 1000))
+        .collect();
+    for name in &names {
+        assert_eq!(ix.lookup_child(EntryId::ROOT, name.as_bytes()), None);
+        let id = ix
+            .add(&entry(0, 0, EntryKind::File, name.as_bytes(), 1))
+            .unwrap();
+        assert_eq!(ix.lookup_child(EntryId::ROOT, name.as_bytes()), Some(id));
+    }
+    // Renames inside the sorted folder keep it sorted too.
+    let id = ix.lookup(b"f0").unwrap();
+    ix.update(id, &entry(0, 0, EntryKind::File, b"zz-renamed", 1))
+        .unwrap();
+    names.retain(|n| n != "f0");
+    names.push("zz-renamed".into());
+    for name in &names {
+        assert!(
+            ix.lookup_child(EntryId::ROOT, name.as_bytes()).is_some(),
+            "{name}"
+        );
+    }
+    assert_eq!(ix.lookup(b"f0"), None);
+    let listed: Vec<Vec<u8>> = ix
+        .children(EntryId::ROOT)
+        .iter()
+        .map(|c| ix.view(EntryId(*c)).unwrap().name.to_vec())
+        .collect();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted, "children kept in name order");
+}

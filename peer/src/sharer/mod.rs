@@ -8,7 +8,9 @@
 //!     ^   <-- answer, candidates, connected --   handshake -> serve(link) [serve.rs]
 //!     |
 //!  walk threads -> feed thread -> ShareIndex (RwLock) -> index_changed   [feed.rs]
+//!  (or saved index -> check thread ---^)                                  [live_index.rs]
 //!  notify -> watch thread (settle, reconcile) ----^                       [folder_watch.rs, reconcile.rs]
+//!  state dir: kept link (room, secret, port), index saved at a clean stop [share_state.rs]
 //! ```
 //!
 //! The link is reported ([`ShareEvent::Ready`]) as soon as the room is held at
