@@ -425,5 +425,10 @@ async fn a_restart_from_the_saved_index_keeps_ids_and_logs_only_what_changed() {
         (5..=9).contains(&since),
         "only what changed is logged after the saved end, got {since} operations"
     );
+    // The folders are watched again: changes after the restart are followed.
+    fs::write(root.join("d1/after-restart"), b"seen").unwrap();
+    fs::write(root.join("d5/inner"), b"changed again").unwrap();
+    second.converge("a change after the restart").await;
+    assert_eq!(second.read("d5/inner").await.unwrap(), b"changed again");
     second.stop().await;
 }
