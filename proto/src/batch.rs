@@ -341,12 +341,79 @@ fn compress_body(body: Vec<u8>) -> (Vec<u8>, bool) {
     (body, false)
 }
 
+/// What a zstd frame header declares (RFC 8878, 3.1.1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ZstdDeclared {
+    window: u64,
+    content: Option<u64>,
+}
+
+/// Reads the header of the zstd frame `z` without decoding anything.
+fn zstd_header(z: &[u8]) -> Option<ZstdDeclared> {
+    const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+    if z.get(..4)? != MAGIC {
+        return None;
+    }
+    let descriptor = *z.get(4)?;
+    let fcs_flag = descriptor >> 6;
+    let single_segment = descriptor & 0x20 != 0;
+    let reserved = descriptor & 0x08 != 0;
+    let dict_flag = descriptor & 0x03;
+    if reserved || dict_flag != 0 {
+        // Batches never use dictionaries.
+        return None;
+    }
+    let mut at = 5;
+    let window = if single_segment {
+        None
+    } else {
+        let w = *z.get(at)?;
+        at += 1;
+        let log = 10 + u64::from(w >> 3);
+        let base = 1u64 << log;
+        Some(base + (base / 8) * u64::from(w & 7))
+    };
+    let fcs_len = match (fcs_flag, single_segment) {
+        (0, false) => 0,
+        (0, true) => 1,
+        (1, _) => 2,
+        (2, _) => 4,
+        _ => 8,
+    };
+    let content = if fcs_len == 0 {
+        None
+    } else {
+        let bytes = z.get(at..at + fcs_len)?;
+        let mut v = [0u8; 8];
+        v[..fcs_len].copy_from_slice(bytes);
+        let n = u64::from_le_bytes(v);
+        Some(if fcs_len == 2 { n + 256 } else { n })
+    };
+    // A single-segment frame's window is its content size.
+    let window = window.or(content)?;
+    Some(ZstdDeclared { window, content })
+}
+
 /// Decompresses a batch body, refusing anything over [`MAX_FRAME_LEN`] bytes.
+///
+/// The frame header is checked first: a decoder keeps a whole window of output
+/// before it hands any out, so a small frame that declares a 1 GiB window (and
+/// fills it with run-length blocks) would make it allocate gigabytes before
+/// the size check below could see anything. A window or content size over the
+/// cap is refused before decoding starts.
 fn decompress_body(z: &[u8], at: usize) -> Result<Vec<u8>, DecodeError> {
     let bad = DecodeError::Invalid {
         at,
         what: "compressed batch body",
     };
+    let declared = zstd_header(z).ok_or(bad.clone())?;
+    let too_large = declared.window.max(declared.content.unwrap_or(0));
+    if too_large > MAX_FRAME_LEN as u64 {
+        return Err(DecodeError::TooLarge {
+            len: usize::try_from(too_large).unwrap_or(usize::MAX),
+            max: MAX_FRAME_LEN,
+        });
+    }
     let mut decoder = ruzstd::decoding::StreamingDecoder::new(z).map_err(|_| bad.clone())?;
     let mut out = Vec::with_capacity(z.len() * 3);
     (&mut decoder)
