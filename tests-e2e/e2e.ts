@@ -5,7 +5,7 @@
 // Screenshots of failed tests land in tests-e2e/out/.
 
 import { createHash } from 'node:crypto';
-import { appendFile, chmod, mkdir, mkdtemp, readdir, rename, rm, stat, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, statusText, waitForState, type ChromiumInstance } from './lib/chromium.ts';
@@ -652,6 +652,49 @@ const tests: TestCase[] = [
       log(`    changes made while stopped arrived in ${changed.seconds.toFixed(2)} s, ${(await indexWireBytes(page)) ?? 0} index bytes`);
       assertNoPageErrors(chromium);
       await s3.stop();
+    },
+  },
+  {
+    name: 'n: a share that reuses a room id with another secret never sees the cached index of the first',
+    timeoutMs: 120_000,
+    async run(t) {
+      const dir = await mkdtemp(path.join(scratchDir, 'reused-room-'));
+      t.defer(() => rm(dir, { recursive: true, force: true }));
+      for (let n = 0; n < 50; n += 1) await writeFile(path.join(dir, `first-${n}.txt`), `${n}\n`);
+      const { chromium, page } = await browser(t, 'reused-room');
+      const s1 = await share(t, dir);
+      await openLink(page, s1.link, ['connected']);
+      await waitForComplete(page, s1.spawnedAt, 30_000);
+      for (const deadline = Date.now() + 10_000; ; await page.waitForTimeout(50)) {
+        if ((await page.evaluate(() => window.linkfsShare!.progress())).persisted === 51) break;
+        if (Date.now() > deadline) fail('the first share never reached IndexedDB');
+      }
+      await s1.stop();
+      // Another share under the same room id: the kept key's secret replaced.
+      const stateDir = process.env.LINKFS_STATE_DIR!;
+      let keptFile = '';
+      for (const d of await readdir(path.join(stateDir, 'shares'))) {
+        const f = path.join(stateDir, 'shares', d, 'share.json');
+        const kept = JSON.parse(await readFile(f, 'utf8').catch(() => '{}')) as { folder?: string };
+        if (kept.folder === dir) keptFile = f;
+      }
+      assert(keptFile !== '', `no kept link for ${dir} under ${stateDir}`);
+      const kept = JSON.parse(await readFile(keptFile, 'utf8')) as { key: string };
+      const [room, secret] = kept.key.split('.') as [string, string];
+      const other = (secret[0] === 'A' ? 'B' : 'A') + secret.slice(1);
+      await writeFile(keptFile, JSON.stringify({ ...kept, key: `${room}.${other}` }));
+      for (let n = 0; n < 50; n += 1) await unlink(path.join(dir, `first-${n}.txt`));
+      for (let n = 0; n < 7; n += 1) await writeFile(path.join(dir, `second-${n}.txt`), `${n}\n`);
+      const s2 = await share(t, dir);
+      assert(s2.link.includes(`#${room}.`) && !s2.link.endsWith(secret), `expected the same room with another secret: ${s2.link}`);
+      await page.goto('about:blank');
+      await openLink(page, s2.link, ['connected']);
+      const p = await page.evaluate(() => window.linkfsShare!.progress());
+      assert(p.fromCache === 0, `the second share showed ${p.fromCache} entries cached from the first`);
+      const c = await convergeIndex(page, dir, 20_000);
+      assert(c.mismatches.length === 0, `the second share's index differs from its folder:\n  ${c.mismatches.slice(0, 10).map(formatMismatch).join('\n  ')}`);
+      assertNoPageErrors(chromium);
+      await s2.stop();
     },
   },
 ];

@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use js_sys::{Array, Function, Uint8Array};
+use linkfs_core::ShareLink;
 use linkfs_core::{
     EndReason, Millis, PersistentReceiver, ReadEvent, ReadHandle, ReceiverConfig, SortKey,
     StoredEvent, rebuild,
@@ -61,11 +62,17 @@ pub struct ReceiverSession {
 
 #[wasm_bindgen]
 impl ReceiverSession {
-    /// Opens the stored index of `room` (if any) and prepares a receiver that
-    /// resumes from it. `notify` is called when background work produced output.
-    pub async fn open(room: String, notify: Function) -> ReceiverSession {
+    /// Opens the stored index of the share whose link fragment is `key`
+    /// (`room.secret`; see `ShareLink::store_name`), if any, and prepares a
+    /// receiver that resumes from it. `notify` is called when background work
+    /// produced output.
+    pub async fn open(key: String, notify: Function) -> ReceiverSession {
         crate::install_panic_hook();
-        let (store, storage_problem) = match Store::open(&room).await {
+        let opened = match ShareLink::parse_fragment(&key) {
+            Ok(link) => Store::open(&link.store_name()).await,
+            Err(e) => Err(JsValue::from_str(&e.to_string())),
+        };
+        let (store, storage_problem) = match opened {
             Ok(s) => (Some(s), None),
             Err(e) => (
                 None,

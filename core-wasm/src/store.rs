@@ -1,6 +1,8 @@
 //! IndexedDB persistence of the index, in the worker.
 //!
-//! One database per room, `linkfs-<room>`, with two object stores:
+//! One database per share, named by `ShareLink::store_name` (the room and a
+//! value derived from the secret, so another share that reuses a room id never
+//! mixes with it), with two object stores:
 //! - `batches`: the index batch frames exactly as they arrived, keyed by the
 //!   `Seq` of their first operation (numeric keys sort in log order);
 //! - `meta`: one record `state` = `{epoch: hex, next: number, complete: bool}`.
@@ -76,16 +78,17 @@ async fn committed(tx: &IdbTransaction) -> Result<(), JsValue> {
     JsFuture::from(promise).await.map(|_| ())
 }
 
-/// An open per-room database.
+/// An open per-share database.
 #[derive(Debug, Clone)]
 pub struct Store {
     db: IdbDatabase,
 }
 
 impl Store {
-    pub async fn open(room: &str) -> Result<Store, JsValue> {
+    /// Opens (creating) the database `name`.
+    pub async fn open(name: &str) -> Result<Store, JsValue> {
         let req: IdbOpenDbRequest = factory()?
-            .open_with_u32(&format!("linkfs-{room}"), 1)
+            .open_with_u32(name, 1)
             .map_err(|e| idb_error("open the database", e))?;
         let upgrade = Closure::<dyn FnMut(web_sys::Event)>::new({
             let req = req.clone();

@@ -459,8 +459,9 @@ impl Index {
             (self.journal.is_some() && self.present(e.id).is_some()).then(|| self.place_of(i));
         match self.present(e.id) {
             Some(_) => {
-                if !is_root && e.kind == EntryKind::Dir && self.is_ancestor_or_self(e.id, e.parent)
-                {
+                // Whatever it becomes, nothing may hang under itself (a folder
+                // turned into a file under its own id was left parented to itself).
+                if !is_root && self.is_ancestor_or_self(e.id, e.parent) {
                     return Err(IndexError::Cycle {
                         id: e.id,
                         parent: e.parent,

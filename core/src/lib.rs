@@ -55,7 +55,9 @@ pub use receiver::{
     ReceiverConfig, ReceiverEvent, StartReadError,
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
-pub use sender::{IoFailure, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError};
+pub use sender::{
+    IoFailure, MAX_RETRANSMITS, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError,
+};
 pub use settle::{Ready, SettleConfig, Settler};
 pub use share_index::{LogOp, NewEntry, ReadTarget, SavedIndexError, ShareIndex, ShareIndexError};
 pub use signaling::{

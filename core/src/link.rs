@@ -130,6 +130,16 @@ impl ShareLink {
         })
     }
 
+    /// The name a receiver stores this share's index under: the room and a
+    /// value derived from the secret (`linkfs-<room>-<16 hex>`). A share that
+    /// reuses a room id with another secret gets another store, so two shares
+    /// never mix; the secret itself cannot be read back from the name.
+    pub fn store_name(&self) -> String {
+        let derived = blake3::derive_key("linkfs 2026-11 receiver store name", &self.secret.0);
+        let hex: String = derived[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("linkfs-{}-{hex}", self.room)
+    }
+
     /// The link as people share it.
     pub fn to_url(&self) -> String {
         let mut s = format!("{}/#{}.{}", self.origin, self.room, self.secret.encode());

@@ -716,10 +716,12 @@ impl Receiver {
         let handle = req.job;
         let req_end = req.offset + u64::from(req.len);
         let len = data.len() as u64;
+        // The offset is the sharer's: checked arithmetic (an offset near 2^64
+        // wrapped around and was taken for a chunk inside the request).
         if data.is_empty()
             || len > CHUNK_LEN as u64
             || offset < req.offset
-            || offset + len > req_end
+            || offset.checked_add(len).is_none_or(|end| end > req_end)
         {
             return self.fail_job(handle, ReadFailure::Corrupt);
         }

@@ -7,11 +7,15 @@
 //! ```text
 //! key    = BLAKE3 derive_key("linkfs 2026-11 signaling key v1", secret)
 //! sealed = 0x01 || nonce[24] || XChaCha20-Poly1305(key, nonce, aad, payload JSON)
-//! aad    = "linkfs/1|" || room || "|h2g" or "|g2h"
+//! aad    = "linkfs/1|" || room || "|h2g" or "|g2h" [ || "|" || hex(binding) ]
 //! ```
 //!
 //! The associated data binds the room and the direction, so a sealed message
-//! cannot be replayed into another room or reflected back to its sender.
+//! cannot be replayed into another room or reflected back to its sender. The
+//! signaling handshake adds a *binding* ([`SignalKey::seal_bound`]): the
+//! guest's peer number and the challenge the sharer sent that guest, so a
+//! captured message cannot be replayed from another connection either (see
+//! `crate::signaling`).
 //! Nonces come from a [`NonceSequence`] (a random prefix the shell supplies,
 //! then a counter): this crate does no IO, and that includes the system's
 //! random source.
@@ -112,8 +116,15 @@ impl std::fmt::Debug for SignalKey {
     }
 }
 
-fn aad(room: &str, dir: Direction) -> Vec<u8> {
-    format!("linkfs/1|{room}|{}", dir.tag()).into_bytes()
+fn aad(room: &str, dir: Direction, binding: &[u8]) -> Vec<u8> {
+    let mut aad = format!("linkfs/1|{room}|{}", dir.tag()).into_bytes();
+    if !binding.is_empty() {
+        aad.push(b'|');
+        for b in binding {
+            aad.extend_from_slice(format!("{b:02x}").as_bytes());
+        }
+    }
+    aad
 }
 
 impl SignalKey {
@@ -132,7 +143,20 @@ impl SignalKey {
         nonce: [u8; NONCE_LEN],
         plaintext: &[u8],
     ) -> Vec<u8> {
-        let aad = aad(room, dir);
+        self.seal_bound(room, dir, &[], nonce, plaintext)
+    }
+
+    /// [`seal`](Self::seal), bound to `binding` as well: it opens only with
+    /// the same binding.
+    pub fn seal_bound(
+        &self,
+        room: &str,
+        dir: Direction,
+        binding: &[u8],
+        nonce: [u8; NONCE_LEN],
+        plaintext: &[u8],
+    ) -> Vec<u8> {
+        let aad = aad(room, dir, binding);
         let ct = self
             .cipher
             .encrypt(
@@ -152,6 +176,17 @@ impl SignalKey {
     }
 
     pub fn open(&self, room: &str, dir: Direction, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+        self.open_bound(room, dir, &[], sealed)
+    }
+
+    /// Opens what [`seal_bound`](Self::seal_bound) sealed with the same binding.
+    pub fn open_bound(
+        &self,
+        room: &str,
+        dir: Direction,
+        binding: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
         if sealed.len() < 1 + NONCE_LEN + TAG_LEN {
             return Err(SealError::TooShort);
         }
@@ -159,7 +194,7 @@ impl SignalKey {
             return Err(SealError::UnknownVersion(sealed[0]));
         }
         let nonce = XNonce::from_slice(&sealed[1..1 + NONCE_LEN]);
-        let aad = aad(room, dir);
+        let aad = aad(room, dir, binding);
         self.cipher
             .decrypt(
                 nonce,
@@ -179,9 +214,21 @@ impl SignalKey {
         nonce: [u8; NONCE_LEN],
         payload: &SignalPayload,
     ) -> String {
+        self.seal_payload_bound(room, dir, &[], nonce, payload)
+    }
+
+    /// [`seal_payload`](Self::seal_payload) with a binding (see [`seal_bound`](Self::seal_bound)).
+    pub fn seal_payload_bound(
+        &self,
+        room: &str,
+        dir: Direction,
+        binding: &[u8],
+        nonce: [u8; NONCE_LEN],
+        payload: &SignalPayload,
+    ) -> String {
         // Serializing these plain enums of strings cannot fail.
         let json = serde_json::to_vec(payload).expect("signaling payload serializes");
-        URL_SAFE_NO_PAD.encode(self.seal(room, dir, nonce, &json))
+        URL_SAFE_NO_PAD.encode(self.seal_bound(room, dir, binding, nonce, &json))
     }
 
     /// Opens the `data` string of a relay message.
@@ -191,10 +238,21 @@ impl SignalKey {
         dir: Direction,
         data: &str,
     ) -> Result<SignalPayload, SealError> {
+        self.open_payload_bound(room, dir, &[], data)
+    }
+
+    /// [`open_payload`](Self::open_payload) with a binding.
+    pub fn open_payload_bound(
+        &self,
+        room: &str,
+        dir: Direction,
+        binding: &[u8],
+        data: &str,
+    ) -> Result<SignalPayload, SealError> {
         let sealed = URL_SAFE_NO_PAD
             .decode(data)
             .map_err(|_| SealError::NotBase64)?;
-        let plain = self.open(room, dir, &sealed)?;
+        let plain = self.open_bound(room, dir, binding, &sealed)?;
         serde_json::from_slice(&plain).map_err(|e| SealError::BadPayload(e.to_string()))
     }
 }
@@ -266,6 +324,28 @@ mod tests {
             k.open("room0001", Direction::GuestToHost, &sealed),
             Err(SealError::WrongKey)
         );
+    }
+
+    #[test]
+    fn a_binding_must_match_to_open() {
+        let k = key(7);
+        let sealed = k.seal_bound(
+            "room0001",
+            Direction::GuestToHost,
+            b"\x01abc",
+            [4; 24],
+            b"hi",
+        );
+        assert_eq!(
+            k.open_bound("room0001", Direction::GuestToHost, b"\x01abc", &sealed),
+            Ok(b"hi".to_vec())
+        );
+        for other in [&b"\x02abc"[..], b"\x01abd", b""] {
+            assert_eq!(
+                k.open_bound("room0001", Direction::GuestToHost, other, &sealed),
+                Err(SealError::WrongKey)
+            );
+        }
     }
 
     #[test]

@@ -18,7 +18,10 @@
 //! held back for at most `linger_ms` while the walk is still producing entries,
 //! so a fast walk fills batches instead of sending many small ones. The oldest
 //! unacknowledged batch is sent again after `retransmit_ms` (doubling up to
-//! 10 s); over a reliable data channel this never fires.
+//! 10 s); over a reliable data channel this never fires. At most one copy of
+//! it waits to be sent at a time, and after [`MAX_RETRANSMITS`] in a row without
+//! an acknowledgement the session ends ("stopped acknowledging"): a receiver
+//! that never acknowledges costs a bounded amount, not one batch per timeout.
 //!
 //! Reads: a request is checked against the index (id, kind, generation, range)
 //! before it is queued; at most `max_reads` are queued. The session hands the
@@ -116,7 +119,15 @@ pub enum SessionError {
     /// This side closed the session ([`SenderSession::close`]); the receiver was told this.
     #[error("{0}")]
     ClosedHere(String),
+    #[error(
+        "the receiver stopped acknowledging the index ({0} resends without an answer); it may reconnect"
+    )]
+    NoAcks(u32),
 }
+
+/// Resends of the oldest batch without any acknowledgement before the session
+/// ends: 8 (about a minute: 3, 6, then 10 s apart).
+pub const MAX_RETRANSMITS: u32 = 8;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SenderStats {
@@ -167,6 +178,8 @@ pub struct SenderSession {
     unacked_bytes: usize,
     oldest_sent_at: Millis,
     rto: u64,
+    /// Resends since the last acknowledgement.
+    resends: u32,
     complete_sent: bool,
     pending_since: Option<Millis>,
     control: VecDeque<Vec<u8>>,
@@ -193,6 +206,7 @@ impl SenderSession {
             unacked: VecDeque::new(),
             unacked_bytes: 0,
             oldest_sent_at: Millis(0),
+            resends: 0,
             rto,
             complete_sent: false,
             pending_since: None,
@@ -408,6 +422,7 @@ impl SenderSession {
             self.unacked.pop_front();
         }
         self.rto = self.config.retransmit_ms;
+        self.resends = 0;
         self.oldest_sent_at = now;
         Ok(())
     }
@@ -696,8 +711,16 @@ impl SenderSession {
         if now.0 >= self.oldest_sent_at.0 + self.rto
             && let Some(front) = self.unacked.front()
         {
-            self.control.push_back(front.frame.clone());
-            self.stats.retransmits += 1;
+            if self.resends >= MAX_RETRANSMITS {
+                self.fail(SessionError::NoAcks(self.resends));
+                return;
+            }
+            self.resends += 1;
+            // One copy waiting to go out is enough.
+            if !self.control.iter().any(|f| *f == front.frame) {
+                self.control.push_back(front.frame.clone());
+                self.stats.retransmits += 1;
+            }
             self.oldest_sent_at = now;
             self.rto = (self.rto * 2).min(10_000);
         }

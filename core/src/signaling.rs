@@ -4,9 +4,10 @@
 //!
 //! ```text
 //! guest machine                         relay                         host machine
-//!   <- welcome {ice_servers}             |             welcome -> Registered {ice_servers}
-//!   MakeOffer -> shell: offer_made(sdp)  |
-//!   Send(seal(offer)) -----------------> | ------------------------> Answer {peer, offer}
+//!   <- welcome {peer N, ice_servers}     |             welcome -> Registered {ice_servers}
+//!   MakeOffer -> shell: offer_made(sdp)  |  joined {N} -> host: a fresh challenge for N
+//!   (the offer waits) <----------------- | <------------------ Send(seal_N(challenge))
+//!   Send(seal_N,c(offer)) -------------> | ------------------------> Answer {peer, offer}
 //!                                        |     shell: answer_made(peer, sdp)
 //!   ApplyAnswer <----------------------- | <------------------------- Send(seal(answer))
 //!   shell: answer_applied()              |
@@ -23,10 +24,16 @@
 //!
 //! Every payload between guest and host is sealed with the key derived from
 //! the link's secret ([`crate::seal`]); nonces come from one [`NonceSequence`]
-//! per machine. A message from the host that does not open means the guest's
-//! secret is wrong: [`GuestFailure::InvalidLink`]. The host answers a guest
-//! whose message does not open with one sealed refusal that the guest cannot
-//! open either, so that guest also concludes its link is not valid.
+//! per machine. Each is also *bound* to the guest: its peer number and, after
+//! the first message, a challenge the host made fresh for that guest. The
+//! host's first message to a guest is that challenge; the guest sends its
+//! offer (and everything after) only once it has it, bound to it. So an offer
+//! captured on the way (by the relay, or anyone who can watch it) and replayed
+//! from another connection does not open: it neither takes a visitor slot nor
+//! makes the host send anything to the original visitor's addresses.
+//! A challenge that does not open means the guest's secret is wrong:
+//! [`GuestFailure::InvalidLink`]. The host never answers a message that does
+//! not open: such a guest costs it one challenge.
 //!
 //! # Bounds (each tested in this module)
 //!
@@ -38,6 +45,7 @@
 //! | candidates the host takes from one visitor | [`CANDIDATES_PER_VISITOR`] |
 //! | visitors admitted and not yet ended | [`HostSignaling::new`]'s `max_visitors` |
 //! | refusals | one per guest; the last [`REFUSALS_REMEMBERED`] guests are remembered |
+//! | challenges | one per guest; those of the last [`CHALLENGES_KEPT`] guests not yet admitted are kept |
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -56,6 +64,30 @@ pub const EARLY_CANDIDATE_LIMIT: usize = 64;
 pub const CANDIDATES_PER_VISITOR: usize = 64;
 /// Guests whose refusal the host remembers (so each is refused once): 4,096.
 pub const REFUSALS_REMEMBERED: usize = 4096;
+/// Challenges the host keeps for guests not yet admitted: 4,096 (peer numbers
+/// only grow; the oldest go first, and such a guest must connect again).
+pub const CHALLENGES_KEPT: usize = 4096;
+
+/// A challenge: 16 bytes the host made for one guest.
+type Challenge = [u8; 16];
+
+/// What a message between the host and guest `peer` is bound to (see the module docs).
+fn binding(peer: PeerId, challenge: Option<&Challenge>) -> Vec<u8> {
+    let mut b = peer.0.to_le_bytes().to_vec();
+    if let Some(c) = challenge {
+        b.extend_from_slice(c);
+    }
+    b
+}
+
+fn decode_challenge(nonce: &str) -> Option<Challenge> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(nonce)
+        .ok()?
+        .try_into()
+        .ok()
+}
 
 /// One ICE candidate as it travels through signaling: the fields of
 /// [`SignalPayload::Candidate`], in the browser's `RTCIceCandidateInit` shape.
@@ -194,6 +226,12 @@ pub struct GuestSignaling {
     key: SignalKey,
     nonces: NonceSequence,
     stage: GuestStage,
+    /// This guest's peer number, from the relay's welcome.
+    me: PeerId,
+    /// The host's challenge for this guest, once it came.
+    challenge: Option<Challenge>,
+    /// The offer, made but waiting for the challenge.
+    offer: Option<String>,
     relay_open: bool,
     /// Remote candidates waiting for the answer to be applied.
     early_remote: Vec<IceCandidate>,
@@ -210,6 +248,9 @@ impl GuestSignaling {
             key: SignalKey::from_secret(&link.secret),
             nonces: NonceSequence::new(nonce_seed),
             stage: GuestStage::AwaitingWelcome,
+            me: PeerId::HOST,
+            challenge: None,
+            offer: None,
             relay_open: true,
             early_remote: Vec::new(),
             early_local: Vec::new(),
@@ -241,9 +282,10 @@ impl GuestSignaling {
         if !self.relay_open {
             return;
         }
-        let data = self.key.seal_payload(
+        let data = self.key.seal_payload_bound(
             &self.room,
             Direction::GuestToHost,
+            &binding(self.me, self.challenge.as_ref()),
             self.nonces.next_nonce(),
             payload,
         );
@@ -265,21 +307,16 @@ impl GuestSignaling {
             return;
         }
         match msg {
-            RelayToClient::Welcome { ice_servers, .. }
-                if self.stage == GuestStage::AwaitingWelcome =>
-            {
+            RelayToClient::Welcome {
+                peer, ice_servers, ..
+            } if self.stage == GuestStage::AwaitingWelcome => {
+                self.me = peer;
                 self.stage = GuestStage::MakingOffer;
                 self.actions
                     .push_back(GuestAction::MakeOffer { ice_servers });
             }
             RelayToClient::Msg { from, data } if from == PeerId::HOST => {
-                match self
-                    .key
-                    .open_payload(&self.room, Direction::HostToGuest, &data)
-                {
-                    Ok(payload) => self.handle_payload(payload),
-                    Err(_) => self.fail(GuestFailure::InvalidLink),
-                }
+                self.handle_host_message(&data)
             }
             RelayToClient::Left { peer } if peer == PeerId::HOST => {
                 self.fail(GuestFailure::SharerGone)
@@ -291,6 +328,42 @@ impl GuestSignaling {
                 _ => self.fail(GuestFailure::Relay { code, message }),
             },
             _ => {}
+        }
+    }
+
+    fn handle_host_message(&mut self, data: &str) {
+        let dir = Direction::HostToGuest;
+        let bound = binding(self.me, self.challenge.as_ref());
+        match self.key.open_payload_bound(&self.room, dir, &bound, data) {
+            Ok(SignalPayload::Challenge { nonce }) if self.challenge.is_none() => {
+                let Some(challenge) = decode_challenge(&nonce) else {
+                    return self.fail(GuestFailure::InvalidLink);
+                };
+                self.challenge = Some(challenge);
+                if let Some(sdp) = self.offer.take() {
+                    self.send_offer(sdp);
+                }
+            }
+            Ok(payload) => self.handle_payload(payload),
+            Err(_) => {
+                // A challenge sent twice is bound to the peer only: not an error.
+                let repeated = self.challenge.is_some()
+                    && self
+                        .key
+                        .open_payload_bound(&self.room, dir, &binding(self.me, None), data)
+                        .is_ok();
+                if !repeated {
+                    self.fail(GuestFailure::InvalidLink);
+                }
+            }
+        }
+    }
+
+    fn send_offer(&mut self, sdp: String) {
+        self.stage = GuestStage::AwaitingAnswer;
+        self.send_sealed(&SignalPayload::Offer { sdp });
+        for c in std::mem::take(&mut self.early_local) {
+            self.send_sealed(&c.into_payload());
         }
     }
 
@@ -320,15 +393,16 @@ impl GuestSignaling {
     }
 
     /// The shell made the offer (after [`GuestAction::MakeOffer`]): it goes to
-    /// the host, followed by any local candidates gathered meanwhile.
+    /// the host, followed by any local candidates gathered meanwhile, as soon
+    /// as the host's challenge is here.
     pub fn offer_made(&mut self, sdp: String) {
-        if self.stage != GuestStage::MakingOffer {
+        if self.stage != GuestStage::MakingOffer || self.offer.is_some() {
             return;
         }
-        self.stage = GuestStage::AwaitingAnswer;
-        self.send_sealed(&SignalPayload::Offer { sdp });
-        for c in std::mem::take(&mut self.early_local) {
-            self.send_sealed(&c.into_payload());
+        if self.challenge.is_some() {
+            self.send_offer(sdp);
+        } else {
+            self.offer = Some(sdp);
         }
     }
 
@@ -392,8 +466,6 @@ impl GuestSignaling {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Refusal {
-    /// Its message did not open with the link's secret.
-    WrongSecret,
     /// Every visitor slot is taken.
     Full { max: usize },
 }
@@ -401,7 +473,6 @@ pub enum Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::WrongSecret => f.write_str("its link's secret does not match"),
             Refusal::Full { max } => write!(f, "{max} visitors are connected, the most allowed"),
         }
     }
@@ -447,6 +518,7 @@ pub enum HostAction {
 struct Slot {
     candidates: usize,
     connected: bool,
+    challenge: Challenge,
 }
 
 /// The host's side of the handshake for every guest of one room. See the module docs.
@@ -459,6 +531,8 @@ pub struct HostSignaling {
     registered: bool,
     relay_open: bool,
     slots: BTreeMap<PeerId, Slot>,
+    /// Challenges sent to guests not yet admitted.
+    challenges: BTreeMap<u32, Challenge>,
     refused: BTreeSet<u32>,
     actions: VecDeque<HostAction>,
 }
@@ -475,6 +549,7 @@ impl HostSignaling {
             registered: false,
             relay_open: true,
             slots: BTreeMap::new(),
+            challenges: BTreeMap::new(),
             refused: BTreeSet::new(),
             actions: VecDeque::new(),
         }
@@ -498,18 +573,62 @@ impl HostSignaling {
         self.registered
     }
 
+    /// The challenge of guest `peer`, if one was sent.
+    fn challenge_of(&self, peer: PeerId) -> Option<Challenge> {
+        self.slots
+            .get(&peer)
+            .map(|s| s.challenge)
+            .or_else(|| self.challenges.get(&peer.0).copied())
+    }
+
     fn send_sealed(&mut self, to: PeerId, payload: &SignalPayload) {
         if !self.relay_open {
             return;
         }
-        let data = self.key.seal_payload(
+        let bound = binding(to, self.challenge_of(to).as_ref());
+        let data = self.key.seal_payload_bound(
             &self.room,
             Direction::HostToGuest,
+            &bound,
             self.nonces.next_nonce(),
             payload,
         );
         self.actions
             .push_back(HostAction::Send(relay_text(to, data)));
+    }
+
+    /// Sends `peer` a fresh challenge, once.
+    fn challenge(&mut self, peer: PeerId) {
+        if peer == PeerId::HOST
+            || !self.relay_open
+            || self.slots.contains_key(&peer)
+            || self.challenges.contains_key(&peer.0)
+            || self.refused.contains(&peer.0)
+        {
+            return;
+        }
+        // Unique per guest: a hash of this machine's next nonce (random prefix, counter).
+        let fresh = blake3::hash(&self.nonces.next_nonce());
+        let mut challenge = [0u8; 16];
+        challenge.copy_from_slice(&fresh.as_bytes()[..16]);
+        let nonce = {
+            use base64::Engine as _;
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(challenge)
+        };
+        // The challenge itself is bound to the guest's peer number only.
+        let data = self.key.seal_payload_bound(
+            &self.room,
+            Direction::HostToGuest,
+            &binding(peer, None),
+            self.nonces.next_nonce(),
+            &SignalPayload::Challenge { nonce },
+        );
+        self.actions
+            .push_back(HostAction::Send(relay_text(peer, data)));
+        self.challenges.insert(peer.0, challenge);
+        while self.challenges.len() > CHALLENGES_KEPT {
+            self.challenges.pop_first();
+        }
     }
 
     /// Tells `peer` why it is turned away, once per guest.
@@ -522,7 +641,6 @@ impl HostSignaling {
             self.refused.pop_first();
         }
         let reason = match &why {
-            Refusal::WrongSecret => "this link's secret does not match".to_owned(),
             Refusal::Full { max } => format!(
                 "The sharer already has {max} visitors connected, the most it allows. Try again later."
             ),
@@ -550,7 +668,11 @@ impl HostSignaling {
             // A visitor's page closes its relay socket as soon as its data link is
             // open, so "left" says nothing about the visitor: its slot ends when
             // its shell calls `visitor_ended` (handshake failed, or the link closed).
-            RelayToClient::Left { .. } | RelayToClient::Joined { .. } => {}
+            RelayToClient::Left { peer } => {
+                // Not admitted yet: its challenge is of no more use.
+                self.challenges.remove(&peer.0);
+            }
+            RelayToClient::Joined { peer } => self.challenge(peer),
             RelayToClient::Error { code, message } => {
                 if !self.registered {
                     self.actions
@@ -568,17 +690,19 @@ impl HostSignaling {
         if from == PeerId::HOST {
             return;
         }
-        let payload = match self
-            .key
-            .open_payload(&self.room, Direction::GuestToHost, data)
-        {
-            Ok(p) => p,
-            Err(_) => {
-                if !self.slots.contains_key(&from) {
-                    self.refuse(from, Refusal::WrongSecret);
-                }
-                return;
-            }
+        let Some(challenge) = self.challenge_of(from) else {
+            // The relay's "joined" did not reach us (or its challenge was
+            // forgotten): challenge it now; what it sent cannot be trusted.
+            return self.challenge(from);
+        };
+        // Bound to this guest and its challenge: anything else (a wrong secret,
+        // a message replayed from another connection) is dropped unanswered.
+        let bound = binding(from, Some(&challenge));
+        let Ok(payload) =
+            self.key
+                .open_payload_bound(&self.room, Direction::GuestToHost, &bound, data)
+        else {
+            return;
         };
         match payload {
             SignalPayload::Offer { sdp } => {
@@ -589,11 +713,13 @@ impl HostSignaling {
                     let max = self.max_visitors;
                     return self.refuse(from, Refusal::Full { max });
                 }
+                self.challenges.remove(&from.0);
                 self.slots.insert(
                     from,
                     Slot {
                         candidates: 0,
                         connected: false,
+                        challenge,
                     },
                 );
                 self.actions.push_back(HostAction::Answer {

@@ -9,6 +9,8 @@
 //! - [`drive`]: the one loop that runs any core session (the sharer's or the
 //!   receiver's) over any data link (WebRTC, or in memory for tests).
 //! - [`random`]: the system's random source, in one place.
+//! - [`terminal`]: outside text (names, messages) with control characters
+//!   escaped before it reaches a terminal.
 //! - [`sharer`]: `linkfs share` wired together: the embedded (or external)
 //!   relay, the walk feeding the share index (or the saved index compared
 //!   with the folder), the folder watch keeping it current, the link and
@@ -25,6 +27,7 @@ pub mod drive;
 pub mod random;
 pub mod relay_client;
 pub mod sharer;
+pub mod terminal;
 pub mod transport;
 pub mod visit;
 pub mod walk;

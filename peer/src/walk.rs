@@ -137,6 +137,37 @@ impl WalkedEntry {
     }
 }
 
+impl WalkedEntry {
+    /// The entry as `fstatat` found it.
+    fn from_stat(
+        kind: EntryKind,
+        name: Vec<u8>,
+        target: Vec<u8>,
+        st: &nix::sys::stat::FileStat,
+    ) -> Self {
+        let size = match kind {
+            EntryKind::File => st.st_size.max(0) as u64,
+            EntryKind::Dir => 0,
+            EntryKind::Symlink => target.len() as u64,
+        };
+        WalkedEntry {
+            id: EntryId::ROOT,
+            parent: EntryId::ROOT,
+            kind,
+            name,
+            size,
+            mtime: st.st_mtime,
+            mtime_nsec: u32::try_from(st.st_mtime_nsec)
+                .unwrap_or(0)
+                .min(999_999_999),
+            mode: st.st_mode & 0o7777,
+            target,
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }
+    }
+}
+
 /// Called with a folder's path just before the walk lists it (the sharer
 /// starts watching it there, so nothing created after the listing is missed).
 pub type FolderHook = Arc<dyn Fn(&Path) + Send + Sync>;
@@ -298,6 +329,10 @@ impl Drop for WalkHandle {
 struct FolderJob {
     id: EntryId,
     path: PathBuf,
+    /// The device and inode the folder had when it was found: the folder
+    /// opened for listing must be this one (see `lister`).
+    dev: u64,
+    ino: u64,
 }
 
 /// State the listers and the numbering thread share.
@@ -375,6 +410,8 @@ fn walk(root: &Path, options: WalkOptions) -> Result<WalkHandle, WalkError> {
     let root_job = FolderJob {
         id: EntryId::ROOT,
         path: root.to_path_buf(),
+        dev: md.dev(),
+        ino: md.ino(),
     };
     let numbering = numbering::Numbering::new(root_entry, options, batch_tx, started);
     let thread_shared = Arc::clone(&shared);

@@ -386,19 +386,6 @@ fn git_clones_from_the_mounted_repository_and_fsck_is_clean() {
     share.stop();
 }
 
-/// Runs `linkfs get`; returns (success, stderr).
-fn get(link: &str, out: &Path) -> (bool, String) {
-    let o = Command::new(LINKFS)
-        .args(["get", link, "--out"])
-        .arg(out)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 fn fetched_bytes(stderr: &str) -> u64 {
     stderr
         .split("fetched ")
@@ -416,11 +403,12 @@ fn get_downloads_everything_and_an_interrupted_get_completes_when_run_again() {
     fixture(&src, 300 << 20);
     let share = Share::start(&src);
 
+    // Modes come out under the umask (see get_drops_setuid...): with none, as the source has them.
     let whole = tmp.0.join("whole");
-    let (ok, log) = get(&share.link, &whole);
+    let (ok, log) = get_with(UMASK_NONE, &share.link, &whole);
     assert!(ok, "{log}");
     assert_same_tree(&src, &whole);
-    let (ok, log) = get(&share.link, &whole);
+    let (ok, log) = get_with(UMASK_NONE, &share.link, &whole);
     assert!(ok, "{log}");
     assert_eq!(
         fetched_bytes(&log),
@@ -430,8 +418,13 @@ fn get_downloads_everything_and_an_interrupted_get_completes_when_run_again() {
 
     // Interrupt a download in the middle of the big file, then run it again.
     let out = tmp.0.join("interrupted");
-    let mut child = Command::new(LINKFS)
-        .args(["get", &share.link, "--out"])
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{UMASK_NONE} && exec \"$0\" get \"$1\" --out \"$2\""
+        ))
+        .arg(LINKFS)
+        .arg(&share.link)
         .arg(&out)
         .stderr(Stdio::piped())
         .spawn()
@@ -472,7 +465,7 @@ fn get_downloads_everything_and_an_interrupted_get_completes_when_run_again() {
         "no half file under the final name"
     );
 
-    let (ok, log) = get(&share.link, &out);
+    let (ok, log) = get_with(UMASK_NONE, &share.link, &out);
     assert!(ok, "{log}");
     let fetched = fetched_bytes(&log);
     assert!(
@@ -480,6 +473,95 @@ fn get_downloads_everything_and_an_interrupted_get_completes_when_run_again() {
         "the re-run continued instead of starting over (fetched {fetched} bytes)"
     );
     assert_same_tree(&src, &out);
+    share.stop();
+}
+
+/// A shell prelude that clears the umask.
+const UMASK_NONE: &str = "umask 000";
+
+/// Runs `linkfs get` under a shell prelude (a umask, an open-file limit).
+fn get_with(prelude: &str, link: &str, out: &Path) -> (bool, String) {
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!("{prelude} && exec \"$0\" get \"$1\" --out \"$2\""))
+        .arg(LINKFS)
+        .arg(link)
+        .arg(out)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn mode_of(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+#[ignore = "needs the network namespace: scripts/test runs it"]
+fn get_drops_setuid_setgid_sticky_and_world_writable_bits_a_sharer_sends() {
+    let tmp = TempDir::new("modes");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(src.join("sticky")).unwrap();
+    std::fs::create_dir_all(src.join("setgid")).unwrap();
+    write_file(
+        &src.join("setuid-tool"),
+        b"#!/bin/sh\necho owned\n",
+        1_600_000_000,
+    );
+    write_file(&src.join("plain.txt"), b"plain\n", 1_600_000_000);
+    let set =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    set(&src.join("setuid-tool"), 0o4777);
+    set(&src.join("plain.txt"), 0o666);
+    set(&src.join("sticky"), 0o1777);
+    set(&src.join("setgid"), 0o2775);
+    let share = Share::start(&src);
+    let out = tmp.0.join("out");
+    let (ok, log) = get_with("umask 022", &share.link, &out);
+    assert!(ok, "{log}");
+    assert_eq!(
+        mode_of(&out.join("setuid-tool")),
+        0o755,
+        "no setuid, no world write"
+    );
+    assert_eq!(mode_of(&out.join("plain.txt")), 0o644, "the umask applies");
+    assert_eq!(mode_of(&out.join("sticky")), 0o755);
+    assert_eq!(mode_of(&out.join("setgid")), 0o755);
+    share.stop();
+}
+
+#[test]
+#[ignore = "needs the network namespace: scripts/test runs it"]
+fn get_of_1500_folders_works_under_a_limit_of_1024_open_files() {
+    let tmp = TempDir::new("folders");
+    let src = tmp.0.join("src");
+    for f in 0..1500 {
+        let dir = src.join(format!("folder-{f:04}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_file(
+            &dir.join("file.txt"),
+            format!("{f}\n").as_bytes(),
+            1_600_000_000,
+        );
+    }
+    sh(&format!(
+        "find '{}' -type d -exec touch -d @1650000000 {{}} +",
+        src.display()
+    ));
+    let share = Share::start(&src);
+    let out = tmp.0.join("out");
+    let (ok, log) = get_with("ulimit -Sn 1024", &share.link, &out);
+    assert!(ok, "get failed under 1,024 open files:\n{log}");
+    sh(&format!("diff -r '{}' '{}'", src.display(), out.display()));
+    let files = sh(&format!("find '{}' -type f | wc -l", out.display()));
+    assert_eq!(files.trim(), "1500");
     share.stop();
 }
 

@@ -796,3 +796,83 @@ fn walks_a_generated_tree_to_the_generators_own_figures() {
         "some names outside ASCII"
     );
 }
+
+/// Walks `root` with a hook that runs just before a folder is listed, and
+/// returns the names the walk found.
+fn names_with_hook(
+    root: &Path,
+    hook: impl Fn(&Path) + Send + Sync + 'static,
+) -> (Vec<Vec<u8>>, WalkSummary) {
+    let options = WalkOptions {
+        before_listing: Some(std::sync::Arc::new(hook)),
+        ..WalkOptions::default()
+    };
+    let (entries, summary) = walk_all(root, options);
+    (entries.into_iter().map(|e| e.name).collect(), summary)
+}
+
+#[test]
+fn a_folder_swapped_for_a_symlink_before_it_is_listed_is_not_listed_through_the_link() {
+    let tmp = TempDir::new("swap-folder");
+    let share = tmp.0.join("share");
+    let outside = tmp.0.join("outside");
+    fs::create_dir_all(share.join("inner")).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    file(&share.join("inner/mine.txt"), 1, 0o644, at(1_600_000_000));
+    file(
+        &outside.join("secret-from-outside.txt"),
+        1,
+        0o600,
+        at(1_600_000_000),
+    );
+    let (s, o) = (share.clone(), outside.clone());
+    let (names, summary) = names_with_hook(&share, move |path| {
+        if path.ends_with("inner") {
+            fs::rename(s.join("inner"), s.join("inner-moved")).unwrap();
+            symlink(&o, s.join("inner")).unwrap();
+        }
+    });
+    assert!(
+        !names.iter().any(|n| n == b"secret-from-outside.txt"),
+        "a name from outside the share was listed"
+    );
+    assert!(summary.error_count >= 1, "the swap is reported");
+    assert!(
+        summary.errors.iter().any(|p| p.reason.contains("replaced")),
+        "{:?}",
+        summary.errors
+    );
+}
+
+#[test]
+fn a_parent_folder_swapped_for_a_symlink_before_a_child_is_listed_is_caught_by_its_inode() {
+    let tmp = TempDir::new("swap-parent");
+    let share = tmp.0.join("share");
+    let outside = tmp.0.join("outside");
+    fs::create_dir_all(share.join("a/b")).unwrap();
+    fs::create_dir_all(outside.join("b")).unwrap();
+    file(&share.join("a/b/mine.txt"), 1, 0o644, at(1_600_000_000));
+    file(
+        &outside.join("b/secret-from-outside.txt"),
+        1,
+        0o600,
+        at(1_600_000_000),
+    );
+    let (s, o) = (share.clone(), outside.clone());
+    let (names, summary) = names_with_hook(&share, move |path| {
+        if path.ends_with("a/b") {
+            // `a` (already listed) now leads outside; `a/b` opens a real folder there.
+            fs::rename(s.join("a"), s.join("a-moved")).unwrap();
+            symlink(&o, s.join("a")).unwrap();
+        }
+    });
+    assert!(
+        !names.iter().any(|n| n == b"secret-from-outside.txt"),
+        "a name from outside the share was listed"
+    );
+    assert!(
+        summary.errors.iter().any(|p| p.reason.contains("replaced")),
+        "{:?}",
+        summary.errors
+    );
+}

@@ -7,6 +7,7 @@
 //!   |                                   |<-- GET /signal/{room}?role=guest --|
 //!   |                                   |--- welcome {peer: N, ...} ------->|
 //!   |<-- joined {peer: N} --------------|                                   |
+//!   |-- msg {to: N, data: seal(challenge)} ------------------------------->|
 //!   |                                   |<-- msg {to: 0, data: seal(offer)} |
 //!   |<-- msg {from: N, data} -----------|                                   |
 //!   |-- msg {to: N, data: seal(answer)}>|--- msg {from: 0, data} ---------->|
@@ -151,6 +152,11 @@ pub enum SignalPayload {
     /// The host will not connect this guest; `reason` says why in words.
     Reject {
         reason: String,
+    },
+    /// The host's fresh challenge for one guest (16 random bytes, base64url):
+    /// everything the guest seals from then on is bound to it.
+    Challenge {
+        nonce: String,
     },
 }
 

@@ -95,10 +95,10 @@ class WasmShare implements ShareApi {
   }
 
   /** Opens the cached index in the worker; resolves once it can answer queries. */
-  ready(room: string): Promise<void> {
+  ready(key: string): Promise<void> {
     return new Promise((resolve, reject) => {
       this.readyWaiter = { resolve, reject };
-      this.post({ type: 'open', room });
+      this.post({ type: 'open', key });
     });
   }
 
@@ -395,11 +395,10 @@ export async function openShare(key: string): Promise<ShareApi> {
       'This link is not valid: the part after # should be <room>.<secret>. Check that you copied the whole link.',
     );
   }
-  const room = key.slice(0, key.indexOf('.'));
   const share = new WasmShare(startIndexWorker());
   window.linkfsStats = () => share.latestStats();
   window.linkfsSelfTest = wasmSelfTest;
-  await share.ready(room);
+  await share.ready(key);
   await share.connect(`${window.location.origin}/#${key}`);
   return share;
 }

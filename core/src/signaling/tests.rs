@@ -13,8 +13,12 @@ fn link(secret: u8) -> ShareLink {
 }
 
 fn welcome() -> RelayToClient {
+    welcome_as(PeerId(1))
+}
+
+fn welcome_as(peer: PeerId) -> RelayToClient {
     RelayToClient::Welcome {
-        peer: PeerId(1),
+        peer,
         ice_servers: vec![IceServer {
             urls: vec!["stun:127.0.0.1:3478".into()],
             ..IceServer::default()
@@ -97,6 +101,23 @@ fn to_guest(peer: PeerId, actions: &[HostAction], g: &mut GuestSignaling) -> usi
     n
 }
 
+/// The relay tells the host that `peer` joined; the host's challenge reaches `g`.
+fn join(h: &mut HostSignaling, g: &mut GuestSignaling, peer: PeerId) {
+    h.handle_relay(RelayToClient::Joined { peer });
+    let a = host_actions(h);
+    assert_eq!(to_guest(peer, &a, g), 1, "one challenge per guest: {a:?}");
+}
+
+/// A guest let in as peer 1 of a host of secret 7, holding its challenge.
+fn challenged_guest(seed: u8) -> GuestSignaling {
+    let mut h = host(4);
+    let mut g = GuestSignaling::new(&link(7), [seed; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    join(&mut h, &mut g, PeerId(1));
+    g
+}
+
 #[test]
 fn a_whole_handshake_trades_offer_answer_and_candidates_in_order() {
     let mut h = host(4);
@@ -107,10 +128,16 @@ fn a_whole_handshake_trades_offer_answer_and_candidates_in_order() {
     let a = guest_actions(&mut g);
     assert!(matches!(&a[..], [GuestAction::MakeOffer { ice_servers }] if ice_servers.len() == 1));
 
-    // A candidate gathered while the offer is being made waits for the offer.
+    // A candidate gathered while the offer is being made waits for the offer,
+    // and the offer waits for the host's challenge.
     g.local_candidate(cand(1));
     assert!(guest_actions(&mut g).is_empty());
     g.offer_made("offer-sdp".into());
+    assert!(
+        guest_actions(&mut g).is_empty(),
+        "no offer before the challenge"
+    );
+    join(&mut h, &mut g, peer);
     let a = guest_actions(&mut g);
     assert_eq!(to_host(peer, &a, &mut h), 2);
     assert_eq!(
@@ -177,43 +204,69 @@ fn a_whole_handshake_trades_offer_answer_and_candidates_in_order() {
 }
 
 #[test]
-fn a_wrong_secret_makes_the_link_invalid_and_the_host_refuses_once() {
+fn a_wrong_secret_fails_on_the_challenge_and_costs_the_host_one_message() {
     let mut h = host(4);
     let mut g = GuestSignaling::new(&link(8), [3; 16]);
     let peer = PeerId(5);
-    g.handle_relay(welcome());
+    g.handle_relay(welcome_as(peer));
     guest_actions(&mut g);
     g.offer_made("offer".into());
-    for n in 0..20 {
-        g.local_candidate(cand(n));
-    }
-    let a = guest_actions(&mut g);
-    assert_eq!(to_host(peer, &a, &mut h), 21);
+    h.handle_relay(RelayToClient::Joined { peer });
     let a = host_actions(&mut h);
-    let sends = a
-        .iter()
-        .filter(|a| matches!(a, HostAction::Send(_)))
-        .count();
-    assert_eq!(
-        sends, 1,
-        "one refusal per guest, however many messages: {a:?}"
-    );
-    assert!(a.contains(&HostAction::Refused {
-        peer,
-        why: Refusal::WrongSecret
-    }));
-    assert_eq!(h.admitted(), 0);
-    // The refusal is sealed with the real secret: the guest cannot open it either.
-    to_guest(peer, &a, &mut g);
+    assert_eq!(to_guest(peer, &a, &mut g), 1);
+    // The challenge is sealed with the real secret: this guest cannot open it.
     assert_eq!(
         guest_actions(&mut g),
         vec![GuestAction::Fail(GuestFailure::InvalidLink)]
     );
     assert!(g.is_done());
+    // Whatever such a guest sends is dropped unanswered.
+    for n in 0..20 {
+        h.handle_relay(RelayToClient::Msg {
+            from: peer,
+            data: format!("junk {n}"),
+        });
+    }
+    assert!(host_actions(&mut h).is_empty());
+    assert_eq!(h.admitted(), 0);
     // Nothing more happens after a failure.
     g.handle_relay(welcome());
     g.local_candidate(cand(99));
     assert!(guest_actions(&mut g).is_empty());
+}
+
+#[test]
+fn a_replayed_offer_from_another_connection_takes_no_slot_and_gets_no_answer() {
+    let mut h = host(4);
+    let mut g = GuestSignaling::new(&link(7), [3; 16]);
+    g.handle_relay(welcome_as(PeerId(1)));
+    guest_actions(&mut g);
+    join(&mut h, &mut g, PeerId(1));
+    g.offer_made("the real visitor's offer".into());
+    g.local_candidate(cand(1));
+    let captured = guest_actions(&mut g);
+    // Replayed by someone who watched the relay, from new guest sockets.
+    for replay_peer in [2, 3, 4] {
+        let peer = PeerId(replay_peer);
+        h.handle_relay(RelayToClient::Joined { peer });
+        let challenge = host_actions(&mut h);
+        assert_eq!(challenge.len(), 1, "each new guest gets its own challenge");
+        to_host(peer, &captured, &mut h);
+        assert!(
+            host_actions(&mut h).is_empty(),
+            "a replayed offer is not answered"
+        );
+    }
+    assert_eq!(h.admitted(), 0, "replays hold no visitor slot");
+    // The real visitor's own messages still work.
+    to_host(PeerId(1), &captured, &mut h);
+    assert!(matches!(
+        &host_actions(&mut h)[..],
+        [HostAction::Answer { .. }, HostAction::AddCandidate { .. }]
+    ));
+    // And replaying them once it is admitted changes nothing.
+    to_host(PeerId(1), &captured, &mut h);
+    assert_eq!(h.admitted(), 1);
 }
 
 #[test]
@@ -223,6 +276,7 @@ fn remote_candidates_before_the_answer_are_bounded() {
     let peer = PeerId(1);
     g.handle_relay(welcome());
     guest_actions(&mut g);
+    join(&mut h, &mut g, peer);
     g.offer_made("offer".into());
     let a = guest_actions(&mut g);
     to_host(peer, &a, &mut h);
@@ -249,9 +303,7 @@ fn remote_candidates_before_the_answer_are_bounded() {
 
 #[test]
 fn local_candidates_before_the_offer_are_bounded() {
-    let mut g = GuestSignaling::new(&link(7), [4; 16]);
-    g.handle_relay(welcome());
-    guest_actions(&mut g);
+    let mut g = challenged_guest(4);
     for n in 0..200 {
         g.local_candidate(cand(n));
     }
@@ -337,6 +389,7 @@ fn the_relay_closing_before_the_answer_fails_but_not_after_it() {
     let mut g = GuestSignaling::new(&link(7), [7; 16]);
     g.handle_relay(welcome());
     guest_actions(&mut g);
+    join(&mut h, &mut g, PeerId(1));
     g.offer_made("o".into());
     let a = guest_actions(&mut g);
     to_host(PeerId(1), &a, &mut h);
@@ -358,13 +411,21 @@ fn the_relay_closing_before_the_answer_fails_but_not_after_it() {
 }
 
 fn offer_from(h: &mut HostSignaling, peer: PeerId) -> Vec<HostAction> {
+    offer_and_guest(h, peer).0
+}
+
+/// A guest let in as `peer` offers; the host's actions, and the guest.
+fn offer_and_guest(h: &mut HostSignaling, peer: PeerId) -> (Vec<HostAction>, GuestSignaling) {
     let mut g = GuestSignaling::new(&link(7), [peer.0 as u8; 16]);
-    g.handle_relay(welcome());
+    g.handle_relay(welcome_as(peer));
     guest_actions(&mut g);
+    h.handle_relay(RelayToClient::Joined { peer });
+    let challenge = host_actions(h);
+    to_guest(peer, &challenge, &mut g);
     g.offer_made(format!("offer {}", peer.0));
     let a = guest_actions(&mut g);
     to_host(peer, &a, h);
-    host_actions(h)
+    (host_actions(h), g)
 }
 
 #[test]
@@ -378,17 +439,12 @@ fn the_host_admits_at_most_max_visitors_and_frees_ended_slots() {
         &offer_from(&mut h, PeerId(2))[..],
         [HostAction::Answer { .. }]
     ));
-    let a = offer_from(&mut h, PeerId(3));
+    let (a, mut g3) = offer_and_guest(&mut h, PeerId(3));
     assert!(a.contains(&HostAction::Refused {
         peer: PeerId(3),
         why: Refusal::Full { max: 2 }
     }));
     // The refused guest is told why, in words it can open.
-    let mut g3 = GuestSignaling::new(&link(7), [3; 16]);
-    g3.handle_relay(welcome());
-    guest_actions(&mut g3);
-    g3.offer_made("x".into());
-    guest_actions(&mut g3);
     to_guest(PeerId(3), &a, &mut g3);
     let failed = guest_actions(&mut g3);
     assert!(
@@ -414,6 +470,7 @@ fn the_host_takes_a_bounded_number_of_candidates_per_visitor() {
     let mut g = GuestSignaling::new(&link(7), [1; 16]);
     g.handle_relay(welcome());
     guest_actions(&mut g);
+    join(&mut h, &mut g, peer);
     g.offer_made("o".into());
     for n in 0..500 {
         g.local_candidate(cand(n));
@@ -433,6 +490,7 @@ fn a_candidate_from_a_guest_without_an_offer_is_dropped() {
     let mut g = GuestSignaling::new(&link(7), [1; 16]);
     g.handle_relay(welcome());
     guest_actions(&mut g);
+    join(&mut h, &mut g, PeerId(1));
     g.offer_made("o".into());
     guest_actions(&mut g); // the offer never reaches the host
     g.local_candidate(cand(1));
@@ -442,20 +500,34 @@ fn a_candidate_from_a_guest_without_an_offer_is_dropped() {
 }
 
 #[test]
+fn challenges_are_one_per_guest_and_kept_within_a_bound() {
+    let mut h = host(1);
+    for p in 1..=(CHALLENGES_KEPT as u32 + 10) {
+        // Junk from a guest the relay did not announce: it gets a challenge, once.
+        for _ in 0..3 {
+            h.handle_relay(RelayToClient::Msg {
+                from: PeerId(p),
+                data: "junk".into(),
+            });
+        }
+    }
+    assert_eq!(h.challenges.len(), CHALLENGES_KEPT);
+    let actions = host_actions(&mut h);
+    assert_eq!(actions.len(), CHALLENGES_KEPT + 10, "one message per guest");
+    assert!(actions.iter().all(|a| matches!(a, HostAction::Send(_))));
+}
+
+#[test]
 fn refusals_are_remembered_within_a_bound() {
     let mut h = host(1);
-    for p in 1..=(REFUSALS_REMEMBERED as u32 + 10) {
-        h.handle_relay(RelayToClient::Msg {
-            from: PeerId(p),
-            data: "junk".into(),
-        });
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(1))[..],
+        [HostAction::Answer { .. }]
+    ));
+    for p in 2..=(REFUSALS_REMEMBERED as u32 + 10) {
+        offer_from(&mut h, PeerId(p));
     }
     assert_eq!(h.refused.len(), REFUSALS_REMEMBERED);
-    let refusals = host_actions(&mut h)
-        .iter()
-        .filter(|a| matches!(a, HostAction::Refused { .. }))
-        .count();
-    assert_eq!(refusals, REFUSALS_REMEMBERED + 10);
 }
 
 #[test]
@@ -478,9 +550,7 @@ fn relay_text_that_is_too_long_or_unknown_is_skipped() {
 
 #[test]
 fn every_sealed_message_has_its_own_nonce() {
-    let mut g = GuestSignaling::new(&link(7), [1; 16]);
-    g.handle_relay(welcome());
-    guest_actions(&mut g);
+    let mut g = challenged_guest(1);
     g.offer_made("same".into());
     g.local_candidate(cand(1));
     g.local_candidate(cand(1));

@@ -106,7 +106,11 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {
-            eprintln!("linkfs: error: {e:#}");
+            // Errors may carry a sharer's words (a goodbye, a refusal): escaped.
+            eprintln!(
+                "linkfs: error: {}",
+                linkfs_peer::terminal::escaped(&format!("{e:#}"))
+            );
             ExitCode::from(exit_code(&e))
         }
     }

@@ -250,7 +250,11 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
                 }
                 ShareEvent::VisitorLeft { visitors, end, .. } => {
-                    let line = format!("a visitor left: {end} ({visitors} connected)");
+                    // The visitor's own goodbye text is in `end`: escaped.
+                    let line = format!(
+                        "a visitor left: {} ({visitors} connected)",
+                        linkfs_peer::terminal::escaped(&end.to_string())
+                    );
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
                 }
                 ShareEvent::Warning(w) => {

@@ -218,10 +218,10 @@ pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
         args.out.display()
     );
     for r in summary.refused.iter().take(20) {
-        eprintln!("linkfs: refused: {r}");
+        eprintln!("linkfs: refused: {}", linkfs_peer::terminal::escaped(r));
     }
     for f in summary.failed.iter().take(20) {
-        eprintln!("linkfs: failed: {f}");
+        eprintln!("linkfs: failed: {}", linkfs_peer::terminal::escaped(f));
     }
     let problems = summary.refused.len() + summary.failed.len();
     if problems > 0 {

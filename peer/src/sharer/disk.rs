@@ -130,20 +130,19 @@ impl ShareRoot {
         Ok(Some(out))
     }
 
+    /// Opens a file to read beneath the root. Non-blocking: a FIFO (or a
+    /// device) swapped in for a file after it was listed would otherwise block
+    /// the opening thread until someone writes to it; the caller then refuses
+    /// anything that is not a regular file.
     fn open_beneath(&self, rel: &[u8]) -> Result<File, Errno> {
         let rel = OsStr::from_bytes(rel);
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK;
         let how = OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+            .flags(flags)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
         match openat2(&self.dir, rel, how) {
             Ok(fd) => Ok(File::from(fd)),
-            Err(Errno::ENOSYS) => openat(
-                &self.dir,
-                rel,
-                OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-                Mode::empty(),
-            )
-            .map(File::from),
+            Err(Errno::ENOSYS) => openat(&self.dir, rel, flags, Mode::empty()).map(File::from),
             Err(e) => Err(e),
         }
     }
@@ -276,6 +275,11 @@ impl OpenFiles {
             let meta = file
                 .metadata()
                 .map_err(|e| io_failure("check the file", e))?;
+            if !meta.file_type().is_file() {
+                return Err(changed(
+                    "the file was replaced on the sharer's disk by something that is not a file; it is no longer served",
+                ));
+            }
             check_same(&meta, &io.target)?;
             self.files.push_front((io.entry, file));
             self.files.truncate(OPEN_FILES);

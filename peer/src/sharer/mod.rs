@@ -40,7 +40,7 @@ use linkfs_proto::signal::IceServer;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use disk::{DiskEntry, OPEN_FILES, ShareRoot};
+pub use disk::{DiskEntry, OPEN_FILES, OpenFiles, ShareRoot};
 pub use feed::{CheckSummary, WalkProgress, spawn_feed};
 pub use host::HostRelay;
 pub use live_index::{IndexStart, LiveIndex};

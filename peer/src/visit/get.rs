@@ -14,9 +14,19 @@
 //!   with the sharer's size and mtime is complete, and a re-run skips it. A
 //!   re-run continues a part file from its last whole block (data is written in
 //!   order), and a part file of another version of the source is not used.
+//! - **Modes are permissions only, under the umask.** Set-user-id,
+//!   set-group-id and sticky bits from the sharer are dropped, and the umask
+//!   applies as it would to any file this user makes: a hostile sharer cannot
+//!   plant a setuid or world-writable file (even when `get` runs as root).
 //! - Folders get the sharer's mtime and mode after everything inside them is
-//!   written, except that the owner's write bit stays on (a re-run must be
-//!   able to continue inside).
+//!   written, except that the owner keeps read, write and search (a re-run
+//!   must be able to continue inside).
+//! - **Few open files, whatever the tree.** No folder is held open: each is
+//!   opened (component by component, never through a symlink) when it is
+//!   listed, when a file in it is written, and when its time is set, then
+//!   closed. A download holds at most about two descriptors per file in
+//!   flight, so a tree of any number of folders works under the usual limit
+//!   of 1,024 open files.
 //! - Files are fetched several at a time ([`GetOptions::parallel_files`]), each
 //!   with up to [`PIPELINE`] reads of [`PIECE`] bytes in flight.
 
@@ -90,15 +100,19 @@ pub fn safe_name(name: &[u8]) -> bool {
 }
 
 fn shown(path: &[u8]) -> String {
-    String::from_utf8_lossy(path).into_owned()
+    crate::terminal::escaped_name(path)
 }
 
 /// An entry copied out of the index: (id, kind, name, size, mtime, mode, symlink target).
 type OwnedEntry = (EntryId, EntryKind, Vec<u8>, u64, i64, u32, Vec<u8>);
 
 /// One file to fetch.
+/// A folder beneath `--out`, as its path components.
+type Folder = Arc<Vec<Vec<u8>>>;
+
 struct FileJob {
-    dir: Arc<OwnedFd>,
+    /// The folder the file goes into.
+    dir: Folder,
     name: Vec<u8>,
     path: Vec<u8>,
     entry: EntryId,
@@ -119,6 +133,47 @@ fn part_name(name: &[u8], size: u64, mtime: i64) -> Vec<u8> {
 
 fn io_err(e: Errno) -> std::io::Error {
     std::io::Error::from_raw_os_error(e as i32)
+}
+
+/// The process's umask (from /proc; 022 where it cannot be read).
+fn process_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+/// The mode a downloaded file gets: the sharer's permission bits (never
+/// set-user-id, set-group-id or sticky) under the umask.
+pub fn file_mode(sharer_mode: u32, umask: u32) -> u32 {
+    sharer_mode & 0o777 & !umask
+}
+
+/// The mode a downloaded folder gets: as a file's, and the owner keeps rwx.
+pub fn folder_mode(sharer_mode: u32, umask: u32) -> u32 {
+    file_mode(sharer_mode, umask) | 0o700
+}
+
+/// Opens the folder at `components` beneath `out`, one component at a time,
+/// never through a symlink.
+fn open_folder(out: &impl AsFd, components: &[Vec<u8>]) -> std::io::Result<OwnedFd> {
+    let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    let mut fd = openat(out, ".", flags, Mode::empty()).map_err(io_err)?;
+    for c in components {
+        fd = openat(&fd, std::ffi::OsStr::from_bytes(c), flags, Mode::empty()).map_err(|e| {
+            match e {
+                Errno::ELOOP | Errno::ENOTDIR => std::io::Error::other(
+                    "something that is not a folder (a file or a symlink) is in the way; move it and run again",
+                ),
+                e => io_err(e),
+            }
+        })?;
+    }
+    Ok(fd)
 }
 
 /// Opens (creating if needed) folder `name` inside `parent`, never through a symlink.
@@ -189,12 +244,23 @@ pub async fn get(
         })?
         .into();
     let out_fd = Arc::new(out_fd);
+    let umask = process_umask();
 
     let mut summary = GetSummary::default();
-    let mut jobs: Vec<FileJob> = Vec::new();
+    // Files still to fetch (complete ones are counted and skipped as folders are listed).
+    let mut todo: VecDeque<FileJob> = VecDeque::new();
+    let mut total = 0u64;
+    let mut add_job = |job: FileJob, dir_fd: &OwnedFd, summary: &mut GetSummary| {
+        if is_complete(dir_fd, &job.name, job.size, job.mtime) {
+            summary.already_complete += 1;
+            summary.files += 1;
+        } else {
+            total += job.size;
+            todo.push_back(job);
+        }
+    };
     // Folders get the sharer's mtime and mode once everything inside is written.
-    let mut folder_times: Vec<(Arc<OwnedFd>, i64, u32)> = Vec::new();
-    // Folders first (depth first), files collected; the index lock is held per folder.
+    let mut folder_times: Vec<(Folder, i64, u32)> = Vec::new();
     let (root_kind, root_name) = client
         .with_index(|ix| ix.get(root_id).map(|e| (e.kind, e.name.to_vec())))
         .ok_or_else(|| GetError::NotFound(options.path.clone()))?;
@@ -211,7 +277,7 @@ pub async fn get(
                     .push(format!("{}: not a safe name", shown(&root_name)));
             } else if root_kind == EntryKind::Symlink {
                 make_symlink(
-                    &out_fd,
+                    &*out_fd,
                     &root_name,
                     &target,
                     mtime,
@@ -219,25 +285,35 @@ pub async fn get(
                     &mut summary,
                 );
             } else {
-                jobs.push(FileJob {
-                    dir: out_fd.clone(),
+                let job = FileJob {
+                    dir: Arc::new(Vec::new()),
                     name: root_name.clone(),
                     path: root_name,
                     entry: root_id,
                     size,
                     mtime,
                     mode,
-                });
+                };
+                add_job(job, &out_fd, &mut summary);
             }
         }
     } else {
+        let top = Arc::new(Vec::new());
         if let Some((mtime, mode)) =
             client.with_index(|ix| ix.get(root_id).map(|e| (e.mtime, e.mode)))
         {
-            folder_times.push((out_fd.clone(), mtime, mode));
+            folder_times.push((top.clone(), mtime, mode));
         }
-        let mut stack: Vec<(EntryId, Arc<OwnedFd>, Vec<u8>)> = vec![(root_id, out_fd, Vec::new())];
-        while let Some((dir, fd, prefix)) = stack.pop() {
+        // Depth first; only the folder being listed is open.
+        let mut stack: Vec<(EntryId, Folder, Vec<u8>)> = vec![(root_id, top, Vec::new())];
+        while let Some((dir, components, prefix)) = stack.pop() {
+            let fd = match open_folder(&*out_fd, &components) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    summary.failed.push(format!("{}: {e}", shown(&prefix)));
+                    continue;
+                }
+            };
             let children: Vec<OwnedEntry> = client.with_index(|ix| {
                 ix.children(dir)
                     .iter()
@@ -270,9 +346,11 @@ pub async fn get(
                     continue;
                 }
                 match kind {
-                    EntryKind::Dir => match enter_dir(&*fd, &name) {
-                        Ok(sub) => {
+                    EntryKind::Dir => match enter_dir(&fd, &name) {
+                        Ok(_closed) => {
                             summary.folders += 1;
+                            let mut sub = (*components).clone();
+                            sub.push(name);
                             subdirs.push((id, Arc::new(sub), path, mtime, mode));
                         }
                         Err(e) => summary.failed.push(format!("{}: {e}", shown(&path))),
@@ -280,17 +358,21 @@ pub async fn get(
                     EntryKind::Symlink => {
                         make_symlink(&fd, &name, &target, mtime, &path, &mut summary)
                     }
-                    _ => jobs.push(FileJob {
-                        dir: fd.clone(),
-                        name,
-                        path,
-                        entry: id,
-                        size,
-                        mtime,
-                        mode,
-                    }),
+                    _ => {
+                        let job = FileJob {
+                            dir: components.clone(),
+                            name,
+                            path,
+                            entry: id,
+                            size,
+                            mtime,
+                            mode,
+                        };
+                        add_job(job, &fd, &mut summary);
+                    }
                 }
             }
+            drop(fd);
             for (id, sub, path, mtime, mode) in subdirs.into_iter().rev() {
                 folder_times.push((sub.clone(), mtime, mode));
                 stack.push((id, sub, path));
@@ -298,18 +380,7 @@ pub async fn get(
         }
     }
 
-    // Skip what is complete; fetch the rest, several files at once.
-    let mut todo: VecDeque<FileJob> = VecDeque::new();
-    let mut total = 0u64;
-    for job in jobs {
-        if is_complete(&*job.dir, &job.name, job.size, job.mtime) {
-            summary.already_complete += 1;
-            summary.files += 1;
-        } else {
-            total += job.size;
-            todo.push_back(job);
-        }
-    }
+    // Fetch what is not complete, several files at once.
     bar.set_length(total);
     let mut running: JoinSet<(Vec<u8>, Result<u64, String>)> = JoinSet::new();
     let parallel = options.parallel_files.max(1);
@@ -317,10 +388,10 @@ pub async fn get(
         while running.len() < parallel
             && let Some(job) = todo.pop_front()
         {
-            let (client, bar) = (client.clone(), bar.clone());
+            let (client, bar, out) = (client.clone(), bar.clone(), out_fd.clone());
             running.spawn(async move {
                 let path = job.path.clone();
-                (path, fetch_file(&client, job, &bar).await)
+                (path, fetch_file(&client, &out, job, umask, &bar).await)
             });
         }
         let Some(done) = running.join_next().await else {
@@ -336,12 +407,14 @@ pub async fn get(
         }
     }
     // Deepest first, so that setting a folder's time does not disturb its parent's.
-    for (fd, mtime, mode) in folder_times.iter().rev() {
-        // Owner write stays on: a later run must still be able to continue inside.
-        let mode = Mode::from_bits_truncate(((mode & 0o7777) | 0o200) as nix::libc::mode_t);
-        let _ = nix::sys::stat::fchmod(&**fd, mode);
+    for (components, mtime, mode) in folder_times.iter().rev() {
+        let Ok(fd) = open_folder(&*out_fd, components) else {
+            continue;
+        };
+        let mode = Mode::from_bits_truncate(folder_mode(*mode, umask) as nix::libc::mode_t);
+        let _ = nix::sys::stat::fchmod(&fd, mode);
         let t = nix::sys::time::TimeSpec::new(*mtime, 0);
-        let _ = nix::sys::stat::futimens(&**fd, &nix::sys::time::TimeSpec::UTIME_OMIT, &t);
+        let _ = nix::sys::stat::futimens(&fd, &nix::sys::time::TimeSpec::UTIME_OMIT, &t);
     }
     Ok(summary)
 }
@@ -389,11 +462,18 @@ fn make_symlink(
 
 /// Fetches one file into its part file and renames it into place. Returns the
 /// bytes fetched in this run.
-async fn fetch_file(client: &Client, job: FileJob, bar: &ProgressBar) -> Result<u64, String> {
+async fn fetch_file(
+    client: &Client,
+    out: &OwnedFd,
+    job: FileJob,
+    umask: u32,
+    bar: &ProgressBar,
+) -> Result<u64, String> {
     let part = part_name(&job.name, job.size, job.mtime);
     let part_os = std::ffi::OsStr::from_bytes(&part);
+    let dir = open_folder(out, &job.dir).map_err(|e| format!("cannot open its folder: {e}"))?;
     let fd = openat(
-        &*job.dir,
+        &dir,
         part_os,
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::from_bits_truncate(0o600),
@@ -442,16 +522,11 @@ async fn fetch_file(client: &Client, job: FileJob, bar: &ProgressBar) -> Result<
     let mtime = UNIX_EPOCH + Duration::from_secs(job.mtime.max(0).unsigned_abs());
     file.set_modified(mtime)
         .map_err(|e| format!("cannot set the modification time: {e}"))?;
-    file.set_permissions(std::fs::Permissions::from_mode(job.mode & 0o7777))
+    file.set_permissions(std::fs::Permissions::from_mode(file_mode(job.mode, umask)))
         .map_err(|e| format!("cannot set the mode: {e}"))?;
     drop(file);
-    renameat(
-        &*job.dir,
-        part_os,
-        &*job.dir,
-        std::ffi::OsStr::from_bytes(&job.name),
-    )
-    .map_err(|e| format!("cannot move the finished file into place: {e}"))?;
+    renameat(&dir, part_os, &dir, std::ffi::OsStr::from_bytes(&job.name))
+        .map_err(|e| format!("cannot move the finished file into place: {e}"))?;
     Ok(job.size - resumed)
 }
 

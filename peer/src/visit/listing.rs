@@ -1,7 +1,9 @@
 //! `linkfs ls`: listings from the local index (no round trip per directory).
 //!
 //! Text: one line per entry, `MODE SIZE MTIME NAME` (`ls -l` style, mtime in
-//! UTC, a symlink as `name -> target`, names written as their raw bytes). With
+//! UTC, a symlink as `name -> target`, names written as their raw bytes except
+//! that control characters are escaped as `\xNN` and a backslash as `\\`: a
+//! sharer's names cannot drive the terminal, see [`crate::terminal`]). With
 //! `-R`, every entry below PATH by its path relative to PATH, depth first, each
 //! directory's entries in the order the web page shows them (folders first,
 //! then case-insensitive by name).
@@ -14,6 +16,8 @@ use std::io::Write;
 
 use linkfs_core::{EntryRef, Index};
 use linkfs_proto::{EntryId, EntryKind};
+
+use crate::terminal::escape_bytes;
 
 /// How to print.
 #[derive(Debug, Clone, Copy, Default)]
@@ -94,10 +98,10 @@ fn text_line(out: &mut impl Write, path: &[u8], e: &EntryRef<'_>) -> std::io::Re
         e.size,
         utc_time(e.mtime)
     )?;
-    out.write_all(path)?;
+    out.write_all(&escape_bytes(path))?;
     if e.kind == EntryKind::Symlink {
         out.write_all(b" -> ")?;
-        out.write_all(e.target)?;
+        out.write_all(&escape_bytes(e.target))?;
     }
     out.write_all(b"\n")
 }

@@ -1,17 +1,34 @@
 //! A lister thread: takes folders from the stack and reads each with one
-//! `readdir` pass and one `lstat` per entry (std's `DirEntry::metadata`, an
-//! `fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW)`: no path lookup, nothing
-//! followed), plus a `readlink` for symlinks. Entries go to the numbering
-//! thread in chunks of at most [`CHUNK_LEN`](super::CHUNK_LEN).
+//! `readdir` pass and one `fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW)` per
+//! entry (no path lookup, nothing followed), plus a `readlinkat` for symlinks.
+//! Entries go to the numbering thread in chunks of at most
+//! [`CHUNK_LEN`](super::CHUNK_LEN).
+//!
+//! A folder is opened `O_DIRECTORY | O_NOFOLLOW` and its `fstat` must show the
+//! device and inode it had when it was found: a folder (or any folder above
+//! it) swapped for a symlink between being found and being listed (to `/`, to
+//! `/etc`) would otherwise be listed through the link, sharing names, sizes
+//! and modes from outside the share. Such a folder is reported, not listed.
 
-use std::fs;
-use std::os::unix::ffi::OsStringExt;
+use std::ffi::OsStr;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::mpsc::SyncSender;
+
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, open, readlinkat};
+use nix::sys::stat::{Mode, fstat, fstatat};
 
 use linkfs_proto::{EntryId, EntryKind};
 
 use super::{CHUNK_LEN, FolderJob, Shared, WalkedEntry, io_reason};
+
+/// File type bits of `st_mode` (as in `<sys/stat.h>`).
+const S_IFMT: u32 = 0o170_000;
+const S_IFREG: u32 = 0o100_000;
+const S_IFDIR: u32 = 0o040_000;
+const S_IFLNK: u32 = 0o120_000;
 
 /// One entry found in a folder.
 #[derive(Debug)]
@@ -53,14 +70,40 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
     if let Some(hook) = &shared.before_listing {
         hook(&job.path);
     }
-    let listing = match fs::read_dir(&job.path) {
-        Ok(listing) => listing,
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let opened = open(&job.path, flags, Mode::empty()).and_then(|fd| {
+        let st = fstat(&fd)?;
+        Ok((fd, st))
+    });
+    let dir_fd = match opened {
+        Ok((fd, st)) if st.st_dev == job.dev && st.st_ino == job.ino => fd,
+        Ok(_) | Err(Errno::ELOOP | Errno::ENOTDIR) => {
+            shared.problem(
+                &job.path,
+                "not listed: it was replaced (by a symlink or another folder) while the share was being indexed".into(),
+            );
+            return finish(chunk, tx);
+        }
         Err(e) => {
+            let e = std::io::Error::from_raw_os_error(e as i32);
             shared.problem(&job.path, io_reason("cannot read this folder", &e));
             return finish(chunk, tx);
         }
     };
-    for item in listing {
+    // One descriptor to iterate, one to look entries up by (nix's Dir owns its own).
+    let listing = dir_fd
+        .try_clone()
+        .map_err(|e| e.raw_os_error().map_or(Errno::EIO, Errno::from_raw))
+        .and_then(Dir::from_fd);
+    let mut listing = match listing {
+        Ok(listing) => listing,
+        Err(e) => {
+            let e = std::io::Error::from_raw_os_error(e as i32);
+            shared.problem(&job.path, io_reason("cannot read this folder", &e));
+            return finish(chunk, tx);
+        }
+    };
+    for item in listing.iter() {
         if shared.cancelled() {
             // Wake the other listers so they stop too, and with them the
             // numbering thread waiting for their chunks.
@@ -70,6 +113,7 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
         let dirent = match item {
             Ok(dirent) => dirent,
             Err(e) => {
+                let e = std::io::Error::from_raw_os_error(e as i32);
                 shared.problem(
                     &job.path,
                     io_reason("cannot read the rest of this folder", &e),
@@ -77,46 +121,48 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
                 break;
             }
         };
-        let md = match dirent.metadata() {
-            Ok(md) => md,
+        let name_c = dirent.file_name();
+        let name = name_c.to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let path = || job.path.join(OsStr::from_bytes(name));
+        let st = match fstatat(&dir_fd, name_c, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
             Err(e) => {
-                shared.problem(&dirent.path(), io_reason("cannot read its details", &e));
+                let e = std::io::Error::from_raw_os_error(e as i32);
+                shared.problem(&path(), io_reason("cannot read its details", &e));
                 continue;
             }
         };
-        let file_type = md.file_type();
-        let kind = if file_type.is_file() {
-            EntryKind::File
-        } else if file_type.is_dir() {
-            EntryKind::Dir
-        } else if file_type.is_symlink() {
-            EntryKind::Symlink
-        } else {
-            // A socket, fifo or device: not shared.
-            chunk.skipped_special += 1;
-            continue;
+        let kind = match st.st_mode & S_IFMT {
+            S_IFREG => EntryKind::File,
+            S_IFDIR => EntryKind::Dir,
+            S_IFLNK => EntryKind::Symlink,
+            _ => {
+                // A socket, fifo or device: not shared.
+                chunk.skipped_special += 1;
+                continue;
+            }
         };
         let mut folder_path = None;
         let target = match kind {
-            EntryKind::Symlink => match fs::read_link(dirent.path()) {
-                Ok(target) => target.into_os_string().into_vec(),
+            EntryKind::Symlink => match readlinkat(&dir_fd, name_c) {
+                Ok(target) => target.into_vec(),
                 Err(e) => {
-                    shared.problem(
-                        &dirent.path(),
-                        io_reason("cannot read where this link points", &e),
-                    );
+                    let e = std::io::Error::from_raw_os_error(e as i32);
+                    shared.problem(&path(), io_reason("cannot read where this link points", &e));
                     continue;
                 }
             },
             EntryKind::Dir => {
-                folder_path = Some(dirent.path());
+                folder_path = Some(path());
                 Vec::new()
             }
             EntryKind::File => Vec::new(),
         };
-        let name = dirent.file_name().into_vec();
         chunk.found.push(Found {
-            entry: WalkedEntry::from_metadata(kind, name, target, &md),
+            entry: WalkedEntry::from_stat(kind, name.to_vec(), target, &st),
             folder_path,
         });
         if chunk.found.len() == CHUNK_LEN {

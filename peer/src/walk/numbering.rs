@@ -158,6 +158,8 @@ impl Numbering {
                 jobs.push(FolderJob {
                     id: EntryId(self.next_id),
                     path,
+                    dev: entry.dev,
+                    ino: entry.ino,
                 });
             }
         }

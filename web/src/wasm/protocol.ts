@@ -23,7 +23,7 @@ export type IndexQuery =
 export type QueryAnswer = ListPage | EntryRow | EntryPath | null;
 
 export type ToWorker =
-  | { type: 'open'; room: string }
+  | { type: 'open'; key: string }
   | { type: 'channel-open' }
   | { type: 'channel-closed' }
   | { type: 'give-up' }

@@ -202,10 +202,10 @@ function handle(message: ToWorker, s: ReceiverSession): void {
   }
 }
 
-async function open(room: string): Promise<void> {
+async function open(key: string): Promise<void> {
   try {
     await init({ module_or_path: wasmUrl });
-    session = await ReceiverSession.open(room, () => {
+    session = await ReceiverSession.open(key, () => {
       flush();
       postProgress(false);
     });
@@ -221,7 +221,7 @@ async function open(room: string): Promise<void> {
 self.onmessage = (event: MessageEvent<ToWorker>) => {
   const message = event.data;
   if (message.type === 'open') {
-    void open(message.room);
+    void open(message.key);
     return;
   }
   if (!session) {

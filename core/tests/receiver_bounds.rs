@@ -1,0 +1,143 @@
+//! What a hostile sharer can make a receiver do: refused, bounded, no panic.
+
+use linkfs_core::{
+    Index, Millis, NewEntry, ReadEvent, ReadFailure, Receiver, ReceiverConfig, ReceiverEvent,
+    SenderConfig, SenderSession, ShareIndex,
+};
+use linkfs_proto::frame::encode_chunk_into;
+use linkfs_proto::{
+    EntryId, EntryKind, Epoch, Generation, ReadChunk, ReceiverToSender, chunk_hash,
+};
+
+fn share() -> ShareIndex {
+    let mut ix = ShareIndex::new(Epoch(3));
+    for (id, kind, name) in [(0, EntryKind::Dir, "root"), (1, EntryKind::File, "a.bin")] {
+        ix.push(&NewEntry {
+            id: EntryId(id),
+            parent: EntryId::ROOT,
+            kind,
+            name: name.as_bytes(),
+            size: 100,
+            mtime: 1,
+            mtime_nsec: 0,
+            mode: 0o644,
+            target: b"",
+            dev: 1,
+            ino: u64::from(id),
+        })
+        .unwrap();
+    }
+    ix.mark_snapshot_complete();
+    ix
+}
+
+/// Exchanges frames until both sides are quiet; returns what the receiver sent.
+fn pump(s: &mut SenderSession, r: &mut Receiver, ix: &ShareIndex) -> Vec<Vec<u8>> {
+    let mut sent = Vec::new();
+    loop {
+        let mut moved = false;
+        while let Some(f) = r.poll_transmit(Millis(0)) {
+            let _ = s.handle_frame(Millis(0), &f, ix);
+            sent.push(f);
+            moved = true;
+        }
+        while let Some(f) = s.poll_transmit(Millis(0), ix) {
+            r.handle_frame(Millis(0), &f);
+            moved = true;
+        }
+        if !moved {
+            return sent;
+        }
+    }
+}
+
+#[test]
+fn a_chunk_offset_near_the_end_of_u64_is_refused_as_corrupt_not_wrapped() {
+    let ix = share();
+    let mut s = SenderSession::new(SenderConfig::default());
+    let mut r = Receiver::new(ReceiverConfig::default(), Index::new(), None);
+    pump(&mut s, &mut r, &ix);
+    assert!(r.index().get(EntryId(1)).is_some(), "the file is listed");
+    let handle = r.start_read(EntryId(1), 0, 100).unwrap();
+    let sent = pump(&mut s, &mut r, &ix);
+    let read = sent
+        .iter()
+        .find_map(|f| match ReceiverToSender::decode(f) {
+            Ok(ReceiverToSender::Read(q)) => Some(q.read),
+            _ => None,
+        })
+        .expect("the receiver asked for the bytes");
+    // A chunk whose offset + length wraps around to inside the request.
+    let data = [7u8; 50];
+    let offset = u64::MAX - 20;
+    let mut frame = Vec::new();
+    encode_chunk_into(
+        &mut frame,
+        &ReadChunk {
+            read,
+            offset,
+            hash: chunk_hash(EntryId(1), Generation(0), offset, &data),
+            data: &data,
+        },
+    );
+    r.handle_frame(Millis(0), &frame);
+    let failed = std::iter::from_fn(|| r.poll_event()).find_map(|e| match e {
+        ReceiverEvent::Read(ReadEvent::Failed { handle: h, error }) if h == handle => Some(error),
+        _ => None,
+    });
+    assert_eq!(failed, Some(ReadFailure::Corrupt));
+}
+
+fn upsert(
+    ix: &mut Index,
+    id: u32,
+    parent: u32,
+    kind: EntryKind,
+) -> Result<(), linkfs_core::IndexError> {
+    let name = format!("n{id}");
+    ix.apply(linkfs_proto::OpView::Upsert(linkfs_proto::EntryView {
+        id: EntryId(id),
+        parent: EntryId(parent),
+        kind,
+        name: name.as_bytes(),
+        size: 0,
+        mtime: 0,
+        mode: 0o755,
+        generation: Generation(0),
+        target: b"",
+    }))
+}
+
+#[test]
+fn a_folder_upserted_as_a_file_under_itself_is_refused_not_left_parented_to_itself() {
+    let mut ix = Index::new();
+    upsert(&mut ix, 0, 0, EntryKind::Dir).unwrap();
+    upsert(&mut ix, 1, 0, EntryKind::Dir).unwrap();
+    upsert(&mut ix, 2, 1, EntryKind::Dir).unwrap();
+    assert!(
+        upsert(&mut ix, 1, 1, EntryKind::File).is_err(),
+        "under itself"
+    );
+    assert!(
+        upsert(&mut ix, 1, 2, EntryKind::File).is_err(),
+        "under its own child"
+    );
+    let e = ix.get(EntryId(1)).expect("still there");
+    assert_eq!((e.kind, e.parent), (EntryKind::Dir, EntryId::ROOT));
+    assert_eq!(ix.lookup(b"n1/n2"), Some(EntryId(2)));
+}
+
+#[test]
+fn a_reused_room_id_with_another_secret_gets_another_receiver_store() {
+    let a =
+        linkfs_core::ShareLink::parse_fragment("abcdefghijklmnop.AAAAAAAAAAAAAAAAAAAAAA").unwrap();
+    let b =
+        linkfs_core::ShareLink::parse_fragment("abcdefghijklmnop.AAAAAAAAAAAAAAAAAAAAAQ").unwrap();
+    assert_ne!(a.store_name(), b.store_name());
+    assert_eq!(a.store_name(), a.clone().store_name());
+    assert!(a.store_name().starts_with("linkfs-abcdefghijklmnop-"));
+    assert!(
+        !a.store_name().contains("AAAA"),
+        "the secret is not in the name"
+    );
+}

@@ -1,0 +1,69 @@
+//! What a receiver that misbehaves can cost a sharer's session: bounded.
+
+use linkfs_core::{
+    MAX_RETRANSMITS, Millis, NewEntry, SenderConfig, SenderSession, SessionError, ShareIndex,
+};
+use linkfs_proto::{
+    EntryId, EntryKind, Epoch, Hello, PROTOCOL_VERSION, ReceiverToSender, SenderToReceiver,
+};
+
+fn index(files: u32) -> ShareIndex {
+    let mut ix = ShareIndex::new(Epoch(1));
+    for id in 0..=files {
+        let name = format!("f{id}");
+        ix.push(&NewEntry {
+            id: EntryId(id),
+            parent: EntryId::ROOT,
+            kind: if id == 0 {
+                EntryKind::Dir
+            } else {
+                EntryKind::File
+            },
+            name: name.as_bytes(),
+            size: 1,
+            mtime: 1,
+            mtime_nsec: 0,
+            mode: 0o644,
+            target: b"",
+            dev: 1,
+            ino: u64::from(id),
+        })
+        .unwrap();
+    }
+    ix.mark_snapshot_complete();
+    ix
+}
+
+#[test]
+fn a_receiver_that_never_acknowledges_costs_one_queued_resend_then_ends_the_session() {
+    let ix = index(100);
+    let mut s = SenderSession::new(SenderConfig::default());
+    let hello = ReceiverToSender::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        resume: None,
+    })
+    .encode();
+    s.handle_frame(Millis(0), &hello, &ix).unwrap();
+    while s.poll_transmit(Millis(0), &ix).is_some() {}
+    // The transport is stuck (nothing is polled) and no acknowledgement ever comes.
+    for t in (0..3_600_000u64).step_by(1000) {
+        s.handle_timeout(Millis(t));
+    }
+    let queued: Vec<Vec<u8>> =
+        std::iter::from_fn(|| s.poll_transmit(Millis(3_600_000), &ix)).collect();
+    assert!(
+        queued.len() <= 2,
+        "an hour without acknowledgements queued {} frames",
+        queued.len()
+    );
+    assert!(!s.is_open(), "the session ends");
+    assert_eq!(s.end_reason(), Some(&SessionError::NoAcks(MAX_RETRANSMITS)));
+    let last = queued.last().expect("a goodbye");
+    assert!(
+        matches!(
+            SenderToReceiver::decode(last),
+            Ok(SenderToReceiver::Goodbye(_))
+        ),
+        "the receiver is told why"
+    );
+}

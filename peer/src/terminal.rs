@@ -1,0 +1,71 @@
+//! Text from outside (a sharer's names and messages, a visitor's goodbye) on a
+//! terminal: control characters are escaped, so nobody can move the cursor,
+//! retitle the window, or hide text in someone else's terminal.
+//!
+//! Escaped: C0 controls (0x00-0x1f), DEL (0x7f), C1 controls (U+0080-U+009F),
+//! and the bidirectional overrides and isolates (U+202A-U+202E,
+//! U+2066-U+2069), which can make a name read as another. In bytes (names,
+//! which need not be UTF-8) they become `\xNN` (C1 and bidi as their UTF-8
+//! bytes) and a backslash becomes `\\`, so the form is unambiguous; in strings
+//! they become `\u{NN}`.
+
+/// Whether `c` must not reach a terminal as it is.
+fn is_hostile(c: char) -> bool {
+    c.is_control()
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// `raw` (any bytes) with control characters escaped, for writing to a terminal.
+pub fn escape_bytes(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut rest = raw;
+    while !rest.is_empty() {
+        let (valid, bad) = match std::str::from_utf8(rest) {
+            Ok(s) => (s, 0),
+            Err(e) => {
+                // Safe: `valid_up_to` bytes are valid UTF-8.
+                let s = std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default();
+                (s, e.error_len().unwrap_or(rest.len() - e.valid_up_to()))
+            }
+        };
+        for c in valid.chars() {
+            if c == '\\' {
+                out.extend_from_slice(b"\\\\");
+            } else if is_hostile(c) {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+                }
+            } else {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+        let at = valid.len();
+        // Bytes that are not UTF-8 are passed on as they are: a terminal shows
+        // them as replacement characters, and they are part of the name.
+        out.extend_from_slice(&rest[at..at + bad]);
+        rest = &rest[at + bad..];
+    }
+    out
+}
+
+/// `raw` escaped (see [`escape_bytes`]) and shown as text (bytes that are not
+/// UTF-8 as U+FFFD).
+pub fn escaped_name(raw: &[u8]) -> String {
+    String::from_utf8_lossy(&escape_bytes(raw)).into_owned()
+}
+
+/// A message from outside with its control characters escaped.
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_hostile(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
