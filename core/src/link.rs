@@ -95,6 +95,21 @@ impl ShareLink {
         }
     }
 
+    /// The link of the sharer with `key` (its room is derived from the key,
+    /// see `linkfs_proto::sharer_key`) and a fresh `secret`.
+    pub fn of_sharer(
+        origin: &str,
+        key: &linkfs_proto::sharer_key::SharerKey,
+        secret: [u8; 16],
+    ) -> ShareLink {
+        ShareLink {
+            origin: origin.trim_end_matches('/').to_owned(),
+            room: key.room(),
+            secret: ShareSecret(secret),
+            path: String::new(),
+        }
+    }
+
     /// Parses a whole link (`http://host/#room.secret`).
     pub fn parse(link: &str) -> Result<ShareLink, LinkError> {
         let link = link.trim();

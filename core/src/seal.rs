@@ -285,7 +285,10 @@ mod tests {
             "room0001",
             Direction::GuestToHost,
             [1; 24],
-            &SignalPayload::Answer { sdp: "x".into() },
+            &SignalPayload::Answer {
+                sdp: "x".into(),
+                sig: String::new(),
+            },
         );
         assert_eq!(
             key(8).open_payload("room0001", Direction::GuestToHost, &data),

@@ -54,6 +54,8 @@ use linkfs_proto::signal::{
     SignalPayload,
 };
 
+use linkfs_proto::sharer_key::{SharerKey, answer_message, challenge_message, verify_for_room};
+
 use crate::link::ShareLink;
 use crate::seal::{Direction, NonceSequence, SignalKey};
 
@@ -191,6 +193,12 @@ pub enum GuestFailure {
         code: RelayErrorCode,
         message: String,
     },
+    /// A challenge or answer that opened with the secret but was not signed by
+    /// the key the room belongs to: someone who knows the link posed as the sharer.
+    #[error(
+        "the answer at this link did not come from its sharer (someone else who knows the link answered); nothing was connected"
+    )]
+    NotTheSharer,
     /// The relay socket closed before the sharer's answer arrived.
     #[error("lost the connection to the relay before the sharer answered")]
     RelayLost,
@@ -203,7 +211,9 @@ impl GuestFailure {
             GuestFailure::InvalidLink => crate::FailureKind::InvalidLink,
             GuestFailure::SharerGone => crate::FailureKind::SharerGone,
             GuestFailure::RelayLost => crate::FailureKind::Unreachable,
-            GuestFailure::Refused(_) | GuestFailure::Relay { .. } => crate::FailureKind::Other,
+            GuestFailure::Refused(_) | GuestFailure::Relay { .. } | GuestFailure::NotTheSharer => {
+                crate::FailureKind::Other
+            }
         }
     }
 }
@@ -232,6 +242,8 @@ pub struct GuestSignaling {
     challenge: Option<Challenge>,
     /// The offer, made but waiting for the challenge.
     offer: Option<String>,
+    /// The sharer's public key, from its signed challenge.
+    sharer: Option<String>,
     relay_open: bool,
     /// Remote candidates waiting for the answer to be applied.
     early_remote: Vec<IceCandidate>,
@@ -251,6 +263,7 @@ impl GuestSignaling {
             me: PeerId::HOST,
             challenge: None,
             offer: None,
+            sharer: None,
             relay_open: true,
             early_remote: Vec::new(),
             early_local: Vec::new(),
@@ -335,10 +348,15 @@ impl GuestSignaling {
         let dir = Direction::HostToGuest;
         let bound = binding(self.me, self.challenge.as_ref());
         match self.key.open_payload_bound(&self.room, dir, &bound, data) {
-            Ok(SignalPayload::Challenge { nonce }) if self.challenge.is_none() => {
+            Ok(SignalPayload::Challenge { nonce, key, sig }) if self.challenge.is_none() => {
                 let Some(challenge) = decode_challenge(&nonce) else {
                     return self.fail(GuestFailure::InvalidLink);
                 };
+                let signed = challenge_message(&self.room, self.me.0, &challenge);
+                if !verify_for_room(&self.room, &key, &signed, &sig) {
+                    return self.fail(GuestFailure::NotTheSharer);
+                }
+                self.sharer = Some(key);
                 self.challenge = Some(challenge);
                 if let Some(sdp) = self.offer.take() {
                     self.send_offer(sdp);
@@ -369,7 +387,14 @@ impl GuestSignaling {
 
     fn handle_payload(&mut self, payload: SignalPayload) {
         match payload {
-            SignalPayload::Answer { sdp } if self.stage == GuestStage::AwaitingAnswer => {
+            SignalPayload::Answer { sdp, sig } if self.stage == GuestStage::AwaitingAnswer => {
+                let (Some(key), Some(challenge)) = (&self.sharer, &self.challenge) else {
+                    return;
+                };
+                let signed = answer_message(&self.room, self.me.0, challenge, &sdp);
+                if !verify_for_room(&self.room, key, &signed, &sig) {
+                    return self.fail(GuestFailure::NotTheSharer);
+                }
                 self.stage = GuestStage::ApplyingAnswer;
                 self.actions.push_back(GuestAction::ApplyAnswer { sdp });
             }
@@ -526,6 +551,8 @@ struct Slot {
 pub struct HostSignaling {
     room: String,
     key: SignalKey,
+    /// The sharer's key: it signs challenges and answers.
+    sharer: SharerKey,
     nonces: NonceSequence,
     max_visitors: usize,
     registered: bool,
@@ -538,12 +565,19 @@ pub struct HostSignaling {
 }
 
 impl HostSignaling {
-    /// The host of `link`'s room, admitting at most `max_visitors` at once;
+    /// The host of `link`'s room (which `sharer` holds: see
+    /// [`ShareLink::of_sharer`]), admitting at most `max_visitors` at once;
     /// `nonce_seed` must be fresh random bytes.
-    pub fn new(link: &ShareLink, max_visitors: usize, nonce_seed: [u8; 16]) -> Self {
+    pub fn new(
+        link: &ShareLink,
+        sharer: SharerKey,
+        max_visitors: usize,
+        nonce_seed: [u8; 16],
+    ) -> Self {
         HostSignaling {
             room: link.room.clone(),
             key: SignalKey::from_secret(&link.secret),
+            sharer,
             nonces: NonceSequence::new(nonce_seed),
             max_visitors: max_visitors.max(1),
             registered: false,
@@ -615,13 +649,22 @@ impl HostSignaling {
             use base64::Engine as _;
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(challenge)
         };
-        // The challenge itself is bound to the guest's peer number only.
+        // Signed, so the guest knows the sharer (not just someone with the
+        // link) made it; sealed, bound to the guest's peer number only.
+        let sig = self
+            .sharer
+            .sign_text(&challenge_message(&self.room, peer.0, &challenge));
+        let payload = SignalPayload::Challenge {
+            nonce,
+            key: self.sharer.public_text(),
+            sig,
+        };
         let data = self.key.seal_payload_bound(
             &self.room,
             Direction::HostToGuest,
             &binding(peer, None),
             self.nonces.next_nonce(),
-            &SignalPayload::Challenge { nonce },
+            &payload,
         );
         self.actions
             .push_back(HostAction::Send(relay_text(peer, data)));
@@ -752,8 +795,11 @@ impl HostSignaling {
 
     /// The shell answered `peer`'s offer.
     pub fn answer_made(&mut self, peer: PeerId, sdp: String) {
-        if self.slots.contains_key(&peer) {
-            self.send_sealed(peer, &SignalPayload::Answer { sdp });
+        if let Some(slot) = self.slots.get(&peer) {
+            let sig =
+                self.sharer
+                    .sign_text(&answer_message(&self.room, peer.0, &slot.challenge, &sdp));
+            self.send_sealed(peer, &SignalPayload::Answer { sdp, sig });
         }
     }
 

@@ -8,9 +8,10 @@ use linkfs_proto::signal::PeerId;
 const MAX_VISITORS: usize = 3;
 
 fuzz_target!(|data: &[u8]| {
-    let link = ShareLink::generate("http://127.0.0.1:1", [5; 26]);
+    let sharer = linkfs_proto::sharer_key::SharerKey::from_seed([6; 32]);
+    let link = ShareLink::of_sharer("http://127.0.0.1:1", &sharer, [5; 16]);
     let mut guest = GuestSignaling::new(&link, [1; 16]);
-    let mut host = HostSignaling::new(&link, MAX_VISITORS, [2; 16]);
+    let mut host = HostSignaling::new(&link, sharer, MAX_VISITORS, [2; 16]);
     for (i, chunk) in data.split(|b| *b == 0xfe).enumerate() {
         let Ok(text) = std::str::from_utf8(chunk) else { continue };
         guest.handle_relay_text(text);

@@ -54,8 +54,10 @@ fn the_link_is_kept_per_folder_readable_only_by_its_owner() {
     let tmp = TempDir::new("link");
     let states = tmp.0.join("state");
     let folder = tmp.0.join("folder");
+    let sharer = linkfs_proto::sharer_key::SharerKey::from_seed([5; 32]);
     let link = KeptLink {
-        key: "abcdefghijklmnop.AAAAAAAAAAAAAAAAAAAAAA".into(),
+        key: format!("{}.AAAAAAAAAAAAAAAAAAAAAA", sharer.room()),
+        sharer_seed: sharer.seed(),
         embedded_port: Some(4321),
     };
     {
@@ -73,9 +75,16 @@ fn the_link_is_kept_per_folder_readable_only_by_its_owner() {
     // The same folder named another way finds the same state.
     let other_name = folder.join("..").join("folder");
     let state = ShareState::open(&states, &other_name).unwrap();
-    assert_eq!(state.kept_link(), Some(link));
+    assert_eq!(state.kept_link(), Some(link.clone()));
     state.forget().unwrap();
     assert_eq!(state.kept_link(), None, "--new-link forgets the key");
+    // A kept room that is not the kept sharer key's is not used.
+    let mismatched = KeptLink {
+        key: "abcdefghijklmnop.AAAAAAAAAAAAAAAAAAAAAA".into(),
+        ..link
+    };
+    state.keep_link(&mismatched).unwrap();
+    assert_eq!(state.kept_link(), None);
 }
 
 #[test]

@@ -326,9 +326,10 @@ fn relayed(text: &str, from: PeerId) -> RelayToClient {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn candidates_that_arrive_before_the_answer_are_held_until_it_is_applied() {
     let config = TransportConfig::loopback();
-    let link = ShareLink::generate("http://127.0.0.1:1", [3; 26]);
+    let sharer = linkfs_proto::sharer_key::SharerKey::from_seed([4; 32]);
+    let link = ShareLink::of_sharer("http://127.0.0.1:1", &sharer, [3; 16]);
     let mut guest = GuestSignaling::new(&link, [1; 16]);
-    let mut host = HostSignaling::new(&link, 4, [2; 16]);
+    let mut host = HostSignaling::new(&link, sharer, 4, [2; 16]);
     let welcome = |peer| RelayToClient::Welcome {
         peer,
         ice_servers: Vec::new(),
@@ -344,6 +345,11 @@ async fn candidates_that_arrive_before_the_answer_are_held_until_it_is_applied()
         guest.poll_action(),
         Some(GuestAction::MakeOffer { .. })
     ));
+    // The relay announces the guest; the host's challenge reaches it.
+    host.handle_relay(RelayToClient::Joined { peer: PeerId(1) });
+    while let Some(HostAction::Send(text)) = host.poll_action() {
+        guest.handle_relay(relayed(&text, PeerId::HOST));
+    }
 
     let (mut offerer, offer) = Handshake::offer(&config).await.unwrap();
     guest.offer_made(offer);

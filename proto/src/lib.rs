@@ -34,6 +34,7 @@ pub mod entry;
 pub mod error;
 pub mod frame;
 pub mod ids;
+pub mod sharer_key;
 pub mod signal;
 pub mod varint;
 pub mod vectors;

@@ -141,6 +141,9 @@ pub enum SignalPayload {
     },
     Answer {
         sdp: String,
+        /// The sharer's signature over the answer (see `crate::sharer_key`).
+        #[serde(default)]
+        sig: String,
     },
     Candidate {
         candidate: String,
@@ -154,9 +157,14 @@ pub enum SignalPayload {
         reason: String,
     },
     /// The host's fresh challenge for one guest (16 random bytes, base64url):
-    /// everything the guest seals from then on is bound to it.
+    /// everything the guest seals from then on is bound to it. `key` is the
+    /// sharer's public key and `sig` its signature over the challenge (see
+    /// `crate::sharer_key`): the guest checks the room id was derived from
+    /// that key, so only the sharer can make a valid challenge.
     Challenge {
         nonce: String,
+        key: String,
+        sig: String,
     },
 }
 

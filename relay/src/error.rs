@@ -24,6 +24,9 @@ pub enum AppError {
     NotWebSocket(StatusCode),
     #[error("The relay is at its limit of {0} connections. Try again in a moment.")]
     TooManyConnections(usize),
+    /// A host without a valid proof that it holds the room's key.
+    #[error("This room belongs to another sharer: {0}")]
+    NotTheRoomsSharer(String),
     #[error("Not found.")]
     NotFound,
     /// Something failed inside the relay; the detail is logged, not sent.
@@ -37,6 +40,7 @@ impl AppError {
             AppError::BadRoomId | AppError::BadRole => StatusCode::BAD_REQUEST,
             AppError::NotWebSocket(status) => *status,
             AppError::TooManyConnections(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::NotTheRoomsSharer(_) => StatusCode::FORBIDDEN,
             AppError::NotFound => StatusCode::NOT_FOUND,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -22,6 +22,7 @@ use axum::http::{HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::StreamExt;
+use linkfs_proto::sharer_key::check_host_query;
 use linkfs_proto::signal::{Role, is_valid_room_id};
 
 use crate::error::AppError;
@@ -59,6 +60,23 @@ async fn signal(
     }
     let (room, role) = checked?;
     let upgrade = upgrade.map_err(|rejection| AppError::NotWebSocket(rejection.status()))?;
+    if role == Role::Host {
+        // Only the holder of the room's key may open it (see linkfs_proto::sharer_key).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let proof = check_host_query(&room, query.as_deref().unwrap_or_default(), now);
+        let fresh = proof
+            .as_ref()
+            .is_ok_and(|sig| state.first_use_of_host_proof(sig, now));
+        if !fresh {
+            state.metrics().rejected(Rejection::BadRequest);
+            return Err(AppError::NotTheRoomsSharer(match proof {
+                Err(e) => e.to_string(),
+                Ok(_) => "this proof of the sharer's key was used before".into(),
+            }));
+        }
+    }
     let limits = &state.config().limits;
     let Some(slot) = state.websocket_slot() else {
         state.metrics().rejected(Rejection::TooManyConnections);

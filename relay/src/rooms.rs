@@ -6,10 +6,15 @@
 //! queue pushes (never across an `.await`), so a slow peer cannot stall the others:
 //! its queue overflows and it is disconnected (see [`crate::outbox`]).
 //!
-//! Bounds: at most `max_rooms` rooms and `max_guests_per_room` guests in each.
+//! Bounds: at most `max_rooms` rooms and `max_guests_per_room` guests in each,
+//! and guests join a room at most [`JOINS_PER_SEC`] a second (a burst of
+//! [`JOIN_BURST`]): each new guest makes the host send a message (its
+//! challenge), so a flood of guests must not drive the host over its own rate
+//! limit. The host's budget is its own: guests cannot spend it.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use axum::extract::ws::Utf8Bytes;
 use linkfs_proto::signal::{PeerId, RelayErrorCode, RelayToClient};
@@ -17,24 +22,26 @@ use linkfs_proto::signal::{PeerId, RelayErrorCode, RelayToClient};
 use crate::config::Limits;
 use crate::metrics::RoomGauges;
 use crate::outbox::{Closing, ConnId, PeerLink};
+use crate::rate_limit::{RateLimiter, RateVerdict};
 use crate::wire;
 
 /// Why a peer could not join.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum JoinRefusal {
-    RoomTaken,
     TooManyRooms,
     NoSuchRoom,
     RoomFull,
+    /// More guests are arriving than [`JOINS_PER_SEC`] allows.
+    JoiningTooFast,
 }
 
 impl JoinRefusal {
     pub fn code(self) -> RelayErrorCode {
         match self {
-            JoinRefusal::RoomTaken => RelayErrorCode::RoomTaken,
             JoinRefusal::TooManyRooms => RelayErrorCode::TooManyRooms,
             JoinRefusal::NoSuchRoom => RelayErrorCode::NoSuchRoom,
             JoinRefusal::RoomFull => RelayErrorCode::RoomFull,
+            JoinRefusal::JoiningTooFast => RelayErrorCode::RateLimited,
         }
     }
 }
@@ -50,11 +57,17 @@ pub(crate) enum RouteRefusal {
     TargetTooSlow,
 }
 
+/// Guests admitted to one room per second: 10.
+pub const JOINS_PER_SEC: u32 = 10;
+/// Guests admitted to one room at once before the rate applies: 20.
+pub const JOIN_BURST: u32 = 20;
+
 #[derive(Debug)]
 struct Room {
     host: PeerLink,
     guests: HashMap<PeerId, PeerLink>,
     next_guest: u32,
+    joins: RateLimiter,
 }
 
 #[derive(Debug, Default)]
@@ -86,23 +99,48 @@ impl RoomRegistry {
         self.rooms.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Opens `room` with `host` as peer 0.
+    /// Opens `room` with `host` as peer 0. A room already open is taken over:
+    /// only the holder of the room's key gets here (the HTTP layer checked its
+    /// proof), so this is the sharer reconnecting while its old connection is
+    /// not yet gone; that connection is closed and its guests told.
     pub fn open(&self, room: &str, host: PeerLink) -> Result<(), JoinRefusal> {
-        let mut rooms = self.lock();
-        if rooms.by_id.contains_key(room) {
-            return Err(JoinRefusal::RoomTaken);
+        let replaced = {
+            let mut rooms = self.lock();
+            let replaced = rooms.by_id.remove(room);
+            if let Some(old) = &replaced {
+                rooms.guests = rooms.guests.saturating_sub(old.guests.len());
+            }
+            if rooms.by_id.len() >= self.max_rooms {
+                return Err(JoinRefusal::TooManyRooms);
+            }
+            rooms.by_id.insert(
+                room.into(),
+                Room {
+                    host,
+                    guests: HashMap::new(),
+                    next_guest: 1,
+                    joins: RateLimiter::new(JOINS_PER_SEC, JOIN_BURST, u32::MAX, Instant::now()),
+                },
+            );
+            replaced
+        };
+        if let Some(old) = replaced {
+            let closing = Closing {
+                code: wire::close_code::NORMAL,
+                reason: wire::HOST_LEFT,
+            };
+            old.host.push_then_close(
+                wire::encode(&RelayToClient::Error {
+                    code: RelayErrorCode::RoomTaken,
+                    message: "the sharer connected again; this older connection is closed".into(),
+                }),
+                closing,
+            );
+            let left = wire::encode(&RelayToClient::Left { peer: PeerId::HOST });
+            for guest in old.guests.values() {
+                guest.push_then_close(left.clone(), closing);
+            }
         }
-        if rooms.by_id.len() >= self.max_rooms {
-            return Err(JoinRefusal::TooManyRooms);
-        }
-        rooms.by_id.insert(
-            room.into(),
-            Room {
-                host,
-                guests: HashMap::new(),
-                next_guest: 1,
-            },
-        );
         Ok(())
     }
 
@@ -114,6 +152,9 @@ impl RoomRegistry {
         };
         if entry.guests.len() >= self.max_guests {
             return Err(JoinRefusal::RoomFull);
+        }
+        if entry.joins.check(Instant::now()) != RateVerdict::Accept {
+            return Err(JoinRefusal::JoiningTooFast);
         }
         let peer = PeerId(entry.next_guest);
         // 4 billion joins to one room: refuse rather than reuse a number.
@@ -244,13 +285,21 @@ mod tests {
     }
 
     #[test]
-    fn the_room_limit_and_the_single_host_hold() {
+    fn the_room_limit_holds_and_a_proven_host_takes_its_room_over() {
         let rooms = RoomRegistry::new(&small());
-        rooms.open("room-0001", peer(1).0).expect("first");
-        assert_eq!(
-            rooms.open("room-0001", peer(2).0),
-            Err(JoinRefusal::RoomTaken)
+        let (old_host, mut old_box) = peer(1);
+        rooms.open("room-0001", old_host).expect("first");
+        let (guest, mut guest_box) = peer(6);
+        rooms.join("room-0001", guest).expect("a guest");
+        // The same sharer again (its key was checked before this): the old connection goes.
+        rooms.open("room-0001", peer(2).0).expect("taken over");
+        assert!(texts(&mut old_box).iter().any(|t| t.contains("room-taken")));
+        assert!(
+            texts(&mut guest_box)
+                .iter()
+                .any(|t| t.contains(r#""peer":0"#))
         );
+        assert_eq!(rooms.gauges().rooms, 1);
         rooms.open("room-0002", peer(3).0).expect("second");
         assert_eq!(
             rooms.open("room-0003", peer(4).0),

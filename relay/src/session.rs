@@ -78,12 +78,20 @@ where
         peer,
         conn,
         membership: Some(membership),
-        limiter: RateLimiter::new(
-            state.config().limits.rate_per_sec,
-            state.config().limits.rate_burst,
-            state.config().limits.max_refused,
-            Instant::now().into_std(),
-        ),
+        limiter: {
+            let limits = &state.config().limits;
+            let factor = if role == Role::Host {
+                HOST_RATE_FACTOR
+            } else {
+                1
+            };
+            RateLimiter::new(
+                limits.rate_per_sec.saturating_mul(factor),
+                limits.rate_burst.saturating_mul(factor),
+                limits.max_refused,
+                Instant::now().into_std(),
+            )
+        },
         outbox,
         state,
     }
@@ -488,23 +496,16 @@ impl Drop for Membership {
 
 fn join_rejection(refusal: JoinRefusal) -> Rejection {
     match refusal {
-        JoinRefusal::RoomTaken => Rejection::RoomTaken,
         JoinRefusal::TooManyRooms => Rejection::TooManyRooms,
         JoinRefusal::NoSuchRoom => Rejection::NoSuchRoom,
         JoinRefusal::RoomFull => Rejection::RoomFull,
+        JoinRefusal::JoiningTooFast => Rejection::RateLimited,
     }
 }
 
 fn join_refusal_words(state: &RelayState, refusal: JoinRefusal) -> (String, Closing) {
     let limits = &state.config().limits;
     match refusal {
-        JoinRefusal::RoomTaken => (
-            wire::ROOM_TAKEN.to_owned(),
-            Closing {
-                code: close_code::POLICY,
-                reason: "room taken",
-            },
-        ),
         JoinRefusal::NoSuchRoom => (
             wire::NO_SUCH_ROOM.to_owned(),
             Closing {
@@ -526,8 +527,21 @@ fn join_refusal_words(state: &RelayState, refusal: JoinRefusal) -> (String, Clos
                 reason: "too many rooms",
             },
         ),
+        JoinRefusal::JoiningTooFast => (
+            "Too many visitors are arriving at this share at once; try again in a few seconds."
+                .to_owned(),
+            Closing {
+                code: close_code::TRY_AGAIN_LATER,
+                reason: "joining too fast",
+            },
+        ),
     }
 }
+
+/// The host's message rate is this many times a guest's: it answers every
+/// guest (a challenge each, then an answer and candidates for those admitted),
+/// and guests arrive at most `rooms::JOINS_PER_SEC` a second.
+const HOST_RATE_FACTOR: u32 = 8;
 
 /// Whether a read failed because a frame or message was over the size limit (the
 /// WebSocket layer refuses it before buffering it).

@@ -1,8 +1,9 @@
 //! What every request handler and session shares: config, rooms, counters, the
 //! connection budget and the shutdown signal.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -30,7 +31,12 @@ struct Shared {
     sessions: TaskTracker,
     next_conn: AtomicU64,
     web: WebApp,
+    /// Host proofs seen within their window (signature -> expiry, unix seconds).
+    host_proofs: Mutex<HashMap<String, u64>>,
 }
+
+/// Host proofs remembered at most (each is valid for a few minutes): 100,000.
+pub const HOST_PROOFS_REMEMBERED: usize = 100_000;
 
 impl RelayState {
     /// State for a relay with `config`, or why the config cannot work.
@@ -46,6 +52,7 @@ impl RelayState {
                 sessions: TaskTracker::new(),
                 next_conn: AtomicU64::new(1),
                 web,
+                host_proofs: Mutex::new(HashMap::new()),
                 config,
             }),
         })
@@ -79,6 +86,24 @@ impl RelayState {
 
     pub(crate) fn sessions(&self) -> &TaskTracker {
         &self.inner.sessions
+    }
+
+    /// Records a host proof's signature; `false` if it was used already (or
+    /// too many are in flight to tell).
+    pub(crate) fn first_use_of_host_proof(&self, sig: &str, now_secs: u64) -> bool {
+        let mut seen = self
+            .inner
+            .host_proofs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if seen.len() >= HOST_PROOFS_REMEMBERED {
+            seen.retain(|_, expiry| *expiry > now_secs);
+            if seen.len() >= HOST_PROOFS_REMEMBERED {
+                return false;
+            }
+        }
+        let expiry = now_secs + 2 * linkfs_proto::sharer_key::HOST_PROOF_WINDOW_SECS;
+        seen.insert(sig.to_owned(), expiry).is_none()
     }
 
     pub(crate) fn next_conn(&self) -> ConnId {

@@ -32,8 +32,6 @@ pub(crate) fn forwarded(from: PeerId, data: &str) -> Utf8Bytes {
 }
 
 pub(crate) const NO_SUCH_ROOM: &str = "No one is sharing at this link right now. The sharer may have stopped; ask them for a new link.";
-pub(crate) const ROOM_TAKEN: &str =
-    "Someone is already sharing in this room. Start the share again to get a new link.";
 pub(crate) const HOST_LEFT: &str = "The sharer stopped sharing.";
 pub(crate) const SHUTTING_DOWN: &str = "The relay is shutting down.";
 pub(crate) const TOO_SLOW: &str = "This connection could not keep up with its messages.";

@@ -87,7 +87,7 @@ async fn it_serves_until_sigterm_then_exits_0() {
         .expect("address");
 
     assert_eq!(common::http_get(addr, "/healthz").await.text(), "ok");
-    let mut host = common::Client::connect_raw(addr, "cli-test-room", "host").await;
+    let mut host = common::Client::connect_raw(addr, &common::test_room(), "host").await;
     match host.recv().await {
         linkfs_proto::signal::RelayToClient::Welcome { ice_servers, .. } => {
             assert_eq!(ice_servers[0].urls, ["stun:stun.example.org:3478"]);

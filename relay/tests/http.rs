@@ -9,7 +9,7 @@ use common::{Client, http_get, http_request, metric, relay, relay_with, wait_for
 use linkfs_proto::signal::RelayErrorCode;
 use linkfs_relay::{CONTENT_SECURITY_POLICY, Limits, RelayConfig};
 
-const ROOM: &str = "k3v9x2mq8w4t7r1z";
+static ROOM: std::sync::LazyLock<String> = std::sync::LazyLock::new(common::test_room);
 
 #[tokio::test]
 async fn healthz_says_ok() {
@@ -35,8 +35,8 @@ async fn metrics_count_rooms_connections_messages_and_rejections() {
     assert_eq!(metric(&before, "linkfs_relay_rooms"), 0);
     assert_eq!(metric(&before, "linkfs_relay_connections"), 0);
 
-    let mut host = Client::host(addr, ROOM).await;
-    let mut guest = Client::join(addr, ROOM, "guest", 1).await;
+    let mut host = Client::host(addr, &ROOM).await;
+    let mut guest = Client::join(addr, &ROOM, "guest", 1).await;
     host.recv().await; // joined
     guest.send_msg(0, "aGVsbG8").await;
     host.recv_msg_from(1).await;
@@ -87,7 +87,7 @@ async fn a_bad_room_id_or_role_is_400_with_a_reason_before_the_upgrade() {
         assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     }
     // A plain GET of the endpoint says what it is for.
-    let r = http_get(addr, &format!("/signal/{ROOM}?role=host")).await;
+    let r = http_get(addr, &format!("/signal/{}?role=host", *ROOM)).await;
     assert!(r.status >= 400, "{}", r.status);
     assert!(r.text().contains("only accepts WebSocket"), "{}", r.text());
     let metrics = http_get(addr, "/metrics").await.text();
@@ -108,8 +108,8 @@ async fn connections_beyond_the_limit_get_503_before_the_upgrade() {
     })
     .await;
     let addr = relay.local_addr();
-    let host = Client::host(addr, ROOM).await;
-    let url = format!("ws://{addr}/signal/{ROOM}?role=guest");
+    let host = Client::host(addr, &ROOM).await;
+    let url = format!("ws://{addr}/signal/{}?role=guest", *ROOM);
     match tokio_tungstenite::connect_async(url.as_str()).await {
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             assert_eq!(response.status(), 503);
@@ -122,7 +122,7 @@ async fn connections_beyond_the_limit_get_503_before_the_upgrade() {
     // The slot frees when the first connection ends.
     drop(host);
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    Client::host(addr, ROOM).await;
+    Client::host(addr, &ROOM).await;
 }
 
 #[tokio::test]

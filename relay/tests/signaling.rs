@@ -11,16 +11,16 @@ use linkfs_proto::signal::{IceServer, MAX_SIGNAL_MESSAGE, PeerId, RelayErrorCode
 use linkfs_relay::{Limits, RelayConfig};
 use tokio_tungstenite::tungstenite::Message;
 
-const ROOM: &str = "k3v9x2mq8w4t7r1z";
+static ROOM: std::sync::LazyLock<String> = std::sync::LazyLock::new(common::test_room);
 
 #[tokio::test]
 async fn host_and_two_guests_exchange_messages_both_ways() {
     let relay = relay(Limits::default()).await;
     let addr = relay.local_addr();
-    let mut host = Client::host(addr, ROOM).await;
-    let mut g1 = Client::join(addr, ROOM, "guest", 1).await;
+    let mut host = Client::host(addr, &ROOM).await;
+    let mut g1 = Client::join(addr, &ROOM, "guest", 1).await;
     assert_eq!(host.recv().await, RelayToClient::Joined { peer: PeerId(1) });
-    let mut g2 = Client::join(addr, ROOM, "guest", 2).await;
+    let mut g2 = Client::join(addr, &ROOM, "guest", 2).await;
     assert_eq!(host.recv().await, RelayToClient::Joined { peer: PeerId(2) });
 
     g1.send_msg(0, "b2ZmZXItMQ").await;
@@ -53,7 +53,7 @@ async fn the_welcome_carries_the_ice_servers_and_the_message_limit() {
         ..RelayConfig::default()
     })
     .await;
-    let mut host = Client::connect_raw(relay.local_addr(), ROOM, "host").await;
+    let mut host = Client::connect_raw(relay.local_addr(), &ROOM, "host").await;
     assert_eq!(
         host.recv().await,
         RelayToClient::Welcome {
@@ -67,7 +67,7 @@ async fn the_welcome_carries_the_ice_servers_and_the_message_limit() {
 #[tokio::test]
 async fn a_guest_without_a_host_is_told_no_one_is_sharing_and_closed() {
     let relay = relay(Limits::default()).await;
-    let mut guest = Client::connect_raw(relay.local_addr(), ROOM, "guest").await;
+    let mut guest = Client::connect_raw(relay.local_addr(), &ROOM, "guest").await;
     let message = guest.expect_error(RelayErrorCode::NoSuchRoom).await;
     assert_eq!(
         message,
@@ -80,26 +80,62 @@ async fn a_guest_without_a_host_is_told_no_one_is_sharing_and_closed() {
 }
 
 #[tokio::test]
-async fn a_second_host_for_a_room_gets_room_taken() {
+async fn a_second_proven_host_takes_the_room_over_and_the_first_is_told() {
     let relay = relay(Limits::default()).await;
-    let mut first = Client::host(relay.local_addr(), ROOM).await;
-    let mut second = Client::connect_raw(relay.local_addr(), ROOM, "host").await;
-    second.expect_error(RelayErrorCode::RoomTaken).await;
-    assert!(matches!(
-        second.expect_end().await,
-        Ended::Close(Some((1008, _)))
-    ));
-    // The first host is unaffected.
-    first.expect_quiet(Duration::from_millis(100)).await;
+    let addr = relay.local_addr();
+    let mut first = Client::host(addr, &ROOM).await;
+    let mut guest = Client::join(addr, &ROOM, "guest", 1).await;
+    assert!(matches!(first.recv().await, RelayToClient::Joined { .. }));
+    // The same sharer again (it holds the key), while its old connection lingers.
+    let mut second = Client::host(addr, &ROOM).await;
+    first.expect_error(RelayErrorCode::RoomTaken).await;
+    assert!(matches!(guest.recv().await, RelayToClient::Left { peer } if peer == PeerId::HOST));
+    // New guests reach the new host.
+    let _g = Client::join(addr, &ROOM, "guest", 1).await;
+    assert!(matches!(second.recv().await, RelayToClient::Joined { .. }));
+}
+
+#[tokio::test]
+async fn a_host_without_the_rooms_key_cannot_open_it() {
+    let relay = relay(Limits::default()).await;
+    let addr = relay.local_addr();
+    // No proof at all, another key's proof, and a proof used before.
+    let room = &*ROOM;
+    let urls = [
+        format!("ws://{addr}/signal/{room}?role=host"),
+        format!(
+            "ws://{addr}/signal/{room}?role=host{}",
+            common::host_proof(&common::room_of_seed(7))
+        ),
+    ];
+    for url in urls {
+        let refused = tokio_tungstenite::connect_async(url).await;
+        assert!(
+            matches!(&refused, Err(tokio_tungstenite::tungstenite::Error::Http(r)) if r.status() == 403),
+            "{refused:?}"
+        );
+    }
+    let once = format!(
+        "ws://{addr}/signal/{room}?role=host{}",
+        common::host_proof(room)
+    );
+    let (_first, _) = tokio_tungstenite::connect_async(once.clone())
+        .await
+        .expect("the first use");
+    let again = tokio_tungstenite::connect_async(once).await;
+    assert!(
+        matches!(&again, Err(tokio_tungstenite::tungstenite::Error::Http(r)) if r.status() == 403),
+        "a proof counts once: {again:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_guest_cannot_message_another_guest_or_a_missing_peer() {
     let relay = relay(Limits::default()).await;
     let addr = relay.local_addr();
-    let mut host = Client::host(addr, ROOM).await;
-    let mut g1 = Client::join(addr, ROOM, "guest", 1).await;
-    let mut g2 = Client::join(addr, ROOM, "guest", 2).await;
+    let mut host = Client::host(addr, &ROOM).await;
+    let mut g1 = Client::join(addr, &ROOM, "guest", 1).await;
+    let mut g2 = Client::join(addr, &ROOM, "guest", 2).await;
     g1.send_msg(2, "c2VjcmV0").await;
     let message = g1.expect_error(RelayErrorCode::UnknownPeer).await;
     assert!(message.contains("only send to the sharer"), "{message}");
@@ -121,8 +157,8 @@ async fn a_guest_cannot_message_another_guest_or_a_missing_peer() {
 async fn an_oversize_message_is_refused_and_closed() {
     let relay = relay(Limits::default()).await;
     let addr = relay.local_addr();
-    let mut host = Client::host(addr, ROOM).await;
-    let mut guest = Client::join(addr, ROOM, "guest", 1).await;
+    let mut host = Client::host(addr, &ROOM).await;
+    let mut guest = Client::join(addr, &ROOM, "guest", 1).await;
     host.recv().await; // joined
 
     // Exactly at the limit is fine.
@@ -146,7 +182,7 @@ async fn an_oversize_message_is_refused_and_closed() {
 #[tokio::test]
 async fn a_huge_frame_is_refused_without_being_read() {
     let relay = relay(Limits::default()).await;
-    let mut host = Client::host(relay.local_addr(), ROOM).await;
+    let mut host = Client::host(relay.local_addr(), &ROOM).await;
     // 8 MiB in one frame: the relay refuses it on its header.
     let huge = "A".repeat(8 << 20);
     let _ = host.ws.send(Message::Text(huge.into())).await;
@@ -163,7 +199,7 @@ async fn binary_and_malformed_frames_are_bad_messages() {
     let relay = relay(Limits::default()).await;
     let addr = relay.local_addr();
 
-    let mut host = Client::host(addr, ROOM).await;
+    let mut host = Client::host(addr, &ROOM).await;
     host.ws
         .send(Message::Binary(vec![1, 2, 3].into()))
         .await
@@ -175,7 +211,7 @@ async fn binary_and_malformed_frames_are_bad_messages() {
         Ended::Close(Some((1008, _)))
     ));
 
-    let mut host = Client::host(addr, ROOM).await;
+    let mut host = Client::host(addr, &ROOM).await;
     host.send_text(r#"{"t":"msg","data":"no target"}"#).await;
     let message = host.expect_error(RelayErrorCode::BadMessage).await;
     assert!(message.contains("missing field `to`"), "{message}");
@@ -184,7 +220,7 @@ async fn binary_and_malformed_frames_are_bad_messages() {
         Ended::Close(Some((1008, _)))
     ));
 
-    let mut host = Client::host(addr, ROOM).await;
+    let mut host = Client::host(addr, &ROOM).await;
     host.send_text("not json").await;
     host.expect_error(RelayErrorCode::BadMessage).await;
 }
@@ -199,8 +235,8 @@ async fn over_the_rate_messages_are_dropped_then_sustained_abuse_is_closed() {
     })
     .await;
     let addr = relay.local_addr();
-    let mut host = Client::host(addr, ROOM).await;
-    let mut guest = Client::join(addr, ROOM, "guest", 1).await;
+    let mut host = Client::host(addr, &ROOM).await;
+    let mut guest = Client::join(addr, &ROOM, "guest", 1).await;
     host.recv().await; // joined
 
     for i in 0..7 {
@@ -249,10 +285,10 @@ async fn a_full_room_refuses_the_next_guest() {
     })
     .await;
     let addr = relay.local_addr();
-    let _host = Client::host(addr, ROOM).await;
-    let _g1 = Client::join(addr, ROOM, "guest", 1).await;
-    let g2 = Client::join(addr, ROOM, "guest", 2).await;
-    let mut g3 = Client::connect_raw(addr, ROOM, "guest").await;
+    let _host = Client::host(addr, &ROOM).await;
+    let _g1 = Client::join(addr, &ROOM, "guest", 1).await;
+    let g2 = Client::join(addr, &ROOM, "guest", 2).await;
+    let mut g3 = Client::connect_raw(addr, &ROOM, "guest").await;
     let message = g3.expect_error(RelayErrorCode::RoomFull).await;
     assert!(message.contains("(2)"), "{message}");
     assert!(matches!(
@@ -263,7 +299,7 @@ async fn a_full_room_refuses_the_next_guest() {
     // A place frees up when someone leaves.
     drop(g2);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    Client::join(addr, ROOM, "guest", 3).await;
+    Client::join(addr, &ROOM, "guest", 3).await;
 }
 
 #[tokio::test]
@@ -274,8 +310,8 @@ async fn the_relay_refuses_rooms_beyond_its_limit() {
     })
     .await;
     let addr = relay.local_addr();
-    let _first = Client::host(addr, ROOM).await;
-    let mut second = Client::connect_raw(addr, "another-room", "host").await;
+    let _first = Client::host(addr, &ROOM).await;
+    let mut second = Client::connect_raw(addr, &common::room_of_seed(43), "host").await;
     second.expect_error(RelayErrorCode::TooManyRooms).await;
     assert!(matches!(
         second.expect_end().await,
@@ -287,9 +323,9 @@ async fn the_relay_refuses_rooms_beyond_its_limit() {
 async fn when_the_host_leaves_guests_hear_left_0_and_are_closed_and_the_room_can_be_reused() {
     let relay = relay(Limits::default()).await;
     let addr = relay.local_addr();
-    let mut host = Client::host(addr, ROOM).await;
-    let mut g1 = Client::join(addr, ROOM, "guest", 1).await;
-    let mut g2 = Client::join(addr, ROOM, "guest", 2).await;
+    let mut host = Client::host(addr, &ROOM).await;
+    let mut g1 = Client::join(addr, &ROOM, "guest", 1).await;
+    let mut g2 = Client::join(addr, &ROOM, "guest", 2).await;
     host.recv().await;
     host.recv().await;
     host.ws.close(None).await.expect("close");
@@ -303,8 +339,8 @@ async fn when_the_host_leaves_guests_hear_left_0_and_are_closed_and_the_room_can
     }
 
     // The same room id works again, with fresh numbering.
-    let _host = Client::host(addr, ROOM).await;
-    Client::join(addr, ROOM, "guest", 1).await;
+    let _host = Client::host(addr, &ROOM).await;
+    Client::join(addr, &ROOM, "guest", 1).await;
 }
 
 #[tokio::test]
@@ -317,9 +353,9 @@ async fn an_idle_connection_is_closed_but_one_answering_pings_is_not() {
     .await;
     let addr = relay.local_addr();
     // This client reads (and so answers pings) all along.
-    let mut lively = Client::host(addr, ROOM).await;
+    let mut lively = Client::host(addr, &ROOM).await;
     // This one reads nothing for a while: it answers no pings.
-    let mut idle = Client::host(addr, "sleepy-room").await;
+    let mut idle = Client::host(addr, &common::room_of_seed(44)).await;
     lively.expect_quiet(Duration::from_millis(900)).await;
 
     let message = idle.expect_error(RelayErrorCode::IdleTimeout).await;
@@ -342,8 +378,8 @@ async fn a_receiver_that_does_not_read_is_disconnected_not_buffered() {
     .await;
     let addr = relay.local_addr();
     // The host never reads after its welcome.
-    let host = Client::host(addr, ROOM).await;
-    let mut guest = Client::join(addr, ROOM, "guest", 1).await;
+    let host = Client::host(addr, &ROOM).await;
+    let mut guest = Client::join(addr, &ROOM, "guest", 1).await;
     let data = "A".repeat(15_000);
     // 60 MB: far more than socket buffers hold, so the host's queue must overflow.
     let sender = tokio::spawn(async move {
@@ -383,8 +419,8 @@ async fn a_receiver_that_does_not_read_is_disconnected_not_buffered() {
 async fn shutdown_tells_everyone_going_away_and_returns_promptly() {
     let relay = relay(Limits::default()).await;
     let addr = relay.local_addr();
-    let mut host = Client::host(addr, ROOM).await;
-    let mut guest = Client::join(addr, ROOM, "guest", 1).await;
+    let mut host = Client::host(addr, &ROOM).await;
+    let mut guest = Client::join(addr, &ROOM, "guest", 1).await;
     let started = std::time::Instant::now();
     relay.shutdown().await;
     assert!(
@@ -422,4 +458,40 @@ impl Client {
             }
         }
     }
+}
+
+#[tokio::test]
+async fn a_flood_of_guests_cannot_get_the_host_rate_limited_off_its_room() {
+    let relay = relay(Limits {
+        max_guests_per_room: 1000,
+        ..Limits::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    let mut host = Client::host(addr, &ROOM).await;
+    // 300 guests arrive at once; the host answers each one it hears of (a challenge).
+    let mut guests = Vec::new();
+    let mut refused = 0;
+    for _ in 0..300 {
+        let mut g = Client::connect_raw(addr, &ROOM, "guest").await;
+        match g.recv().await {
+            RelayToClient::Welcome { .. } => guests.push(g),
+            RelayToClient::Error { code, .. } => {
+                assert_eq!(code, RelayErrorCode::RateLimited);
+                refused += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(refused > 0, "guests beyond the join rate are turned away");
+    let admitted = guests.len();
+    for _ in 0..admitted {
+        match host.recv().await {
+            RelayToClient::Joined { peer } => host.send_msg(peer.0, "challenge").await,
+            other => panic!("the host heard {other:?}"),
+        }
+    }
+    // The host was never told it went over its rate, and still holds the room.
+    host.expect_quiet(Duration::from_millis(300)).await;
+    let _late = Client::join(addr, &ROOM, "guest", admitted as u32 + 1).await;
 }

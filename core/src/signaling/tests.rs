@@ -3,10 +3,15 @@
 use super::*;
 use crate::link::ShareSecret;
 
+/// The sharer's key in these tests.
+fn sharer() -> SharerKey {
+    SharerKey::from_seed([9; 32])
+}
+
 fn link(secret: u8) -> ShareLink {
     ShareLink {
         origin: "http://127.0.0.1:1".into(),
-        room: "roomroomroom0001".into(),
+        room: sharer().room(),
         secret: ShareSecret::from_bytes([secret; 16]),
         path: String::new(),
     }
@@ -40,7 +45,7 @@ fn cand(n: u32) -> IceCandidate {
 
 /// A registered host with its actions drained.
 fn host(max_visitors: usize) -> HostSignaling {
-    let mut h = HostSignaling::new(&link(7), max_visitors, [1; 16]);
+    let mut h = HostSignaling::new(&link(7), sharer(), max_visitors, [1; 16]);
     h.handle_relay(RelayToClient::Welcome {
         peer: PeerId::HOST,
         ice_servers: Vec::new(),
@@ -354,7 +359,7 @@ fn relay_errors_say_what_went_wrong() {
     assert_eq!(f.to_string(), "the relay says: the room is full");
 
     // The host: refused before it holds the room, warned after.
-    let mut h = HostSignaling::new(&link(7), 1, [1; 16]);
+    let mut h = HostSignaling::new(&link(7), sharer(), 1, [1; 16]);
     h.handle_relay(error(RelayErrorCode::RoomTaken, "taken"));
     assert_eq!(
         host_actions(&mut h),
@@ -613,5 +618,60 @@ fn after_the_relay_comes_back_the_room_is_registered_again_and_slots_stay() {
         host_actions(&mut h)
             .iter()
             .any(|a| matches!(a, HostAction::Fail(_)))
+    );
+}
+
+#[test]
+fn someone_with_the_link_but_not_the_sharers_key_cannot_pose_as_the_sharer() {
+    // An impostor knows the link (the secret) and somehow holds the room.
+    let impostor = SharerKey::from_seed([10; 32]);
+    let mut h = HostSignaling::new(&link(7), impostor.clone(), 4, [1; 16]);
+    h.handle_relay(welcome_as(PeerId::HOST));
+    host_actions(&mut h);
+    let mut g = GuestSignaling::new(&link(7), [2; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    h.handle_relay(RelayToClient::Joined { peer: PeerId(1) });
+    let a = host_actions(&mut h);
+    to_guest(PeerId(1), &a, &mut g);
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::Fail(GuestFailure::NotTheSharer)]
+    );
+
+    // A real challenge, then an answer signed by another key: refused too.
+    let mut h = host(4);
+    let mut g = GuestSignaling::new(&link(7), [3; 16]);
+    g.handle_relay(welcome());
+    guest_actions(&mut g);
+    join(&mut h, &mut g, PeerId(1));
+    g.offer_made("offer".into());
+    let a = guest_actions(&mut g);
+    to_host(PeerId(1), &a, &mut h);
+    host_actions(&mut h);
+    let challenge = h.challenge_of(PeerId(1)).unwrap();
+    let forged = SignalPayload::Answer {
+        sdp: "impostor's answer".into(),
+        sig: impostor.sign_text(&answer_message(
+            &link(7).room,
+            1,
+            &challenge,
+            "impostor's answer",
+        )),
+    };
+    let data = SignalKey::from_secret(&link(7).secret).seal_payload_bound(
+        &link(7).room,
+        Direction::HostToGuest,
+        &binding(PeerId(1), Some(&challenge)),
+        [5; 24],
+        &forged,
+    );
+    g.handle_relay(RelayToClient::Msg {
+        from: PeerId::HOST,
+        data,
+    });
+    assert_eq!(
+        guest_actions(&mut g),
+        vec![GuestAction::Fail(GuestFailure::NotTheSharer)]
     );
 }

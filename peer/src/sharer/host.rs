@@ -3,6 +3,7 @@
 //! everything: admission, refusals, sealing, the bounds.
 
 use linkfs_core::{Backoff, BackoffConfig, HostAction, HostSignaling, Millis, Retry, ShareLink};
+use linkfs_proto::sharer_key::{SharerKey, host_query};
 use linkfs_proto::signal::{IceServer, Role};
 use tokio::time::Instant;
 
@@ -19,7 +20,9 @@ use crate::relay_client::RelayClient;
 pub struct HostRelay {
     client: Option<RelayClient>,
     machine: HostSignaling,
+    /// The signaling URL without the host's proof (a fresh one is added per connection).
     url: String,
+    sharer: SharerKey,
     backoff: Backoff,
     started: Instant,
     reconnect_at: Option<Instant>,
@@ -30,16 +33,18 @@ impl HostRelay {
     /// relay holds the room. Returns the ICE servers the relay offers.
     pub async fn register(
         link: &ShareLink,
+        sharer: SharerKey,
         max_visitors: usize,
     ) -> Result<(HostRelay, Vec<IceServer>), ShareError> {
         let url = link.signal_url(Role::Host);
-        let client = RelayClient::connect(&url).await?;
-        let machine = HostSignaling::new(link, max_visitors, random_bytes()?);
+        let client = RelayClient::connect(&proven(&url, &sharer)?).await?;
+        let machine = HostSignaling::new(link, sharer.clone(), max_visitors, random_bytes()?);
         let seed = u64::from_le_bytes(random_bytes()?);
         let mut host = HostRelay {
             client: Some(client),
             machine,
             url,
+            sharer,
             backoff: Backoff::new(
                 BackoffConfig {
                     give_up_after_ms: None,
@@ -132,7 +137,13 @@ impl HostRelay {
             };
             tokio::time::sleep_until(at).await;
             // Cancelled while connecting, the next call tries again at once.
-            let connected = RelayClient::connect(&self.url).await;
+            let connected = match proven(&self.url, &self.sharer) {
+                Ok(url) => RelayClient::connect(&url).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot make a proof of the sharer's key");
+                    return;
+                }
+            };
             self.reconnect_at = None;
             match connected {
                 Ok(c) => {
@@ -157,4 +168,18 @@ impl HostRelay {
             c.close().await;
         }
     }
+}
+
+/// `url` with a fresh proof that this host holds the room's key (see
+/// `linkfs_proto::sharer_key`): the relay accepts each proof once, within a
+/// few minutes of its time.
+fn proven(url: &str, sharer: &SharerKey) -> Result<String, ShareError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let nonce: String = random_bytes::<12>()?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(format!("{url}{}", host_query(sharer, now, &nonce)))
 }

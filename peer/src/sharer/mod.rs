@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use linkfs_core::{HostAction, HostFailure, SenderConfig, SettleConfig, ShareLink};
 use linkfs_proto::Epoch;
+use linkfs_proto::sharer_key::SharerKey;
 use linkfs_proto::signal::IceServer;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -195,6 +196,10 @@ pub async fn share(
     )?;
     let relay =
         RelayInUse::start(&options.relay, kept.as_ref().and_then(|k| k.embedded_port)).await?;
+    let sharer = match &kept {
+        Some(k) => SharerKey::from_seed(k.sharer_seed),
+        None => SharerKey::from_seed(random_bytes()?),
+    };
     let link = match kept
         .as_ref()
         .and_then(|k| ShareLink::parse_fragment(&k.key).ok())
@@ -211,11 +216,12 @@ pub async fn share(
             }
             link
         }
-        None => ShareLink::generate(&relay.origin, random_bytes()?),
+        None => ShareLink::of_sharer(&relay.origin, &sharer, random_bytes()?),
     };
     if let Some(state) = &state {
         let keep = KeptLink {
             key: format!("{}.{}", link.room, link.secret.encode()),
+            sharer_seed: sharer.seed(),
             embedded_port: relay.embedded_port(),
         };
         if kept.as_ref() != Some(&keep)
@@ -224,13 +230,14 @@ pub async fn share(
             warn(format!("{e}; the next run will print a new link")).await;
         }
     }
-    let (mut host, ice_servers) = match HostRelay::register(&link, options.max_visitors).await {
-        Ok(registered) => registered,
-        Err(e) => {
-            relay.shutdown().await;
-            return Err(e);
-        }
-    };
+    let (mut host, ice_servers) =
+        match HostRelay::register(&link, sharer, options.max_visitors).await {
+            Ok(registered) => registered,
+            Err(e) => {
+                relay.shutdown().await;
+                return Err(e);
+            }
+        };
     let transport = visitor_transport(&options.transport, ice_servers, relay.loopback_only);
 
     let _ = events

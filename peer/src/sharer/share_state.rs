@@ -6,7 +6,7 @@
 //! ```text
 //! $LINKFS_STATE_DIR | $XDG_STATE_HOME/linkfs | ~/.local/state/linkfs   (0700)
 //!   shares/<first 16 hex of BLAKE3(canonical folder path)>/            (0700)
-//!     share.json   {"folder", "key": "room.secret", "embedded_port"}   (0600)
+//!     share.json   {"folder", "key": "room.secret", "sharer_key", "embedded_port"}   (0600)
 //!     index.bin    the saved index (core's format), only after a clean stop (0600)
 //!     lock         held (flock) while a sharer runs
 //! ```
@@ -27,7 +27,10 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use linkfs_core::{SavedIndexError, ShareIndex, ShareLink};
+use linkfs_proto::sharer_key::SharerKey;
 use nix::fcntl::{Flock, FlockArg};
 
 /// The file names inside a share's state folder.
@@ -60,6 +63,8 @@ pub enum StateError {
 pub struct KeptLink {
     /// `room.secret`, as in the link's fragment.
     pub key: String,
+    /// The seed of the sharer's key pair (its room is derived from it).
+    pub sharer_seed: [u8; 32],
     /// The embedded relay's port the link was printed with.
     pub embedded_port: Option<u16>,
 }
@@ -146,14 +151,28 @@ impl ShareState {
         let text = std::fs::read_to_string(&path).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
         let key = v.get("key")?.as_str()?.to_owned();
-        // Only a key that parses is kept; anything else makes a new link.
-        ShareLink::parse_fragment(&key).ok()?;
+        // Only a key that parses, with the sharer key its room was derived
+        // from, is kept; anything else (a link made by an older linkfs) makes
+        // a new link.
+        let link = ShareLink::parse_fragment(&key).ok()?;
+        let sharer_seed: [u8; 32] = URL_SAFE_NO_PAD
+            .decode(v.get("sharer_key")?.as_str()?)
+            .ok()?
+            .try_into()
+            .ok()?;
+        if SharerKey::from_seed(sharer_seed).room() != link.room {
+            return None;
+        }
         let embedded_port = v
             .get("embedded_port")
             .and_then(serde_json::Value::as_u64)
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p != 0);
-        Some(KeptLink { key, embedded_port })
+        Some(KeptLink {
+            key,
+            sharer_seed,
+            embedded_port,
+        })
     }
 
     /// Keeps `link` (its room and secret, and the embedded relay's port).
@@ -161,6 +180,7 @@ impl ShareState {
         let v = serde_json::json!({
             "folder": self.folder.to_string_lossy(),
             "key": link.key,
+            "sharer_key": URL_SAFE_NO_PAD.encode(link.sharer_seed),
             "embedded_port": link.embedded_port,
         });
         write_private(&self.dir.join(LINK_FILE), v.to_string().as_bytes())

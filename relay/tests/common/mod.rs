@@ -44,10 +44,42 @@ pub enum Ended {
     Eof,
 }
 
+/// The room of test key `seed` (rooms are derived from the sharer's key).
+pub fn room_of_seed(seed: u8) -> String {
+    linkfs_proto::sharer_key::SharerKey::from_seed([seed; 32]).room()
+}
+
+/// The room most tests use.
+pub fn test_room() -> String {
+    room_of_seed(42)
+}
+
+/// A fresh proof that the host holds `room`'s key, if `room` is a test key's.
+pub fn host_proof(room: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NONCE: AtomicU64 = AtomicU64::new(0);
+    let Some(seed) = (0..=255u8).find(|s| room_of_seed(*s) == room) else {
+        return String::new();
+    };
+    let key = linkfs_proto::sharer_key::SharerKey::from_seed([seed; 32]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let nonce = format!("test{}", NONCE.fetch_add(1, Ordering::Relaxed));
+    linkfs_proto::sharer_key::host_query(&key, now, &nonce)
+}
+
 impl Client {
-    /// Connects and returns the client without reading anything.
+    /// Connects and returns the client without reading anything. A host
+    /// proves it holds the room's key (see [`host_proof`]).
     pub async fn connect_raw(addr: SocketAddr, room: &str, role: &str) -> Client {
-        let url = format!("ws://{addr}/signal/{room}?role={role}");
+        let proof = if role == "host" {
+            host_proof(room)
+        } else {
+            String::new()
+        };
+        let url = format!("ws://{addr}/signal/{room}?role={role}{proof}");
         let (ws, _) = tokio_tungstenite::connect_async(url)
             .await
             .expect("WebSocket upgrade");

@@ -127,7 +127,11 @@ async fn stdio_answerer(args: Args) -> anyhow::Result<()> {
     };
     let started = Instant::now();
     let (mut handshake, answer) = Handshake::answer(&config, &offer).await?;
-    let mut out = serde_json::to_string(&SignalPayload::Answer { sdp: answer })?;
+    // A bench pipe between two processes, not signaling: nothing to sign.
+    let mut out = serde_json::to_string(&SignalPayload::Answer {
+        sdp: answer,
+        sig: String::new(),
+    })?;
     out.push('\n');
     stdout.write_all(out.as_bytes()).await?;
     stdout.flush().await?;
