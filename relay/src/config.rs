@@ -21,6 +21,12 @@ pub struct RelayConfig {
     /// Serve the web app from this directory, read at request time (development),
     /// instead of the copy embedded in the binary at build time.
     pub web_dir: Option<PathBuf>,
+    /// Reverse proxies in front of the relay: for a connection from one of these,
+    /// the client's address is the last `X-Forwarded-For` entry that is not a
+    /// proxy. From anyone else the header is ignored (it could be forged).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// If set, `/metrics` answers only requests with `Authorization: Bearer <token>`.
+    pub metrics_token: Option<String>,
 }
 
 /// The relay's bounds. Defaults suit a small public relay on 2 cores.
@@ -36,6 +42,12 @@ pub struct Limits {
     pub max_rooms: usize,
     /// Open WebSockets on the relay. Default 20,000; beyond: HTTP 503 before the upgrade.
     pub max_connections: usize,
+    /// Open WebSockets from one client address. Default 64; beyond: HTTP 429.
+    /// (A page closes its socket once its data link is open, so a household or an
+    /// office behind one address needs few at once.)
+    pub max_connections_per_address: usize,
+    /// Rooms (shares) opened from one client address. Default 16; beyond: HTTP 429.
+    pub max_rooms_per_address: usize,
     /// TCP connections that are not (yet) WebSockets: page loads, health checks,
     /// upgrades in progress. Default 1,024. When `max_connections + max_http_connections`
     /// sockets are open, the relay stops accepting until one closes (the kernel's
@@ -78,6 +90,8 @@ impl Default for Limits {
             max_guests_per_room: 64,
             max_rooms: 10_000,
             max_connections: 20_000,
+            max_connections_per_address: 64,
+            max_rooms_per_address: 16,
             max_http_connections: 1_024,
             rate_per_sec: 50,
             rate_burst: 100,
@@ -120,7 +134,12 @@ impl RelayConfig {
     /// Checks that every bound is usable.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let counts: [(&'static str, u64); 10] = [
+        let counts: [(&'static str, u64); 12] = [
+            (
+                "max_connections_per_address",
+                l.max_connections_per_address as u64,
+            ),
+            ("max_rooms_per_address", l.max_rooms_per_address as u64),
             ("max_guests_per_room", l.max_guests_per_room as u64),
             ("max_rooms", l.max_rooms as u64),
             ("max_connections", l.max_connections as u64),

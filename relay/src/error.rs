@@ -24,6 +24,12 @@ pub enum AppError {
     NotWebSocket(StatusCode),
     #[error("The relay is at its limit of {0} connections. Try again in a moment.")]
     TooManyConnections(usize),
+    /// One client address holds as many of these as the relay allows.
+    #[error("Too many {0} from your address at once. Close some and try again.")]
+    TooManyFromAddress(&'static str),
+    /// `/metrics` without the operator's token.
+    #[error("The metrics need the operator's token (Authorization: Bearer ...).")]
+    MetricsToken,
     /// A host without a valid proof that it holds the room's key.
     #[error("This room belongs to another sharer: {0}")]
     NotTheRoomsSharer(String),
@@ -41,6 +47,8 @@ impl AppError {
             AppError::NotWebSocket(status) => *status,
             AppError::TooManyConnections(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::NotTheRoomsSharer(_) => StatusCode::FORBIDDEN,
+            AppError::TooManyFromAddress(_) => StatusCode::TOO_MANY_REQUESTS,
+            AppError::MetricsToken => StatusCode::UNAUTHORIZED,
             AppError::NotFound => StatusCode::NOT_FOUND,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

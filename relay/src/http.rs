@@ -17,15 +17,18 @@ use axum::Router;
 use axum::extract::rejection::PathRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderValue, Uri, header};
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::StreamExt;
 use linkfs_proto::sharer_key::check_host_query;
 use linkfs_proto::signal::{Role, is_valid_room_id};
 
+use std::net::IpAddr;
+
 use crate::error::AppError;
+use crate::listener::PeerAddr;
 use crate::metrics::Rejection;
 use crate::session;
 use crate::state::RelayState;
@@ -50,6 +53,8 @@ pub fn app(state: RelayState) -> Router {
 
 async fn signal(
     State(state): State<RelayState>,
+    ConnectInfo(PeerAddr(peer)): ConnectInfo<PeerAddr>,
+    headers: HeaderMap,
     room: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -77,6 +82,13 @@ async fn signal(
             }));
         }
     }
+    let client = client_address(peer.ip(), &headers, &state.config().trusted_proxies);
+    let claim = state
+        .claim_address(client, role == Role::Host)
+        .map_err(|what| {
+            state.metrics().rejected(Rejection::TooManyConnections);
+            AppError::TooManyFromAddress(what)
+        })?;
     let limits = &state.config().limits;
     let Some(slot) = state.websocket_slot() else {
         state.metrics().rejected(Rejection::TooManyConnections);
@@ -96,6 +108,7 @@ async fn signal(
             sessions.track_future(async move {
                 session::run(state, room, role, sink, stream).await;
                 drop(slot);
+                drop(claim);
             })
         });
     Ok(response)
@@ -128,14 +141,43 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn metrics(State(state): State<RelayState>) -> impl IntoResponse {
-    (
+/// The client's address: the peer's, or for a trusted proxy the last
+/// `X-Forwarded-For` entry that is not itself a trusted proxy.
+fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+        .rev()
+        .find(|a| !trusted.contains(a))
+        .unwrap_or(peer)
+}
+
+async fn metrics(
+    State(state): State<RelayState>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, AppError> {
+    if let Some(token) = &state.config().metrics_token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if given != Some(token.as_str()) {
+            return Err(AppError::MetricsToken);
+        }
+    }
+    Ok((
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
         )],
         state.render_metrics(),
-    )
+    ))
 }
 
 async fn web_file(State(state): State<RelayState>, uri: Uri) -> Result<Response, AppError> {

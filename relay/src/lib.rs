@@ -118,6 +118,7 @@ pub async fn spawn(listener: TcpListener, config: RelayConfig) -> Result<RelayHa
     let stop = state.shutdown_token().clone();
     let server = tokio::spawn(async move {
         // `serve` retries failed accepts itself; it ends only on shutdown.
+        let router = router.into_make_service_with_connect_info::<listener::PeerAddr>();
         let _ = axum::serve(listener, router)
             .with_graceful_shutdown(stop.cancelled_owned())
             .await;

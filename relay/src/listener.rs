@@ -161,3 +161,15 @@ impl AsyncWrite for CappedStream {
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
+
+/// The address a connection came from, for per-address limits (see `http`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeerAddr(pub SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, CappedListener>>
+    for PeerAddr
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, CappedListener>) -> Self {
+        PeerAddr(*stream.remote_addr())
+    }
+}

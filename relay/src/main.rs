@@ -66,6 +66,23 @@ struct Args {
     /// Seconds between the relay's pings (must be below the idle timeout).
     #[arg(long, default_value_t = Limits::default().ping_interval.as_secs())]
     ping_interval_secs: u64,
+
+    /// Open WebSockets from one client address at once.
+    #[arg(long, default_value_t = Limits::default().max_connections_per_address)]
+    max_connections_per_address: usize,
+
+    /// Shares (rooms) opened from one client address at once.
+    #[arg(long, default_value_t = Limits::default().max_rooms_per_address)]
+    max_rooms_per_address: usize,
+
+    /// A reverse proxy in front of the relay (repeatable): its X-Forwarded-For
+    /// names the client for the per-address limits. Nobody else's is believed.
+    #[arg(long = "trust-proxy", value_name = "IP")]
+    trusted_proxies: Vec<std::net::IpAddr>,
+
+    /// Serve /metrics only to requests with `Authorization: Bearer TOKEN`.
+    #[arg(long, value_name = "TOKEN")]
+    metrics_token: Option<String>,
 }
 
 #[tokio::main]
@@ -78,6 +95,7 @@ async fn main() -> Result<()> {
         .init();
     let args = Args::parse();
     let config = config(&args)?;
+    raise_open_file_limit(&config);
     let listener = TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
@@ -103,6 +121,8 @@ fn config(args: &Args) -> Result<RelayConfig> {
         max_connections: args.max_connections,
         max_rooms: args.max_rooms,
         max_guests_per_room: args.max_guests_per_room,
+        max_connections_per_address: args.max_connections_per_address,
+        max_rooms_per_address: args.max_rooms_per_address,
         max_message: args.max_message,
         rate_per_sec: args.rate_per_sec,
         rate_burst: args.rate_burst,
@@ -116,6 +136,8 @@ fn config(args: &Args) -> Result<RelayConfig> {
         limits,
         ice_servers,
         web_dir: args.web_dir.clone(),
+        trusted_proxies: args.trusted_proxies.clone(),
+        metrics_token: args.metrics_token.clone(),
     };
     config.validate()?;
     Ok(config)
@@ -140,6 +162,28 @@ fn ice_server(spec: &str) -> Result<IceServer> {
         username,
         credential,
     })
+}
+
+/// Raises the soft limit on open files to the hard one (every WebSocket and
+/// every HTTP connection is a descriptor), and says so if even that is below
+/// what the limits allow.
+fn raise_open_file_limit(config: &RelayConfig) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_err() {
+        tracing::warn!(soft, hard, "cannot raise the open-file limit");
+    }
+    let needed = (config.limits.max_connections + config.limits.max_http_connections) as u64 + 64;
+    let now = getrlimit(Resource::RLIMIT_NOFILE).map_or(soft, |(s, _)| s);
+    if now < needed {
+        tracing::warn!(
+            limit = now,
+            needed,
+            "the open-file limit is below --max-connections plus HTTP connections; raise it (ulimit -n, or LimitNOFILE= in a systemd unit) or lower --max-connections"
+        );
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

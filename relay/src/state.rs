@@ -2,6 +2,7 @@
 //! connection budget and the shutdown signal.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -33,6 +34,39 @@ struct Shared {
     web: WebApp,
     /// Host proofs seen within their window (signature -> expiry, unix seconds).
     host_proofs: Mutex<HashMap<String, u64>>,
+    /// Open connections and rooms per client address.
+    per_address: Arc<Mutex<HashMap<IpAddr, AddressUse>>>,
+}
+
+/// What one client address holds.
+#[derive(Debug, Default, Clone, Copy)]
+struct AddressUse {
+    connections: usize,
+    rooms: usize,
+}
+
+/// One connection (and, for a host, one room) counted against a client address;
+/// given back on drop.
+#[derive(Debug)]
+pub(crate) struct AddressClaim {
+    table: Arc<Mutex<HashMap<IpAddr, AddressUse>>>,
+    ip: IpAddr,
+    room: bool,
+}
+
+impl Drop for AddressClaim {
+    fn drop(&mut self) {
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(u) = table.get_mut(&self.ip) {
+            u.connections = u.connections.saturating_sub(1);
+            if self.room {
+                u.rooms = u.rooms.saturating_sub(1);
+            }
+            if u.connections == 0 && u.rooms == 0 {
+                table.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// Host proofs remembered at most (each is valid for a few minutes): 100,000.
@@ -53,6 +87,7 @@ impl RelayState {
                 next_conn: AtomicU64::new(1),
                 web,
                 host_proofs: Mutex::new(HashMap::new()),
+                per_address: Arc::new(Mutex::new(HashMap::new())),
                 config,
             }),
         })
@@ -104,6 +139,37 @@ impl RelayState {
         }
         let expiry = now_secs + 2 * linkfs_proto::sharer_key::HOST_PROOF_WINDOW_SECS;
         seen.insert(sig.to_owned(), expiry).is_none()
+    }
+
+    /// Counts one more connection (and room, if `room`) from `ip`, or says
+    /// which per-address limit it would pass.
+    pub(crate) fn claim_address(
+        &self,
+        ip: IpAddr,
+        room: bool,
+    ) -> Result<AddressClaim, &'static str> {
+        let limits = &self.inner.config.limits;
+        let mut table = self
+            .inner
+            .per_address
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let u = table.entry(ip).or_default();
+        if u.connections >= limits.max_connections_per_address {
+            return Err("connections");
+        }
+        if room && u.rooms >= limits.max_rooms_per_address {
+            return Err("shares");
+        }
+        u.connections += 1;
+        if room {
+            u.rooms += 1;
+        }
+        Ok(AddressClaim {
+            table: self.inner.per_address.clone(),
+            ip,
+            room,
+        })
     }
 
     pub(crate) fn next_conn(&self) -> ConnId {

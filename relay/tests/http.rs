@@ -378,3 +378,77 @@ async fn a_silent_or_half_sent_request_is_dropped() {
     // Live traffic is unaffected.
     assert_eq!(http_get(addr, "/healthz").await.text(), "ok");
 }
+
+/// A WebSocket upgrade to `room` as a guest with an `X-Forwarded-For` header; the HTTP status.
+async fn upgrade_from(addr: std::net::SocketAddr, forwarded_for: &str) -> u16 {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = format!("ws://{addr}/signal/{}?role=guest", *ROOM)
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("x-forwarded-for", forwarded_for.parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((ws, response)) => {
+            // Keep it open for the rest of the test.
+            std::mem::forget(ws);
+            response.status().as_u16()
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => r.status().as_u16(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn one_address_gets_a_bounded_number_of_connections_and_forwarded_for_counts_only_from_a_trusted_proxy()
+ {
+    let limits = Limits {
+        max_connections_per_address: 3,
+        ..Limits::default()
+    };
+    // Not behind a proxy: X-Forwarded-For is ignored, 127.0.0.1 is the client.
+    let relay = relay(limits.clone()).await;
+    let addr = relay.local_addr();
+    let _host = Client::host(addr, &ROOM).await;
+    for _ in 0..2 {
+        assert_eq!(upgrade_from(addr, "10.0.0.1").await, 101);
+    }
+    assert_eq!(
+        upgrade_from(addr, "10.0.0.2").await,
+        429,
+        "a forged header changes nothing"
+    );
+
+    // Behind a trusted proxy (127.0.0.1 here): each forwarded client has its own count.
+    let relay = relay_with(RelayConfig {
+        limits,
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        ..RelayConfig::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    let _host = Client::host(addr, &ROOM).await;
+    for _ in 0..3 {
+        assert_eq!(upgrade_from(addr, "10.0.0.1").await, 101);
+    }
+    assert_eq!(upgrade_from(addr, "10.0.0.1").await, 429);
+    assert_eq!(upgrade_from(addr, "10.0.0.2").await, 101);
+}
+
+#[tokio::test]
+async fn metrics_need_the_token_when_one_is_set() {
+    let relay = relay_with(RelayConfig {
+        metrics_token: Some("s3cret".into()),
+        ..RelayConfig::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    assert_eq!(http_get(addr, "/metrics").await.status, 401);
+    let ok = http_request(
+        addr,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(ok.status, 200);
+    assert!(ok.text().contains("linkfs_relay"));
+}
