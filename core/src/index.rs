@@ -34,6 +34,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
 use linkfs_proto::{
     BatchHeader, BatchReader, DecodeError, EntryId, EntryKind, EntryView, Generation, OpView,
 };
@@ -76,6 +77,14 @@ pub enum IndexError {
     Cycle { id: EntryId, parent: EntryId },
     #[error("the share root cannot be removed or moved")]
     Root,
+    #[error(
+        "entry {id} is beyond the batch's log positions (ids never exceed the position that created them, below {end})"
+    )]
+    IdBeyondLog { id: EntryId, end: u64 },
+    #[error(
+        "a batch of {ops} operations covers {span} log positions; at most {max} more than its operations are allowed"
+    )]
+    SpanTooLong { ops: u32, span: u64, max: u64 },
 }
 
 /// A borrowed view of one entry.
@@ -398,10 +407,29 @@ impl Index {
     ) -> Result<(BatchHeader, Vec<IndexError>), IndexError> {
         let mut reader = BatchReader::new(frame)?;
         let header = reader.header();
+        if header.span > u64::from(header.ops) + MAX_SKIPPED_POSITIONS {
+            return Err(IndexError::SpanTooLong {
+                ops: header.ops,
+                span: header.span,
+                max: MAX_SKIPPED_POSITIONS,
+            });
+        }
+        // An id is never beyond the log position that created it: a batch
+        // names only ids below its end (a sharer cannot make a receiver
+        // allocate the id space with one far id).
+        let end = header.end().0;
         let mut refused = Vec::new();
         let result = loop {
             match reader.next_op() {
                 Ok(Some(op)) => {
+                    let id = match op {
+                        OpView::Upsert(e) => e.id,
+                        OpView::Remove(id) => id,
+                    };
+                    if u64::from(id.0) >= end && id != EntryId::ROOT {
+                        refused.push(IndexError::IdBeyondLog { id, end });
+                        continue;
+                    }
                     if let Err(e) = self.apply_unsettled(op) {
                         refused.push(e);
                     }

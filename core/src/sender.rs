@@ -35,6 +35,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
 use linkfs_proto::frame::{ReadChunk, encode_chunk_into};
 use linkfs_proto::{
     BatchEncoder, CHUNK_LEN, EntryId, Generation, Goodbye, GoodbyeCode, MAX_FRAME_LEN,
@@ -605,6 +606,14 @@ impl SenderSession {
         let mut end = index.log_end();
         let mut ops = 0u64;
         'ops: for (seq, op) in index.ops_from(self.cursor) {
+            // Never skip more than MAX_SKIPPED_POSITIONS superseded positions in
+            // one batch (receivers refuse that): cut before them; every position
+            // up to `seq` is superseded, so any cut there is sound.
+            let limit = self.cursor.0 + ops + MAX_SKIPPED_POSITIONS;
+            if seq.0 > limit {
+                end = Seq(limit);
+                break;
+            }
             let id = op.id();
             if op.is_remove() {
                 if !enc.push_remove(id) {
@@ -641,6 +650,8 @@ impl SenderSession {
             }
             ops += 1;
         }
+        // Trailing superseded positions count against the limit too.
+        end = Seq(end.0.min(self.cursor.0 + ops + MAX_SKIPPED_POSITIONS));
         let complete = index.walk_done() && end == index.log_end();
         let span = end.0 - self.cursor.0;
         let frame = enc.finish_span(index.entries(), complete, span);

@@ -141,3 +141,93 @@ fn a_reused_room_id_with_another_secret_gets_another_receiver_store() {
         "the secret is not in the name"
     );
 }
+
+fn batch_of(first: u64, ops: &[linkfs_proto::EntryView<'_>], span: Option<u64>) -> Vec<u8> {
+    let mut enc =
+        linkfs_proto::BatchEncoder::new(linkfs_proto::Seq(first), linkfs_proto::MAX_FRAME_LEN);
+    for op in ops {
+        assert!(enc.push_upsert(op));
+    }
+    match span {
+        Some(span) => enc.finish_span(ops.len() as u64, true, span),
+        None => enc.finish(ops.len() as u64, true),
+    }
+}
+
+fn dir_view(id: u32, parent: u32, name: &[u8]) -> linkfs_proto::EntryView<'_> {
+    linkfs_proto::EntryView {
+        id: EntryId(id),
+        parent: EntryId(parent),
+        kind: EntryKind::Dir,
+        name,
+        size: 0,
+        mtime: 0,
+        mode: 0o755,
+        generation: Generation(0),
+        target: b"",
+    }
+}
+
+#[test]
+fn an_entry_id_far_beyond_the_log_is_refused_without_allocating_the_id_space() {
+    let mut ix = Index::new();
+    let frame = batch_of(
+        0,
+        &[dir_view(0, 0, b"root"), dir_view(0xFFFF_FFF0, 0, b"far")],
+        None,
+    );
+    let before = ix.heap_bytes();
+    let (_, refused) = ix.apply_batch(&frame).unwrap();
+    assert!(
+        refused
+            .iter()
+            .any(|e| matches!(e, linkfs_core::IndexError::IdBeyondLog { .. })),
+        "{refused:?}"
+    );
+    assert!(ix.get(EntryId(0xFFFF_FFF0)).is_none());
+    let grew = ix.heap_bytes() - before;
+    assert!(grew < 1 << 20, "the index grew by {grew} bytes");
+    // A batch claiming to cover far more positions than it has operations is refused whole.
+    let wide = batch_of(2, &[dir_view(1, 0, b"a")], Some(1 << 40));
+    assert!(matches!(
+        ix.apply_batch(&wide),
+        Err(linkfs_core::IndexError::SpanTooLong { .. })
+    ));
+}
+
+#[test]
+fn a_sender_never_skips_more_positions_in_one_batch_than_receivers_accept() {
+    // One file rewritten 200,000 times: 200,000 superseded positions to skip.
+    let mut ix = share();
+    let file = EntryId(1);
+    for n in 0..200_000u64 {
+        ix.update(
+            file,
+            &NewEntry {
+                id: file,
+                parent: EntryId::ROOT,
+                kind: EntryKind::File,
+                name: b"a.bin",
+                size: 100 + n,
+                mtime: 1,
+                mtime_nsec: 0,
+                mode: 0o644,
+                target: b"",
+                dev: 1,
+                ino: 1,
+            },
+        )
+        .unwrap();
+    }
+    let mut s = SenderSession::new(SenderConfig::default());
+    let mut r = Receiver::new(ReceiverConfig::default(), Index::new(), None);
+    for _ in 0..100 {
+        pump(&mut s, &mut r, &ix);
+        if r.progress().complete {
+            break;
+        }
+    }
+    assert!(r.is_open(), "the receiver accepted every batch");
+    assert!(r.progress().complete);
+    assert_eq!(r.index().get(file).map(|e| e.size), Some(100 + 199_999));
+}

@@ -106,6 +106,13 @@ impl BatchHeader {
     }
 }
 
+/// Log positions a batch may cover beyond its operations (superseded ones it
+/// skips): 65,536. A sender cuts a batch before it skips more; a receiver
+/// refuses a batch that does. With entry ids never beyond the log position
+/// that created them (every operation of a batch names an id below the
+/// batch's end), this bounds how far one batch can move a receiver's id space.
+pub const MAX_SKIPPED_POSITIONS: u64 = 65_536;
+
 /// Builds one batch, refusing operations once the frame would pass its byte cap.
 #[derive(Debug)]
 pub struct BatchEncoder {

@@ -246,6 +246,28 @@ impl ShareIndex {
             dirs.entry(p as u32).or_default().ids.push(i as u32);
         }
         check_acyclic(&parent, &kind)?;
+        // Names as a folder listing could hold them: safe, and unique per folder.
+        let name_at = |i: usize| &names[name_off[i] as usize..][..usize::from(name_len[i])];
+        for i in (1..n).filter(|i| live(*i)) {
+            let name = name_at(i);
+            if name.is_empty()
+                || name == b"."
+                || name == b".."
+                || name.contains(&b'/')
+                || name.contains(&0)
+            {
+                return Err(SavedIndexError::Inconsistent("a name"));
+            }
+        }
+        for list in dirs.values() {
+            let mut sorted: Vec<&[u8]> = list.ids.iter().map(|c| name_at(*c as usize)).collect();
+            sorted.sort_unstable();
+            if sorted.windows(2).any(|w| w[0] == w[1]) {
+                return Err(SavedIndexError::Inconsistent(
+                    "two entries of one name in a folder",
+                ));
+            }
+        }
         Ok(ShareIndex {
             epoch,
             parent,
