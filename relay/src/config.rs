@@ -76,6 +76,10 @@ pub struct Limits {
     /// Must exceed `idle_timeout` (by a few seconds, so that a WebSocket gets its
     /// `idle-timeout` message and close frame first).
     pub silence_timeout: Duration,
+    /// A connection's first request head (up to the blank line) must arrive
+    /// within this long of the connection: a client that trickles it a byte at a
+    /// time (slowloris) is dropped. Default 10 s.
+    pub header_timeout: Duration,
     /// A write to a connection that takes longer than this disconnects it (its reader
     /// is gone or too slow). Default 10 s.
     pub write_timeout: Duration,
@@ -101,6 +105,7 @@ impl Default for Limits {
             ping_interval: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(60),
             silence_timeout: Duration::from_secs(90),
+            header_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(5),
         }

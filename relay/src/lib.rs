@@ -113,6 +113,7 @@ pub async fn spawn(listener: TcpListener, config: RelayConfig) -> Result<RelayHa
             .max_connections
             .saturating_add(limits.max_http_connections),
         limits.silence_timeout,
+        limits.header_timeout,
     );
     let router = app(state.clone());
     let stop = state.shutdown_token().clone();

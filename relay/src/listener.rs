@@ -32,15 +32,19 @@ pub(crate) struct CappedListener {
     inner: TcpListener,
     slots: Arc<Semaphore>,
     silence: Duration,
+    header: Duration,
 }
 
 impl CappedListener {
-    /// Admits at most `cap` sockets; each is dropped after `silence` without input.
-    pub fn new(inner: TcpListener, cap: usize, silence: Duration) -> Self {
+    /// Admits at most `cap` sockets; each is dropped after `silence` without
+    /// input, or if its first request head is not complete `header` after it
+    /// was accepted.
+    pub fn new(inner: TcpListener, cap: usize, silence: Duration, header: Duration) -> Self {
         CappedListener {
             inner,
             slots: Arc::new(Semaphore::new(cap)),
             silence,
+            header,
         }
     }
 }
@@ -55,6 +59,9 @@ pub(crate) struct CappedStream {
     /// Fires at or after `last_input + silence`; re-armed lazily, so a read costs
     /// one clock read and no timer update.
     deadline: Pin<Box<Sleep>>,
+    /// Until the first request head is complete: when it must be, and the last
+    /// bytes seen (to find the blank line across reads).
+    head: Option<(Instant, u32)>,
 }
 
 impl axum::serve::Listener for CappedListener {
@@ -79,7 +86,10 @@ impl axum::serve::Listener for CappedListener {
                         _slot: slot,
                         silence: self.silence,
                         last_input: now,
-                        deadline: Box::pin(tokio::time::sleep_until(now + self.silence)),
+                        deadline: Box::pin(tokio::time::sleep_until(
+                            now + self.silence.min(self.header),
+                        )),
+                        head: Some((now + self.header, 0)),
                     };
                     return (stream, addr);
                 }
@@ -99,6 +109,13 @@ impl axum::serve::Listener for CappedListener {
     }
 }
 
+fn head_too_slow() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the request head did not arrive in time",
+    )
+}
+
 fn is_connection_error(err: &io::Error) -> bool {
     matches!(
         err.kind(),
@@ -114,20 +131,47 @@ impl AsyncRead for CappedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
         if let Poll::Ready(read) = Pin::new(&mut self.stream).poll_read(cx, buf) {
-            self.last_input = Instant::now();
+            let now = Instant::now();
+            self.last_input = now;
+            if let Some((due, mut tail)) = self.head {
+                if now > due {
+                    return Poll::Ready(Err(head_too_slow()));
+                }
+                for b in &buf.filled()[before..] {
+                    tail = (tail << 8) | u32::from(*b);
+                    if tail == u32::from_be_bytes(*b"\r\n\r\n") {
+                        self.head = None;
+                        break;
+                    }
+                }
+                if let Some(head) = self.head.as_mut() {
+                    head.1 = tail;
+                }
+            }
             return Poll::Ready(read);
         }
         loop {
             ready!(self.deadline.as_mut().poll(cx));
+            let now = Instant::now();
+            if let Some((due, _)) = self.head {
+                if due <= now {
+                    return Poll::Ready(Err(head_too_slow()));
+                }
+            }
             let due = self.last_input + self.silence;
-            if due <= Instant::now() {
+            if due <= now {
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("nothing received for {:?}", self.silence),
                 )));
             }
-            self.deadline.as_mut().reset(due);
+            let next = match self.head {
+                Some((head_due, _)) => due.min(head_due),
+                None => due,
+            };
+            self.deadline.as_mut().reset(next);
         }
     }
 }

@@ -452,3 +452,46 @@ async fn metrics_need_the_token_when_one_is_set() {
     assert_eq!(ok.status, 200);
     assert!(ok.text().contains("linkfs_relay"));
 }
+
+#[tokio::test]
+async fn a_request_head_trickled_a_byte_at_a_time_is_dropped_at_the_header_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let relay = relay(Limits {
+        header_timeout: std::time::Duration::from_millis(800),
+        ..Limits::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    let mut slowloris = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let started = std::time::Instant::now();
+    // Never idle long enough for the silence timeout (90 s), never finishing the head.
+    let mut closed = false;
+    for b in b"GET / HTTP/1.1\r\nHost: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        .iter()
+        .cycle()
+        .take(60)
+    {
+        if slowloris.write_all(&[*b]).await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut one = [0u8; 1];
+        if let Ok(Ok(0)) = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            slowloris.read(&mut one),
+        )
+        .await
+        {
+            closed = true;
+            break;
+        }
+    }
+    let waited = started.elapsed();
+    assert!(
+        closed,
+        "the relay kept a trickling connection for {waited:?}"
+    );
+    assert!(waited < std::time::Duration::from_secs(3), "{waited:?}");
+    // A request that arrives whole is served.
+    assert_eq!(http_get(addr, "/healthz").await.text(), "ok");
+}
