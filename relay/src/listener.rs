@@ -155,10 +155,10 @@ impl AsyncRead for CappedStream {
         loop {
             ready!(self.deadline.as_mut().poll(cx));
             let now = Instant::now();
-            if let Some((due, _)) = self.head {
-                if due <= now {
-                    return Poll::Ready(Err(head_too_slow()));
-                }
+            if let Some((due, _)) = self.head
+                && due <= now
+            {
+                return Poll::Ready(Err(head_too_slow()));
             }
             let due = self.last_input + self.silence;
             if due <= now {
