@@ -48,6 +48,9 @@ pub struct Limits {
     pub max_connections_per_address: usize,
     /// Rooms (shares) opened from one client address. Default 16; beyond: HTTP 429.
     pub max_rooms_per_address: usize,
+    /// Guests of one room from one client address. Default 16; beyond: HTTP 429
+    /// (one client cannot fill a room's 64 places).
+    pub max_guests_per_address: usize,
     /// TCP connections that are not (yet) WebSockets: page loads, health checks,
     /// upgrades in progress. Default 1,024. When `max_connections + max_http_connections`
     /// sockets are open, the relay stops accepting until one closes (the kernel's
@@ -96,6 +99,7 @@ impl Default for Limits {
             max_connections: 20_000,
             max_connections_per_address: 64,
             max_rooms_per_address: 16,
+            max_guests_per_address: 16,
             max_http_connections: 1_024,
             rate_per_sec: 50,
             rate_burst: 100,
@@ -139,12 +143,13 @@ impl RelayConfig {
     /// Checks that every bound is usable.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let counts: [(&'static str, u64); 12] = [
+        let counts: [(&'static str, u64); 13] = [
             (
                 "max_connections_per_address",
                 l.max_connections_per_address as u64,
             ),
             ("max_rooms_per_address", l.max_rooms_per_address as u64),
+            ("max_guests_per_address", l.max_guests_per_address as u64),
             ("max_guests_per_room", l.max_guests_per_room as u64),
             ("max_rooms", l.max_rooms as u64),
             ("max_connections", l.max_connections as u64),

@@ -84,7 +84,7 @@ async fn signal(
     }
     let client = client_address(peer.ip(), &headers, &state.config().trusted_proxies);
     let claim = state
-        .claim_address(client, role == Role::Host)
+        .claim_address(client, &room, role == Role::Host)
         .map_err(|what| {
             state.metrics().rejected(Rejection::TooManyConnections);
             AppError::TooManyFromAddress(what)

@@ -75,6 +75,10 @@ struct Args {
     #[arg(long, default_value_t = Limits::default().max_rooms_per_address)]
     max_rooms_per_address: usize,
 
+    /// Visitors of one share from one client address at once.
+    #[arg(long, default_value_t = Limits::default().max_guests_per_address)]
+    max_guests_per_address: usize,
+
     /// A reverse proxy in front of the relay (repeatable): its X-Forwarded-For
     /// names the client for the per-address limits. Nobody else's is believed.
     #[arg(long = "trust-proxy", value_name = "IP")]
@@ -123,6 +127,7 @@ fn config(args: &Args) -> Result<RelayConfig> {
         max_guests_per_room: args.max_guests_per_room,
         max_connections_per_address: args.max_connections_per_address,
         max_rooms_per_address: args.max_rooms_per_address,
+        max_guests_per_address: args.max_guests_per_address,
         max_message: args.max_message,
         rate_per_sec: args.rate_per_sec,
         rate_burst: args.rate_burst,

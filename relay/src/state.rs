@@ -39,10 +39,12 @@ struct Shared {
 }
 
 /// What one client address holds.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct AddressUse {
     connections: usize,
     rooms: usize,
+    /// Guests per room.
+    guests: HashMap<Box<str>, usize>,
 }
 
 /// One connection (and, for a host, one room) counted against a client address;
@@ -52,6 +54,8 @@ pub(crate) struct AddressClaim {
     table: Arc<Mutex<HashMap<IpAddr, AddressUse>>>,
     ip: IpAddr,
     room: bool,
+    /// The room this connection is a guest of.
+    guest_of: Option<Box<str>>,
 }
 
 impl Drop for AddressClaim {
@@ -61,6 +65,14 @@ impl Drop for AddressClaim {
             u.connections = u.connections.saturating_sub(1);
             if self.room {
                 u.rooms = u.rooms.saturating_sub(1);
+            }
+            if let Some(room) = &self.guest_of
+                && let Some(n) = u.guests.get_mut(room)
+            {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    u.guests.remove(room);
+                }
             }
             if u.connections == 0 && u.rooms == 0 {
                 table.remove(&self.ip);
@@ -141,11 +153,12 @@ impl RelayState {
         seen.insert(sig.to_owned(), expiry).is_none()
     }
 
-    /// Counts one more connection (and room, if `room`) from `ip`, or says
-    /// which per-address limit it would pass.
+    /// Counts one more connection from `ip` (a host's, opening a room, or a
+    /// guest's of `room_name`), or says which per-address limit it would pass.
     pub(crate) fn claim_address(
         &self,
         ip: IpAddr,
+        room_name: &str,
         room: bool,
     ) -> Result<AddressClaim, &'static str> {
         let limits = &self.inner.config.limits;
@@ -161,14 +174,20 @@ impl RelayState {
         if room && u.rooms >= limits.max_rooms_per_address {
             return Err("shares");
         }
+        if !room && u.guests.get(room_name).copied().unwrap_or(0) >= limits.max_guests_per_address {
+            return Err("visitors of this share");
+        }
         u.connections += 1;
         if room {
             u.rooms += 1;
+        } else {
+            *u.guests.entry(room_name.into()).or_default() += 1;
         }
         Ok(AddressClaim {
             table: self.inner.per_address.clone(),
             ip,
             room,
+            guest_of: (!room).then(|| room_name.into()),
         })
     }
 

@@ -495,3 +495,21 @@ async fn a_request_head_trickled_a_byte_at_a_time_is_dropped_at_the_header_timeo
     // A request that arrives whole is served.
     assert_eq!(http_get(addr, "/healthz").await.text(), "ok");
 }
+
+#[tokio::test]
+async fn one_address_cannot_fill_a_room_with_its_own_guests() {
+    let relay = relay(Limits {
+        max_guests_per_address: 2,
+        ..Limits::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    let _host = Client::host(addr, &ROOM).await;
+    assert_eq!(upgrade_from(addr, "192.0.2.1").await, 101);
+    assert_eq!(upgrade_from(addr, "192.0.2.1").await, 101);
+    assert_eq!(
+        upgrade_from(addr, "192.0.2.1").await,
+        429,
+        "a third guest from one address"
+    );
+}
