@@ -495,3 +495,24 @@ async fn a_flood_of_guests_cannot_get_the_host_rate_limited_off_its_room() {
     host.expect_quiet(Duration::from_millis(300)).await;
     let _late = Client::join(addr, &ROOM, "guest", admitted as u32 + 1).await;
 }
+
+#[tokio::test]
+async fn one_address_opens_a_bounded_number_of_rooms() {
+    let relay = relay(Limits {
+        max_rooms_per_address: 1,
+        ..Limits::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    let _first = Client::host(addr, &ROOM).await;
+    let other = common::room_of_seed(45);
+    let url = format!(
+        "ws://{addr}/signal/{other}?role=host{}",
+        common::host_proof(&other)
+    );
+    let refused = tokio_tungstenite::connect_async(url).await;
+    assert!(
+        matches!(&refused, Err(tokio_tungstenite::tungstenite::Error::Http(r)) if r.status() == 429),
+        "{refused:?}"
+    );
+}
