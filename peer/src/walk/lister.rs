@@ -70,7 +70,12 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
     if let Some(hook) = &shared.before_listing {
         hook(&job.path);
     }
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    // The shared folder itself may be given as a symlink (the user named it):
+    // followed there, and nowhere else.
+    let mut flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    if job.id != EntryId::ROOT {
+        flags |= OFlag::O_NOFOLLOW;
+    }
     let opened = open(&job.path, flags, Mode::empty()).and_then(|fd| {
         let st = fstat(&fd)?;
         Ok((fd, st))
