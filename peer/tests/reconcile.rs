@@ -256,7 +256,16 @@ fn a_folder_of_3000_entries_renamed_is_one_move_and_keeps_every_id() {
         .map(|n| ix.lookup(format!("big/sub/{n}").as_bytes()).unwrap())
         .collect();
     let log_before = ix.log_end();
+    let root_mtime = |r: &std::path::Path| {
+        let m = fs::metadata(r).unwrap();
+        (m.mtime(), m.mtime_nsec())
+    };
+    let root_before = root_mtime(&root);
     fs::rename(root.join("big"), root.join("renamed")).unwrap();
+    // The root's own mtime changes with the rename, unless the kernel's coarse
+    // clock had not ticked since the root last changed (then there is nothing
+    // to log for it).
+    let root_changed = root_mtime(&root) != root_before;
     // The watcher also reports stale paths under the old name.
     let stats = reconcile_paths(
         &mut ix,
@@ -268,7 +277,7 @@ fn a_folder_of_3000_entries_renamed_is_one_move_and_keeps_every_id() {
     // The move, and the new mtime of the folder that holds it (the root).
     assert_eq!(
         ix.log_end().0 - log_before.0,
-        2,
+        1 + u64::from(root_changed),
         "one move in the log, not 3,000 entries"
     );
     for (n, id) in ids.iter().enumerate() {
