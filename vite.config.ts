@@ -29,6 +29,14 @@ export default defineConfig(({ mode }) => {
       assetsInlineLimit: 0,
       // No modulepreload polyfill: it is not needed by the browsers we target.
       modulePreload: { polyfill: false },
+      rollupOptions: {
+        // The service worker is its own entry, at the app's root (its scope is the
+        // app) under a fixed name; it imports nothing shared, so it is one script.
+        input: { index: `${repoRoot}/web/index.html`, sw: `${repoRoot}/web/src/sw.ts` },
+        output: {
+          entryFileNames: (chunk) => (chunk.name === 'sw' ? 'sw.js' : 'assets/[name]-[hash].js'),
+        },
+      },
     },
     worker: {
       format: 'es',

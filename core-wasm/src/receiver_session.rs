@@ -293,6 +293,28 @@ impl ReceiverSession {
             .map_err(|e| JsError::new(&e.to_string()))
     }
 
+    /// Starts reading `len` bytes at `offset` of a file (JavaScript numbers:
+    /// exact up to 2^53, far beyond any file); events name the returned handle.
+    /// A range outside the file is refused with the file's size in the message.
+    #[wasm_bindgen(js_name = startReadRange)]
+    pub fn start_read_range(&self, id: u32, offset: f64, len: f64) -> Result<u32, JsError> {
+        let whole = |x: f64| x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x <= 2f64.powi(53);
+        if !whole(offset) || !whole(len) {
+            return Err(JsError::new(&format!(
+                "a read range must be whole bytes, not {offset} + {len}"
+            )));
+        }
+        let started =
+            self.inner
+                .borrow_mut()
+                .receiver
+                .start_read(EntryId(id), offset as u64, len as u64);
+        self.after();
+        started
+            .map(|h| h.0)
+            .map_err(|e| JsError::new(&e.to_string()))
+    }
+
     #[wasm_bindgen(js_name = cancelRead)]
     pub fn cancel_read(&self, handle: u32) {
         self.inner

@@ -18,6 +18,7 @@ const baseArgs = [
   '--disable-background-networking',
   '--disable-component-update',
   '--disable-sync',
+  ...(process.env.LINKFS_CHROMIUM_EXTRA ? process.env.LINKFS_CHROMIUM_EXTRA.split(' ') : []),
 ];
 
 /**
@@ -39,6 +40,8 @@ export interface ChromiumInstance {
   readonly name: string;
   readonly context: BrowserContext;
   readonly userDataDir: string;
+  /** The browser's main process (its renderers descend from it), if found. */
+  readonly browserPid: number | null;
   /** Uncaught exceptions and crashes seen in any page of this browser. */
   readonly pageErrors: string[];
   /** The first call returns the tab the browser opened with, later calls new tabs. */
@@ -56,6 +59,11 @@ export interface ChromiumInstance {
 let playwrightDisableFeatures: Promise<string | null> | undefined;
 
 async function browserCommandLine(userDataDir: string): Promise<string[] | null> {
+  return (await browserProcess(userDataDir))?.args ?? null;
+}
+
+/** The browser's main process for a profile: its pid and command line. */
+async function browserProcess(userDataDir: string): Promise<{ pid: number; args: string[] } | null> {
   const marker = `--user-data-dir=${userDataDir}`;
   for (const pid of await readdir('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
@@ -66,7 +74,7 @@ async function browserCommandLine(userDataDir: string): Promise<string[] | null>
       continue; // exited meanwhile, or not ours to read
     }
     const args = raw.split('\0').filter((a) => a !== '');
-    if (args.includes(marker) && !args.some((a) => a.startsWith('--type='))) return args;
+    if (args.includes(marker) && !args.some((a) => a.startsWith('--type='))) return { pid: Number(pid), args };
   }
   return null;
 }
@@ -138,7 +146,8 @@ export async function launchChromium(options: ChromiumOptions): Promise<Chromium
   }
 
   // The merged switch must be the only one, or Chromium silently uses another list.
-  const cmdline = await browserCommandLine(userDataDir);
+  const main = await browserProcess(userDataDir);
+  const cmdline = main?.args ?? null;
   const switches = (cmdline ?? []).filter((a) => a.startsWith('--disable-features='));
   if (cmdline !== null && (switches.length !== 1 || !switches[0]!.includes('WebRtcHideLocalIpsWithMdns'))) {
     await context.close();
@@ -160,6 +169,7 @@ export async function launchChromium(options: ChromiumOptions): Promise<Chromium
     name,
     context,
     userDataDir,
+    browserPid: main?.pid ?? null,
     pageErrors,
     async page() {
       const initial = context.pages()[0];

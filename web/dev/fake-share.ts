@@ -14,6 +14,9 @@
 // A fragment without a '.' is rejected as not a link.
 
 import type {
+  Transfer,
+  TransferSource,
+  TransferTarget,
   ConnectionStatus,
   EntryRow,
   IndexProgress,
@@ -185,6 +188,14 @@ class FakeShare implements ShareApi {
       at = next;
     }
     return this.visible(at) ? this.rowOf(at) : null;
+  }
+
+  /** The fake streams nothing: transfers (service worker, File System Access) need the real share. */
+  transfer(_source: TransferSource, _target: TransferTarget): Transfer {
+    const error = new Error('Streaming transfers are not simulated by the development fake; downloads use read().');
+    const failed = Promise.reject(error);
+    failed.catch(() => undefined);
+    return { ready: failed, done: failed, onProgress: null, stop: () => undefined };
   }
 
   async read(id: number, options: ReadOptions = {}): Promise<Blob> {

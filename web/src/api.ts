@@ -84,6 +84,40 @@ export type ShareEvent =
    */
   | { type: 'changed'; dirs: number[]; all?: boolean };
 
+/** What to serve or save: one file, or a ZIP of a selection of files and folders. */
+export type TransferSource = { kind: 'file'; id: number } | { kind: 'zip'; ids: number[]; name: string };
+
+/** Where a transfer's bytes go. */
+export type TransferTarget =
+  /** To the service worker on `port` (a download when `once`, else media answering many ranges). */
+  | { kind: 'port'; port: MessagePort; once: boolean }
+  /** Into a file the user picked (File System Access), continuing at byte `resumeAt`. */
+  | { kind: 'file'; handle: FileSystemFileHandle; resumeAt?: number }
+  /** Into memory, refused above `cap` bytes. */
+  | { kind: 'blob'; cap: number };
+
+/** A ZIP's facts, known before its first byte. */
+export interface ZipFacts {
+  /** Exact length of the ZIP. */
+  size: number;
+  files: number;
+  folders: number;
+  contentBytes: number;
+  /** Names changed or entries left out, in words (the first 1,000). */
+  notes: string[];
+  notesTotal: number;
+}
+
+export interface Transfer {
+  /** Size and name, once the source is ready (a ZIP's plan is made first). */
+  readonly ready: Promise<{ size: number; name: string; zip?: ZipFacts }>;
+  /** Settles when the bytes are all delivered (with the Blob for a `blob` target), or why not. */
+  readonly done: Promise<{ blob?: Blob }>;
+  /** Called with the bytes delivered so far (for a `file` target: the position reached). */
+  onProgress: ((sent: number) => void) | null;
+  stop(reason: string): void;
+}
+
 export interface ShareApi {
   readonly rootId: number;
   status(): ConnectionStatus;
@@ -98,5 +132,7 @@ export interface ShareApi {
   lookup(path: string): Promise<EntryRow | null>;
   /** Reads a whole file; every chunk is BLAKE3-verified before it is used. */
   read(id: number, options?: ReadOptions): Promise<Blob>;
+  /** Streams a file or a ZIP somewhere with bounded memory; see `TransferTarget`. */
+  transfer(source: TransferSource, target: TransferTarget): Transfer;
   close(): void;
 }

@@ -5,6 +5,7 @@ import './style.css';
 import type { ConnectionStatus, ShareApi } from './api';
 import { openShare } from './share';
 import { errorText } from './ui/save-file';
+import { serviceWorker } from './ui/service-worker';
 import { parseFragment } from './ui/share-link';
 import { ShareView } from './ui/share-view';
 
@@ -27,6 +28,8 @@ async function main(): Promise<void> {
   const view = new ShareView(key);
   mount.replaceChildren(view.element);
 
+  // Registered early: the first download or video must not wait for it.
+  void serviceWorker();
   if (key === '') {
     view.showFailure(NO_KEY);
     // Pasting a link into this tab's address bar only changes the fragment.

@@ -14,6 +14,10 @@ import type {
   ShareApi,
   ShareEvent,
   SortKey,
+  Transfer,
+  TransferSource,
+  TransferTarget,
+  ZipFacts,
 } from './api';
 import type { FromWorker, IndexQuery, ShareStats, ToWorker, WorkerProgress } from './wasm/protocol';
 import {
@@ -60,6 +64,13 @@ interface PendingRead {
   onProgress?: ReadOptions['onProgress'];
 }
 
+interface PendingTransfer {
+  transfer: Transfer;
+  ready: { resolve: (v: { size: number; name: string; zip?: ZipFacts }) => void; reject: (e: Error) => void };
+  done: { resolve: (v: { blob?: Blob }) => void; reject: (e: Error) => void };
+  blob?: Blob;
+}
+
 class WasmShare implements ShareApi {
   readonly rootId = 0;
   private readonly worker: Worker;
@@ -70,6 +81,7 @@ class WasmShare implements ShareApi {
   private readonly listeners = new Set<(event: ShareEvent) => void>();
   private readonly queries = new Map<number, PendingQuery>();
   private readonly reads = new Map<number, PendingRead>();
+  private readonly transfers = new Map<string, PendingTransfer>();
   private nextId = 1;
   private connectTimer: ReturnType<typeof setTimeout> | null = null;
   /** The link being followed (origin + fragment). */
@@ -208,6 +220,12 @@ class WasmShare implements ShareApi {
       r.reject(new Error(message));
       this.reads.delete(id);
     }
+    for (const [token, t] of this.transfers) {
+      t.ready.reject(new Error(message));
+      t.done.reject(new Error(message));
+      this.transfers.delete(token);
+      this.post({ type: 'serve-stop', token, reason: message });
+    }
   }
 
   private emit(event: ShareEvent): void {
@@ -299,6 +317,29 @@ class WasmShare implements ShareApi {
         this.reads.get(m.id)?.reject(new Error(m.message));
         this.reads.delete(m.id);
         return;
+      case 'serve-ready':
+        this.transfers.get(m.token)?.ready.resolve({ size: m.size, name: m.name, ...(m.zip ? { zip: m.zip } : {}) });
+        return;
+      case 'serve-progress':
+        this.transfers.get(m.token)?.transfer.onProgress?.(m.sent);
+        return;
+      case 'serve-blob': {
+        const t = this.transfers.get(m.token);
+        if (t) t.blob = m.blob;
+        return;
+      }
+      case 'serve-finished': {
+        const t = this.transfers.get(m.token);
+        if (!t) return;
+        this.transfers.delete(m.token);
+        if (m.ok) {
+          t.done.resolve(t.blob ? { blob: t.blob } : {});
+        } else {
+          t.ready.reject(new Error(m.message));
+          t.done.reject(new Error(m.message));
+        }
+        return;
+      }
     }
   }
 
@@ -369,6 +410,42 @@ class WasmShare implements ShareApi {
     });
   }
 
+  transfer(source: TransferSource, target: TransferTarget): Transfer {
+    const token = `t${this.nextId++}`;
+    let readyHooks!: PendingTransfer['ready'];
+    let doneHooks!: PendingTransfer['done'];
+    const ready = new Promise<{ size: number; name: string; zip?: ZipFacts }>((resolve, reject) => {
+      readyHooks = { resolve, reject };
+    });
+    const done = new Promise<{ blob?: Blob }>((resolve, reject) => {
+      doneHooks = { resolve, reject };
+    });
+    // Nobody may be waiting on `ready` once `done` failed: no unhandled rejection.
+    ready.catch(() => undefined);
+    const transfer: Transfer = {
+      ready,
+      done,
+      onProgress: null,
+      stop: (reason: string) => {
+        const t = this.transfers.get(token);
+        if (!t) return;
+        this.transfers.delete(token);
+        this.post({ type: 'serve-stop', token, reason });
+        t.done.reject(abortError(reason));
+      },
+    };
+    if (this.currentStatus.state !== 'connected' && this.currentStatus.state !== 'reconnecting') {
+      const error = new Error(`Cannot read files now: ${this.currentStatus.message}`);
+      readyHooks.reject(error);
+      doneHooks.reject(error);
+      return transfer;
+    }
+    this.transfers.set(token, { transfer, ready: readyHooks, done: doneHooks });
+    const workerSource = source.kind === 'file' ? { kind: 'file' as const, entry: source.id } : { kind: 'zip' as const, roots: source.ids, name: source.name };
+    this.post({ type: 'serve', token, source: workerSource, target }, target.kind === 'port' ? [target.port] : []);
+    return transfer;
+  }
+
   close(): void {
     this.over = true;
     if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
@@ -384,8 +461,8 @@ function sentence(text: string): string {
   return `${t.charAt(0).toUpperCase()}${t.slice(1)}${/[.!?]$/.test(t) ? '' : '.'}`;
 }
 
-function abortError(): Error {
-  return new DOMException('The read was cancelled', 'AbortError');
+function abortError(message = 'The read was cancelled'): Error {
+  return new DOMException(message, 'AbortError');
 }
 
 /** Opens the share whose key (`<room>.<secret>`) is in the page's fragment. */

@@ -1,12 +1,14 @@
-// The downloads panel: every file being fetched from the sharer, with a progress bar,
-// its rate, and cancel / retry / save-again. Several run at once; the share schedules
-// the actual reads. Finished items keep their Blob so "Save again" costs nothing, and
-// are dropped (oldest first) beyond a small bound.
+// The downloads panel: every file or ZIP being saved, with a progress bar, its rate,
+// the time left, and cancel / retry / save-again. Several run at once; the share
+// schedules the reads. Bytes go to disk through ./save.ts (the service worker, File
+// System Access, or memory as the last resort), never all through memory. A preview
+// that already read a file hands its Blob over, so saving it costs nothing.
 
-import type { EntryRow, ReadProgress, ShareApi } from '../api';
+import type { EntryRow, ShareApi, TransferSource, ZipFacts } from '../api';
 import { button, el } from './dom';
-import { formatRate, formatSize } from './format';
+import { formatCount, formatRate, formatSize } from './format';
 import { icon } from './icons';
+import { type Resume, type SaveRoute, startSave } from './save';
 import { errorText, isAbort, saveFile } from './save-file';
 
 export type DownloadState = 'running' | 'done' | 'failed' | 'cancelled';
@@ -14,75 +16,134 @@ export type DownloadState = 'running' | 'done' | 'failed' | 'cancelled';
 /** Finished items kept in the panel. */
 const KEEP_FINISHED = 20;
 
+/** What to save: a file (with its row), or a selection as one ZIP. */
+export interface SaveRequest {
+  /** The name shown (and offered to the browser). */
+  name: string;
+  source: TransferSource;
+  /** Bytes, when known before the plan (files). */
+  size: number;
+  /** Entry id for tests (`data-id`): the file's, or the first selected. */
+  id: number;
+}
+
 class Download {
   readonly element: HTMLElement;
   state: DownloadState = 'running';
   private readonly bar: HTMLProgressElement;
   private readonly detail: HTMLElement;
+  private readonly notes: HTMLElement;
   private readonly buttons: HTMLElement;
-  private controller = new AbortController();
+  private job: { cancel(): void; resumeState(): Resume | null } | null = null;
   private blob: Blob | null = null;
-  private progress: ReadProgress = { done: 0, total: 0 };
+  private done = 0;
+  private total: number;
   private startedAt = performance.now();
+  private startedFrom = 0;
   private frame = 0;
+  private route: SaveRoute | null = null;
+  private resume: Resume | null = null;
 
   constructor(
     private readonly api: ShareApi,
-    readonly row: EntryRow,
+    readonly request: SaveRequest,
     private readonly onRemove: (item: Download) => void,
     private readonly onStateChange: () => void,
   ) {
-    this.bar = el('progress', { className: 'download-bar', attrs: { max: '1', 'aria-label': `Download of ${row.name}` } });
-    this.detail = el('div', { className: 'download-detail' });
+    this.total = request.size;
+    this.bar = el('progress', { className: 'download-bar', attrs: { max: '1', 'aria-label': `Download of ${request.name}` } });
+    this.detail = el('div', { className: 'download-detail', attrs: { 'aria-live': 'polite' } });
+    this.notes = el('div', { className: 'download-notes' });
+    this.notes.hidden = true;
     this.buttons = el('div', { className: 'download-buttons' });
     this.element = el(
       'li',
-      { className: 'download', data: { testid: 'download', id: String(row.id), name: row.name } },
-      el('div', { className: 'download-name', text: row.name, attrs: { title: row.name } }),
+      { className: 'download', data: { testid: 'download', id: String(request.id), name: request.name } },
+      el('div', { className: 'download-name', text: request.name, attrs: { title: request.name } }),
       this.bar,
       el('div', { className: 'download-foot' }, this.detail, this.buttons),
+      this.notes,
     );
   }
 
-  /** Reads the file (or uses `blob` already read elsewhere) and saves it. */
+  /** Saves the file (or `blob` already read elsewhere). Call from the user's click. */
   start(blob?: Blob): void {
     if (blob) {
-      this.progress = { done: blob.size, total: blob.size };
-      this.finish(blob);
+      this.done = blob.size;
+      this.total = blob.size;
+      this.blob = blob;
+      saveFile(blob, this.request.name);
+      this.setState('done');
       return;
     }
-    this.controller = new AbortController();
     this.startedAt = performance.now();
-    this.progress = { done: 0, total: this.row.size };
+    this.startedFrom = this.resume?.at ?? 0;
+    this.done = this.startedFrom;
     this.setState('running');
-    const signal = this.controller.signal;
-    this.api
-      .read(this.row.id, { signal, onProgress: (p) => this.onProgress(p) })
-      .then(
-        (result) => {
-          if (!signal.aborted) this.finish(result);
-        },
-        (error: unknown) => {
-          if (signal.aborted || isAbort(error)) this.setState('cancelled');
-          else this.setState('failed', errorText(error));
-        },
-      );
+    const resume = this.request.source.kind === 'file' ? (this.resume ?? undefined) : undefined;
+    startSave(this.api, this.request.source, this.request.name, resume).then(
+      (job) => {
+        if (this.state !== 'running') {
+          job.cancel();
+          return;
+        }
+        this.job = job;
+        this.route = job.route;
+        this.element.dataset.route = job.route;
+        job.onProgress = (sent) => this.onProgress(sent);
+        job.ready.then(
+          ({ size, zip }) => {
+            this.total = size;
+            if (zip) this.showZipFacts(zip);
+            this.render();
+          },
+          () => undefined,
+        );
+        job.done.then(
+          () => {
+            this.done = this.total;
+            this.element.dataset.bytes = String(this.total);
+            this.setState('done');
+          },
+          (error: unknown) => this.failed(error),
+        );
+      },
+      (error: unknown) => this.failed(error),
+    );
+  }
+
+  private failed(error: unknown): void {
+    if (this.state !== 'running') return;
+    this.resume = this.job?.resumeState() ?? null;
+    if (isAbort(error)) this.setState('cancelled');
+    else this.setState('failed', errorText(error));
   }
 
   cancel(): void {
     if (this.state !== 'running') return;
-    this.controller.abort();
+    this.job?.cancel();
     this.setState('cancelled');
   }
 
-  private finish(blob: Blob): void {
-    this.blob = blob;
-    this.setState('done');
-    saveFile(blob, this.row.name);
+  private showZipFacts(zip: ZipFacts): void {
+    const parts = [`${formatCount(zip.files)} files`, `${formatCount(zip.folders)} folders`];
+    this.element.dataset.files = String(zip.files);
+    this.element.dataset.notes = String(zip.notesTotal);
+    if (zip.notesTotal === 0) {
+      this.notes.hidden = true;
+      this.notes.textContent = parts.join(' · ');
+      this.notes.hidden = false;
+      return;
+    }
+    const summary = el('summary', { text: `${parts.join(' · ')} · ${formatCount(zip.notesTotal)} ${zip.notesTotal === 1 ? 'name' : 'names'} changed or left out` });
+    const list = el('ul', { className: 'download-note-list' }, ...zip.notes.map((n) => el('li', { text: n })));
+    if (zip.notesTotal > zip.notes.length) list.append(el('li', { text: `… and ${formatCount(zip.notesTotal - zip.notes.length)} more` }));
+    this.notes.replaceChildren(el('details', {}, summary, list));
+    this.notes.hidden = false;
   }
 
-  private onProgress(progress: ReadProgress): void {
-    this.progress = progress;
+  private onProgress(sent: number): void {
+    this.done = sent;
     if (this.frame !== 0) return;
     this.frame = requestAnimationFrame(() => {
       this.frame = 0;
@@ -93,6 +154,7 @@ class Download {
   private setState(state: DownloadState, failure?: string): void {
     this.state = state;
     this.element.dataset.state = state;
+    if (failure !== undefined) this.element.dataset.error = failure;
     this.render(failure);
     this.renderButtons();
     this.onStateChange();
@@ -100,7 +162,7 @@ class Download {
 
   /** Progress text and bar; runs on every progress frame. */
   private render(failure?: string): void {
-    const { done, total } = this.progress;
+    const { done, total } = this;
     this.bar.max = Math.max(1, total);
     this.bar.value = Math.min(done, Math.max(1, total));
     this.bar.hidden = this.state !== 'running';
@@ -108,12 +170,17 @@ class Download {
     switch (this.state) {
       case 'running': {
         const seconds = (performance.now() - this.startedAt) / 1000;
-        const rate = seconds > 0.25 && done > 0 ? ` · ${formatRate(done / seconds)}` : '';
-        text = `${formatSize(done)} of ${formatSize(total)}${rate}`;
+        const rate = (done - this.startedFrom) / Math.max(seconds, 1e-3);
+        let extra = '';
+        if (seconds > 0.5 && rate > 0) {
+          extra = ` · ${formatRate(rate)}`;
+          if (total > done) extra += ` · ${formatDuration((total - done) / rate)} left`;
+        }
+        text = total > 0 ? `${formatSize(done)} of ${formatSize(total)}${extra}` : 'Preparing…';
         break;
       }
       case 'done':
-        text = `Saved · ${formatSize(total)}`;
+        text = this.route === 'service-worker' ? `Saved by the browser · ${formatSize(total)}` : `Saved · ${formatSize(total)}`;
         break;
       case 'cancelled':
         text = 'Cancelled';
@@ -129,22 +196,33 @@ class Download {
 
   /** The buttons; only on state changes, so a button is never swapped under the pointer. */
   private renderButtons(): void {
+    const name = this.request.name;
     const controls: HTMLElement[] = [];
     if (this.state === 'running') {
-      controls.push(button(`Cancel download of ${this.row.name}`, 'text-button download-cancel', () => this.cancel(), 'Cancel'));
+      controls.push(button(`Cancel download of ${name}`, 'text-button download-cancel', () => this.cancel(), 'Cancel'));
     } else {
       if (this.state === 'done' && this.blob) {
         const blob = this.blob;
-        controls.push(button(`Save ${this.row.name} again`, 'text-button download-save', () => saveFile(blob, this.row.name), 'Save again'));
-      } else {
-        controls.push(button(`Try downloading ${this.row.name} again`, 'text-button download-retry', () => this.start(), 'Retry'));
+        controls.push(button(`Save ${name} again`, 'text-button download-save', () => saveFile(blob, name), 'Save again'));
+      } else if (this.state !== 'done') {
+        const label = this.resume && this.resume.at > 0 ? 'Resume' : 'Retry';
+        controls.push(button(`${label} downloading ${name}`, 'text-button download-retry', () => this.start(), label));
       }
-      const remove = button(`Remove ${this.row.name} from the list`, 'icon-button download-remove', () => this.onRemove(this), '');
+      const remove = button(`Remove ${name} from the list`, 'icon-button download-remove', () => this.onRemove(this), '');
       remove.append(icon('close'));
       controls.push(remove);
     }
     this.buttons.replaceChildren(...controls);
   }
+}
+
+/** "1 h 5 min", "3 min", "12 s". */
+function formatDuration(seconds: number): string {
+  const s = Math.ceil(seconds);
+  if (s < 60) return `${s} s`;
+  const m = Math.round(s / 60);
+  if (m < 60) return `${m} min`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 
 export class DownloadsPanel {
@@ -171,7 +249,12 @@ export class DownloadsPanel {
 
   /** Starts downloading `row`; pass `blob` when its bytes were already read. */
   start(row: EntryRow, blob?: Blob): void {
-    const item = new Download(this.api, row, (it) => this.remove(it), () => this.update());
+    this.save({ name: row.name, source: { kind: 'file', id: row.id }, size: row.size, id: row.id }, blob);
+  }
+
+  /** Saves a file or a ZIP (call from the user's click). */
+  save(request: SaveRequest, blob?: Blob): void {
+    const item = new Download(this.api, request, (it) => this.remove(it), () => this.update());
     this.items.unshift(item);
     this.list.prepend(item.element);
     this.setCollapsed(false);

@@ -309,9 +309,9 @@ export class DirectoryListing {
     view.size.textContent = data.kind === 'dir' ? (data.children === undefined ? '' : formatItems(data.children)) : formatSize(data.size);
     view.mtime.textContent = formatTime(data.mtime);
     view.mtime.title = formatFullTime(data.mtime);
-    view.download.hidden = data.kind !== 'file';
-    if (data.kind === 'file') {
-      const label = `Download ${data.name}`;
+    view.download.hidden = data.kind === 'symlink';
+    if (data.kind !== 'symlink') {
+      const label = data.kind === 'dir' ? `Download ${data.name} as a ZIP` : `Download ${data.name}`;
       view.download.setAttribute('aria-label', label);
       view.download.title = label;
     }

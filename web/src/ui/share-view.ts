@@ -39,6 +39,7 @@ export class ShareView {
   private readonly notice: HTMLElement;
   private readonly content: HTMLElement;
   private readonly toolbar: HTMLElement;
+  private readonly folderDownload: HTMLButtonElement;
   private readonly filterBox: HTMLInputElement;
   private filterTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -76,7 +77,17 @@ export class ShareView {
     this.filterBox.addEventListener('input', () => this.onFilterInput());
     this.filterBox.addEventListener('keydown', (event) => this.onFilterKey(event));
     const filter = el('label', { className: 'filter-box' }, icon('search'), this.filterBox);
-    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, filter);
+    this.folderDownload = el('button', {
+      className: 'text-button folder-download',
+      text: 'Download folder',
+      attrs: { type: 'button', 'aria-label': 'Download this folder as a ZIP' },
+      data: { testid: 'folder-download' },
+    });
+    this.folderDownload.prepend(icon('download'));
+    this.folderDownload.addEventListener('click', () => {
+      if (this.shownDir) this.downloadRows([this.shownDir]);
+    });
+    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.folderDownload, filter);
 
     this.element = el(
       'div',
@@ -112,7 +123,7 @@ export class ShareView {
     this.api = api;
     this.listing = new DirectoryListing(api, {
       open: (row) => this.open(row),
-      download: (row) => this.downloads?.start(row),
+      download: (row) => this.downloadRows([row]),
       up: () => this.up(),
       orderChanged: (order) => this.setOrder(order),
       countChanged: (total, filter) => this.showCount(total, filter),
@@ -130,6 +141,23 @@ export class ShareView {
     this.onProgress(api.progress());
     window.addEventListener('hashchange', () => this.onLocationChange());
     this.onLocationChange();
+  }
+
+  /** Saves one file as itself, anything else (a folder, several entries) as one ZIP. */
+  downloadRows(rows: EntryRow[]): void {
+    const first = rows[0];
+    if (!first || !this.downloads) return;
+    if (rows.length === 1 && first.kind === 'file') {
+      this.downloads.start(first);
+      return;
+    }
+    const base = rows.length === 1 ? first.name || this.shareName.textContent || 'share' : `${this.shareName.textContent || 'share'} (${rows.length} items)`;
+    this.downloads.save({
+      name: `${base}.zip`,
+      source: { kind: 'zip', ids: rows.map((r) => r.id), name: `${base}.zip` },
+      size: 0,
+      id: first.id,
+    });
   }
 
   // --- events from the share ---

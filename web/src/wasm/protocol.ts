@@ -22,6 +22,28 @@ export type IndexQuery =
 
 export type QueryAnswer = ListPage | EntryRow | EntryPath | null;
 
+/** What to serve or save: one file, or a ZIP of a selection (files and folders). */
+export type ServeSource = { kind: 'file'; entry: number } | { kind: 'zip'; roots: number[]; name: string };
+
+/** Where the bytes go. */
+export type ServeTarget =
+  /** To the service worker on this port; `once`: a download (ends with its one stream), else media. */
+  | { kind: 'port'; port: MessagePort; once: boolean }
+  /** Into a file the user chose (File System Access), from byte `resumeAt` on. */
+  | { kind: 'file'; handle: FileSystemFileHandle; resumeAt?: number }
+  /** Into a Blob in memory, refused above `cap` bytes (the last resort). */
+  | { kind: 'blob'; cap: number };
+
+/** What the page learns of a ZIP before its first byte. */
+export interface ZipFacts {
+  size: number;
+  files: number;
+  folders: number;
+  contentBytes: number;
+  notes: string[];
+  notesTotal: number;
+}
+
 export type ToWorker =
   | { type: 'open'; key: string }
   | { type: 'channel-open' }
@@ -30,7 +52,9 @@ export type ToWorker =
   | { type: 'frame'; frame: ArrayBuffer }
   | { type: 'query'; id: number; query: IndexQuery }
   | { type: 'read'; id: number; entry: number }
-  | { type: 'cancel-read'; id: number };
+  | { type: 'cancel-read'; id: number }
+  | { type: 'serve'; token: string; source: ServeSource; target: ServeTarget }
+  | { type: 'serve-stop'; token: string; reason: string };
 
 export type FromWorker =
   | { type: 'ready'; progress: WorkerProgress; stats: ShareStats }
@@ -45,4 +69,8 @@ export type FromWorker =
   | { type: 'query-failed'; id: number; message: string }
   | { type: 'read-progress'; id: number; done: number; total: number }
   | { type: 'read-done'; id: number; blob: Blob }
-  | { type: 'read-failed'; id: number; message: string };
+  | { type: 'read-failed'; id: number; message: string }
+  | { type: 'serve-ready'; token: string; size: number; name: string; zip?: ZipFacts }
+  | { type: 'serve-progress'; token: string; sent: number }
+  | { type: 'serve-blob'; token: string; blob: Blob }
+  | { type: 'serve-finished'; token: string; ok: boolean; message: string };

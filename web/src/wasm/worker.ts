@@ -8,7 +8,12 @@
 
 import init, { ReceiverSession, type SessionEvent } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 import wasmUrl from '../../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url';
-import type { FromWorker, IndexQuery, QueryAnswer, ShareStats, ToWorker, WorkerProgress } from './protocol';
+import type { EntryRow } from '../api';
+import { entryStream, type RangeReader, type ReadSink } from './entry-stream';
+import type { FromWorker, IndexQuery, QueryAnswer, ServeSource, ShareStats, ToWorker, WorkerProgress } from './protocol';
+import { type ByteSource, messageOf, SourceServer } from './serve';
+import { saveToBlob, saveToFile } from './save-sinks';
+import { planZip, zipSource } from './zip-source';
 
 declare const self: DedicatedWorkerGlobalScope;
 
@@ -17,20 +22,17 @@ const PROGRESS_EVERY_MS = 50;
 /** Read progress at most this often per read. */
 const READ_PROGRESS_EVERY_MS = 100;
 
-interface ActiveRead {
-  id: number;
-  total: number;
-  done: number;
-  parts: Uint8Array[];
-  lastProgress: number;
-}
 
 let session: ReceiverSession | null = null;
 let timer: ReturnType<typeof setTimeout> | null = null;
 let lastProgressAt = 0;
 let progressTimer: ReturnType<typeof setTimeout> | null = null;
-const readsByHandle = new Map<number, ActiveRead>();
+/** Where each read's events go, by the session's read handle. */
+const sinks = new Map<number, ReadSink>();
+/** Whole-file reads the page asked for (previews), by the page's id: their handle. */
 const handleById = new Map<number, number>();
+/** Resources being served or saved, by the page's token. */
+const serving = new Map<string, { stop(reason: string): void }>();
 const early: ToWorker[] = [];
 
 function post(message: FromWorker, transfer: Transferable[] = []): void {
@@ -82,28 +84,19 @@ function flush(): void {
 
 function handleEvent(ev: SessionEvent): void {
   switch (ev.type) {
-    case 'data': {
-      const r = readsByHandle.get(ev.handle);
-      if (!r) return;
-      r.parts.push(ev.bytes);
-      r.done += ev.bytes.byteLength;
-      const now = performance.now();
-      if (now - r.lastProgress >= READ_PROGRESS_EVERY_MS) {
-        r.lastProgress = now;
-        post({ type: 'read-progress', id: r.id, done: r.done, total: r.total });
-      }
+    case 'data':
+      sinks.get(ev.handle)?.data(ev.bytes);
       return;
-    }
     case 'done': {
-      const r = takeRead(ev.handle);
-      if (!r) return;
-      post({ type: 'read-progress', id: r.id, done: r.done, total: r.total });
-      post({ type: 'read-done', id: r.id, blob: new Blob(r.parts as BlobPart[]) });
+      const sink = sinks.get(ev.handle);
+      sinks.delete(ev.handle);
+      sink?.done();
       return;
     }
     case 'failed': {
-      const r = takeRead(ev.handle);
-      if (r) post({ type: 'read-failed', id: r.id, message: ev.message });
+      const sink = sinks.get(ev.handle);
+      sinks.delete(ev.handle);
+      sink?.failed(ev.message);
       return;
     }
     case 'ended':
@@ -122,12 +115,145 @@ function handleEvent(ev: SessionEvent): void {
   }
 }
 
-function takeRead(handle: number): ActiveRead | undefined {
-  const r = readsByHandle.get(handle);
-  if (!r) return undefined;
-  readsByHandle.delete(handle);
-  handleById.delete(r.id);
-  return r;
+/** Range reads on the session, their events routed to `sink`. */
+function rangeReader(s: ReceiverSession): RangeReader {
+  return {
+    start(entry, offset, len, sink) {
+      const h = s.startReadRange(entry, offset, len);
+      sinks.set(h, sink);
+      // The request goes out (and a zero-length read's "done" comes) on the next flush.
+      queueMicrotask(flush);
+      return h;
+    },
+    cancel(handle) {
+      if (sinks.delete(handle)) {
+        s.cancelRead(handle);
+        queueMicrotask(flush);
+      }
+    },
+  };
+}
+
+/** A whole file read into a Blob (previews), with progress to the page. */
+function readWhole(id: number, entry: number, s: ReceiverSession): void {
+  const total = s.entry(entry)?.size ?? 0;
+  const parts: Uint8Array[] = [];
+  let done = 0;
+  let lastProgress = 0;
+  const h = s.startRead(entry);
+  handleById.set(id, h);
+  sinks.set(h, {
+    data(bytes) {
+      parts.push(bytes);
+      done += bytes.byteLength;
+      const now = performance.now();
+      if (now - lastProgress >= READ_PROGRESS_EVERY_MS) {
+        lastProgress = now;
+        post({ type: 'read-progress', id, done, total });
+      }
+    },
+    done() {
+      handleById.delete(id);
+      post({ type: 'read-progress', id, done, total });
+      post({ type: 'read-done', id, blob: new Blob(parts as BlobPart[]) });
+    },
+    failed(message) {
+      handleById.delete(id);
+      post({ type: 'read-failed', id, message });
+    },
+  });
+  flush();
+}
+
+/** All rows of one folder's window, for planning a ZIP. */
+function listChildren(s: ReceiverSession) {
+  return (dir: number, start: number, count: number): { total: number; rows: EntryRow[] } => {
+    const page = s.list(dir, 'name', false, start, count);
+    return { total: page.total, rows: page.rows as EntryRow[] };
+  };
+}
+
+/** The byte source the page asked for, and what the page should know of it. */
+function sourceOf(source: ServeSource, s: ReceiverSession): { bytes: ByteSource; name: string; zip?: ReturnType<typeof planZip>['plan'] } {
+  const reader = rangeReader(s);
+  if (source.kind === 'file') {
+    const row = s.entry(source.entry);
+    if (!row) throw new Error('This file is no longer in the share.');
+    if (row.kind !== 'file') throw new Error(`"${row.name}" is not a file.`);
+    const size = row.size;
+    return { name: row.name, bytes: { size, open: (start, end) => entryStream(reader, source.entry, start, end) } };
+  }
+  const roots: EntryRow[] = [];
+  for (const id of source.roots) {
+    const row = s.entry(id);
+    if (!row) throw new Error('Part of the selection is no longer in the share.');
+    roots.push(row as EntryRow);
+  }
+  const { plan, members } = planZip(roots, listChildren(s));
+  return { name: source.name, bytes: zipSource(reader, plan, members), zip: plan };
+}
+
+function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession): void {
+  const { token } = message;
+  let made: ReturnType<typeof sourceOf>;
+  try {
+    made = sourceOf(message.source, s);
+  } catch (error) {
+    post({ type: 'serve-finished', token, ok: false, message: messageOf(error) });
+    return;
+  }
+  const { bytes } = made;
+  post({ type: 'serve-ready', token, size: bytes.size, name: made.name, ...(made.zip ? { zip: made.zip } : {}) });
+  let lastProgress = 0;
+  const progress = (sent: number, force = false): void => {
+    const now = performance.now();
+    if (!force && now - lastProgress < READ_PROGRESS_EVERY_MS) return;
+    lastProgress = now;
+    post({ type: 'serve-progress', token, sent });
+  };
+  const finished = (ok: boolean, text: string, sent: number): void => {
+    if (!serving.delete(token)) return;
+    progress(sent, true);
+    post({ type: 'serve-finished', token, ok, message: text });
+  };
+  const target = message.target;
+  if (target.kind === 'port') {
+    let sentNow = 0;
+    const server = new SourceServer(target.port, bytes, {
+      progress: (p) => {
+        sentNow = p.sent;
+        progress(p.sent);
+      },
+      finished: (ok, text) => {
+        // Media answers many streams; only downloads end with their stream.
+        if (target.once) {
+          server.close(text || 'done');
+          finished(ok, text, sentNow);
+        }
+      },
+    });
+    serving.set(token, {
+      stop: (reason) => {
+        server.close(reason);
+        serving.delete(token);
+      },
+    });
+    return;
+  }
+  const controller = new AbortController();
+  serving.set(token, { stop: (reason) => controller.abort(new Error(reason)) });
+  const onSent = (sent: number): void => progress(sent);
+  const run =
+    target.kind === 'file'
+      ? saveToFile(bytes, target.handle, target.resumeAt ?? 0, controller.signal, onSent)
+      : saveToBlob(bytes, target.cap, controller.signal, onSent);
+  run.then(
+    (result) => {
+      if (result.blob) post({ type: 'serve-blob', token, blob: result.blob });
+      finished(true, '', result.written);
+    },
+    (error: unknown) => finished(false, messageOf(error), (error as { written?: number }).written ?? 0),
+  );
 }
 
 function answer(id: number, query: IndexQuery, s: ReceiverSession): void {
@@ -177,28 +303,29 @@ function handle(message: ToWorker, s: ReceiverSession): void {
         post({ type: 'query-failed', id: message.id, message: String(error) });
       }
       return;
-    case 'read': {
+    case 'read':
       try {
-        const total = s.entry(message.entry)?.size ?? 0;
-        const h = s.startRead(message.entry);
-        readsByHandle.set(h, { id: message.id, total, done: 0, parts: [], lastProgress: 0 });
-        handleById.set(message.id, h);
-        flush();
+        readWhole(message.id, message.entry, s);
       } catch (error) {
-        post({ type: 'read-failed', id: message.id, message: error instanceof Error ? error.message : String(error) });
+        post({ type: 'read-failed', id: message.id, message: messageOf(error) });
       }
       return;
-    }
     case 'cancel-read': {
       const h = handleById.get(message.id);
       if (h !== undefined) {
-        s.cancelRead(h);
-        readsByHandle.delete(h);
         handleById.delete(message.id);
+        sinks.delete(h);
+        s.cancelRead(h);
         flush();
       }
       return;
     }
+    case 'serve':
+      serve(message, s);
+      return;
+    case 'serve-stop':
+      serving.get(message.token)?.stop(message.reason);
+      return;
   }
 }
 

@@ -1,0 +1,107 @@
+// How a file or a ZIP gets from the share to the user's disk, with memory bounded
+// by a window whatever the size. In order of preference:
+//
+// 1. The service worker (every current browser on https or localhost): the browser's
+//    own download manager writes the file as our stream delivers it, no dialog, one
+//    click. A dropped connection pauses the stream; the session resumes the read at
+//    its byte and the download goes on.
+// 2. File System Access (Chromium without a usable service worker): the user picks
+//    the file, the worker writes it at explicit positions; a retry continues at the
+//    byte reached.
+// 3. Memory (anything else): a Blob, refused above BLOB_CAP, which the UI states.
+//
+// `route()` says which one applies here; `startSave` runs one save.
+
+import type { ShareApi, Transfer, TransferSource, ZipFacts } from '../api';
+import { registerServed, serviceWorker, servedUrl, startBrowserDownload, newToken, unregisterServed } from './service-worker';
+import { saveFile } from './save-file';
+
+export type SaveRoute = 'service-worker' | 'file-picker' | 'memory';
+
+/** The most a save through memory may hold (the last resort only). */
+export const BLOB_CAP = 512 * 1024 * 1024;
+
+interface SavePickerWindow {
+  showSaveFilePicker?: (options?: { suggestedName?: string }) => Promise<FileSystemFileHandle>;
+}
+
+export async function route(): Promise<SaveRoute> {
+  if ((await serviceWorker())?.active) return 'service-worker';
+  if (typeof (window as SavePickerWindow).showSaveFilePicker === 'function') return 'file-picker';
+  return 'memory';
+}
+
+export interface SaveJob {
+  readonly route: SaveRoute;
+  /** Size and final name (a ZIP's plan first). */
+  readonly ready: Promise<{ size: number; name: string; zip?: ZipFacts }>;
+  readonly done: Promise<void>;
+  set onProgress(f: ((sent: number) => void) | null);
+  cancel(): void;
+}
+
+/** For a retry through File System Access: the file chosen and how far it got. */
+export interface Resume {
+  handle: FileSystemFileHandle;
+  at: number;
+}
+
+/**
+ * Starts saving `source` as `name`. Call it from the click (the file picker needs
+ * the user's gesture); `resume` continues an earlier File System Access save.
+ */
+export async function startSave(api: ShareApi, source: TransferSource, name: string, resume?: Resume): Promise<SaveJob & { resumeState(): Resume | null }> {
+  const picker = (window as SavePickerWindow).showSaveFilePicker;
+  const how = resume ? 'file-picker' : await route();
+  let transfer: Transfer;
+  let finish: () => void = () => undefined;
+  let handle: FileSystemFileHandle | null = resume?.handle ?? null;
+  let reached = resume?.at ?? 0;
+  if (how === 'service-worker') {
+    const token = newToken();
+    const channel = new MessageChannel();
+    transfer = api.transfer(source, { kind: 'port', port: channel.port1, once: true });
+    const ready = await transfer.ready;
+    await registerServed(
+      token,
+      // No ranges for downloads: Chromium would split a big download into parallel
+      // range requests, and our stream already runs at the data channel's speed.
+      { size: ready.size, name: ready.name, mime: 'application/octet-stream', disposition: 'attachment', ranges: false },
+      channel.port2,
+    );
+    const removeFrame = startBrowserDownload(servedUrl(token, ready.name));
+    finish = () => {
+      unregisterServed(token);
+      // Give the browser a moment to finish writing before the frame goes.
+      setTimeout(removeFrame, 10_000);
+    };
+  } else if (how === 'file-picker' && (handle !== null || picker)) {
+    handle ??= await picker!.call(window, { suggestedName: name });
+    transfer = api.transfer(source, { kind: 'file', handle, resumeAt: reached });
+  } else {
+    transfer = api.transfer(source, { kind: 'blob', cap: BLOB_CAP });
+  }
+  const done = transfer.done.then(
+    ({ blob }) => {
+      finish();
+      if (blob) saveFile(blob, name);
+    },
+    (error: unknown) => {
+      finish();
+      throw error;
+    },
+  );
+  return {
+    route: how,
+    ready: transfer.ready,
+    done,
+    set onProgress(f: ((sent: number) => void) | null) {
+      transfer.onProgress = (sent) => {
+        reached = sent;
+        f?.(sent);
+      };
+    },
+    cancel: () => transfer.stop('The download was cancelled.'),
+    resumeState: () => (handle !== null && how === 'file-picker' ? { handle, at: reached } : null),
+  };
+}

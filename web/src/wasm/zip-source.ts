@@ -1,0 +1,130 @@
+// A ZIP of a selection (files and whole folders) as a byte source, streamed by
+// client-zip (a well-kept, dependency-free streaming ZIP writer: stored entries,
+// data descriptors, Zip64 past 4 GiB or 65,535 entries, and `predictLength`, so
+// the exact size is known before the first byte and the progress bar is true).
+//
+// The plan (every member's path, id, size, time) is taken from the index once,
+// when the download starts; the bytes are read file by file as the ZIP is
+// written. Names a ZIP cannot carry safely are changed and reported, never
+// dropped silently: a `\` (a separator to Windows' extractors) becomes `_`, two
+// members that end up with the same name get " (2)", " (3)"…; symlinks are left
+// out and reported (client-zip writes no symlinks); names that were not valid
+// UTF-8 on the sharer's side arrive with U+FFFD and are reported.
+
+import { makeZip, predictLength } from 'client-zip';
+import type { EntryRow } from '../api';
+import type { RangeReader } from './entry-stream';
+import { entryStream } from './entry-stream';
+import type { ByteSource } from './serve';
+
+/** Members of one ZIP, at most (the plan is held in the worker while it is written). */
+export const MAX_ZIP_MEMBERS = 1_000_000;
+
+/** Lists one folder's children (the worker's index query). */
+export type ListChildren = (dir: number, start: number, count: number) => { total: number; rows: EntryRow[] };
+
+interface Member {
+  path: string;
+  id: number;
+  size: number;
+  mtime: number;
+  mode: number;
+  dir: boolean;
+}
+
+export interface ZipPlan {
+  /** Exact length of the ZIP in bytes. */
+  size: number;
+  files: number;
+  folders: number;
+  /** Bytes of file contents. */
+  contentBytes: number;
+  /** What was changed or left out, in words (at most 1,000 lines; `notesTotal` counts all). */
+  notes: string[];
+  notesTotal: number;
+}
+
+const MAX_NOTES = 1000;
+const PAGE = 2000;
+
+/** Plans the ZIP of `roots` (rows of the index); throws with the reason if it cannot be made. */
+export function planZip(roots: EntryRow[], list: ListChildren): { plan: ZipPlan; members: Member[] } {
+  const members: Member[] = [];
+  const notes: string[] = [];
+  let notesTotal = 0;
+  const note = (text: string): void => {
+    notesTotal += 1;
+    if (notes.length < MAX_NOTES) notes.push(text);
+  };
+  const taken = new Set<string>();
+  const unique = (folder: string, name: string, shown: string): string => {
+    let safe = name.replace(/\\/g, '_');
+    if (safe !== name) note(`${shown}: "\\" replaced by "_" (Windows reads it as a folder separator)`);
+    if (safe.includes('\uFFFD')) note(`${shown}: the name is not valid UTF-8 on the sharer's side; saved with U+FFFD in place of the invalid bytes`);
+    let path = `${folder}${safe}`;
+    if (taken.has(path.toLowerCase())) {
+      const dot = safe.lastIndexOf('.');
+      const [stem, ext] = dot > 0 ? [safe.slice(0, dot), safe.slice(dot)] : [safe, ''];
+      let n = 2;
+      while (taken.has(`${folder}${stem} (${n})${ext}`.toLowerCase())) n += 1;
+      safe = `${stem} (${n})${ext}`;
+      path = `${folder}${safe}`;
+      note(`${shown}: saved as "${safe}" (another member has the same name, ignoring case)`);
+    }
+    taken.add(path.toLowerCase());
+    return path;
+  };
+  const add = (row: EntryRow, folder: string, shown: string): void => {
+    if (members.length >= MAX_ZIP_MEMBERS) {
+      throw new Error(`A ZIP holds at most ${MAX_ZIP_MEMBERS.toLocaleString('en-US')} entries here; select fewer files or folders.`);
+    }
+    if (row.kind === 'symlink') {
+      note(`${shown}: a symbolic link (→ ${row.target ?? '?'}), left out`);
+      return;
+    }
+    const path = unique(folder, row.name, shown);
+    if (row.kind === 'file') {
+      members.push({ path, id: row.id, size: row.size, mtime: row.mtime, mode: row.mode & 0o777, dir: false });
+      return;
+    }
+    members.push({ path: `${path}/`, id: row.id, size: 0, mtime: row.mtime, mode: row.mode & 0o777, dir: true });
+    for (let start = 0; ; start += PAGE) {
+      const page = list(row.id, start, PAGE);
+      for (const child of page.rows) add(child, `${path}/`, `${shown}/${child.name}`);
+      if (page.rows.length < PAGE || start + PAGE >= page.total) break;
+    }
+  };
+  for (const root of roots) add(root, '', root.name);
+  const size = Number(predictLength(members.map(metadataOf)));
+  let files = 0;
+  let contentBytes = 0;
+  for (const m of members) {
+    if (!m.dir) {
+      files += 1;
+      contentBytes += m.size;
+    }
+  }
+  return { plan: { size, files, folders: members.length - files, contentBytes, notes, notesTotal }, members };
+}
+
+function metadataOf(m: Member): { name: string } | { name: string; size: number } {
+  return m.dir ? { name: m.path } : { name: m.path, size: m.size };
+}
+
+/** The ZIP of a plan as a byte source (whole only: a ZIP is not seekable here). */
+export function zipSource(reader: RangeReader, plan: ZipPlan, members: Member[]): ByteSource {
+  return {
+    size: plan.size,
+    open(start, end) {
+      if (start !== 0 || end !== plan.size) throw new Error('A ZIP is streamed whole; it cannot be read from the middle.');
+      async function* inputs() {
+        for (const m of members) {
+          const lastModified = new Date(m.mtime * 1000);
+          if (m.dir) yield { name: m.path, lastModified, mode: m.mode };
+          else yield { name: m.path, lastModified, mode: m.mode, size: m.size, input: entryStream(reader, m.id, 0, m.size) };
+        }
+      }
+      return makeZip(inputs(), { length: plan.size });
+    },
+  };
+}
