@@ -99,7 +99,7 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
   let sampling = true;
   const samples = (async () => {
     while (sampling) {
-      const m = await sampler.sample(false, false).catch(() => null);
+      const m = await sampler.sample(false, true).catch(() => null);
       if (m) {
         peak = Math.max(peak, m.total + workerHeap);
         rssPeak = Math.max(rssPeak, m.rendererRss);

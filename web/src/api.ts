@@ -113,8 +113,11 @@ export interface Transfer {
   readonly ready: Promise<{ size: number; name: string; zip?: ZipFacts }>;
   /** Settles when the bytes are all delivered (with the Blob for a `blob` target), or why not. */
   readonly done: Promise<{ blob?: Blob }>;
-  /** Called with the bytes delivered so far (for a `file` target: the position reached). */
-  onProgress: ((sent: number) => void) | null;
+  /**
+   * Called with the bytes delivered so far (for a `file` target: the position
+   * reached) and the bytes read from the sharer for it (read-ahead included).
+   */
+  onProgress: ((sent: number, read: number) => void) | null;
   stop(reason: string): void;
 }
 

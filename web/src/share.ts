@@ -321,7 +321,7 @@ class WasmShare implements ShareApi {
         this.transfers.get(m.token)?.ready.resolve({ size: m.size, name: m.name, ...(m.zip ? { zip: m.zip } : {}) });
         return;
       case 'serve-progress':
-        this.transfers.get(m.token)?.transfer.onProgress?.(m.sent);
+        this.transfers.get(m.token)?.transfer.onProgress?.(m.sent, m.read);
         return;
       case 'serve-blob': {
         const t = this.transfers.get(m.token);
@@ -420,8 +420,9 @@ class WasmShare implements ShareApi {
     const done = new Promise<{ blob?: Blob }>((resolve, reject) => {
       doneHooks = { resolve, reject };
     });
-    // Nobody may be waiting on `ready` once `done` failed: no unhandled rejection.
+    // Nobody may be waiting on these (a preview that was closed): no unhandled rejection.
     ready.catch(() => undefined);
+    done.catch(() => undefined);
     const transfer: Transfer = {
       ready,
       done,

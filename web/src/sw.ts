@@ -1,7 +1,7 @@
 // The service worker: answers `<scope>linkfs-serve/<token>/<name>` with a streamed
 // Response whose bytes come from the index worker over the token's MessagePort
 // (see ./serve/protocol.ts). It holds no file data beyond one window per stream
-// (SERVE_WINDOW), hands the browser each chunk only when the browser asks for it
+// (the resource's window), hands the browser each chunk only when the browser asks for it
 // (a pull stream with no queue of its own), and returns that much credit.
 //
 // Range requests (media elements seek with them) are answered 206 with exactly the
@@ -19,7 +19,6 @@ import type { FromSource, ServedResource, ServiceWorkerStats, ToServiceWorker, T
 declare const self: ServiceWorkerGlobalScope;
 
 const PREFIX = 'linkfs-serve';
-const WINDOW = 4 * 1024 * 1024;
 
 interface Stream {
   queue: Uint8Array[];
@@ -142,7 +141,9 @@ async function answer(token: string, request: Request): Promise<Response> {
     'Content-Disposition': dispositionOf(inline ? 'inline' : 'attachment', resource.name),
     'Cache-Control': 'no-store',
     'X-Content-Type-Options': 'nosniff',
-    ...(inline ? { 'Content-Security-Policy': "default-src 'none'; script-src 'none'" } : {}),
+    // Media shown inline run no scripts. Not on downloads (Chromium cancels a large
+    // download whose response carries a CSP) nor on PDFs (the viewer is an embed).
+    ...(inline && !resource.mime.endsWith('/pdf') ? { 'Content-Security-Policy': "default-src 'none'; media-src 'self'" } : {}),
   });
   let start = 0;
   let end = resource.size;
@@ -169,7 +170,7 @@ async function answer(token: string, request: Request): Promise<Response> {
   const id = nextStream++;
   const stream: Stream = { queue: [], ended: false, failure: null, wake: null };
   entry.streams.set(id, stream);
-  post(entry, { type: 'open', stream: id, start, end, credit: WINDOW });
+  post(entry, { type: 'open', stream: id, start, end, credit: resource.window });
   const body = new ReadableStream<Uint8Array>(
     {
       pull: (controller) =>

@@ -13,8 +13,10 @@
 /** URL path segment the service worker answers under the app's scope. */
 export const SERVE_PREFIX = 'linkfs-serve';
 
-/** Bytes the service worker lets the index worker send ahead of the browser's reading. */
+/** Bytes the service worker lets the index worker send ahead of the browser's reading, for downloads. */
 export const SERVE_WINDOW = 4 * 1024 * 1024;
+/** The same for media: the element buffers ahead itself, and a seek wastes what was sent ahead. */
+export const MEDIA_WINDOW = 256 * 1024;
 
 /** What a token serves, as the service worker needs to answer for it. */
 export interface ServedResource {
@@ -28,6 +30,8 @@ export interface ServedResource {
   disposition: 'inline' | 'attachment';
   /** Range requests are answered (files); a ZIP is only ever served whole. */
   ranges: boolean;
+  /** Bytes the index worker may send ahead of the browser's reading (SERVE_WINDOW for downloads, less for media, whose element buffers ahead itself). */
+  window: number;
 }
 
 /** Page -> service worker. */

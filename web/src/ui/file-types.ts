@@ -39,9 +39,31 @@ const BINARY_EXTENSIONS = new Set([
   'psd', 'raw', 'cr2', 'nef', 'wasm', 'o', 'a', 'class', 'jar', 'pyc',
 ]);
 
+/** Audio and video the page plays (streamed with seeking through the service worker). */
+const MEDIA_TYPES: Record<string, { mime: string; element: 'video' | 'audio' }> = {
+  mp4: { mime: 'video/mp4', element: 'video' },
+  m4v: { mime: 'video/mp4', element: 'video' },
+  mov: { mime: 'video/quicktime', element: 'video' },
+  webm: { mime: 'video/webm', element: 'video' },
+  mkv: { mime: 'video/x-matroska', element: 'video' },
+  ogv: { mime: 'video/ogg', element: 'video' },
+  mp3: { mime: 'audio/mpeg', element: 'audio' },
+  m4a: { mime: 'audio/mp4', element: 'audio' },
+  aac: { mime: 'audio/aac', element: 'audio' },
+  flac: { mime: 'audio/flac', element: 'audio' },
+  wav: { mime: 'audio/wav', element: 'audio' },
+  ogg: { mime: 'audio/ogg', element: 'audio' },
+  oga: { mime: 'audio/ogg', element: 'audio' },
+  opus: { mime: 'audio/ogg', element: 'audio' },
+};
+
 export type PreviewKind =
   /** An image the browser can show: `mime` is its type. */
   | { kind: 'image'; mime: string }
+  /** Audio or video, played as it streams. */
+  | { kind: 'media'; mime: string; element: 'video' | 'audio' }
+  /** A PDF, opened in the browser's viewer. */
+  | { kind: 'pdf' }
   /** Text by its name. */
   | { kind: 'text' }
   /** Small and unknown: read it and look at the bytes. */
@@ -59,6 +81,9 @@ export function previewKindOf(name: string, size: number): PreviewKind {
   const ext = extensionOf(name);
   const image = IMAGE_TYPES[ext];
   if (image !== undefined) return size <= IMAGE_PREVIEW_LIMIT ? { kind: 'image', mime: image } : { kind: 'none' };
+  const media = MEDIA_TYPES[ext];
+  if (media !== undefined) return { kind: 'media', ...media };
+  if (ext === 'pdf') return { kind: 'pdf' };
   if (TEXT_EXTENSIONS.has(ext) || TEXT_NAMES.has(name.toLowerCase())) return { kind: 'text' };
   if (BINARY_EXTENSIONS.has(ext)) return { kind: 'none' };
   return size <= TEXT_PREVIEW_LIMIT ? { kind: 'sniff' } : { kind: 'none' };

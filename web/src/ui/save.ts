@@ -15,6 +15,7 @@
 import type { ShareApi, Transfer, TransferSource, ZipFacts } from '../api';
 import { registerServed, serviceWorker, servedUrl, startBrowserDownload, newToken, unregisterServed } from './service-worker';
 import { saveFile } from './save-file';
+import { SERVE_WINDOW } from '../serve/protocol';
 
 export type SaveRoute = 'service-worker' | 'file-picker' | 'memory';
 
@@ -66,7 +67,7 @@ export async function startSave(api: ShareApi, source: TransferSource, name: str
       token,
       // No ranges for downloads: Chromium would split a big download into parallel
       // range requests, and our stream already runs at the data channel's speed.
-      { size: ready.size, name: ready.name, mime: 'application/octet-stream', disposition: 'attachment', ranges: false },
+      { size: ready.size, name: ready.name, mime: 'application/octet-stream', disposition: 'attachment', ranges: false, window: SERVE_WINDOW },
       channel.port2,
     );
     const removeFrame = startBrowserDownload(servedUrl(token, ready.name));

@@ -20,10 +20,20 @@ export interface RangeReader {
   cancel(handle: number): void;
 }
 
-const SEGMENT = 4 * 1024 * 1024;
+/** How far a stream reads ahead of its reader. */
+export interface ReadAhead {
+  /** Bytes per read asked of the session. */
+  segment: number;
+  /** Bytes asked for but not yet taken by the stream's reader, at most. */
+  window: number;
+}
+
+/** For saving: enough in flight to keep the data channel full. */
+export const BULK: ReadAhead = { segment: 4 * 1024 * 1024, window: 12 * 1024 * 1024 };
+/** For a media element, which buffers ahead on its own: little beyond what it asks. */
+export const MEDIA: ReadAhead = { segment: 512 * 1024, window: 1024 * 1024 };
+
 const MAX_SEGMENTS = 2;
-/** Bytes asked for but not yet read from the stream, at most. */
-const WINDOW = 12 * 1024 * 1024;
 
 interface Segment {
   handle: number;
@@ -35,7 +45,8 @@ interface Segment {
 }
 
 /** Bytes [start, end) of file `entry`. */
-export function entryStream(reader: RangeReader, entry: number, start: number, end: number): ReadableStream<Uint8Array> {
+export function entryStream(reader: RangeReader, entry: number, start: number, end: number, ahead: ReadAhead = BULK): ReadableStream<Uint8Array> {
+  const { segment: SEGMENT, window: WINDOW } = ahead;
   let next = start;
   const segments: Segment[] = [];
   let controller: ReadableStreamDefaultController<Uint8Array> | null = null;

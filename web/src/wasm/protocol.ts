@@ -71,6 +71,7 @@ export type FromWorker =
   | { type: 'read-done'; id: number; blob: Blob }
   | { type: 'read-failed'; id: number; message: string }
   | { type: 'serve-ready'; token: string; size: number; name: string; zip?: ZipFacts }
-  | { type: 'serve-progress'; token: string; sent: number }
+  /** `sent`: bytes delivered onward; `read`: bytes read from the sharer (with read-ahead). */
+  | { type: 'serve-progress'; token: string; sent: number; read: number }
   | { type: 'serve-blob'; token: string; blob: Blob }
   | { type: 'serve-finished'; token: string; ok: boolean; message: string };

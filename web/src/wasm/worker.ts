@@ -9,7 +9,7 @@
 import init, { ReceiverSession, type SessionEvent } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 import wasmUrl from '../../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url';
 import type { EntryRow } from '../api';
-import { entryStream, type RangeReader, type ReadSink } from './entry-stream';
+import { entryStream, MEDIA, BULK, type RangeReader, type ReadSink } from './entry-stream';
 import type { FromWorker, IndexQuery, QueryAnswer, ServeSource, ShareStats, ToWorker, WorkerProgress } from './protocol';
 import { type ByteSource, messageOf, SourceServer } from './serve';
 import { saveToBlob, saveToFile } from './save-sinks';
@@ -115,12 +115,19 @@ function handleEvent(ev: SessionEvent): void {
   }
 }
 
-/** Range reads on the session, their events routed to `sink`. */
-function rangeReader(s: ReceiverSession): RangeReader {
+/** Range reads on the session, their events routed to `sink`; `counted` hears every byte read. */
+function rangeReader(s: ReceiverSession, counted: (bytes: number) => void = () => undefined): RangeReader {
   return {
     start(entry, offset, len, sink) {
       const h = s.startReadRange(entry, offset, len);
-      sinks.set(h, sink);
+      sinks.set(h, {
+        data: (bytes) => {
+          counted(bytes.byteLength);
+          sink.data(bytes);
+        },
+        done: () => sink.done(),
+        failed: (message) => sink.failed(message),
+      });
       // The request goes out (and a zero-length read's "done" comes) on the next flush.
       queueMicrotask(flush);
       return h;
@@ -174,14 +181,20 @@ function listChildren(s: ReceiverSession) {
 }
 
 /** The byte source the page asked for, and what the page should know of it. */
-function sourceOf(source: ServeSource, s: ReceiverSession): { bytes: ByteSource; name: string; zip?: ReturnType<typeof planZip>['plan'] } {
-  const reader = rangeReader(s);
+function sourceOf(
+  source: ServeSource,
+  s: ReceiverSession,
+  media: boolean,
+  counted: (bytes: number) => void,
+): { bytes: ByteSource; name: string; zip?: ReturnType<typeof planZip>['plan'] } {
+  const reader = rangeReader(s, counted);
   if (source.kind === 'file') {
     const row = s.entry(source.entry);
     if (!row) throw new Error('This file is no longer in the share.');
     if (row.kind !== 'file') throw new Error(`"${row.name}" is not a file.`);
     const size = row.size;
-    return { name: row.name, bytes: { size, open: (start, end) => entryStream(reader, source.entry, start, end) } };
+    const ahead = media ? MEDIA : BULK;
+    return { name: row.name, bytes: { size, open: (start, end) => entryStream(reader, source.entry, start, end, ahead) } };
   }
   const roots: EntryRow[] = [];
   for (const id of source.roots) {
@@ -189,15 +202,20 @@ function sourceOf(source: ServeSource, s: ReceiverSession): { bytes: ByteSource;
     if (!row) throw new Error('Part of the selection is no longer in the share.');
     roots.push(row as EntryRow);
   }
-  const { plan, members } = planZip(roots, listChildren(s));
+  const { plan, members } = planZip(roots, listChildren(s), source.name.replace(/\.zip$/i, ''));
   return { name: source.name, bytes: zipSource(reader, plan, members), zip: plan };
 }
 
 function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession): void {
   const { token } = message;
   let made: ReturnType<typeof sourceOf>;
+  // Bytes read from the sharer for this transfer (with what the read-ahead took).
+  let read = 0;
+  const media = message.target.kind === 'port' && !message.target.once;
   try {
-    made = sourceOf(message.source, s);
+    made = sourceOf(message.source, s, media, (n) => {
+      read += n;
+    });
   } catch (error) {
     post({ type: 'serve-finished', token, ok: false, message: messageOf(error) });
     return;
@@ -205,11 +223,21 @@ function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession
   const { bytes } = made;
   post({ type: 'serve-ready', token, size: bytes.size, name: made.name, ...(made.zip ? { zip: made.zip } : {}) });
   let lastProgress = 0;
+  let lastSent = 0;
+  let trailing: ReturnType<typeof setTimeout> | null = null;
   const progress = (sent: number, force = false): void => {
+    lastSent = sent;
     const now = performance.now();
-    if (!force && now - lastProgress < READ_PROGRESS_EVERY_MS) return;
+    if (!force && now - lastProgress < READ_PROGRESS_EVERY_MS) {
+      // The last figures always arrive, a moment late.
+      trailing ??= setTimeout(() => {
+        trailing = null;
+        progress(lastSent, true);
+      }, READ_PROGRESS_EVERY_MS);
+      return;
+    }
     lastProgress = now;
-    post({ type: 'serve-progress', token, sent });
+    post({ type: 'serve-progress', token, sent, read });
   };
   const finished = (ok: boolean, text: string, sent: number): void => {
     if (!serving.delete(token)) return;

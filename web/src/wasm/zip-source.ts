@@ -47,8 +47,11 @@ export interface ZipPlan {
 const MAX_NOTES = 1000;
 const PAGE = 2000;
 
-/** Plans the ZIP of `roots` (rows of the index); throws with the reason if it cannot be made. */
-export function planZip(roots: EntryRow[], list: ListChildren): { plan: ZipPlan; members: Member[] } {
+/**
+ * Plans the ZIP of `roots` (rows of the index; the share's root, which has no name,
+ * is named `rootName`); throws with the reason if it cannot be made.
+ */
+export function planZip(roots: EntryRow[], list: ListChildren, rootName: string): { plan: ZipPlan; members: Member[] } {
   const members: Member[] = [];
   const notes: string[] = [];
   let notesTotal = 0;
@@ -94,7 +97,10 @@ export function planZip(roots: EntryRow[], list: ListChildren): { plan: ZipPlan;
       if (page.rows.length < PAGE || start + PAGE >= page.total) break;
     }
   };
-  for (const root of roots) add(root, '', root.name);
+  for (const root of roots) {
+    const named = root.name === '' ? { ...root, name: rootName || 'share' } : root;
+    add(named, '', named.name);
+  }
   const size = Number(predictLength(members.map(metadataOf)));
   let files = 0;
   let contentBytes = 0;
