@@ -164,7 +164,7 @@ const tests: TestCase[] = [
       const moov = boxes.findIndex((b) => b.type === 'moov');
       const mdat = boxes.findIndex((b) => b.type === 'mdat');
       assert(moov > mdat && mdat >= 0, `the MP4 fixture should have its moov after mdat: ${boxes.map((b) => b.type).join(' ')}`);
-      makeVideo(path.join(dir, "clip.webm"), 600, 2000);
+      makeVideo(path.join(dir, 'clip.webm'), 600, 2000);
       const s = await share(t, dir);
       const { chromium, page } = await browser(t, 'media');
       await openLink(page, s.link, ['connected']);

@@ -10,6 +10,11 @@ import type { FromSource, ToSource } from '../serve/protocol';
 /** Where a served resource's bytes come from. */
 export interface ByteSource {
   readonly size: number;
+  /**
+   * The stream's chunks are the source's to give away (sent by transfer, not copied).
+   * Not so for a ZIP: client-zip reads a chunk's length after handing it out.
+   */
+  readonly ownsChunks: boolean;
   /** Bytes [start, end); a source that cannot seek (a ZIP) is only asked for [0, size). */
   open(start: number, end: number): ReadableStream<Uint8Array>;
 }
@@ -125,7 +130,7 @@ export class SourceServer {
           this.post({ type: 'end', stream: id });
           return;
         }
-        const chunk = ownBuffer(value);
+        const chunk = this.source.ownsChunks ? ownBuffer(value) : copyOf(value);
         s.credit -= chunk.byteLength;
         this.sent += chunk.byteLength;
         this.post({ type: 'data', stream: id, chunk }, [chunk]);
@@ -146,6 +151,11 @@ export class SourceServer {
 export function ownBuffer(chunk: Uint8Array): ArrayBuffer {
   const b = chunk.buffer;
   if (b instanceof ArrayBuffer && chunk.byteOffset === 0 && chunk.byteLength === b.byteLength) return b;
+  return chunk.slice().buffer as ArrayBuffer;
+}
+
+/** A copy of the chunk's bytes in a buffer of their own. */
+export function copyOf(chunk: Uint8Array): ArrayBuffer {
   return chunk.slice().buffer as ArrayBuffer;
 }
 

@@ -194,7 +194,7 @@ function sourceOf(
     if (row.kind !== 'file') throw new Error(`"${row.name}" is not a file.`);
     const size = row.size;
     const ahead = media ? MEDIA : BULK;
-    return { name: row.name, bytes: { size, open: (start, end) => entryStream(reader, source.entry, start, end, ahead) } };
+    return { name: row.name, bytes: { size, ownsChunks: true, open: (start, end) => entryStream(reader, source.entry, start, end, ahead) } };
   }
   const roots: EntryRow[] = [];
   for (const id of source.roots) {

@@ -45,6 +45,28 @@ export interface ZipPlan {
 }
 
 const MAX_NOTES = 1000;
+/** Files up to this size are read ahead of the ZIP writer… */
+const SMALL_FILE = 256 * 1024;
+/** …at most this many at once… */
+const AHEAD_FILES = 64;
+/** …holding at most about this many bytes. */
+const AHEAD_BYTES = 8 * 1024 * 1024;
+
+/** All of a stream's bytes (a small file's), in one array. */
+async function readAll(stream: ReadableStream<Uint8Array>, size: number): Promise<Uint8Array> {
+  const out = new Uint8Array(size);
+  let at = 0;
+  const reader = stream.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (at + value.byteLength > size) throw new Error('a file grew while it was being zipped');
+    out.set(value, at);
+    at += value.byteLength;
+  }
+  if (at !== size) throw new Error('a file shrank while it was being zipped');
+  return out;
+}
 const PAGE = 2000;
 
 /**
@@ -121,13 +143,47 @@ function metadataOf(m: Member): { name: string } | { name: string; size: number 
 export function zipSource(reader: RangeReader, plan: ZipPlan, members: Member[]): ByteSource {
   return {
     size: plan.size,
+    ownsChunks: false,
     open(start, end) {
       if (start !== 0 || end !== plan.size) throw new Error('A ZIP is streamed whole; it cannot be read from the middle.');
+      // Small files are read ahead, several at once (each costs a round trip to
+      // the sharer otherwise); big ones stream through one at a time.
+      const ahead = new Map<number, Promise<Uint8Array>>();
+      let nextAhead = 0;
+      let aheadBytes = 0;
+      const prefetch = (from: number): void => {
+        nextAhead = Math.max(nextAhead, from);
+        while (nextAhead < members.length && ahead.size < AHEAD_FILES && aheadBytes < AHEAD_BYTES) {
+          const m = members[nextAhead]!;
+          if (!m.dir && m.size > SMALL_FILE) break;
+          if (!m.dir) {
+            aheadBytes += m.size;
+            const read = readAll(entryStream(reader, m.id, 0, m.size), m.size);
+            read.catch(() => undefined); // awaited in turn below; an error surfaces there
+            ahead.set(nextAhead, read);
+          }
+          nextAhead += 1;
+        }
+      };
       async function* inputs() {
-        for (const m of members) {
+        for (let i = 0; i < members.length; i++) {
+          const m = members[i]!;
           const lastModified = new Date(m.mtime * 1000);
-          if (m.dir) yield { name: m.path, lastModified, mode: m.mode };
-          else yield { name: m.path, lastModified, mode: m.mode, size: m.size, input: entryStream(reader, m.id, 0, m.size) };
+          prefetch(i);
+          if (m.dir) {
+            yield { name: m.path, lastModified, mode: m.mode };
+            continue;
+          }
+          const early = ahead.get(i);
+          if (early !== undefined) {
+            ahead.delete(i);
+            const bytes = await early;
+            aheadBytes -= m.size;
+            yield { name: m.path, lastModified, mode: m.mode, size: m.size, input: bytes };
+          } else {
+            yield { name: m.path, lastModified, mode: m.mode, size: m.size, input: entryStream(reader, m.id, 0, m.size) };
+          }
+          if (nextAhead <= i) nextAhead = i + 1;
         }
       }
       return makeZip(inputs(), { length: plan.size });
