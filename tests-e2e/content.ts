@@ -11,7 +11,8 @@ import { mkdir, mkdtemp, open, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, statusText, type ChromiumInstance } from './lib/chromium.ts';
-import { makeVideo, mp4Boxes } from './lib/media.ts';
+import * as firefox from './lib/firefox.ts';
+import { cachedVideo, mp4Boxes } from './lib/media.ts';
 import { downloadThroughPage, openFolder } from './lib/page-download.ts';
 import { scratchDir } from './lib/paths.ts';
 import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
@@ -65,14 +66,87 @@ async function sha256File(file: string): Promise<string> {
   return hash.digest('hex');
 }
 
-/** Clicks a file's row (opens the preview) in its folder. */
-async function openRow(page: Page, relPath: string): Promise<void> {
-  const entry = await page.evaluate((p) => window.linkfsShare!.lookup(p), relPath);
+/** What both browsers' pages offer here (Playwright's and puppeteer's). */
+interface AnyPage {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the two libraries type evaluate differently
+  evaluate(fn: (arg: any) => unknown, arg: any): Promise<any>;
+}
+
+/** Clicks a file's row (opens the preview) in its folder; `click(selector)` clicks in either browser. */
+async function openRow(page: AnyPage, relPath: string, click: (selector: string) => Promise<void>): Promise<void> {
+  const entry = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), relPath);
   assert(entry !== null, `${relPath} is not in the index`);
-  await openFolder(page, relPath.includes('/') ? relPath.slice(0, relPath.lastIndexOf('/')) : '');
-  const row = page.locator(`[data-testid=row][data-id="${entry.id}"]`);
-  await row.waitFor({ timeout: 10_000 });
-  await row.click();
+  const dir = relPath.includes('/') ? relPath.slice(0, relPath.lastIndexOf('/')) : '';
+  await page.evaluate((d: string) => {
+    const key = window.location.hash.slice(1).split('/')[0] ?? '';
+    window.location.hash = [key, ...(d === '' ? [] : d.split('/').map(encodeURIComponent))].join('/');
+  }, dir);
+  await click(`[data-testid=row][data-id="${entry.id}"]`);
+}
+
+async function firefoxBrowser(t: TestContext, name: string): Promise<{ fx: firefox.FirefoxInstance; page: import('puppeteer-core').Page }> {
+  const fx = await firefox.launchFirefox({ name, log });
+  t.defer(() => fx.close());
+  const page = await fx.page();
+  t.onFailure(async () => {
+    const file = await firefox.screenshot(page, `${t.name}-${name}`);
+    if (file !== null) log(`    screenshot of ${name}: ${file}`);
+    log(`    ${name} status ${JSON.stringify(await firefox.statusText(page).catch(() => ''))}`);
+  });
+  return { fx, page };
+}
+
+/** Puppeteer: waits for `selector` and clicks it. */
+function puppeteerClick(page: import('puppeteer-core').Page): (selector: string) => Promise<void> {
+  return async (selector) => {
+    const handle = await page.waitForSelector(selector, { timeout: 15_000 });
+    assert(handle !== null, `${selector} did not appear`);
+    await handle.click();
+  };
+}
+
+/** Page errors Firefox raises when a media element drops a response it no longer wants after a seek (harmless). */
+function realErrors(errors: string[]): string[] {
+  return errors.filter((e) => !e.includes('A ServiceWorker intercepted the request and encountered an unexpected error'));
+}
+
+/**
+ * Downloads `target` (a file, or a folder as a ZIP) through the page in Firefox: the
+ * row's button, the service worker, Firefox's download manager into its folder.
+ */
+async function firefoxDownload(
+  fx: firefox.FirefoxInstance,
+  page: import('puppeteer-core').Page,
+  target: string,
+  fileName: string,
+  onProgress?: (bytes: number) => void,
+): Promise<{ file: string; seconds: number; route: string | null; files: number | null }> {
+  const entry = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), target);
+  assert(entry !== null, `${target} is not in the index`);
+  const dir = target.includes('/') ? target.slice(0, target.lastIndexOf('/')) : '';
+  await page.evaluate((d: string) => {
+    const key = window.location.hash.slice(1).split('/')[0] ?? '';
+    window.location.hash = [key, ...(d === '' ? [] : d.split('/').map(encodeURIComponent))].join('/');
+  }, dir);
+  await page.evaluate(() => navigator.serviceWorker.ready.then(() => undefined));
+  const t0 = performance.now();
+  await puppeteerClick(page)(`[data-testid=row][data-id="${entry.id}"] [data-testid=row-download]`);
+  // Size: a file's; a ZIP's once the page has planned it.
+  let size: number | undefined = entry.kind === 'file' ? entry.size : undefined;
+  if (size === undefined) {
+    const deadline = Date.now() + 120_000;
+    while (size === undefined) {
+      const max = await page.evaluate(() => document.querySelector<HTMLProgressElement>('[data-testid=download] progress')?.max ?? 0);
+      if (max > 1) size = max;
+      else if (Date.now() > deadline) throw new Error('the page did not plan the ZIP within 120 s');
+      else await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const file = await firefox.waitForDownload(fx.downloadDir, fileName, { size, timeoutMs: 30 * 60_000, ...(onProgress ? { onProgress } : {}) });
+  const seconds = (performance.now() - t0) / 1000;
+  const route = await page.evaluate(() => document.querySelector<HTMLElement>('[data-testid=download]')?.dataset.route ?? null);
+  const files = await page.evaluate(() => Number(document.querySelector<HTMLElement>('[data-testid=download]')?.dataset.files ?? NaN));
+  return { file, seconds, route, files: Number.isNaN(files) ? null : files };
 }
 
 interface PlayReport {
@@ -83,8 +157,7 @@ interface PlayReport {
 }
 
 /** Plays the open preview's player, seeks to 90 %, plays on; reports the seek and the bytes read. */
-async function playAndSeek(page: Page): Promise<PlayReport> {
-  await page.waitForSelector('[data-testid=player]', { timeout: 20_000 });
+async function playAndSeek(page: AnyPage): Promise<PlayReport> {
   return page.evaluate(async () => {
     const player = document.querySelector<HTMLMediaElement>('[data-testid=player]')!;
     const preview = document.querySelector<HTMLElement>('[data-testid=preview]')!;
@@ -113,10 +186,20 @@ async function playAndSeek(page: Page): Promise<PlayReport> {
     // The worker reports what it read at most every 100 ms: wait for its last word.
     await new Promise((r) => setTimeout(r, 400));
     return { duration: player.duration, seekMs, servedBytes: Number(preview.dataset.servedBytes ?? 0), error: null };
-  });
+  }, undefined);
 }
 
+const VIDEO_SECONDS = 1200;
+const VIDEO_KBPS = 1000;
+
 const bigGib = Number(process.env.LINKFS_CONTENT_BIG_GIB ?? '4.5');
+/**
+ * Firefox's huge file and ZIP (GiB). Smaller by default to keep the suite within CI's
+ * time: the bytes and the ZIP come from the same code in both browsers; what Firefox
+ * adds is a service-worker stream that must outlive its 30 s idle timeout, which a
+ * transfer of a minute or more covers.
+ */
+const firefoxGib = Number(process.env.LINKFS_CONTENT_FIREFOX_GIB ?? '1');
 
 /** Names a ZIP (and the file systems it is unpacked on) finds awkward; `{i}` makes each unique. */
 const AWKWARD = [
@@ -157,21 +240,23 @@ const tests: TestCase[] = [
     timeoutMs: 240_000,
     async run(t) {
       const dir = await scratch(t, 'media-');
-      // Ten minutes: the browser buffers ahead of where it plays (10 s or more, depending on its load).
+      // Twenty minutes: browsers buffer well ahead of where they play (Firefox about a
+      // minute), and the test plays at two places.
       const mp4 = path.join(dir, 'clip end-index.mp4');
-      makeVideo(mp4, 600, 2000);
+      await cachedVideo(mp4, VIDEO_SECONDS, VIDEO_KBPS);
       const boxes = await mp4Boxes(mp4);
       const moov = boxes.findIndex((b) => b.type === 'moov');
       const mdat = boxes.findIndex((b) => b.type === 'mdat');
       assert(moov > mdat && mdat >= 0, `the MP4 fixture should have its moov after mdat: ${boxes.map((b) => b.type).join(' ')}`);
-      makeVideo(path.join(dir, 'clip.webm'), 600, 2000);
+      await cachedVideo(path.join(dir, 'clip.webm'), VIDEO_SECONDS, VIDEO_KBPS);
       const s = await share(t, dir);
       const { chromium, page } = await browser(t, 'media');
       await openLink(page, s.link, ['connected']);
       await waitForComplete(page, s.spawnedAt, 30_000);
       for (const name of ['clip end-index.mp4', 'clip.webm']) {
         const size = (await stat(path.join(dir, name))).size;
-        await openRow(page, name);
+        await openRow(page, name, (sel) => page.locator(sel).click());
+        await page.waitForSelector('[data-testid=player]', { timeout: 20_000 });
         const r = await playAndSeek(page);
         log(`    ${name}: ${(size / MIB).toFixed(1)} MiB, ${r.duration.toFixed(1)} s; seek -> playing ${r.seekMs.toFixed(0)} ms; read ${(r.servedBytes / MIB).toFixed(1)} MiB = ${((100 * r.servedBytes) / size).toFixed(1)} %`);
         assert(r.error === null, `${name}: ${r.error}`);
@@ -244,6 +329,87 @@ const tests: TestCase[] = [
       assert(r.route === 'service-worker', `saved through ${r.route}, not the service worker`);
       assert(r.browser_growth_bytes < 64 * MIB, `the browser's memory grew by ${(r.browser_growth_bytes / MIB).toFixed(1)} MiB during the download (at most 64 MiB)`);
       assert(chromium.pageErrors.length === 0, `uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
+      await s.stop();
+    },
+  },
+  {
+    name: 'p-ff: Firefox ESR plays the same videos with seeking, reading under 20 % of each',
+    timeoutMs: 240_000,
+    async run(t) {
+      const dir = await scratch(t, 'media-ff-');
+      await cachedVideo(path.join(dir, 'clip end-index.mp4'), VIDEO_SECONDS, VIDEO_KBPS);
+      await cachedVideo(path.join(dir, 'clip.webm'), VIDEO_SECONDS, VIDEO_KBPS);
+      const s = await share(t, dir);
+      const { fx, page } = await firefoxBrowser(t, 'media-ff');
+      await firefox.openLink(page, s.link, ['connected'], 30_000);
+      await page.waitForFunction(() => window.linkfsShare?.progress().complete === true, { timeout: 30_000 });
+      await page.evaluate(() => navigator.serviceWorker.ready.then(() => undefined));
+      for (const name of ['clip end-index.mp4', 'clip.webm']) {
+        const size = (await stat(path.join(dir, name))).size;
+        await openRow(page, name, puppeteerClick(page));
+        await page.waitForSelector('[data-testid=player]', { timeout: 20_000 });
+        const r = await playAndSeek(page);
+        log(`    ${name}: ${(size / MIB).toFixed(1)} MiB; seek -> playing ${r.seekMs.toFixed(0)} ms; read ${(r.servedBytes / MIB).toFixed(1)} MiB = ${((100 * r.servedBytes) / size).toFixed(1)} %`);
+        assert(r.error === null, `${name} in Firefox: ${r.error}`);
+        assert(r.servedBytes > 0 && r.servedBytes < 0.2 * size, `${name} in Firefox read ${r.servedBytes} bytes, ${((100 * r.servedBytes) / size).toFixed(1)} % of the file (at most 20 % expected)`);
+        await page.keyboard.press('Escape');
+      }
+      const errors = realErrors(fx.pageErrors);
+      assert(errors.length === 0, `uncaught errors in the page: ${errors.join('; ')}`);
+      await s.stop();
+    },
+  },
+  {
+    name: `q-ff: Firefox ESR saves a ${firefoxGib} GiB file through the service worker, across a dropped link: right SHA-256, not cut short`,
+    timeoutMs: 20 * 60_000,
+    async run(t) {
+      const dir = await scratch(t, 'huge-ff-');
+      const file = path.join(dir, 'disk image.img');
+      const size = Math.floor(firefoxGib * GIB);
+      await sparseWithRandomRegions(file, size);
+      const expected = await sha256File(file);
+      const s = await share(t, dir);
+      const { fx, page } = await firefoxBrowser(t, 'huge-ff');
+      await firefox.openLink(page, s.link, ['connected'], 30_000);
+      await page.waitForFunction(() => window.linkfsShare?.progress().complete === true, { timeout: 30_000 });
+      let dropped = false;
+      const r = await firefoxDownload(fx, page, 'disk image.img', 'disk image.img', (bytes) => {
+        if (!dropped && bytes > size / 2) {
+          dropped = true;
+          log(`    dropping the data link at ${(bytes / GIB).toFixed(2)} GiB`);
+          process.kill(s.pid, 'SIGUSR1');
+        }
+      });
+      const got = await sha256File(r.file);
+      log(`    ${(size / GIB).toFixed(2)} GiB in ${r.seconds.toFixed(1)} s = ${(size / 1e6 / r.seconds).toFixed(1)} MB/s through ${r.route}`);
+      assert(dropped, 'the link was never dropped (no progress seen in the .part file)');
+      assert(r.route === 'service-worker', `Firefox saved through ${r.route}, not the service worker`);
+      assert(got === expected, `the file Firefox saved has SHA-256 ${got}, the source ${expected}`);
+      const errors = realErrors(fx.pageErrors);
+      assert(errors.length === 0, `uncaught errors in the page: ${errors.join('; ')}`);
+      await s.stop();
+    },
+  },
+  {
+    name: `r-ff: Firefox ESR saves a folder of 2,000 awkward names and a ${firefoxGib} GiB file as one ZIP that Python's zipfile reads back equal`,
+    timeoutMs: 20 * 60_000,
+    async run(t) {
+      const dir = await scratch(t, 'zip-ff-');
+      const folder = path.join(dir, 'awkward');
+      await awkwardTree(folder, 2_000);
+      await sparseWithRandomRegions(path.join(folder, 'huge.img'), Math.floor(firefoxGib * GIB));
+      const s = await share(t, dir);
+      const { fx, page } = await firefoxBrowser(t, 'zip-ff');
+      await firefox.openLink(page, s.link, ['connected'], 30_000);
+      await page.waitForFunction(() => window.linkfsShare?.progress().complete === true, { timeout: 60_000 });
+      const r = await firefoxDownload(fx, page, 'awkward', 'awkward.zip');
+      log(`    ZIP in ${r.seconds.toFixed(1)} s through ${r.route}, ${r.files} files planned`);
+      assert(r.files === 2_001, `the page planned ${r.files} files, 2,001 expected`);
+      const check = spawnSync('python3', [path.join(import.meta.dirname, 'lib', 'check_zip.py'), r.file, folder, 'awkward'], { encoding: 'utf8' });
+      log(`    check_zip: ${check.stdout.trim()}${check.stderr ? `\n${check.stderr}` : ''}`);
+      assert(check.status === 0, `Python's zipfile found problems in Firefox's ZIP: ${check.stdout}${check.stderr}`);
+      const errors = realErrors(fx.pageErrors);
+      assert(errors.length === 0, `uncaught errors in the page: ${errors.join('; ')}`);
       await s.stop();
     },
   },

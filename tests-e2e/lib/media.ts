@@ -3,9 +3,25 @@
 // to prove the fixture is what it claims.
 
 import { spawnSync } from 'node:child_process';
-import { open } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdir, open, rename } from 'node:fs/promises';
+import path from 'node:path';
+import { scratchDir } from './paths.ts';
 
-/** Makes `seconds` of 320x180 test video with a tone, at about `kbps`, into `out` (.mp4 or .webm). */
+/** `makeVideo`, made once per set of parameters and kept under the scratch folder; copied to `out`. */
+export async function cachedVideo(out: string, seconds: number, kbps: number): Promise<void> {
+  const cache = path.join(scratchDir, 'media-cache');
+  await mkdir(cache, { recursive: true });
+  const kept = path.join(cache, `${seconds}s-${kbps}k${path.extname(out)}`);
+  if (!existsSync(kept)) {
+    const making = `${kept}.making${path.extname(out)}`;
+    makeVideo(making, seconds, kbps);
+    await rename(making, kept);
+  }
+  await copyFile(kept, out);
+}
+
+/** Makes `seconds` of 320x180, 10 fps test video with a tone, at about `kbps`, into `out` (.mp4 or .webm). */
 export function makeVideo(out: string, seconds: number, kbps: number): void {
   const webm = out.endsWith('.webm');
   const codec = webm ? ['-c:v', 'libvpx', '-deadline', 'realtime', '-cpu-used', '8', '-c:a', 'libopus'] : ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-c:a', 'aac'];
@@ -13,11 +29,11 @@ export function makeVideo(out: string, seconds: number, kbps: number): void {
     'ffmpeg',
     [
       '-hide_banner', '-loglevel', 'error', '-y',
-      '-f', 'lavfi', '-i', `testsrc2=size=320x180:rate=25:duration=${seconds}`,
+      '-f', 'lavfi', '-i', `testsrc2=size=320x180:rate=10:duration=${seconds}`,
       '-f', 'lavfi', '-i', `sine=frequency=440:duration=${seconds}`,
       ...codec,
       '-b:v', `${kbps}k`, '-minrate', `${kbps}k`, '-maxrate', `${kbps}k`, '-bufsize', `${kbps * 2}k`,
-      '-g', '50',
+      '-g', '20',
       out,
     ],
     { stdio: ['ignore', 'inherit', 'inherit'] },

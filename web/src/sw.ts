@@ -20,8 +20,13 @@ declare const self: ServiceWorkerGlobalScope;
 
 const PREFIX = 'linkfs-serve';
 
+/** Credit is returned once this much was read (or the queue ran dry). */
+const CREDIT_STEP = 256 * 1024;
+
 interface Stream {
   queue: Uint8Array[];
+  /** Bytes the browser read that were not yet credited back. */
+  owed: number;
   ended: boolean;
   failure: string | null;
   /** The pull waiting for a chunk, if any. */
@@ -168,7 +173,7 @@ async function answer(token: string, request: Request): Promise<Response> {
   if (request.method === 'HEAD' || end === start) return new Response(null, { status, headers });
 
   const id = nextStream++;
-  const stream: Stream = { queue: [], ended: false, failure: null, wake: null };
+  const stream: Stream = { queue: [], owed: 0, ended: false, failure: null, wake: null };
   entry.streams.set(id, stream);
   post(entry, { type: 'open', stream: id, start, end, credit: resource.window });
   const body = new ReadableStream<Uint8Array>(
@@ -179,7 +184,12 @@ async function answer(token: string, request: Request): Promise<Response> {
             const chunk = stream.queue.shift();
             if (chunk !== undefined) {
               controller.enqueue(chunk);
-              post(entry, { type: 'credit', stream: id, bytes: chunk.byteLength });
+              // Credit goes back in steps (fewer messages), at once when nothing is left.
+              stream.owed += chunk.byteLength;
+              if (stream.owed >= CREDIT_STEP || stream.queue.length === 0) {
+                post(entry, { type: 'credit', stream: id, bytes: stream.owed });
+                stream.owed = 0;
+              }
             } else if (stream.failure !== null) {
               entry.streams.delete(id);
               controller.error(new Error(stream.failure));

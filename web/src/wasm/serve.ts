@@ -49,10 +49,12 @@ export class SourceServer {
   private opened = 0;
   private closed = false;
 
+  /** `coalesce`: bytes gathered into one message before it goes (0: every chunk at once). */
   constructor(
     private readonly port: MessagePort,
     private readonly source: ByteSource,
     private readonly events: ServeEvents,
+    private readonly coalesce = 0,
   ) {
     port.onmessage = (event: MessageEvent<ToSource>) => this.onMessage(event.data);
   }
@@ -121,21 +123,46 @@ export class SourceServer {
 
   private async pump(id: number, s: Outgoing): Promise<void> {
     s.pumping = true;
+    // Chunks gathered into one message of about `coalesce` bytes (downloads: fewer,
+    // bigger messages to the service worker; media: none, a seek wants bytes now).
+    let parts: Uint8Array[] = [];
+    let size = 0;
+    const flush = (): void => {
+      if (size === 0) return;
+      let chunk: ArrayBuffer;
+      if (parts.length === 1) {
+        chunk = this.source.ownsChunks ? ownBuffer(parts[0]!) : copyOf(parts[0]!);
+      } else {
+        const joined = new Uint8Array(size);
+        let at = 0;
+        for (const p of parts) {
+          joined.set(p, at);
+          at += p.byteLength;
+        }
+        chunk = joined.buffer;
+      }
+      s.credit -= size;
+      this.sent += size;
+      parts = [];
+      size = 0;
+      this.post({ type: 'data', stream: id, chunk }, [chunk]);
+      this.events.progress({ sent: this.sent, streams: this.opened });
+    };
     try {
-      while (s.credit > 0 && !s.done && this.streams.get(id) === s) {
+      while (s.credit - size > 0 && !s.done && this.streams.get(id) === s) {
         const { value, done } = await s.reader.read();
         if (this.streams.get(id) !== s) return;
         if (done) {
+          flush();
           s.done = true;
           this.post({ type: 'end', stream: id });
           return;
         }
-        const chunk = this.source.ownsChunks ? ownBuffer(value) : copyOf(value);
-        s.credit -= chunk.byteLength;
-        this.sent += chunk.byteLength;
-        this.post({ type: 'data', stream: id, chunk }, [chunk]);
-        this.events.progress({ sent: this.sent, streams: this.opened });
+        parts.push(value);
+        size += value.byteLength;
+        if (size >= this.coalesce || size >= s.credit) flush();
       }
+      flush();
     } catch (error) {
       if (this.streams.get(id) !== s) return;
       this.streams.delete(id);

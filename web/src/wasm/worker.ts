@@ -19,6 +19,8 @@ declare const self: DedicatedWorkerGlobalScope;
 
 /** Progress messages to the page at most this often while the index fills. */
 const PROGRESS_EVERY_MS = 50;
+/** Downloads go to the service worker in messages of about this many bytes. */
+const DOWNLOAD_MESSAGE_BYTES = 512 * 1024;
 /** Read progress at most this often per read. */
 const READ_PROGRESS_EVERY_MS = 100;
 
@@ -259,7 +261,7 @@ function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession
           finished(ok, text, sentNow);
         }
       },
-    });
+    }, target.once ? DOWNLOAD_MESSAGE_BYTES : 0);
     serving.set(token, {
       stop: (reason) => {
         server.close(reason);
