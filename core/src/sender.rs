@@ -411,16 +411,25 @@ impl SenderSession {
                 self.cursor
             )));
         }
-        if next <= self.acked {
+        if next < self.acked {
             return Ok(());
         }
+        // An acknowledgement of the position already acknowledged still covers
+        // batches that end there: the empty "complete" batch a resumed session
+        // sends at the receiver's own position is acknowledged exactly so.
+        let advanced = next > self.acked;
         self.acked = next;
+        let mut released = false;
         while let Some(front) = self.unacked.front() {
             if front.end > next {
                 break;
             }
             self.unacked_bytes -= front.frame.len();
             self.unacked.pop_front();
+            released = true;
+        }
+        if !advanced && !released {
+            return Ok(());
         }
         self.rto = self.config.retransmit_ms;
         self.resends = 0;

@@ -114,3 +114,45 @@ fn giving_up_ends_the_session_and_fails_the_reads() {
     assert!(v.failed.iter().any(|(f, _)| *f == h));
     assert_eq!(v.ended, Some(EndReason::ConnectionLost));
 }
+
+/// Regression: a receiver that reconnects with the complete index gets the
+/// sharer's (empty) "complete" batch at the position it already has, and
+/// acknowledges that same position. The sharer took an acknowledgement that
+/// does not move forward for no acknowledgement at all, resent the batch on
+/// its timer and, after 8 resends (about 70 s), ended the session "the receiver
+/// stopped acknowledging the index", killing a long download in the browser.
+#[test]
+fn a_resumed_session_with_the_complete_index_is_not_ended_for_lack_of_acks() {
+    let (ix, files) = build_tree(2, 10, 0, |_| 1_000);
+    let config = SenderConfig::default();
+    let mut sharer = Sharer::new(ix, files, config.clone());
+    let mut v = Visitor::new(Rebuilt::default(), ReceiverConfig::default(), false);
+    progress(
+        &mut Net::new(7, LinkModel::PERFECT),
+        &mut sharer,
+        &mut v,
+        60_000,
+    );
+    assert!(v.receiver.progress().complete);
+    v.receiver.channel_closed();
+    sharer.session = SenderSession::new(config);
+    v.receiver.channel_opened();
+    // Five simulated minutes on the new link, nothing else happening.
+    progress(
+        &mut Net::new(8, LinkModel::PERFECT),
+        &mut sharer,
+        &mut v,
+        300_000,
+    );
+    assert!(
+        sharer.session.is_open(),
+        "the resumed session ended: {:?}",
+        sharer.session.end_reason()
+    );
+    assert_eq!(v.ended, None);
+    assert_eq!(
+        sharer.session.stats().retransmits,
+        0,
+        "a batch that was acknowledged was sent again"
+    );
+}
