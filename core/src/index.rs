@@ -377,6 +377,16 @@ impl Index {
         self.present(id).is_some()
     }
 
+    /// One past the highest entry slot in use: every present id is below it.
+    pub fn id_bound(&self) -> u32 {
+        self.end as u32
+    }
+
+    /// The name of a present entry (cheaper than [`get`](Self::get) for a scan).
+    pub fn name_of(&self, id: EntryId) -> Option<&[u8]> {
+        self.present(id).map(|i| self.name_at(i))
+    }
+
     pub fn get(&self, id: EntryId) -> Option<EntryRef<'_>> {
         let i = self.present(id)?;
         let kind = self.kind_at(i);

@@ -15,6 +15,8 @@
 //!   after commit, the rebuild on the next visit, the "complete" rule.
 //! - [`index::Index`]: the compact, column-wise receiver index with lazy sorted
 //!   listings and binary-search lookups.
+//! - [`search::Search`]: whole-share name search over that index, step by
+//!   step (case-folded, NFC-normalised, substring or `*`/`?` glob).
 //! - [`signaling`]: the handshake through the relay, once: a guest machine
 //!   (browser and native receiver) and a host machine (the sharer) trading
 //!   sealed offers, answers and candidates until the data link opens.
@@ -37,6 +39,7 @@ pub mod link;
 pub mod persist;
 pub mod receiver;
 pub mod seal;
+pub mod search;
 pub mod sender;
 pub mod settle;
 pub mod share_index;
@@ -55,6 +58,7 @@ pub use receiver::{
     ReceiverConfig, ReceiverEvent, StartReadError,
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
+pub use search::{MAX_RESULTS, NamePattern, Search, SearchStep};
 pub use sender::{
     IoFailure, MAX_RETRANSMITS, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError,
 };

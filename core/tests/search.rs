@@ -1,0 +1,118 @@
+//! Whole-share search over a real receiver index: bounded steps, an index that
+//! changes between steps, the result cap.
+
+use linkfs_core::{Index, MAX_RESULTS, Search};
+use linkfs_proto::{EntryId, EntryKind, EntryView, Generation, OpView};
+
+fn entry(id: u32, parent: u32, name: &[u8], kind: EntryKind) -> EntryView<'_> {
+    EntryView {
+        id: EntryId(id),
+        parent: EntryId(parent),
+        kind,
+        name,
+        size: 1,
+        mtime: 0,
+        mode: 0o644,
+        generation: Generation(0),
+        target: b"",
+    }
+}
+
+/// A root, folder 1, and `n` files under it named `photo-<i>.jpg` (every 10th NFD "café-<i>.txt").
+fn index_with(n: u32) -> Index {
+    let mut ix = Index::new();
+    ix.apply(OpView::Upsert(entry(0, 0, b"root", EntryKind::Dir)))
+        .unwrap();
+    ix.apply(OpView::Upsert(entry(1, 0, b"photos", EntryKind::Dir)))
+        .unwrap();
+    for i in 0..n {
+        let name = if i % 10 == 0 {
+            format!("cafe\u{301}-{i}.txt")
+        } else {
+            format!("photo-{i}.jpg")
+        };
+        ix.apply(OpView::Upsert(entry(
+            2 + i,
+            1,
+            name.as_bytes(),
+            EntryKind::File,
+        )))
+        .unwrap();
+    }
+    ix
+}
+
+fn run(ix: &Index, query: &str, per_step: u32) -> (Vec<EntryId>, usize, bool) {
+    let mut s = Search::new(query);
+    let mut all = Vec::new();
+    for steps in 1.. {
+        let step = s.step(ix, per_step);
+        assert!(step.scanned <= step.total);
+        all.extend(step.matches);
+        if step.done {
+            return (all, steps, step.truncated);
+        }
+        assert!(steps < 1_000_000, "the search never ended");
+    }
+    unreachable!()
+}
+
+#[test]
+fn steps_scan_a_bounded_number_of_slots_and_find_every_match_once() {
+    let ix = index_with(1_000);
+    let (found, steps, truncated) = run(&ix, "Café", 64);
+    assert_eq!(found.len(), 100, "every NFD café found by its NFC form");
+    assert!(steps >= 1_002 / 64, "64 slots per step: {steps} steps");
+    assert!(!truncated);
+    let (globbed, _, _) = run(&ix, "PHOTO-9?.JPG", 1_000_000);
+    assert_eq!(globbed.len(), 9, "photo-91..99 (photo-90 is a café)");
+    assert_eq!(
+        run(&ix, "photos", 1_000).0,
+        vec![EntryId(1)],
+        "folders are found too"
+    );
+    assert!(run(&ix, "", 10).0.is_empty());
+}
+
+#[test]
+fn entries_removed_or_added_between_steps_are_never_reported_when_gone() {
+    let mut ix = index_with(200);
+    let mut s = Search::new("photo");
+    let mut found = s.step(&ix, 50).matches;
+    // Everything under "photos" goes, and new entries come at higher ids.
+    ix.apply(OpView::Remove(EntryId(1))).unwrap();
+    ix.apply(OpView::Upsert(entry(
+        1_000,
+        0,
+        b"photo-new.jpg",
+        EntryKind::File,
+    )))
+    .unwrap();
+    loop {
+        let step = s.step(&ix, 50);
+        found.extend(step.matches);
+        if step.done {
+            break;
+        }
+    }
+    assert!(
+        found.contains(&EntryId(1_000)),
+        "the entry added during the search is found"
+    );
+    for id in &found[found.len().min(1)..] {
+        if *id != EntryId(1_000) {
+            assert!(
+                id.0 < 50,
+                "entry {id} was removed before it was scanned, yet reported"
+            );
+        }
+    }
+}
+
+#[test]
+fn at_most_max_results_are_reported() {
+    let ix = index_with(MAX_RESULTS as u32 + 500);
+    let (found, _, truncated) = run(&ix, "-", 4_096);
+    assert_eq!(found.len(), MAX_RESULTS);
+    assert!(truncated);
+}
