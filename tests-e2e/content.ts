@@ -333,6 +333,85 @@ const tests: TestCase[] = [
     },
   },
   {
+    name: 's: a selection made with Ctrl-click, Shift-click and a checkbox downloads as one ZIP of exactly those entries',
+    timeoutMs: 120_000,
+    async run(t) {
+      const dir = await scratch(t, 'select-');
+      for (const n of ['a.txt', 'b.txt', 'c.txt', 'd.txt']) await writeFile(path.join(dir, n), `${n} `.repeat(100));
+      await mkdir(path.join(dir, 'e folder', 'inner'), { recursive: true });
+      await writeFile(path.join(dir, 'e folder', 'f.bin'), randomBytes(70_000));
+      await writeFile(path.join(dir, 'e folder', 'inner', 'g.txt'), 'g');
+      const s = await share(t, dir);
+      const { chromium, page } = await browser(t, 'select');
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const id = async (p: string) => (await page.evaluate((x) => window.linkfsShare!.lookup(x), p))!.id;
+      const row = async (p: string) => page.locator(`[data-testid=row][data-id="${await id(p)}"]`);
+      await (await row('a.txt')).click({ modifiers: ['Control'] });
+      await (await row('c.txt')).click({ modifiers: ['Shift'] });
+      await (await row('e folder')).locator('[data-testid=row-select]').click();
+      const count = await page.locator('[data-testid=selection-count]').textContent();
+      assert(count === '4 selected', `the selection bar says ${JSON.stringify(count)}, "4 selected" expected`);
+      const out = path.join(await scratch(t, 'select-out-'), 'selection.zip');
+      const r = await downloadThroughPage(page, { target: '', out, button: '[data-testid=selection-download]', log: (l) => log(`    ${l}`) });
+      const list = spawnSync('python3', ['-c', 'import sys, zipfile, json; z = zipfile.ZipFile(sys.argv[1]); print(json.dumps(sorted((i.filename, len(z.read(i))) for i in z.infolist())))', out], { encoding: 'utf8' });
+      assert(list.status === 0, `Python's zipfile could not read the selection's ZIP: ${list.stderr}`);
+      const members = JSON.parse(list.stdout) as [string, number][];
+      const expected = [['a.txt', 600], ['b.txt', 600], ['c.txt', 600], ['e folder/', 0], ['e folder/f.bin', 70_000], ['e folder/inner/', 0], ['e folder/inner/g.txt', 1]];
+      assert(JSON.stringify(members) === JSON.stringify(expected), `the ZIP holds ${JSON.stringify(members)}, expected ${JSON.stringify(expected)}`);
+      log(`    selection ZIP: ${r.bytes} bytes, ${members.length} members`);
+      assert(chromium.pageErrors.length === 0, `uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
+      await s.stop();
+    },
+  },
+  {
+    name: 't: search the whole share: an NFD name found by typing its NFC form, a glob finds a deep file, a result opens its folder with it selected',
+    timeoutMs: 120_000,
+    async run(t) {
+      const dir = await scratch(t, 'search-');
+      const deep = path.join(dir, 'a', 'b', 'c');
+      await mkdir(deep, { recursive: true });
+      await writeFile(path.join(deep, 'Cafe\u0301 menu.txt'), 'menu');
+      await writeFile(path.join(deep, 'Report 2024.PDF'), 'pdf');
+      for (let i = 0; i < 3000; i++) {
+        const sub = path.join(dir, `folder ${i % 30}`);
+        if (i < 30) await mkdir(sub);
+        await writeFile(path.join(sub, `file ${i}.txt`), '');
+      }
+      const s = await share(t, dir);
+      const { chromium, page } = await browser(t, 'search');
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const search = page.locator('[data-testid=search]');
+      /** Types `q` and waits for its whole search to finish; returns the paths shown. */
+      const searchFor = async (q: string): Promise<string[]> => {
+        await search.fill(q);
+        await page.waitForFunction((query) => {
+          const panel = document.querySelector<HTMLElement>('.search-panel');
+          return panel?.dataset.query === query && panel.dataset.state === 'done';
+        }, q, { timeout: 10_000 });
+        return page.locator('[data-testid=search-hit]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.path ?? ''));
+      };
+      const cafe = await searchFor('Café');
+      assert(cafe.length === 1 && cafe[0] === 'a/b/c/Cafe\u0301 menu.txt', `typing "Café" (NFC) found ${JSON.stringify(cafe)}, expected the NFD name a/b/c/Café menu.txt`);
+      const pdf = await searchFor('*.pdf');
+      assert(pdf.length === 1 && pdf[0] === 'a/b/c/Report 2024.PDF', `"*.pdf" found ${JSON.stringify(pdf)}`);
+      const many = await searchFor('file 29*');
+      assert(many.length === 111, `"file 29*" found ${many.length} names, 111 expected (file 29, file 290-299, file 2900-2999)`);
+      assert((await searchFor('Report')).length === 1, '"Report" should find one name');
+      const target = await page.evaluate(() => window.linkfsShare!.lookup('a/b/c/Report 2024.PDF'));
+      await page.locator('[data-testid=search-hit]').first().click();
+      await page.waitForFunction((id) => {
+        const row = document.querySelector(`[data-testid=row][data-id="${id}"]`);
+        return row?.classList.contains('is-selected') === true && row.classList.contains('is-active');
+      }, target!.id, { timeout: 10_000 });
+      const hash = await page.evaluate(() => decodeURIComponent(window.location.hash.split('/').slice(1).join('/')));
+      assert(hash === 'a/b/c', `the result opened ${JSON.stringify(hash)}, not its folder a/b/c`);
+      assert(chromium.pageErrors.length === 0, `uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
+      await s.stop();
+    },
+  },
+  {
     name: 'p-ff: Firefox ESR plays the same videos with seeking, reading under 20 % of each',
     timeoutMs: 240_000,
     async run(t) {

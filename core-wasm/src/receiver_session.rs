@@ -17,7 +17,7 @@ use std::rc::Rc;
 use js_sys::{Array, Function, Uint8Array};
 use linkfs_core::ShareLink;
 use linkfs_core::{
-    EndReason, Millis, PersistentReceiver, ReadEvent, ReadHandle, ReceiverConfig, SortKey,
+    EndReason, Millis, PersistentReceiver, ReadEvent, ReadHandle, ReceiverConfig, Search, SortKey,
     StoredEvent, rebuild,
 };
 use linkfs_proto::EntryId;
@@ -28,7 +28,8 @@ use wasm_bindgen_futures::spawn_local;
 
 use crate::store::{JsFrame, Store};
 use crate::types::{
-    EndKind, EntryPath, EntryRow, ListPage, Progress, SessionEvent, SessionEvents, Stats,
+    EndKind, EntryPath, EntryRow, ListPage, Progress, SearchBatch, SearchHit, SessionEvent,
+    SessionEvents, Stats,
 };
 
 /// Refused index operations logged to the console (the rest are counted).
@@ -52,6 +53,9 @@ struct Inner {
     /// Changes are being recorded (from the moment the index is complete).
     journaling: bool,
     notify: Function,
+    /// The one search in progress, with its handle.
+    search: Option<(u32, Search)>,
+    next_search: u32,
 }
 
 /// A share's index in this worker. See the module docs.
@@ -105,6 +109,8 @@ impl ReceiverSession {
                 refusals_logged: 0,
                 journaling: false,
                 notify,
+                search: None,
+                next_search: 1,
             })),
         }
     }
@@ -272,6 +278,87 @@ impl ReceiverSession {
             .and_then(|id| index.get(id))
             .map(|e| EntryRow::of(&e));
         Ok(row.map(|r| r.into_ts()).transpose()?)
+    }
+
+    /// Starts a whole-share name search (see `linkfs_core::search` for the
+    /// syntax), replacing any other; returns its handle for `searchStep`.
+    #[wasm_bindgen(js_name = searchStart)]
+    pub fn search_start(&self, query: &str) -> u32 {
+        let mut i = self.inner.borrow_mut();
+        let handle = i.next_search;
+        i.next_search = i.next_search.wrapping_add(1).max(1);
+        i.search = Some((handle, Search::new(query)));
+        handle
+    }
+
+    /// Scans up to `max_slots` more entries of search `handle`; an unknown
+    /// (replaced or stopped) handle answers `done` with nothing.
+    #[wasm_bindgen(js_name = searchStep)]
+    pub fn search_step(&self, handle: u32, max_slots: u32) -> Result<Ts<SearchBatch>, JsError> {
+        let mut guard = self.inner.borrow_mut();
+        let i = &mut *guard;
+        let index = i.receiver.index();
+        let Some((h, search)) = i.search.as_mut() else {
+            return Ok(SearchBatch {
+                rows: Vec::new(),
+                scanned: 0.0,
+                total: 0.0,
+                done: true,
+                truncated: false,
+            }
+            .into_ts()?);
+        };
+        if *h != handle {
+            return Ok(SearchBatch {
+                rows: Vec::new(),
+                scanned: 0.0,
+                total: 0.0,
+                done: true,
+                truncated: false,
+            }
+            .into_ts()?);
+        }
+        let step = search.step(index, max_slots);
+        let rows = step
+            .matches
+            .iter()
+            .filter_map(|id| {
+                let e = index.get(*id)?;
+                let path = index
+                    .path_of(*id)
+                    .map(|p| String::from_utf8_lossy(&p).into_owned())
+                    .unwrap_or_default();
+                Some(SearchHit::of(&e, path))
+            })
+            .collect();
+        if step.done {
+            i.search = None;
+        }
+        Ok(SearchBatch {
+            rows,
+            scanned: f64::from(step.scanned),
+            total: f64::from(step.total),
+            done: step.done,
+            truncated: step.truncated,
+        }
+        .into_ts()?)
+    }
+
+    /// Where entry `id` is in its folder's listing in this order (for showing a
+    /// search result in its folder), if it is there.
+    #[wasm_bindgen(js_name = indexIn)]
+    pub fn index_in(&self, dir: u32, id: u32, sort: &str, descending: bool) -> Option<u32> {
+        let key = match sort {
+            "size" => SortKey::Size,
+            "mtime" => SortKey::Mtime,
+            "kind" => SortKey::Kind,
+            _ => SortKey::Name,
+        };
+        let mut i = self.inner.borrow_mut();
+        let index = i.receiver.index_mut();
+        let n = index.child_count(EntryId(dir));
+        let ids = index.list(EntryId(dir), key, descending, 0, n);
+        ids.iter().position(|x| x.0 == id).map(|p| p as u32)
     }
 
     /// Starts reading a whole file; events name the returned handle.

@@ -74,6 +74,50 @@ pub struct ListPage {
     pub rows: Vec<EntryRow>,
 }
 
+/// Matches of a whole-share search found by one step, with their paths.
+#[derive(Debug, Serialize, Tsify)]
+pub struct SearchBatch {
+    /// Each match as a row; `path` is its full path from the root.
+    pub rows: Vec<SearchHit>,
+    /// Entry slots scanned so far, of `total`.
+    pub scanned: f64,
+    pub total: f64,
+    pub done: bool,
+    /// More matched than are reported (`linkfs_core::MAX_RESULTS`).
+    pub truncated: bool,
+}
+
+/// One match of a search: its row's fields and its path. (Not `#[serde(flatten)]`:
+/// serde-wasm-bindgen turns a flattened struct into a JS `Map`, not an object.)
+#[derive(Debug, Serialize, Tsify)]
+pub struct SearchHit {
+    pub id: u32,
+    pub parent: u32,
+    pub name: String,
+    pub kind: Kind,
+    pub size: f64,
+    pub mtime: f64,
+    pub mode: u32,
+    /// `/`-separated, from the share root (invalid UTF-8 shows as U+FFFD).
+    pub path: String,
+}
+
+impl SearchHit {
+    pub fn of(e: &EntryRef<'_>, path: String) -> SearchHit {
+        let row = EntryRow::of(e);
+        SearchHit {
+            id: row.id,
+            parent: row.parent,
+            name: row.name,
+            kind: row.kind,
+            size: row.size,
+            mtime: row.mtime,
+            mode: row.mode,
+            path,
+        }
+    }
+}
+
 /// How far the index is (see `linkfs_core::persist`).
 #[derive(Debug, Serialize, Tsify)]
 #[serde(rename_all = "camelCase")]

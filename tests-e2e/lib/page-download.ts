@@ -22,6 +22,8 @@ export interface PageDownloadOptions {
   log?: (line: string) => void;
   /** The browser's main process, for the renderer RSS cross-check. */
   browserPid?: number | null;
+  /** Click this instead of the target's own download button (e.g. the selection's). */
+  button?: string;
 }
 
 export interface PageDownloadResult {
@@ -65,12 +67,13 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
   const entry = await page.evaluate((p) => window.linkfsShare!.lookup(p), target);
   if (entry === null) throw new Error(`${target || '(the share)'} is not in the share's index`);
   const parent = target.includes('/') ? target.slice(0, target.lastIndexOf('/')) : '';
-  const button =
-    target === ''
+  const button = options.button
+    ? page.locator(options.button)
+    : target === ''
       ? page.locator('[data-testid=folder-download]')
       : page.locator(`[data-testid=row][data-id="${entry.id}"] [data-testid=row-download]`);
-  await openFolder(page, target === '' ? '' : parent);
-  if (target !== '') {
+  if (!options.button) await openFolder(page, target === '' ? '' : parent);
+  if (target !== '' && !options.button) {
     // Bring the row into view (the listing renders only visible rows).
     const deadline = Date.now() + 30_000;
     while ((await button.count()) === 0) {

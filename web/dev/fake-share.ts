@@ -14,6 +14,8 @@
 // A fragment without a '.' is rejected as not a link.
 
 import type {
+  SearchHit,
+  SearchUpdate,
   Transfer,
   TransferSource,
   TransferTarget,
@@ -188,6 +190,29 @@ class FakeShare implements ShareApi {
       at = next;
     }
     return this.visible(at) ? this.rowOf(at) : null;
+  }
+
+  /** The fake's search: a plain scan of its tree, case-insensitive substring, all at once. */
+  async search(query: string, onUpdate: (update: SearchUpdate) => void): Promise<void> {
+    const q = query.trim().normalize('NFC').toLowerCase();
+    const hits: SearchHit[] = [];
+    let total = 0;
+    for (let id = 1; ; id++) {
+      const e = this.tree.get(id);
+      if (!e) break;
+      total += 1;
+      if (q !== '' && this.visible(id) && e.row.name.normalize('NFC').toLowerCase().includes(q) && hits.length < 10_000) {
+        const path = (await this.path(id)).slice(1).map((r) => r.name).join('/');
+        hits.push({ ...this.rowOf(id), path });
+      }
+    }
+    onUpdate({ hits, scanned: total, total, done: true, truncated: false });
+  }
+
+  async indexIn(dir: number, id: number, sort: SortKey, descending: boolean): Promise<number | null> {
+    const page = await this.list(dir, sort, descending, 0, 1_000_000);
+    const at = page.rows.findIndex((r) => r.id === id);
+    return at < 0 ? null : at;
   }
 
   /** The fake streams nothing: transfers (service worker, File System Access) need the real share. */

@@ -121,6 +121,23 @@ export interface Transfer {
   stop(reason: string): void;
 }
 
+/** One match of a whole-share search. */
+export interface SearchHit extends EntryRow {
+  /** Full path from the share root, `/`-separated. */
+  path: string;
+}
+
+/** What a search found since the last report, and how far it is. */
+export interface SearchUpdate {
+  hits: SearchHit[];
+  /** Entries scanned so far, of `total`. */
+  scanned: number;
+  total: number;
+  done: boolean;
+  /** More matched than are reported (10,000). */
+  truncated: boolean;
+}
+
 export interface ShareApi {
   readonly rootId: number;
   status(): ConnectionStatus;
@@ -135,6 +152,14 @@ export interface ShareApi {
   lookup(path: string): Promise<EntryRow | null>;
   /** Reads a whole file; every chunk is BLAKE3-verified before it is used. */
   read(id: number, options?: ReadOptions): Promise<Blob>;
+  /**
+   * Searches every name in the share (case-folded, NFC-normalised; substring, or a
+   * `*`/`?` glob over the whole name), in the index worker; `onUpdate` hears the
+   * matches as they are found. Settles when done or when `signal` aborts.
+   */
+  search(query: string, onUpdate: (update: SearchUpdate) => void, signal?: AbortSignal): Promise<void>;
+  /** Where entry `id` is in folder `dir` listed in this order, if there. */
+  indexIn(dir: number, id: number, sort: SortKey, descending: boolean): Promise<number | null>;
   /** Streams a file or a ZIP somewhere with bounded memory; see `TransferTarget`. */
   transfer(source: TransferSource, target: TransferTarget): Transfer;
   close(): void;

@@ -13,6 +13,8 @@ import type {
   ReadOptions,
   ShareApi,
   ShareEvent,
+  SearchHit,
+  SearchUpdate,
   SortKey,
   Transfer,
   TransferSource,
@@ -82,6 +84,7 @@ class WasmShare implements ShareApi {
   private readonly queries = new Map<number, PendingQuery>();
   private readonly reads = new Map<number, PendingRead>();
   private readonly transfers = new Map<string, PendingTransfer>();
+  private search_: { id: number; onUpdate: (u: SearchUpdate) => void; resolve: () => void } | null = null;
   private nextId = 1;
   private connectTimer: ReturnType<typeof setTimeout> | null = null;
   /** The link being followed (origin + fragment). */
@@ -317,6 +320,17 @@ class WasmShare implements ShareApi {
         this.reads.get(m.id)?.reject(new Error(m.message));
         this.reads.delete(m.id);
         return;
+      case 'search-results': {
+        const run = this.search_;
+        if (!run || run.id !== m.id) return;
+        const b = m.batch;
+        run.onUpdate({ hits: b.rows as SearchHit[], scanned: b.scanned, total: b.total, done: b.done, truncated: b.truncated });
+        if (b.done) {
+          this.search_ = null;
+          run.resolve();
+        }
+        return;
+      }
       case 'serve-ready':
         this.transfers.get(m.token)?.ready.resolve({ size: m.size, name: m.name, ...(m.zip ? { zip: m.zip } : {}) });
         return;
@@ -408,6 +422,33 @@ class WasmShare implements ShareApi {
       );
       this.post({ type: 'read', id: rid, entry: id });
     });
+  }
+
+  search(query: string, onUpdate: (update: SearchUpdate) => void, signal?: AbortSignal): Promise<void> {
+    const previous = this.search_;
+    if (previous) {
+      this.post({ type: 'search-stop', id: previous.id });
+      previous.resolve();
+    }
+    const id = this.nextId++;
+    return new Promise<void>((resolve) => {
+      this.search_ = { id, onUpdate, resolve };
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (this.search_?.id !== id) return;
+          this.search_ = null;
+          this.post({ type: 'search-stop', id });
+          resolve();
+        },
+        { once: true },
+      );
+      this.post({ type: 'search', id, query });
+    });
+  }
+
+  indexIn(dir: number, id: number, sort: SortKey, descending: boolean): Promise<number | null> {
+    return this.query<number | null>({ method: 'indexIn', dir, id, sort, descending });
   }
 
   transfer(source: TransferSource, target: TransferTarget): Transfer {

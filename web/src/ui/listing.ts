@@ -30,7 +30,12 @@ export interface ListingActions {
    * scans the directory, its progress.
    */
   countChanged(total: number | null, filter: FilterProgress | null): void;
+  /** The selection changed (checkboxes, Ctrl/⌘-click, Shift-click, Space, Ctrl+A). */
+  selectionChanged(rows: EntryRow[]): void;
 }
+
+/** At most this many entries are selected at once (select all of a huge folder stops there). */
+export const MAX_SELECTED = 100_000;
 
 const COLUMNS: { key: SortKey; label: string; className: string }[] = [
   { key: 'name', label: 'Name', className: 'col-name' },
@@ -48,6 +53,7 @@ interface RowView {
   size: HTMLElement;
   mtime: HTMLElement;
   download: HTMLButtonElement;
+  check: HTMLInputElement;
   /** The data it shows; a new object from a fresher page re-renders it. */
   data: EntryRow | undefined;
   index: number;
@@ -68,15 +74,31 @@ export class DirectoryListing {
   private activeIndex = 0;
   private frame = 0;
   private pendingScrollTop: number | null = null;
+  private revealIndex: number | null = null;
   /** Text for an empty directory: differs while the index is still filling. */
   private emptyText = 'This folder is empty.';
   private reportedCount = '';
+  /** Selected entries of the shown folder, by id, in the order they were selected. */
+  private readonly selected = new Map<number, EntryRow>();
+  /** Where a Shift-click range starts (the last row clicked or toggled). */
+  private anchor: number | null = null;
+  private readonly selectAllBox: HTMLInputElement;
 
   constructor(
     private readonly api: ShareApi,
     private readonly actions: ListingActions,
   ) {
     const headRow = el('div', { className: 'listing-row listing-head-row', attrs: { role: 'row', 'aria-rowindex': '1' } });
+    this.selectAllBox = el('input', {
+      className: 'row-select select-all',
+      attrs: { type: 'checkbox', 'aria-label': 'Select everything in this folder', title: 'Select all (Ctrl+A)' },
+      data: { testid: 'select-all' },
+    });
+    this.selectAllBox.addEventListener('click', (event) => {
+      event.stopPropagation();
+      if (this.selectAllBox.checked) void this.selectAll();
+      else this.clearSelection();
+    });
     for (const column of COLUMNS) {
       const header = el(
         'div',
@@ -84,6 +106,7 @@ export class DirectoryListing {
         el('button', { className: 'sort-button', text: column.label, attrs: { type: 'button', title: `Sort by ${column.label.toLowerCase()}` } }),
       );
       header.addEventListener('click', () => this.sortBy(column.key));
+      if (column.key === 'name') header.prepend(this.selectAllBox);
       this.headers.set(column.key, header);
       headRow.append(header);
     }
@@ -118,6 +141,7 @@ export class DirectoryListing {
       : new FilteredRows(this.api, dir, order, filter, changed);
     this.activeIndex = 0;
     this.reportedCount = '';
+    if (this.selected.size > 0 || this.anchor !== null) this.clearSelection();
     this.clearRows();
     this.pendingScrollTop = scrollTop;
     this.updateHeaders();
@@ -176,6 +200,11 @@ export class DirectoryListing {
     if (this.pendingScrollTop !== null && pages.total !== null) {
       this.viewport.scrollTop = this.pendingScrollTop;
       this.pendingScrollTop = null;
+    }
+    if (this.revealIndex !== null && pages.total !== null) {
+      const index = this.revealIndex;
+      this.revealIndex = null;
+      this.scrollToIndex(index);
     }
 
     const viewHeight = this.viewport.clientHeight;
@@ -257,16 +286,17 @@ export class DirectoryListing {
       { className: 'icon-button row-download', attrs: { type: 'button', tabindex: '-1' }, data: { testid: 'row-download' } },
       icon('download'),
     );
+    const check = el('input', { className: 'row-select', attrs: { type: 'checkbox', tabindex: '-1' }, data: { testid: 'row-select' } });
     const element = el(
       'div',
       { className: 'listing-row', attrs: { role: 'row' } },
-      el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, iconSlot, name, target),
+      el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, check, iconSlot, name, target),
       size,
       mtime,
       el('div', { className: 'cell col-actions', attrs: { role: 'gridcell' } }, download),
     );
     this.sizer.append(element);
-    return { element, iconSlot, iconName: null, name, target, size, mtime, download, data: undefined, index: -1 };
+    return { element, iconSlot, iconName: null, name, target, size, mtime, download, check, data: undefined, index: -1 };
   }
 
   private fill(view: RowView, index: number, data: EntryRow | undefined): void {
@@ -290,9 +320,14 @@ export class DirectoryListing {
       view.mtime.textContent = '';
       view.mtime.removeAttribute('title');
       view.download.hidden = true;
+      view.check.hidden = true;
       return;
     }
     element.className = `listing-row row-${data.kind}`;
+    view.check.hidden = false;
+    view.check.checked = this.selected.has(data.id);
+    view.check.setAttribute('aria-label', `Select ${data.name}`);
+    element.classList.toggle('is-selected', view.check.checked);
     element.dataset.testid = 'row';
     element.dataset.name = data.name;
     element.dataset.kind = data.kind;
@@ -375,6 +410,17 @@ export class DirectoryListing {
   private onClick(event: MouseEvent): void {
     const row = this.rowAtEvent(event);
     if (!row) return;
+    const onCheck = event.target instanceof HTMLInputElement && event.target.classList.contains('row-select');
+    if (onCheck || event.ctrlKey || event.metaKey) {
+      this.toggle(row, this.activeIndex);
+      if (!onCheck) event.preventDefault();
+      return;
+    }
+    if (event.shiftKey && this.anchor !== null) {
+      event.preventDefault();
+      void this.selectRange(this.anchor, this.activeIndex);
+      return;
+    }
     const onDownload = event.target instanceof Element && event.target.closest('.row-download') !== null;
     if (onDownload) this.actions.download(row);
     else if (row.kind !== 'symlink') this.actions.open(row);
@@ -405,6 +451,23 @@ export class DirectoryListing {
         this.actions.up();
         event.preventDefault();
         return;
+      case ' ': {
+        const row = this.pages?.row(this.activeIndex);
+        if (row) this.toggle(row, this.activeIndex);
+        event.preventDefault();
+        return;
+      }
+      case 'a':
+      case 'A':
+        if (!event.ctrlKey && !event.metaKey) return;
+        void this.selectAll();
+        event.preventDefault();
+        return;
+      case 'Escape':
+        if (this.selected.size === 0) return;
+        this.clearSelection();
+        event.preventDefault();
+        return;
       default:
         return;
     }
@@ -430,6 +493,91 @@ export class DirectoryListing {
       else if (top + ROW_HEIGHT > this.viewport.scrollTop + viewHeight) this.viewport.scrollTop = top + ROW_HEIGHT - viewHeight;
     }
     this.schedule();
+  }
+
+  /** Makes row `index` (holding `row`) the active one, scrolled into view and selected alone. */
+  reveal(index: number, row: EntryRow): void {
+    this.activeIndex = index;
+    this.selected.clear();
+    this.selected.set(row.id, row);
+    this.anchor = index;
+    // Scrolled to once the folder's size is known (it may not be yet).
+    this.pendingScrollTop = null;
+    this.revealIndex = index;
+    this.schedule();
+    this.updateActive();
+    this.selectionChanged();
+    this.focus();
+  }
+
+  // --- selection ---
+
+  /** The selected entries, in the order they were selected. */
+  get selection(): EntryRow[] {
+    return [...this.selected.values()];
+  }
+
+  clearSelection(): void {
+    this.selected.clear();
+    this.anchor = null;
+    this.selectionChanged();
+  }
+
+  private toggle(row: EntryRow, index: number): void {
+    if (this.selected.has(row.id)) this.selected.delete(row.id);
+    else if (this.selected.size < MAX_SELECTED) this.selected.set(row.id, row);
+    this.anchor = index;
+    this.selectionChanged();
+  }
+
+  /** Rows [from, to] of the shown order, from the loaded windows or asked for. */
+  private async rowsBetween(from: number, to: number): Promise<EntryRow[]> {
+    const pages = this.pages;
+    if (!pages) return [];
+    const [a, b] = from <= to ? [from, to] : [to, from];
+    const end = Math.min(b, a + MAX_SELECTED - 1);
+    const rows: EntryRow[] = [];
+    let missing = false;
+    for (let i = a; i <= end; i += 1) {
+      const row = pages.row(i);
+      if (row) rows.push(row);
+      else missing = true;
+    }
+    if (!missing || pages instanceof FilteredRows) return rows;
+    const out: EntryRow[] = [];
+    for (let start = a; start <= end; start += 5000) {
+      const page = await this.api.list(pages.dir, this.order.sort, this.order.descending, start, Math.min(5000, end - start + 1));
+      out.push(...page.rows);
+      if (page.rows.length === 0) break;
+    }
+    return out;
+  }
+
+  private async selectRange(from: number, to: number): Promise<void> {
+    const dir = this.dir;
+    const rows = await this.rowsBetween(from, to);
+    if (this.dir !== dir) return;
+    for (const row of rows) if (this.selected.size < MAX_SELECTED) this.selected.set(row.id, row);
+    this.selectionChanged();
+  }
+
+  private async selectAll(): Promise<void> {
+    const total = this.pages?.total ?? 0;
+    if (total === 0) return;
+    await this.selectRange(0, total - 1);
+  }
+
+  private selectionChanged(): void {
+    for (const view of this.rendered.values()) {
+      const on = view.data !== undefined && this.selected.has(view.data.id);
+      view.check.checked = on;
+      view.element.classList.toggle('is-selected', on);
+    }
+    const total = this.pages?.total ?? 0;
+    this.selectAllBox.checked = total > 0 && this.selected.size >= Math.min(total, MAX_SELECTED);
+    this.selectAllBox.indeterminate = this.selected.size > 0 && !this.selectAllBox.checked;
+    this.element.dataset.selected = String(this.selected.size);
+    this.actions.selectionChanged(this.selection);
   }
 
   private updateActive(): void {

@@ -17,6 +17,7 @@ import { DirectoryListing } from './listing';
 import { PreviewPanel } from './preview';
 import { errorText } from './save-file';
 import { fragmentFor, lookupPath, parseFragment } from './share-link';
+import { SearchPanel } from './search';
 import { ConnectionStatusView } from './status';
 import { throttle } from './throttle';
 
@@ -40,6 +41,12 @@ export class ShareView {
   private readonly content: HTMLElement;
   private readonly toolbar: HTMLElement;
   private readonly folderDownload: HTMLButtonElement;
+  private search: SearchPanel | null = null;
+  private readonly searchSlot: HTMLElement;
+  /** A search result to select once its folder is listed. */
+  private pendingReveal: { id: number; parent: number } | null = null;
+  private readonly selectionBar: HTMLElement;
+  private readonly selectionCount: HTMLElement;
   private readonly filterBox: HTMLInputElement;
   private filterTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -87,7 +94,23 @@ export class ShareView {
     this.folderDownload.addEventListener('click', () => {
       if (this.shownDir) this.downloadRows([this.shownDir]);
     });
-    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.folderDownload, filter);
+    this.selectionCount = el('span', { className: 'selection-count', data: { testid: 'selection-count' } });
+    const selectionDownload = el('button', {
+      className: 'text-button selection-download',
+      text: 'Download',
+      attrs: { type: 'button', 'aria-label': 'Download the selected entries' },
+      data: { testid: 'selection-download' },
+    });
+    selectionDownload.prepend(icon('download'));
+    selectionDownload.addEventListener('click', () => {
+      const rows = this.listing?.selection ?? [];
+      if (rows.length > 0) this.downloadRows(rows);
+    });
+    const selectionClear = el('button', { className: 'text-button', text: 'Clear', attrs: { type: 'button', 'aria-label': 'Clear the selection' }, data: { testid: 'selection-clear' } });
+    selectionClear.addEventListener('click', () => this.listing?.clearSelection());
+    this.selectionBar = el('div', { className: 'selection-bar', attrs: { role: 'group', 'aria-label': 'Selection' } }, this.selectionCount, selectionDownload, selectionClear);
+    this.selectionBar.hidden = true;
+    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.selectionBar, this.folderDownload, filter);
 
     this.element = el(
       'div',
@@ -97,6 +120,7 @@ export class ShareView {
         { className: 'topbar' },
         el('div', { className: 'brand', text: 'linkfs', attrs: { 'aria-hidden': 'true' } }),
         this.shareName,
+        (this.searchSlot = el('div', { className: 'search-slot' })),
         this.indexProgress.element,
         this.status.element,
       ),
@@ -127,13 +151,33 @@ export class ShareView {
       up: () => this.up(),
       orderChanged: (order) => this.setOrder(order),
       countChanged: (total, filter) => this.showCount(total, filter),
+      selectionChanged: (rows) => {
+        this.selectionBar.hidden = rows.length === 0;
+        this.folderDownload.hidden = rows.length > 0;
+        this.selectionCount.textContent = `${formatCount(rows.length)} selected`;
+      },
     });
     this.preview = new PreviewPanel(api, {
       download: (row, blob) => this.downloads?.start(row, blob),
       closed: () => this.content.classList.remove('has-preview'),
     });
     this.downloads = new DownloadsPanel(api);
-    this.content.append(this.listing.element, this.preview.element);
+    this.search = new SearchPanel(api, {
+      reveal: (hit) => {
+        this.pendingReveal = { id: hit.id, parent: hit.parent };
+        const folder = hit.path.includes('/') ? hit.path.slice(0, hit.path.lastIndexOf('/')).split('/') : [];
+        this.search?.clear();
+        this.navigateTo(folder);
+        // Already in that folder: no navigation happens, select it now.
+        if (this.shownDir?.id === hit.parent) void this.revealPending();
+      },
+      shown: (open) => {
+        this.content.classList.toggle('is-searching', open);
+        this.listing?.element.toggleAttribute('hidden', open);
+      },
+    });
+    this.searchSlot.append(this.search.field);
+    this.content.append(this.listing.element, this.search.element, this.preview.element);
     this.element.append(this.downloads.element);
 
     api.subscribe((event) => this.onEvent(event));
@@ -298,6 +342,18 @@ export class ShareView {
     }
     this.shownDir = entry;
     await this.updateCrumbs(navigation);
+    await this.revealPending();
+  }
+
+  /** Selects the search result waiting for its folder, once that folder is shown. */
+  private async revealPending(): Promise<void> {
+    const want = this.pendingReveal;
+    const listing = this.listing;
+    if (!want || !listing || !this.api || listing.dir !== want.parent) return;
+    this.pendingReveal = null;
+    const at = await this.api.indexIn(want.parent, want.id, this.order.sort, this.order.descending);
+    const row = await this.api.entry(want.id);
+    if (at !== null && row !== null && listing.dir === want.parent) listing.reveal(at, row);
   }
 
   /** Fetches the path of the shown folder for the breadcrumbs and the title. */

@@ -3,7 +3,7 @@
 // storage. The value types are the ones the wasm module generates (type-only
 // imports: nothing here loads the wasm).
 
-import type { EntryPath, EntryRow, ListPage, Progress, Stats } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import type { EntryPath, EntryRow, ListPage, Progress, SearchBatch, Stats } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 
 /** Figures the worker reports with every progress message (tests, benchmarks). */
 export interface ShareStats extends Stats {
@@ -18,9 +18,10 @@ export type IndexQuery =
   | { method: 'list'; dir: number; sort: string; descending: boolean; start: number; count: number }
   | { method: 'entry'; id: number }
   | { method: 'path'; id: number }
-  | { method: 'lookup'; path: string };
+  | { method: 'lookup'; path: string }
+  | { method: 'indexIn'; dir: number; id: number; sort: string; descending: boolean };
 
-export type QueryAnswer = ListPage | EntryRow | EntryPath | null;
+export type QueryAnswer = ListPage | EntryRow | EntryPath | number | null;
 
 /** What to serve or save: one file, or a ZIP of a selection (files and folders). */
 export type ServeSource = { kind: 'file'; entry: number } | { kind: 'zip'; roots: number[]; name: string };
@@ -54,7 +55,10 @@ export type ToWorker =
   | { type: 'read'; id: number; entry: number }
   | { type: 'cancel-read'; id: number }
   | { type: 'serve'; token: string; source: ServeSource; target: ServeTarget }
-  | { type: 'serve-stop'; token: string; reason: string };
+  | { type: 'serve-stop'; token: string; reason: string }
+  /** Starts a whole-share search (replacing any other); results come as `search-results`. */
+  | { type: 'search'; id: number; query: string }
+  | { type: 'search-stop'; id: number };
 
 export type FromWorker =
   | { type: 'ready'; progress: WorkerProgress; stats: ShareStats }
@@ -74,4 +78,5 @@ export type FromWorker =
   /** `sent`: bytes delivered onward; `read`: bytes read from the sharer (with read-ahead). */
   | { type: 'serve-progress'; token: string; sent: number; read: number }
   | { type: 'serve-blob'; token: string; blob: Blob }
-  | { type: 'serve-finished'; token: string; ok: boolean; message: string };
+  | { type: 'serve-finished'; token: string; ok: boolean; message: string }
+  | { type: 'search-results'; id: number; batch: SearchBatch };

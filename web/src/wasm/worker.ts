@@ -301,6 +301,9 @@ function answer(id: number, query: IndexQuery, s: ReceiverSession): void {
     case 'lookup':
       value = s.lookup(query.path) ?? null;
       break;
+    case 'indexIn':
+      value = s.indexIn(query.dir, query.id, query.sort, query.descending) ?? null;
+      break;
   }
   post({ type: 'answer', id, value });
 }
@@ -356,7 +359,39 @@ function handle(message: ToWorker, s: ReceiverSession): void {
     case 'serve-stop':
       serving.get(message.token)?.stop(message.reason);
       return;
+    case 'search':
+      startSearch(message.id, message.query, s);
+      return;
+    case 'search-stop':
+      if (searching?.id === message.id) searching = null;
+      return;
   }
+}
+
+/** Entry slots one search step scans (a few ms), between which other messages run. */
+const SEARCH_STEP_SLOTS = 40_000;
+let searching: { id: number; handle: number } | null = null;
+
+/** Runs a search step by step, posting what each step found, until done or replaced. */
+function startSearch(id: number, query: string, s: ReceiverSession): void {
+  const run = { id, handle: s.searchStart(query) };
+  searching = run;
+  const step = (): void => {
+    if (searching !== run) return;
+    let batch;
+    try {
+      batch = s.searchStep(run.handle, SEARCH_STEP_SLOTS);
+    } catch (error) {
+      searching = null;
+      post({ type: 'search-results', id, batch: { rows: [], scanned: 0, total: 0, done: true, truncated: false } });
+      console.warn('linkfs: search failed', error);
+      return;
+    }
+    post({ type: 'search-results', id, batch });
+    if (batch.done) searching = null;
+    else setTimeout(step, 0);
+  };
+  step();
 }
 
 async function open(key: string): Promise<void> {
