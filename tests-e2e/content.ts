@@ -382,6 +382,12 @@ const tests: TestCase[] = [
       const { chromium, page } = await browser(t, 'search');
       await openLink(page, s.link, ['connected']);
       await waitForComplete(page, s.spawnedAt, 30_000);
+      // The connection is shown: direct here (no TURN in the test namespace), with a round trip.
+      await page.waitForFunction(() => document.querySelector<HTMLElement>('[data-testid=connection-info]')?.dataset.route !== undefined, undefined, { timeout: 10_000 });
+      const info = await page.locator('[data-testid=connection-info]').evaluate((e) => ({ route: (e as HTMLElement).dataset.route, rtt: (e as HTMLElement).dataset.rttMs, text: e.textContent }));
+      log(`    connection: ${JSON.stringify(info)}`);
+      assert(info.route === 'direct' && info.text?.startsWith('Direct') === true, `the page says the connection is ${JSON.stringify(info)}, expected direct`);
+      assert(info.rtt !== '' && Number(info.rtt) >= 0, `no round-trip time shown: ${JSON.stringify(info)}`);
       const search = page.locator('[data-testid=search]');
       /** Types `q` and waits for its whole search to finish; returns the paths shown. */
       const searchFor = async (q: string): Promise<string[]> => {

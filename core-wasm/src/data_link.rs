@@ -288,6 +288,14 @@ impl DataLink {
             .map_or(0, |dc| dc.buffered_amount())
     }
 
+    /// The connection's `RTCStatsReport` (a Promise), or `undefined` before the
+    /// peer connection exists. The page reads the selected candidate pair from it
+    /// (direct or through TURN, round-trip time, bytes received).
+    #[wasm_bindgen(js_name = statsReport)]
+    pub fn stats_report(&self) -> Option<js_sys::Promise> {
+        self.inner.borrow().pc.as_ref().map(|pc| pc.get_stats())
+    }
+
     /// Closes everything; no more callbacks.
     pub fn close(&self) {
         detach(&mut self.inner.borrow_mut());

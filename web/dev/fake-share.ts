@@ -14,6 +14,7 @@
 // A fragment without a '.' is rejected as not a link.
 
 import type {
+  ConnectionInfo,
   SearchHit,
   SearchUpdate,
   Transfer,
@@ -190,6 +191,11 @@ class FakeShare implements ShareApi {
       at = next;
     }
     return this.visible(at) ? this.rowOf(at) : null;
+  }
+
+  /** The fake has no data link. */
+  async connection(): Promise<ConnectionInfo | null> {
+    return null;
   }
 
   /** The fake's search: a plain scan of its tree, case-insensitive substring, all at once. */

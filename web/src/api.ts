@@ -138,6 +138,20 @@ export interface SearchUpdate {
   truncated: boolean;
 }
 
+/** The data link as `getStats` sees it (the selected ICE candidate pair). */
+export interface ConnectionInfo {
+  /** `direct`: host, srflx or prflx candidates on both ends; `relayed`: through a TURN server. */
+  route: 'direct' | 'relayed';
+  localType: string;
+  remoteType: string;
+  /** udp or tcp. */
+  protocol: string;
+  /** Current round-trip time, if measured. */
+  rttMs: number | null;
+  /** Bytes received on this pair so far (for the speed). */
+  bytesReceived: number;
+}
+
 export interface ShareApi {
   readonly rootId: number;
   status(): ConnectionStatus;
@@ -160,6 +174,8 @@ export interface ShareApi {
   search(query: string, onUpdate: (update: SearchUpdate) => void, signal?: AbortSignal): Promise<void>;
   /** Where entry `id` is in folder `dir` listed in this order, if there. */
   indexIn(dir: number, id: number, sort: SortKey, descending: boolean): Promise<number | null>;
+  /** The current data link's route and round trip, or null when there is none. */
+  connection(): Promise<ConnectionInfo | null>;
   /** Streams a file or a ZIP somewhere with bounded memory; see `TransferTarget`. */
   transfer(source: TransferSource, target: TransferTarget): Transfer;
   close(): void;

@@ -6,6 +6,7 @@
 // and IndexedDB. Frames move between the two as transferred ArrayBuffers.
 
 import type {
+  ConnectionInfo,
   ConnectionStatus,
   EntryRow,
   IndexProgress,
@@ -447,6 +448,12 @@ class WasmShare implements ShareApi {
     });
   }
 
+  async connection(): Promise<ConnectionInfo | null> {
+    const report = (await this.dataLink?.statsReport()) as RTCStatsReport | undefined;
+    if (!report) return null;
+    return connectionOf(report);
+  }
+
   indexIn(dir: number, id: number, sort: SortKey, descending: boolean): Promise<number | null> {
     return this.query<number | null>({ method: 'indexIn', dir, id, sort, descending });
   }
@@ -495,6 +502,38 @@ class WasmShare implements ShareApi {
     this.dataLink?.close();
     this.worker.terminate();
   }
+}
+
+interface StatsEntry {
+  id: string;
+  type: string;
+  [key: string]: unknown;
+}
+
+/** The selected candidate pair of a stats report, as a ConnectionInfo. */
+function connectionOf(report: RTCStatsReport): ConnectionInfo | null {
+  const all = new Map<string, StatsEntry>();
+  report.forEach((value: StatsEntry) => all.set(value.id, value));
+  let pair: StatsEntry | undefined;
+  for (const e of all.values()) {
+    if (e.type === 'transport' && typeof e.selectedCandidatePairId === 'string') pair = all.get(e.selectedCandidatePairId);
+  }
+  // Firefox marks the pair itself instead.
+  pair ??= [...all.values()].find((e) => e.type === 'candidate-pair' && (e.selected === true || (e.nominated === true && e.state === 'succeeded')));
+  if (!pair) return null;
+  const local = all.get(String(pair.localCandidateId));
+  const remote = all.get(String(pair.remoteCandidateId));
+  const localType = String(local?.candidateType ?? 'unknown');
+  const remoteType = String(remote?.candidateType ?? 'unknown');
+  const rtt = typeof pair.currentRoundTripTime === 'number' ? pair.currentRoundTripTime * 1000 : null;
+  return {
+    route: localType === 'relay' || remoteType === 'relay' ? 'relayed' : 'direct',
+    localType,
+    remoteType,
+    protocol: String(local?.protocol ?? 'udp'),
+    rttMs: rtt,
+    bytesReceived: typeof pair.bytesReceived === 'number' ? pair.bytesReceived : 0,
+  };
 }
 
 /** "the sharer stopped sharing" -> "The sharer stopped sharing." */

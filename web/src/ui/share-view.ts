@@ -17,6 +17,7 @@ import { DirectoryListing } from './listing';
 import { PreviewPanel } from './preview';
 import { errorText } from './save-file';
 import { fragmentFor, lookupPath, parseFragment } from './share-link';
+import { ConnectionInfoView } from './connection-info';
 import { SearchPanel } from './search';
 import { ConnectionStatusView } from './status';
 import { throttle } from './throttle';
@@ -42,6 +43,7 @@ export class ShareView {
   private readonly toolbar: HTMLElement;
   private readonly folderDownload: HTMLButtonElement;
   private search: SearchPanel | null = null;
+  private connectionInfo: ConnectionInfoView | null = null;
   private readonly searchSlot: HTMLElement;
   /** A search result to select once its folder is listed. */
   private pendingReveal: { id: number; parent: number } | null = null;
@@ -132,6 +134,7 @@ export class ShareView {
 
   showStatus(status: ConnectionStatus): void {
     this.status.show(status);
+    this.connectionInfo?.setConnected(status.state === 'connected');
     if (this.api) this.indexProgress.show(this.api.progress(), status.state);
   }
 
@@ -177,6 +180,8 @@ export class ShareView {
       },
     });
     this.searchSlot.append(this.search.field);
+    this.connectionInfo = new ConnectionInfoView(api);
+    this.status.element.after(this.connectionInfo.element);
     this.content.append(this.listing.element, this.search.element, this.preview.element);
     this.element.append(this.downloads.element);
 
