@@ -17,7 +17,10 @@
 //   thread, during the fill; the longtask API reports only tasks of 50 ms or more, so 0
 //   means none) and main_thread_max_gap_ms (longest gap between 4 ms timer ticks),
 //   list_big_dir_ms / list_small_dir_ms / lookup_big_dir_ms / lookup_small_dir_ms,
-//   readback_ok (20 files spread over the tree, SHA-256), mismatches.
+//   readback_ok (20 files spread over the tree, SHA-256), small_file_read_ms {n, p50, p99}
+//   (whole reads of files up to 4 KiB, one at a time), search [{query, found,
+//   first_results_ms, all_results_ms, longest_task_ms}] (typed into the page's search
+//   field; the search runs in the index worker), mismatches.
 
 import { spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -247,6 +250,38 @@ async function main(): Promise<Record<string, unknown>> {
       }
     }
 
+    // Small files, one at a time: time to the whole file (= its first byte for files
+    // of one chunk), p50 / p99 over up to 200 reads.
+    const small = remote.filter((r) => r.kind === 'file' && r.size > 0 && r.size <= 4096).slice(0, 200).map((r) => r.id);
+    const firstByte = await page.evaluate(async (list: number[]) => {
+      const times: number[] = [];
+      for (const id of list) {
+        const t0 = performance.now();
+        await window.linkfsShare!.read(id);
+        times.push(performance.now() - t0);
+      }
+      times.sort((a, b) => a - b);
+      const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? null;
+      return { n: times.length, p50: at(0.5), p99: at(0.99) };
+    }, small);
+
+    // The whole-share search, typed into the page: first results and all results,
+    // and the longest main-thread task while it ran.
+    const searchFigures: Record<string, unknown>[] = [];
+    const probeName = picks[0] ? path.basename(picks[0].path) : 'a';
+    for (const q of [probeName.slice(0, Math.max(3, Math.floor(probeName.length / 2))), '*9.*']) {
+      const from = await page.evaluate(() => performance.now());
+      await page.locator('[data-testid=search]').fill(q);
+      await page.waitForFunction((query) => {
+        const panel = document.querySelector<HTMLElement>('.search-panel');
+        return panel?.dataset.query === query && panel.dataset.state === 'done';
+      }, q, { timeout: 60_000 });
+      const panel = await page.locator('.search-panel').evaluate((e) => ({ ...(e as HTMLElement).dataset }));
+      const tasks = await longestSince(page, '__longTasks', from);
+      searchFigures.push({ query: q, found: Number(panel.found), first_results_ms: panel.firstMs === undefined ? null : Number(panel.firstMs), all_results_ms: Number(panel.doneMs), longest_task_ms: Math.round(tasks.longest) });
+    }
+    await page.locator('[data-testid=search]').fill('');
+
     const figures = {
       entries,
       dir,
@@ -274,6 +309,8 @@ async function main(): Promise<Record<string, unknown>> {
       lookup_big_vs_small: round(lookupBig.mean / lookupSmall.mean, 2),
       lookup_big_dir_first_ms: round(lookupBig.first, 2),
       readback_ok: readbackOk,
+      small_file_read_ms: { n: firstByte.n, p50: firstByte.p50 === null ? null : round(firstByte.p50, 2), p99: firstByte.p99 === null ? null : round(firstByte.p99, 2) },
+      search: searchFigures,
       mismatches: mismatches.length,
       error: mismatches.length > 0 || !readbackOk ? `${mismatches.length} index mismatches; read-back ${readbackOk ? 'ok' : 'FAILED'}` : null,
     };

@@ -17,7 +17,7 @@ export interface PageDownloadOptions {
   out: string;
   /** Gives up after this long. Default 30 min. */
   timeoutMs?: number;
-  /** Called every half second with the page's progress of the download (bytes). */
+  /** Called every second with the page's progress of the download (bytes). */
   onTick?: (sent: number, total: number) => void;
   log?: (line: string) => void;
   /** The browser's main process, for the renderer RSS cross-check. */
@@ -115,7 +115,7 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
         })
         .catch(() => null);
       if (progress) options.onTick?.(progress.sent, progress.total);
-      await new Promise((r) => setTimeout(r, 500));
+      await new Promise((r) => setTimeout(r, 1000));
     }
   })();
 
