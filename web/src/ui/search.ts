@@ -3,7 +3,7 @@
 // worker (ShareApi.search, core's `search` module: case-folded, NFC-normalised,
 // substring or `*`/`?` glob over names) and streams its matches; the panel shows
 // them as they come (full path, size, date), sortable by any column, at most
-// SHOWN_STEP rows at a time in the DOM so a huge result list never stalls the page.
+// SHOWN_STEP more rows at a time in the DOM (appended, never rebuilt while results stream) so a huge result list never stalls the page.
 // Clicking a result opens its folder with it selected.
 
 import type { SearchHit, SearchUpdate, ShareApi, SortKey } from '../api';
@@ -14,7 +14,7 @@ import { icon } from './icons';
 /** Typing pauses this long before a search starts. */
 const DEBOUNCE_MS = 150;
 /** Rows added to the DOM per "Show more". */
-const SHOWN_STEP = 300;
+const SHOWN_STEP = 200;
 /** Re-render at most this often while results stream in. */
 const RENDER_EVERY_MS = 100;
 
@@ -44,6 +44,8 @@ export class SearchPanel {
   private hits: SearchHit[] = [];
   private update: SearchUpdate | null = null;
   private shownCount = SHOWN_STEP;
+  /** Rows in the DOM now, in the order of `sorted()`; `-1`: rebuild on the next render. */
+  private rendered = -1;
   private sort: SortKey | null = null;
   private descending = false;
   private controller: AbortController | null = null;
@@ -84,6 +86,8 @@ export class SearchPanel {
       this.shownCount += SHOWN_STEP;
       this.render();
     }, 'Show more');
+    // Rows are only ever appended while results stream in (arrival order); a new
+    // search or another order rebuilds them.
     this.more.hidden = true;
     this.element = el('section', { className: 'search-panel', attrs: { 'aria-label': 'Search results' } }, this.status, head, this.list, this.more);
     this.element.hidden = true;
@@ -122,6 +126,7 @@ export class SearchPanel {
     this.hits = [];
     this.update = null;
     this.shownCount = SHOWN_STEP;
+    this.rendered = -1;
     this.startedAt = performance.now();
     this.element.hidden = false;
     this.element.dataset.state = 'searching';
@@ -138,6 +143,8 @@ export class SearchPanel {
         }
         for (const h of u.hits) this.hits.push(h);
         this.update = u;
+        // A sorted list may change anywhere with new results: rebuilt (200 rows at most).
+        if (this.sort !== null && u.hits.length > 0) this.rendered = -1;
         if (u.done) {
           this.element.dataset.state = 'done';
           this.element.dataset.doneMs = String(Math.round(performance.now() - this.startedAt));
@@ -161,6 +168,7 @@ export class SearchPanel {
   private sortBy(key: SortKey): void {
     this.descending = this.sort === key ? !this.descending : false;
     this.sort = key;
+    this.rendered = -1;
     this.render();
   }
 
@@ -189,8 +197,16 @@ export class SearchPanel {
     for (const [key, b] of this.headers) {
       b.parentElement?.setAttribute('aria-sort', key === this.sort ? (this.descending ? 'descending' : 'ascending') : 'none');
     }
-    const rows = this.sorted().slice(0, this.shownCount);
-    this.list.replaceChildren(...rows.map((h) => this.row(h)));
+    const want = Math.min(found, this.shownCount);
+    if (this.rendered < 0) {
+      this.list.replaceChildren(...this.sorted().slice(0, want).map((h) => this.row(h)));
+      this.rendered = want;
+    } else if (this.rendered < want) {
+      // Arrival order, or a sorted list growing by "Show more": append what is new.
+      const source = this.sort === null ? this.hits : this.sorted();
+      this.list.append(...source.slice(this.rendered, want).map((h) => this.row(h)));
+      this.rendered = want;
+    }
     this.more.hidden = found <= this.shownCount;
   }
 
