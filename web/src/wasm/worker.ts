@@ -370,6 +370,8 @@ function handle(message: ToWorker, s: ReceiverSession): void {
 
 /** Entry slots one search step scans (a few ms), between which other messages run. */
 const SEARCH_STEP_SLOTS = 40_000;
+/** Hits per message to the page, at most. */
+const SEARCH_HITS_PER_MESSAGE = 250;
 let searching: { id: number; handle: number } | null = null;
 
 /** Runs a search step by step, posting what each step found, until done or replaced. */
@@ -387,7 +389,14 @@ function startSearch(id: number, query: string, s: ReceiverSession): void {
       console.warn('linkfs: search failed', error);
       return;
     }
-    post({ type: 'search-results', id, batch });
+    // At most SEARCH_HITS_PER_MESSAGE hits per message: the page decodes each
+    // message on its main thread, which must never be busy for long.
+    const rows = batch.rows;
+    for (let at = 0; at + SEARCH_HITS_PER_MESSAGE < rows.length; at += SEARCH_HITS_PER_MESSAGE) {
+      post({ type: 'search-results', id, batch: { ...batch, rows: rows.slice(at, at + SEARCH_HITS_PER_MESSAGE), done: false, truncated: false } });
+    }
+    const last = rows.length > SEARCH_HITS_PER_MESSAGE ? rows.slice(rows.length - (rows.length % SEARCH_HITS_PER_MESSAGE || SEARCH_HITS_PER_MESSAGE)) : rows;
+    post({ type: 'search-results', id, batch: { ...batch, rows: last } });
     if (batch.done) searching = null;
     else setTimeout(step, 0);
   };
