@@ -520,7 +520,10 @@ impl Receiver {
 
     /// The shell stored every batch up to `end` (exclusive).
     pub fn persisted(&mut self, end: Seq) {
-        if end > self.acked && end <= self.next {
+        // `end == acked` too: an empty batch (a resumed session's "complete" marker at
+        // the position already acknowledged) is acknowledged all the same, or the
+        // sharer resends it until it gives the session up.
+        if end >= self.acked && end <= self.next {
             self.acked = end;
             self.ack_due = true;
         }

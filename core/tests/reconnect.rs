@@ -115,7 +115,7 @@ fn giving_up_ends_the_session_and_fails_the_reads() {
     assert_eq!(v.ended, Some(EndReason::ConnectionLost));
 }
 
-/// Regression: a receiver that reconnects with the complete index gets the
+/// Regression (both ends; the receiver persists, as the browser does): a receiver that reconnects with the complete index gets the
 /// sharer's (empty) "complete" batch at the position it already has, and
 /// acknowledges that same position. The sharer took an acknowledgement that
 /// does not move forward for no acknowledgement at all, resent the batch on
@@ -126,7 +126,7 @@ fn a_resumed_session_with_the_complete_index_is_not_ended_for_lack_of_acks() {
     let (ix, files) = build_tree(2, 10, 0, |_| 1_000);
     let config = SenderConfig::default();
     let mut sharer = Sharer::new(ix, files, config.clone());
-    let mut v = Visitor::new(Rebuilt::default(), ReceiverConfig::default(), false);
+    let mut v = Visitor::new(Rebuilt::default(), ReceiverConfig::default(), true);
     progress(
         &mut Net::new(7, LinkModel::PERFECT),
         &mut sharer,
