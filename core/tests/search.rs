@@ -58,7 +58,7 @@ fn run(ix: &Index, query: &str, per_step: u32) -> (Vec<EntryId>, usize, bool) {
 }
 
 #[test]
-fn steps_scan_a_bounded_number_of_slots_and_find_every_match_once() {
+fn search_steps_scan_a_bounded_number_of_slots_and_find_every_match_once() {
     let ix = index_with(1_000);
     let (found, steps, truncated) = run(&ix, "Café", 64);
     assert_eq!(found.len(), 100, "every NFD café found by its NFC form");
@@ -75,7 +75,7 @@ fn steps_scan_a_bounded_number_of_slots_and_find_every_match_once() {
 }
 
 #[test]
-fn entries_removed_or_added_between_steps_are_never_reported_when_gone() {
+fn search_entries_removed_or_added_between_steps_are_never_reported_when_gone() {
     let mut ix = index_with(200);
     let mut s = Search::new("photo");
     let mut found = s.step(&ix, 50).matches;
@@ -110,9 +110,76 @@ fn entries_removed_or_added_between_steps_are_never_reported_when_gone() {
 }
 
 #[test]
-fn at_most_max_results_are_reported() {
+fn search_reports_at_most_max_results() {
     let ix = index_with(MAX_RESULTS as u32 + 500);
     let (found, _, truncated) = run(&ix, "-", 4_096);
     assert_eq!(found.len(), MAX_RESULTS);
     assert!(truncated);
+}
+
+#[test]
+fn search_a_step_never_scans_more_than_asked() {
+    let ix = index_with(1_000);
+    let mut s = Search::new("photo");
+    let mut before = 0;
+    for max in [1, 7, 100, 0, 333, 5_000] {
+        let step = s.step(&ix, max);
+        assert!(
+            step.scanned - before <= max,
+            "asked {max}, scanned {}",
+            step.scanned - before
+        );
+        assert!(step.matches.len() as u32 <= max);
+        before = step.scanned;
+    }
+    assert!(s.step(&ix, 1).done);
+}
+
+#[test]
+fn search_never_reports_an_id_gone_when_its_step_ran_while_the_index_churns() {
+    let mut ix = index_with(2_000);
+    let mut s = Search::new("*.jpg");
+    let mut seen = std::collections::HashSet::new();
+    for round in 0u32.. {
+        let step = s.step(&ix, 97);
+        for id in &step.matches {
+            assert!(
+                ix.contains(*id),
+                "round {round}: {id} reported but not in the index"
+            );
+            assert!(seen.insert(*id), "{id} reported twice");
+        }
+        if step.done {
+            break;
+        }
+        // Between steps: remove entries ahead of and behind the cursor, add some.
+        for k in 0..5 {
+            let victim = EntryId(2 + (round * 37 + k * 401) % 2_000);
+            if ix.contains(victim) {
+                ix.apply(OpView::Remove(victim)).unwrap();
+            }
+        }
+        let added = 10_000 + round;
+        let name = format!("new-{added}.jpg");
+        ix.apply(OpView::Upsert(entry(
+            added,
+            1,
+            name.as_bytes(),
+            EntryKind::File,
+        )))
+        .unwrap();
+    }
+    assert!(
+        seen.contains(&EntryId(10_000)),
+        "an entry added ahead of the cursor is found"
+    );
+}
+
+#[test]
+fn search_with_exactly_max_results_is_not_truncated_and_one_more_is() {
+    // index_with(11_112) holds 1,112 cafés and 10,000 photos.
+    let (found, _, truncated) = run(&index_with(11_112), "*.jpg", 3_000);
+    assert_eq!((found.len(), truncated), (MAX_RESULTS, false));
+    let (found, _, truncated) = run(&index_with(11_113), "*.jpg", 3_000);
+    assert_eq!((found.len(), truncated), (MAX_RESULTS, true));
 }
