@@ -198,21 +198,32 @@ class FakeShare implements ShareApi {
     return null;
   }
 
-  /** The fake's search: a plain scan of its tree, case-insensitive substring, all at once. */
+  /**
+   * The fake's search: a plain scan of its tree, all at once, with the real syntax
+   * (substring, or a `*`/`?` glob over the whole name) and an approximation of the
+   * real folding (NFC + lower case; the real one case-folds with Unicode's table).
+   */
   async search(query: string, onUpdate: (update: SearchUpdate) => void): Promise<void> {
-    const q = query.trim().normalize('NFC').toLowerCase();
+    const fold = (text: string): string => text.normalize('NFC').toLowerCase().replace(/ß/g, 'ss').replace(/ς/g, 'σ');
+    const q = fold(query.trim());
+    const glob = /[*?]/.test(q) ? new RegExp(`^${q.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 'su') : null;
+    const matches = (name: string): boolean => (glob ? glob.test(fold(name)) : fold(name).includes(q));
     const hits: SearchHit[] = [];
     let total = 0;
+    let truncated = false;
     for (let id = 1; ; id++) {
       const e = this.tree.get(id);
       if (!e) break;
       total += 1;
-      if (q !== '' && this.visible(id) && e.row.name.normalize('NFC').toLowerCase().includes(q) && hits.length < 10_000) {
-        const path = (await this.path(id)).slice(1).map((r) => r.name).join('/');
-        hits.push({ ...this.rowOf(id), path });
+      if (q === '' || !this.visible(id) || !matches(e.row.name)) continue;
+      if (hits.length === 10_000) {
+        truncated = true;
+        break;
       }
+      const path = (await this.path(id)).slice(1).map((r) => r.name).join('/');
+      hits.push({ ...this.rowOf(id), path });
     }
-    onUpdate({ hits, scanned: total, total, done: true, truncated: false });
+    onUpdate({ hits, scanned: total, total, done: true, truncated });
   }
 
   async indexIn(dir: number, id: number, sort: SortKey, descending: boolean): Promise<number | null> {
