@@ -68,6 +68,28 @@ fn fold_into(text: &str, out: &mut String, tmp: &mut String) {
         out.make_ascii_lowercase();
         return;
     }
+    // Fast path, one pass: below U+0300 (ASCII, Latin-1, Latin Extended) every
+    // character is a starter that composes with nothing before it, so such a
+    // text is already NFC; folding it is exact as long as what it folds to
+    // stays below U+0300 too (ǰ, for one, folds to j + a combining caron).
+    let mut fast = true;
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+        } else if c < '\u{300}' {
+            for f in std::iter::once(c).default_case_fold() {
+                fast &= f < '\u{300}';
+                out.push(f);
+            }
+        } else {
+            fast = false;
+            break;
+        }
+    }
+    if fast {
+        return;
+    }
+    out.clear();
     tmp.clear();
     if is_nfc_quick(text.chars()) == IsNormalized::Yes {
         tmp.extend(text.chars().default_case_fold());
@@ -157,6 +179,8 @@ fn glob_matches<T>(glob: &[char], name: &[T], eq: impl Fn(&char, &T) -> bool) ->
 #[derive(Debug)]
 pub struct Search {
     pattern: Option<NamePattern>,
+    /// For [`NamePattern::Contains`]: the needle's searcher, built once per query.
+    finder: Option<memchr::memmem::Finder<'static>>,
     /// The next entry slot to scan.
     cursor: u32,
     found: usize,
@@ -165,6 +189,7 @@ pub struct Search {
     folded: String,
     tmp: String,
     chars: Vec<char>,
+    bytes: Vec<u8>,
 }
 
 /// What one step found.
@@ -181,14 +206,23 @@ pub struct SearchStep {
 
 impl Search {
     pub fn new(query: &str) -> Search {
+        let pattern = NamePattern::parse(query);
+        let finder = match &pattern {
+            Some(NamePattern::Contains(text)) => {
+                Some(memchr::memmem::Finder::new(text.as_bytes()).into_owned())
+            }
+            _ => None,
+        };
         Search {
-            pattern: NamePattern::parse(query),
+            pattern,
+            finder,
             cursor: 0,
             found: 0,
             truncated: false,
             folded: String::new(),
             tmp: String::new(),
             chars: Vec::new(),
+            bytes: Vec::new(),
         }
     }
 
@@ -215,9 +249,28 @@ impl Search {
             if slot == 0 {
                 continue; // the share's root has no name of its own
             }
-            let text = String::from_utf8_lossy(name);
-            fold_into(&text, &mut self.folded, &mut self.tmp);
-            if pattern.matches_with(&self.folded, &mut self.chars) {
+            let hit = if name.is_ascii() {
+                // ASCII folds to its lower case, byte for byte.
+                self.bytes.clear();
+                self.bytes.extend(name.iter().map(u8::to_ascii_lowercase));
+                match (&self.finder, pattern) {
+                    (Some(f), _) => f.find(&self.bytes).is_some(),
+                    (None, NamePattern::Glob(glob)) => {
+                        glob_matches(glob, &self.bytes, |g, b| *g as u32 == u32::from(*b))
+                    }
+                    (None, NamePattern::Contains(text)) => {
+                        memchr::memmem::find(&self.bytes, text.as_bytes()).is_some()
+                    }
+                }
+            } else {
+                let text = String::from_utf8_lossy(name);
+                fold_into(&text, &mut self.folded, &mut self.tmp);
+                match &self.finder {
+                    Some(f) => f.find(self.folded.as_bytes()).is_some(),
+                    None => pattern.matches_with(&self.folded, &mut self.chars),
+                }
+            };
+            if hit {
                 if self.found >= MAX_RESULTS {
                     self.truncated = true;
                     self.cursor = total;
@@ -264,6 +317,12 @@ mod tests {
         assert!(p("fi").matches(&fold("ﬁle")), "the ligature ﬁ folds to fi");
         assert_eq!(fold("Cafe\u{301}"), "café", "the folded form is NFC");
         assert!(!p("cafe").matches(&fold("Café")), "accents are kept");
+        assert_eq!(
+            fold("ǰ"),
+            "ǰ",
+            "j + caron from the folding is composed again"
+        );
+        assert_eq!(fold("ÀÉÎÕÜ Ÿ"), "àéîõü ÿ");
     }
 
     #[test]

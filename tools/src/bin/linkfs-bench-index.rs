@@ -3,17 +3,18 @@
 //! Walks DIR with the real walk into a real share index, streams it with a real
 //! sender session into a real receiver (both in this process, frames handed
 //! over directly), and reports where the time and the bytes go: walk, batch
-//! encoding, decoding + applying, bytes per entry on the wire, and the
-//! receiver index's heap per entry. Use it to compare encodings and index
-//! layouts on real trees quickly; the browser figures come from the scale test.
+//! encoding, decoding + applying, bytes per entry on the wire, the receiver
+//! index's heap per entry, and whole-share search times (stepped as the
+//! browser's worker steps it). Use it to compare encodings and index layouts
+//! on real trees quickly; the browser figures come from the scale test.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
 use linkfs_core::{
-    Index, Millis, NewEntry, Receiver, ReceiverConfig, SenderConfig, SenderSession, ShareIndex,
-    SortKey,
+    Index, Millis, NewEntry, Receiver, ReceiverConfig, Search, SenderConfig, SenderSession,
+    ShareIndex, SortKey,
 };
 use linkfs_peer::walk::{WalkOptions, Walker};
 use linkfs_proto::{EntryId, Epoch};
@@ -117,6 +118,10 @@ fn main() -> anyhow::Result<()> {
         "lookup of a listed name failed"
     );
     let heap = idx.heap_bytes() as f64;
+    let search: Vec<_> = ["img", "*9.*", "é", "no such name"]
+        .into_iter()
+        .map(|q| search_figures(idx, q))
+        .collect();
     let figures = serde_json::json!({
         "dir": args.dir,
         "entries": entries,
@@ -131,7 +136,40 @@ fn main() -> anyhow::Result<()> {
         "biggest_dir_entries": big_n,
         "list_first_screen_ms": list_ms,
         "lookup_in_biggest_dir_us": lookup_us,
+        "search": search,
     });
     println!("{figures}");
     Ok(())
+}
+
+/// Entry slots per search step: what the browser's index worker scans between yields.
+const SEARCH_STEP_SLOTS: u32 = 40_000;
+
+/// One whole-share search run step by step as the worker runs it (without the
+/// rows' paths and the posting): first match, all of it, the longest step.
+fn search_figures(index: &Index, query: &str) -> serde_json::Value {
+    let mut search = Search::new(query);
+    let t = Instant::now();
+    let (mut first_ms, mut longest_step_ms, mut found, mut steps) = (None, 0f64, 0usize, 0u32);
+    loop {
+        let s = Instant::now();
+        let step = search.step(index, SEARCH_STEP_SLOTS);
+        longest_step_ms = longest_step_ms.max(s.elapsed().as_secs_f64() * 1e3);
+        steps += 1;
+        found += step.matches.len();
+        if found > 0 && first_ms.is_none() {
+            first_ms = Some(t.elapsed().as_secs_f64() * 1e3);
+        }
+        if step.done {
+            return serde_json::json!({
+                "query": query,
+                "found": found,
+                "truncated": step.truncated,
+                "steps": steps,
+                "first_results_ms": first_ms,
+                "all_results_ms": t.elapsed().as_secs_f64() * 1e3,
+                "longest_step_ms": longest_step_ms,
+            });
+        }
+    }
 }
