@@ -379,6 +379,7 @@ const tests: TestCase[] = [
       await mkdir(deep, { recursive: true });
       await writeFile(path.join(deep, 'Cafe\u0301 menu.txt'), 'menu');
       await writeFile(path.join(deep, 'Report 2024.PDF'), 'pdf');
+      await writeFile(path.join(dir, 'a', 'Straße.txt'), 'street');
       for (let i = 0; i < 3000; i++) {
         const sub = path.join(dir, `folder ${i % 30}`);
         if (i < 30) await mkdir(sub);
@@ -411,6 +412,18 @@ const tests: TestCase[] = [
       const many = await searchFor('file 29*');
       assert(many.length === 111, `"file 29*" found ${many.length} names, 111 expected (file 29, file 290-299, file 2900-2999)`);
       assert((await searchFor('Report')).length === 1, '"Report" should find one name');
+      const street = await searchFor('STRASSE');
+      assert(street.length === 1 && street[0] === 'a/Straße.txt', `"STRASSE" found ${JSON.stringify(street)}, expected a/Straße.txt (ß case-folds to ss)`);
+      // Sorting the results by size, then descending: the largest first.
+      const shown = await searchFor('*.*');
+      const found = await page.locator('.search-panel').getAttribute('data-found');
+      assert(found === '3003' && shown.length === 300, `"*.*" found ${found} names and shows ${shown.length}, 3,003 and the first 300 expected`);
+      await page.locator('[data-testid=search-sort-size]').click();
+      await page.locator('[data-testid=search-sort-size]').click();
+      const firstBySize = await page.locator('[data-testid=search-hit]').first().getAttribute('data-path');
+      assert(firstBySize === 'a/Straße.txt', `sorted by size descending, the first result is ${firstBySize}, expected a/Straße.txt (6 bytes)`);
+      await page.locator('[data-testid=search-sort-name]').click();
+      await searchFor('Report');
       const target = await page.evaluate(() => window.linkfsShare!.lookup('a/b/c/Report 2024.PDF'));
       await page.locator('[data-testid=search-hit]').first().click();
       await page.waitForFunction((id) => {
