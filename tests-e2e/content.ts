@@ -417,7 +417,7 @@ const tests: TestCase[] = [
       // Sorting the results by size, then descending: the largest first.
       const shown = await searchFor('*.*');
       const found = await page.locator('.search-panel').getAttribute('data-found');
-      assert(found === '3003' && shown.length === 300, `"*.*" found ${found} names and shows ${shown.length}, 3,003 and the first 300 expected`);
+      assert(found === '3003' && shown.length === 200, `"*.*" found ${found} names and shows ${shown.length}, 3,003 and the first 200 expected`);
       await page.locator('[data-testid=search-sort-size]').click();
       await page.locator('[data-testid=search-sort-size]').click();
       const firstBySize = await page.locator('[data-testid=search-hit]').first().getAttribute('data-path');
