@@ -10,7 +10,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, open, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, statusText, type ChromiumInstance } from './lib/chromium.ts';
@@ -366,6 +366,104 @@ const tests: TestCase[] = [
       const expected = [['a.txt', 600], ['b.txt', 600], ['c.txt', 600], ['e folder/', 0], ['e folder/f.bin', 70_000], ['e folder/inner/', 0], ['e folder/inner/g.txt', 1]];
       assert(JSON.stringify(members) === JSON.stringify(expected), `the ZIP holds ${JSON.stringify(members)}, expected ${JSON.stringify(expected)}`);
       log(`    selection ZIP: ${r.bytes} bytes, ${members.length} members`);
+      assert(chromium.pageErrors.length === 0, `uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
+      await s.stop();
+    },
+  },
+  {
+    name: 'u: a folder saved into a chosen folder keeps its structure and bytes, reports every name changed, overwrites nothing, and resumes after a cancel',
+    timeoutMs: 180_000,
+    async run(t) {
+      const dir = await scratch(t, 'into-');
+      const root = path.join(dir, 'photos');
+      await mkdir(path.join(root, 'sub', 'inner'), { recursive: true });
+      await mkdir(path.join(root, 'empty folder'));
+      await mkdir(path.join(root, 'many'));
+      // Names a disk (or Windows) cannot hold, names that collide ignoring case or
+      // once changed, and plain ones.
+      const awkward = ['what?.txt', 'colon:name.txt', 'star*.txt', 'pipe|.txt', 'quote".txt', '<angle>.txt', 'trailing dot.', 'trailing space ', 'CON', 'nul.txt', 'back\\slash.txt', 'tab\tname.txt', 'x:y.txt', 'x_y.txt', 'Same.txt', 'same.TXT', 'plain.txt', '.hidden'];
+      for (const [i, n] of awkward.entries()) await writeFile(path.join(root, n), `${i}:${n}\n`.repeat(i + 1));
+      await writeFile(path.join(root, 'sub', 'empty.txt'), '');
+      await writeFile(path.join(root, 'sub', 'inner', 'deep.bin'), randomBytes(3 * MIB + 17));
+      await writeFile(path.join(root, 'big.bin'), randomBytes(96 * MIB));
+      for (let i = 0; i < 300; i++) await writeFile(path.join(root, 'many', `f${i}.txt`), randomBytes(i * 37));
+      await symlink('plain.txt', path.join(root, 'link to plain'));
+      const source = new Map<string, string>(); // path under photos -> sha256
+      const walk = async (rel: string): Promise<void> => {
+        for (const e of await readdir(path.join(root, rel), { withFileTypes: true })) {
+          const p = rel === '' ? e.name : `${rel}/${e.name}`;
+          if (e.isDirectory()) await walk(p);
+          else if (e.isFile()) source.set(p, await sha256File(path.join(root, p)));
+        }
+      };
+      await walk('');
+      const s = await share(t, dir);
+      const { chromium, page } = await browser(t, 'into');
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      // The one part that cannot run here is the browser's native folder dialog: a
+      // stand-in answers with a folder of the origin's private file system (the same
+      // File System Access handles, really written), which already holds a "photos".
+      await page.evaluate(async () => {
+        const opfs = await navigator.storage.getDirectory();
+        const chosen = await opfs.getDirectoryHandle('chosen', { create: true });
+        const old = await chosen.getDirectoryHandle('photos', { create: true });
+        const w = await (await old.getFileHandle('mine.txt', { create: true })).createWritable();
+        await w.write('already here');
+        await w.close();
+        (window as unknown as { showDirectoryPicker: () => Promise<FileSystemDirectoryHandle> }).showDirectoryPicker = async () => chosen;
+      });
+      await openFolder(page, 'photos');
+      await page.locator('[data-testid=folder-save]').click();
+      const item = page.locator('[data-testid=download]').first();
+      // Cancel once part of big.bin is written, then resume.
+      await page.waitForFunction(() => {
+        const bar = document.querySelector<HTMLProgressElement>('[data-testid=download] progress');
+        return bar !== null && bar.max > 1 && bar.value > bar.max * 0.3;
+      }, undefined, { timeout: 60_000 });
+      await item.locator('.download-cancel').click();
+      await page.waitForFunction(() => document.querySelector<HTMLElement>('[data-testid=download]')?.dataset.state === 'cancelled', undefined, { timeout: 10_000 });
+      await item.locator('.download-retry').click();
+      await page.waitForFunction(() => {
+        const st = document.querySelector<HTMLElement>('[data-testid=download]')?.dataset.state;
+        return st === 'done' || st === 'failed';
+      }, undefined, { timeout: 120_000 });
+      const facts: { state?: string; error?: string; folder?: string; notes: string[] } = await item.evaluate((e) => ({ ...(e as HTMLElement).dataset, notes: [...e.querySelectorAll('.download-note-list li')].map((li) => li.textContent ?? '') }));
+      assert(facts.state === 'done', `the save ended ${facts.state}: ${facts.error ?? ''}`);
+      assert(facts.folder === 'photos (2)', `saved into ${JSON.stringify(facts.folder)}, expected "photos (2)" next to the "photos" already there`);
+      // What is on disk, read back through the same API, hashed in the page.
+      const saved = (await page.evaluate(async () => {
+        const hex = (b: ArrayBuffer) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, '0')).join('');
+        const chosen = await (await navigator.storage.getDirectory()).getDirectoryHandle('chosen');
+        const out: { path: string; sha256: string | null }[] = [];
+        const walk = async (d: FileSystemDirectoryHandle, rel: string): Promise<void> => {
+          for await (const [name, h] of (d as unknown as { entries(): AsyncIterable<[string, FileSystemHandle]> }).entries()) {
+            const p = rel === '' ? name : `${rel}/${name}`;
+            if (h.kind === 'directory') {
+              out.push({ path: `${p}/`, sha256: null });
+              await walk(h as FileSystemDirectoryHandle, p);
+            } else {
+              out.push({ path: p, sha256: hex(await crypto.subtle.digest('SHA-256', await (await (h as FileSystemFileHandle).getFile()).arrayBuffer())) });
+            }
+          }
+        };
+        await walk(chosen, '');
+        return out;
+      })) as { path: string; sha256: string | null }[];
+      const mine = saved.filter((e) => e.path.startsWith('photos/') || e.path === 'photos/');
+      assert(JSON.stringify(mine.map((e) => e.path)) === JSON.stringify(['photos/', 'photos/mine.txt']), `the "photos" already there was written into: ${JSON.stringify(mine.map((e) => e.path))}`);
+      const files = new Map(saved.filter((e) => e.path.startsWith('photos (2)/') && e.sha256 !== null).map((e) => [e.path.slice('photos (2)/'.length), e.sha256!]));
+      const folders = new Set(saved.filter((e) => e.path.startsWith('photos (2)/') && e.sha256 === null).map((e) => e.path.slice('photos (2)/'.length)));
+      assert(folders.has('empty folder/') && folders.has('sub/inner/') && folders.has('many/'), `folders missing: ${JSON.stringify([...folders])}`);
+      assert(files.size === source.size, `${files.size} files saved, ${source.size} in the source (${[...files.keys()].filter((k) => !source.has(k)).join(', ')})`);
+      const bytes = (m: Map<string, string>) => [...m.values()].sort().join();
+      assert(bytes(files) === bytes(source), 'the saved files\' contents differ from the source\'s');
+      // Every file not saved under its own name is named in a note; every note is true.
+      const moved = [...source.keys()].filter((p) => files.get(p) !== source.get(p));
+      for (const p of moved) assert(facts.notes.some((n) => n.startsWith(`photos/${p}:`)), `${p} was saved under another name without a note saying so (notes: ${JSON.stringify(facts.notes)})`);
+      for (const p of ['what?.txt', 'CON', 'trailing dot.', 'tab\tname.txt', 'back\\slash.txt', 'x:y.txt']) assert(moved.includes(p), `${JSON.stringify(p)} was saved under its own name, which a disk cannot hold portably (changed: ${JSON.stringify(moved)})`);
+      assert(facts.notes.some((n) => n.startsWith('photos/link to plain:') && n.includes('left out')), `the symbolic link is not reported: ${JSON.stringify(facts.notes)}`);
+      log(`    saved into "photos (2)": ${files.size} files, ${folders.size} folders; ${moved.length} renamed: ${facts.notes.slice(0, 30).join(' | ')}`);
       assert(chromium.pageErrors.length === 0, `uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
       await s.stop();
     },

@@ -6,6 +6,8 @@
 //   SCALE_N=100000 npm run e2e:scale
 //   SCALE_DIR=/some/tree npm run e2e:scale        (reuse a tree instead of generating one)
 //   SCALE_OUT=figures.json ...                     (also write the JSON there)
+//   SCALE_TRACE=1 ...                              (log what made main-thread tasks long)
+//   SCALE_SHARER_NICE=0 ...                        (the sharer at nice 0; default 19, see below)
 //
 // The tree comes from `linkfs-gen-tree` (cached under tests-e2e/.tmp/scale-N). The LAST
 // stdout line is one JSON object:
@@ -20,7 +22,10 @@
 //   readback_ok (20 files spread over the tree, SHA-256), small_file_read_ms {n, p50, p99}
 //   (whole reads of files up to 4 KiB, one at a time), search [{query, found,
 //   first_results_ms, all_results_ms, longest_task_ms}] (typed into the page's search
-//   field; the search runs in the index worker), mismatches.
+//   field; the search runs in the index worker), reopen_first_listing_ms and
+//   reopen_index_usable_ms (the page reloaded with its index in IndexedDB: from the
+//   navigation's start to the first listing painted, and to every entry loaded from the
+//   cache, a deep lookup then answered), reopen_longest_task_ms, mismatches.
 
 import { spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -32,6 +37,7 @@ import { generatedTree } from './lib/gen-tree.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
 import { walkTree, sha256File, type Tree } from './lib/tree.ts';
 import { compareIndex, enumerateIndex, formatMismatch, indexWireBytes, readInPage } from './lib/verify.ts';
+import { longTaskReport, startTrace, type Trace } from './lib/trace.ts';
 
 const log = (line: string) => console.error(line);
 const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
@@ -102,6 +108,9 @@ async function browserMemory(page: Page): Promise<{ pageHeap: number; workerHeap
  * 4 ms timer (what a shorter task would delay; also the timer's own jitter).
  */
 const longTaskScript = `globalThis.__longTasks = []; globalThis.__gaps = [];
+{ const seen = () => { if (globalThis.__firstRowAt === undefined && document.querySelector('[data-testid=row]')) { const at = performance.now(); globalThis.__firstRowAt = at; requestAnimationFrame(() => setTimeout(() => { globalThis.__firstRowPaintedAt = performance.now(); }, 0)); } };
+  new MutationObserver(seen).observe(document, { childList: true, subtree: true }); }
+{ const poll = () => { const s = globalThis.linkfsShare; if (s && s.progress().fromCache > 0 && globalThis.__cacheUsableAt === undefined) globalThis.__cacheUsableAt = performance.now(); if (globalThis.__cacheUsableAt === undefined) setTimeout(poll, 2); }; setTimeout(poll, 2); }
 try { new PerformanceObserver((l) => { for (const e of l.getEntries()) globalThis.__longTasks.push([e.startTime, e.duration]); }).observe({ type: 'longtask', buffered: true }); } catch {}
 { let last = performance.now(); const tick = () => { const now = performance.now(); if (now - last > 8 && globalThis.__gaps.length < 10000) globalThis.__gaps.push([last, now - last]); last = now; setTimeout(tick, 4); }; setTimeout(tick, 4); }`;
 
@@ -116,12 +125,22 @@ async function longestSince(page: Page, what: '__longTasks' | '__gaps', from: nu
   );
 }
 
+/**
+ * The sharer's nice value (SCALE_SHARER_NICE, default 19): the main-thread figures are
+ * the browser's, and a visitor's browser does not share its CPU with the sharer. With
+ * both at nice 0 on these 2 cores, the page's main thread waits for a core: tasks of
+ * 5-11 ms of CPU took 80-140 ms of wall time (Chromium trace, SCALE_TRACE=1).
+ */
+const sharerNice = Number(process.env.SCALE_SHARER_NICE ?? '19');
+
 /** One sharer + one fresh browser: open the link and wait for the index in IndexedDB. */
 async function openShare(dir: string, name: string): Promise<{ chromium: ChromiumInstance; page: Page; share: ShareProcess; indexSeconds: number; connectedAt: number }> {
   const chromium = await launchChromium({ name, log });
   await chromium.context.addInitScript({ content: longTaskScript });
   const page = await chromium.page();
-  const share = await startShare(dir);
+  const share = await startShare(dir, { nice: sharerNice });
+  // SCALE_TRACE=1: a Chromium trace of the fill, and what made its long tasks long (stderr).
+  const trace: Trace | null = process.env.SCALE_TRACE ? await startTrace(page) : null;
   await openLink(page, share.link, ['connected'], 120_000);
   const connectedAt = await page.evaluate(() => performance.now());
   const handle = await page.waitForFunction(
@@ -137,6 +156,7 @@ async function openShare(dir: string, name: string): Promise<{ chromium: Chromiu
     { polling: 10, timeout: 1_200_000 },
   );
   const indexSeconds = (performance.now() - share.spawnedAt) / 1000;
+  if (trace !== null) for (const line of longTaskReport(await trace.stop())) log(`scale: fill ${line}`);
   const outcome = (await handle.jsonValue()) as { failed: string | null };
   if (outcome.failed !== null) throw new Error(`the page failed before its index was complete: ${outcome.failed}`);
   return { chromium, page, share, indexSeconds, connectedAt };
@@ -271,6 +291,7 @@ async function main(): Promise<Record<string, unknown>> {
     const probeName = picks[0] ? path.basename(picks[0].path) : 'a';
     for (const q of [probeName.slice(0, Math.max(3, Math.floor(probeName.length / 2))), '*9.*']) {
       const from = await page.evaluate(() => performance.now());
+      const trace: Trace | null = process.env.SCALE_TRACE ? await startTrace(page) : null;
       await page.locator('[data-testid=search]').fill(q);
       await page.waitForFunction((query) => {
         const panel = document.querySelector<HTMLElement>('.search-panel');
@@ -278,9 +299,26 @@ async function main(): Promise<Record<string, unknown>> {
       }, q, { timeout: 60_000 });
       const panel = await page.locator('.search-panel').evaluate((e) => ({ ...(e as HTMLElement).dataset }));
       const tasks = await longestSince(page, '__longTasks', from);
+      if (trace !== null) for (const line of longTaskReport(await trace.stop())) log(`scale: search ${q}: ${line}`);
       searchFigures.push({ query: q, found: Number(panel.found), first_results_ms: panel.firstMs === undefined ? null : Number(panel.firstMs), all_results_ms: Number(panel.doneMs), longest_task_ms: Math.round(tasks.longest) });
     }
     await page.locator('[data-testid=search]').fill('');
+
+    // Reopening: the same page reloaded, its index in IndexedDB. From the navigation's
+    // start: the first listing painted, and the whole index answering queries (every
+    // entry loaded from the cache, a deep lookup answered).
+    const persisted = await page.evaluate(() => window.linkfsShare!.progress().persisted);
+    if (persisted < entries) throw new Error(`only ${persisted} of ${entries} entries reached IndexedDB before reopening`);
+    await page.reload();
+    await page.waitForFunction(() => (globalThis as unknown as { __firstRowPaintedAt?: number; __cacheUsableAt?: number }).__firstRowPaintedAt !== undefined && (globalThis as unknown as { __cacheUsableAt?: number }).__cacheUsableAt !== undefined, undefined, { timeout: 60_000 });
+    const reopen = await page.evaluate(async (deep: string) => {
+      const g = globalThis as unknown as { __firstRowPaintedAt: number; __cacheUsableAt: number };
+      const s = window.linkfsShare!;
+      const found = await s.lookup(deep);
+      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now() };
+    }, bigProbe);
+    if (reopen.fromCache !== entries || !reopen.deepFound) throw new Error(`the reopened page had ${reopen.fromCache} of ${entries} entries from IndexedDB (deep lookup ${reopen.deepFound ? 'answered' : 'not answered'})`);
+    const reopenLongTasks = await longestSince(page, '__longTasks', 0);
 
     const figures = {
       entries,
@@ -295,6 +333,7 @@ async function main(): Promise<Record<string, unknown>> {
       browser_memory: { page_js_heap: memory.pageHeap, worker_js_heap: memory.workerHeap, wasm: memory.wasm, empty_share_total: baseline.browser },
       sharer_rss_bytes_per_entry: round((sharerPeak - baseline.sharer) / entries, 1),
       sharer_peak_rss_bytes: sharerPeak,
+      sharer_nice: sharerNice,
       longest_task_ms: Math.round(longTasks.longest),
       tasks_over_50ms: longTasks.count,
       main_thread_max_gap_ms: round(gaps.longest, 1),
@@ -311,6 +350,9 @@ async function main(): Promise<Record<string, unknown>> {
       readback_ok: readbackOk,
       small_file_read_ms: { n: firstByte.n, p50: firstByte.p50 === null ? null : round(firstByte.p50, 2), p99: firstByte.p99 === null ? null : round(firstByte.p99, 2) },
       search: searchFigures,
+      reopen_first_listing_ms: Math.round(reopen.firstListing),
+      reopen_index_usable_ms: Math.round(reopen.usable),
+      reopen_longest_task_ms: Math.round(reopenLongTasks.longest),
       mismatches: mismatches.length,
       error: mismatches.length > 0 || !readbackOk ? `${mismatches.length} index mismatches; read-back ${readbackOk ? 'ok' : 'FAILED'}` : null,
     };

@@ -12,6 +12,12 @@ export interface ShareOptions {
   env?: NodeJS.ProcessEnv;
   /** Log prefix. Default 'share'. */
   name?: string;
+  /**
+   * Run the sharer at this nice value (through `nice`, same pid): where a figure is
+   * about the browser, the sharer, which on a visitor's machine runs elsewhere, then
+   * takes only spare CPU from the browser on this 2-core machine.
+   */
+  nice?: number;
 }
 
 export interface ShareProcess {
@@ -31,8 +37,8 @@ export interface ShareProcess {
 export async function startShare(dir: string, options: ShareOptions = {}): Promise<ShareProcess> {
   const name = options.name ?? 'share';
   const args = ['share', ...(options.args ?? []), dir];
-  const command = binary('linkfs');
-  const proc = spawnTracked(name, command, args, options.env);
+  const command = options.nice === undefined ? binary('linkfs') : 'nice';
+  const proc = spawnTracked(name, command, options.nice === undefined ? args : ['-n', String(options.nice), binary('linkfs'), ...args], options.env);
   const timeoutMs = options.linkTimeoutMs ?? 20_000;
   const shown = `linkfs ${args.join(' ')}`;
 

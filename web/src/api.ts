@@ -94,7 +94,26 @@ export type TransferTarget =
   /** Into a file the user picked (File System Access), continuing at byte `resumeAt`. */
   | { kind: 'file'; handle: FileSystemFileHandle; resumeAt?: number }
   /** Into memory, refused above `cap` bytes. */
-  | { kind: 'blob'; cap: number };
+  | { kind: 'blob'; cap: number }
+  /**
+   * A ZIP source's files and folders into the folder `folder` inside `handle` (File
+   * System Access; made if missing), structure kept; `resume`: skip files already
+   * there at full size (a retry).
+   */
+  | { kind: 'directory'; handle: FileSystemDirectoryHandle; folder: string; resume: boolean };
+
+/** How a transfer ended well. */
+export interface TransferDone {
+  /** A `blob` target's bytes. */
+  blob?: Blob;
+  /** A `directory` target: the folder written into… */
+  folder?: string;
+  /** …and names changed while writing (the first 1,000; `notesTotal` counts all). */
+  notes?: string[];
+  notesTotal?: number;
+}
+
+
 
 /** A ZIP's facts, known before its first byte. */
 export interface ZipFacts {
@@ -112,7 +131,7 @@ export interface Transfer {
   /** Size and name, once the source is ready (a ZIP's plan is made first). */
   readonly ready: Promise<{ size: number; name: string; zip?: ZipFacts }>;
   /** Settles when the bytes are all delivered (with the Blob for a `blob` target), or why not. */
-  readonly done: Promise<{ blob?: Blob }>;
+  readonly done: Promise<TransferDone>;
   /**
    * Called with the bytes delivered so far (for a `file` target: the position
    * reached) and the bytes read from the sharer for it (read-ahead included).

@@ -18,6 +18,7 @@ import type {
   SearchUpdate,
   SortKey,
   Transfer,
+  TransferDone,
   TransferSource,
   TransferTarget,
   ZipFacts,
@@ -70,7 +71,7 @@ interface PendingRead {
 interface PendingTransfer {
   transfer: Transfer;
   ready: { resolve: (v: { size: number; name: string; zip?: ZipFacts }) => void; reject: (e: Error) => void };
-  done: { resolve: (v: { blob?: Blob }) => void; reject: (e: Error) => void };
+  done: { resolve: (v: TransferDone) => void; reject: (e: Error) => void };
   blob?: Blob;
 }
 
@@ -348,10 +349,12 @@ class WasmShare implements ShareApi {
         if (!t) return;
         this.transfers.delete(m.token);
         if (m.ok) {
-          t.done.resolve(t.blob ? { blob: t.blob } : {});
+          const extra = m.folder === undefined ? {} : { folder: m.folder, notes: m.notes ?? [], notesTotal: m.notesTotal ?? 0 };
+          t.done.resolve(t.blob ? { blob: t.blob, ...extra } : extra);
         } else {
-          t.ready.reject(new Error(m.message));
-          t.done.reject(new Error(m.message));
+          const error = new Error(m.message);
+          t.ready.reject(error);
+          t.done.reject(error);
         }
         return;
       }
@@ -465,7 +468,7 @@ class WasmShare implements ShareApi {
     const ready = new Promise<{ size: number; name: string; zip?: ZipFacts }>((resolve, reject) => {
       readyHooks = { resolve, reject };
     });
-    const done = new Promise<{ blob?: Blob }>((resolve, reject) => {
+    const done = new Promise<TransferDone>((resolve, reject) => {
       doneHooks = { resolve, reject };
     });
     // Nobody may be waiting on these (a preview that was closed): no unhandled rejection.

@@ -5,6 +5,7 @@
 // that already read a file hands its Blob over, so saving it costs nothing.
 
 import type { EntryRow, ShareApi, TransferSource, ZipFacts } from '../api';
+import { freeFolderName } from '../folder-names';
 import { button, el } from './dom';
 import { formatCount, formatRate, formatSize } from './format';
 import { icon } from './icons';
@@ -25,6 +26,8 @@ export interface SaveRequest {
   size: number;
   /** Entry id for tests (`data-id`): the file's, or the first selected. */
   id: number;
+  /** Save a ZIP source's files into a new folder in this directory instead of as a ZIP. */
+  into?: FileSystemDirectoryHandle;
 }
 
 class Download {
@@ -43,6 +46,9 @@ class Download {
   private frame = 0;
   private route: SaveRoute | null = null;
   private resume: Resume | null = null;
+  /** A folder save: the folder made in the chosen directory (a retry writes into it again). */
+  private folder: string | undefined;
+  private zipFacts: ZipFacts | null = null;
 
   constructor(
     private readonly api: ShareApi,
@@ -81,7 +87,19 @@ class Download {
     this.done = this.startedFrom;
     this.setState('running');
     const resume = this.request.source.kind === 'file' ? (this.resume ?? undefined) : undefined;
-    startSave(this.api, this.request.source, this.request.name, resume).then(
+    const into = this.request.into;
+    const retry = this.folder !== undefined;
+    // A folder save writes into a new folder in the chosen directory; a retry into the same one.
+    const folder = into === undefined ? Promise.resolve(undefined) : retry ? Promise.resolve(this.folder) : freeFolderName(into, this.request.name.replace(/\.zip$/i, ''));
+    folder
+      .then((name) => {
+        if (into !== undefined && name !== undefined) {
+          this.folder = name;
+          this.element.dataset.folder = name;
+        }
+        return startSave(this.api, this.request.source, this.request.name, resume, into && name !== undefined ? { handle: into, folder: name, resume: retry } : undefined);
+      })
+      .then(
       (job) => {
         if (this.state !== 'running') {
           job.cancel();
@@ -94,13 +112,22 @@ class Download {
         job.ready.then(
           ({ size, zip }) => {
             this.total = size;
-            if (zip) this.showZipFacts(zip);
+            if (zip) {
+              this.zipFacts = zip;
+              this.showZipFacts(zip);
+            }
             this.render();
           },
           () => undefined,
         );
         job.done.then(
-          () => {
+          (result) => {
+            if (result.folder !== undefined) {
+              if (this.zipFacts && (result.notesTotal ?? 0) > 0) {
+                const z = this.zipFacts;
+                this.showZipFacts({ ...z, notes: [...z.notes, ...(result.notes ?? [])], notesTotal: z.notesTotal + (result.notesTotal ?? 0) });
+              }
+            }
             this.done = this.total;
             this.element.dataset.bytes = String(this.total);
             this.setState('done');
@@ -180,7 +207,12 @@ class Download {
         break;
       }
       case 'done':
-        text = this.route === 'service-worker' ? `Saved by the browser · ${formatSize(total)}` : `Saved · ${formatSize(total)}`;
+        text =
+          this.route === 'service-worker'
+            ? `Saved by the browser · ${formatSize(total)}`
+            : this.folder !== undefined
+              ? `Saved into the folder “${this.folder}” · ${formatSize(total)}`
+              : `Saved · ${formatSize(total)}`;
         break;
       case 'cancelled':
         text = 'Cancelled';
@@ -205,7 +237,7 @@ class Download {
         const blob = this.blob;
         controls.push(button(`Save ${name} again`, 'text-button download-save', () => saveFile(blob, name), 'Save again'));
       } else if (this.state !== 'done') {
-        const label = this.resume && this.resume.at > 0 ? 'Resume' : 'Retry';
+        const label = (this.resume && this.resume.at > 0) || this.folder !== undefined ? 'Resume' : 'Retry';
         controls.push(button(`${label} downloading ${name}`, 'text-button download-retry', () => this.start(), label));
       }
       const remove = button(`Remove ${name} from the list`, 'icon-button download-remove', () => this.onRemove(this), '');

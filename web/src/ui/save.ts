@@ -10,20 +10,45 @@
 //    byte reached.
 // 3. Memory (anything else): a Blob, refused above BLOB_CAP, which the UI states.
 //
+// A folder or a selection goes as one ZIP through the same routes, or, when the
+// user chose "Save into a folder…" (File System Access), file by file into a new
+// folder inside the directory they picked (route `directory`).
+//
 // `route()` says which one applies here; `startSave` runs one save.
 
-import type { ShareApi, Transfer, TransferSource, ZipFacts } from '../api';
+import type { ShareApi, Transfer, TransferDone, TransferSource, ZipFacts } from '../api';
 import { registerServed, serviceWorker, servedUrl, startBrowserDownload, newToken, unregisterServed } from './service-worker';
 import { saveFile } from './save-file';
 import { SERVE_WINDOW } from '../serve/protocol';
 
-export type SaveRoute = 'service-worker' | 'file-picker' | 'memory';
+export type SaveRoute = 'service-worker' | 'file-picker' | 'memory' | 'directory';
 
 /** The most a save through memory may hold (the last resort only). */
 export const BLOB_CAP = 512 * 1024 * 1024;
 
 interface SavePickerWindow {
   showSaveFilePicker?: (options?: { suggestedName?: string }) => Promise<FileSystemFileHandle>;
+  showDirectoryPicker?: (options?: { id?: string; mode?: 'read' | 'readwrite' }) => Promise<FileSystemDirectoryHandle>;
+}
+
+/** Can this browser save a folder into a directory the user picks (File System Access)? */
+export function canSaveIntoFolder(): boolean {
+  return typeof (window as SavePickerWindow).showDirectoryPicker === 'function';
+}
+
+/**
+ * Asks the user for a directory to save into (from their click); null when they
+ * cancel the dialog.
+ */
+export async function pickFolder(): Promise<FileSystemDirectoryHandle | null> {
+  const picker = (window as SavePickerWindow).showDirectoryPicker;
+  if (!picker) throw new Error('This browser cannot save into a folder (no File System Access API); download a ZIP instead.');
+  try {
+    return await picker.call(window, { id: 'linkfs-save', mode: 'readwrite' });
+  } catch (error) {
+    if (error instanceof DOMException && error.name === 'AbortError') return null;
+    throw error;
+  }
 }
 
 export async function route(): Promise<SaveRoute> {
@@ -36,7 +61,8 @@ export interface SaveJob {
   readonly route: SaveRoute;
   /** Size and final name (a ZIP's plan first). */
   readonly ready: Promise<{ size: number; name: string; zip?: ZipFacts }>;
-  readonly done: Promise<void>;
+  /** Settles when saved; a directory save says into which folder and which names it changed. */
+  readonly done: Promise<TransferDone>;
   set onProgress(f: ((sent: number) => void) | null);
   cancel(): void;
 }
@@ -47,18 +73,27 @@ export interface Resume {
   at: number;
 }
 
+/** A save into a directory: the one chosen, the folder to write there, and whether this is a retry. */
+export interface IntoFolder {
+  handle: FileSystemDirectoryHandle;
+  folder: string;
+  resume: boolean;
+}
+
 /**
  * Starts saving `source` as `name`. Call it from the click (the file picker needs
  * the user's gesture); `resume` continues an earlier File System Access save.
  */
-export async function startSave(api: ShareApi, source: TransferSource, name: string, resume?: Resume): Promise<SaveJob & { resumeState(): Resume | null }> {
+export async function startSave(api: ShareApi, source: TransferSource, name: string, resume?: Resume, into?: IntoFolder): Promise<SaveJob & { resumeState(): Resume | null }> {
   const picker = (window as SavePickerWindow).showSaveFilePicker;
-  const how = resume ? 'file-picker' : await route();
+  const how = into ? 'directory' : resume ? 'file-picker' : await route();
   let transfer: Transfer;
   let finish: () => void = () => undefined;
   let handle: FileSystemFileHandle | null = resume?.handle ?? null;
   let reached = resume?.at ?? 0;
-  if (how === 'service-worker') {
+  if (how === 'directory' && into) {
+    transfer = api.transfer(source, { kind: 'directory', handle: into.handle, folder: into.folder, resume: into.resume });
+  } else if (how === 'service-worker') {
     const token = newToken();
     const channel = new MessageChannel();
     transfer = api.transfer(source, { kind: 'port', port: channel.port1, once: true });
@@ -83,9 +118,10 @@ export async function startSave(api: ShareApi, source: TransferSource, name: str
     transfer = api.transfer(source, { kind: 'blob', cap: BLOB_CAP });
   }
   const done = transfer.done.then(
-    ({ blob }) => {
+    (result) => {
       finish();
-      if (blob) saveFile(blob, name);
+      if (result.blob) saveFile(result.blob, name);
+      return result;
     },
     (error: unknown) => {
       finish();

@@ -16,6 +16,7 @@ import { IndexProgressView } from './index-progress';
 import { DirectoryListing } from './listing';
 import { PreviewPanel } from './preview';
 import { errorText } from './save-file';
+import { canSaveIntoFolder, pickFolder } from './save';
 import { fragmentFor, lookupPath, parseFragment } from './share-link';
 import { ConnectionInfoView } from './connection-info';
 import { SearchPanel } from './search';
@@ -42,6 +43,7 @@ export class ShareView {
   private readonly content: HTMLElement;
   private readonly toolbar: HTMLElement;
   private readonly folderDownload: HTMLButtonElement;
+  private readonly folderSave: HTMLButtonElement;
   private search: SearchPanel | null = null;
   private connectionInfo: ConnectionInfoView | null = null;
   private readonly searchSlot: HTMLElement;
@@ -96,6 +98,18 @@ export class ShareView {
     this.folderDownload.addEventListener('click', () => {
       if (this.shownDir) this.downloadRows([this.shownDir]);
     });
+    // Where the browser has File System Access: the folder's files into a folder the user picks.
+    this.folderSave = el('button', {
+      className: 'text-button folder-save',
+      text: 'Save into folder…',
+      attrs: { type: 'button', 'aria-label': 'Save this folder into a folder on this computer, structure kept' },
+      data: { testid: 'folder-save' },
+    });
+    this.folderSave.prepend(icon('folder'));
+    this.folderSave.hidden = !canSaveIntoFolder();
+    this.folderSave.addEventListener('click', () => {
+      if (this.shownDir) void this.saveRowsIntoFolder([this.shownDir]);
+    });
     this.selectionCount = el('span', { className: 'selection-count', data: { testid: 'selection-count' } });
     const selectionDownload = el('button', {
       className: 'text-button selection-download',
@@ -108,11 +122,23 @@ export class ShareView {
       const rows = this.listing?.selection ?? [];
       if (rows.length > 0) this.downloadRows(rows);
     });
+    const selectionSave = el('button', {
+      className: 'text-button selection-save',
+      text: 'Save into folder…',
+      attrs: { type: 'button', 'aria-label': 'Save the selected entries into a folder on this computer, structure kept' },
+      data: { testid: 'selection-save' },
+    });
+    selectionSave.prepend(icon('folder'));
+    selectionSave.hidden = !canSaveIntoFolder();
+    selectionSave.addEventListener('click', () => {
+      const rows = this.listing?.selection ?? [];
+      if (rows.length > 0) void this.saveRowsIntoFolder(rows);
+    });
     const selectionClear = el('button', { className: 'text-button', text: 'Clear', attrs: { type: 'button', 'aria-label': 'Clear the selection' }, data: { testid: 'selection-clear' } });
     selectionClear.addEventListener('click', () => this.listing?.clearSelection());
-    this.selectionBar = el('div', { className: 'selection-bar', attrs: { role: 'group', 'aria-label': 'Selection' } }, this.selectionCount, selectionDownload, selectionClear);
+    this.selectionBar = el('div', { className: 'selection-bar', attrs: { role: 'group', 'aria-label': 'Selection' } }, this.selectionCount, selectionDownload, selectionSave, selectionClear);
     this.selectionBar.hidden = true;
-    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.selectionBar, this.folderDownload, filter);
+    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.selectionBar, this.folderDownload, this.folderSave, filter);
 
     this.element = el(
       'div',
@@ -157,6 +183,7 @@ export class ShareView {
       selectionChanged: (rows) => {
         this.selectionBar.hidden = rows.length === 0;
         this.folderDownload.hidden = rows.length > 0;
+        this.folderSave.hidden = rows.length > 0 || !canSaveIntoFolder();
         this.selectionCount.textContent = `${formatCount(rows.length)} selected`;
       },
     });
@@ -200,13 +227,37 @@ export class ShareView {
       this.downloads.start(first);
       return;
     }
-    const base = rows.length === 1 ? first.name || this.shareName.textContent || 'share' : `${this.shareName.textContent || 'share'} (${rows.length} items)`;
+    const base = this.zipBase(rows);
     this.downloads.save({
       name: `${base}.zip`,
       source: { kind: 'zip', ids: rows.map((r) => r.id), name: `${base}.zip` },
       size: 0,
       id: first.id,
     });
+  }
+
+  /** The name of a folder's or a selection's ZIP, without ".zip". */
+  private zipBase(rows: EntryRow[]): string {
+    const share = this.shareName.textContent || 'share';
+    return rows.length === 1 ? rows[0]!.name || share : `${share} (${rows.length} items)`;
+  }
+
+  /**
+   * Saves folders and files into a folder the user picks (File System Access), in
+   * one new folder there named like the ZIP would be. From the user's click.
+   */
+  async saveRowsIntoFolder(rows: EntryRow[]): Promise<void> {
+    if (rows.length === 0 || !this.downloads) return;
+    let handle: FileSystemDirectoryHandle | null;
+    try {
+      handle = await pickFolder();
+    } catch (error) {
+      this.setNotice(`Could not open the folder picker: ${error instanceof Error ? error.message : String(error)}`);
+      return;
+    }
+    if (handle === null) return;
+    const base = this.zipBase(rows);
+    this.downloads.save({ name: base, source: { kind: 'zip', ids: rows.map((r) => r.id), name: `${base}.zip` }, size: 0, id: rows[0]!.id, into: handle });
   }
 
   // --- events from the share ---

@@ -33,7 +33,9 @@ export type ServeTarget =
   /** Into a file the user chose (File System Access), from byte `resumeAt` on. */
   | { kind: 'file'; handle: FileSystemFileHandle; resumeAt?: number }
   /** Into a Blob in memory, refused above `cap` bytes (the last resort). */
-  | { kind: 'blob'; cap: number };
+  | { kind: 'blob'; cap: number }
+  /** A ZIP source's members into `folder` in this directory (File System Access); `resume`: skip files there at full size. */
+  | { kind: 'directory'; handle: FileSystemDirectoryHandle; folder: string; resume: boolean };
 
 /** What the page learns of a ZIP before its first byte. */
 export interface ZipFacts {
@@ -78,5 +80,6 @@ export type FromWorker =
   /** `sent`: bytes delivered onward; `read`: bytes read from the sharer (with read-ahead). */
   | { type: 'serve-progress'; token: string; sent: number; read: number }
   | { type: 'serve-blob'; token: string; blob: Blob }
-  | { type: 'serve-finished'; token: string; ok: boolean; message: string }
+  /** `folder`, `notes`, `notesTotal`: a directory save's folder and the names it changed. */
+  | { type: 'serve-finished'; token: string; ok: boolean; message: string; folder?: string; notes?: string[]; notesTotal?: number }
   | { type: 'search-results'; id: number; batch: SearchBatch };

@@ -13,7 +13,8 @@ import { entryStream, MEDIA, BULK, type RangeReader, type ReadSink } from './ent
 import type { FromWorker, IndexQuery, QueryAnswer, ServeSource, ShareStats, ToWorker, WorkerProgress } from './protocol';
 import { type ByteSource, messageOf, SourceServer } from './serve';
 import { saveToBlob, saveToFile } from './save-sinks';
-import { planZip, zipSource } from './zip-source';
+import { type PlanMember, planZip, zipSource } from './zip-source';
+import { saveToDirectory } from './directory-sink';
 
 declare const self: DedicatedWorkerGlobalScope;
 
@@ -188,7 +189,7 @@ function sourceOf(
   s: ReceiverSession,
   media: boolean,
   counted: (bytes: number) => void,
-): { bytes: ByteSource; name: string; zip?: ReturnType<typeof planZip>['plan'] } {
+): { bytes: ByteSource; name: string; zip?: ReturnType<typeof planZip>['plan']; members?: PlanMember[]; reader: RangeReader } {
   const reader = rangeReader(s, counted);
   if (source.kind === 'file') {
     const row = s.entry(source.entry);
@@ -196,7 +197,7 @@ function sourceOf(
     if (row.kind !== 'file') throw new Error(`"${row.name}" is not a file.`);
     const size = row.size;
     const ahead = media ? MEDIA : BULK;
-    return { name: row.name, bytes: { size, ownsChunks: true, open: (start, end) => entryStream(reader, source.entry, start, end, ahead) } };
+    return { name: row.name, reader, bytes: { size, ownsChunks: true, open: (start, end) => entryStream(reader, source.entry, start, end, ahead) } };
   }
   const roots: EntryRow[] = [];
   for (const id of source.roots) {
@@ -205,7 +206,7 @@ function sourceOf(
     roots.push(row as EntryRow);
   }
   const { plan, members } = planZip(roots, listChildren(s), source.name.replace(/\.zip$/i, ''));
-  return { name: source.name, bytes: zipSource(reader, plan, members), zip: plan };
+  return { name: source.name, reader, bytes: zipSource(reader, plan, members), zip: plan, members };
 }
 
 function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession): void {
@@ -223,7 +224,14 @@ function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession
     return;
   }
   const { bytes } = made;
-  post({ type: 'serve-ready', token, size: bytes.size, name: made.name, ...(made.zip ? { zip: made.zip } : {}) });
+  const target = message.target;
+  if (target.kind === 'directory' && made.members === undefined) {
+    post({ type: 'serve-finished', token, ok: false, message: 'Only folders and selections are saved into a folder; save a file as itself.' });
+    return;
+  }
+  // A directory save's size is its files' bytes (no ZIP around them).
+  const size = target.kind === 'directory' ? (made.zip?.contentBytes ?? 0) : bytes.size;
+  post({ type: 'serve-ready', token, size, name: made.name, ...(made.zip ? { zip: made.zip } : {}) });
   let lastProgress = 0;
   let lastSent = 0;
   let trailing: ReturnType<typeof setTimeout> | null = null;
@@ -241,12 +249,11 @@ function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession
     lastProgress = now;
     post({ type: 'serve-progress', token, sent, read });
   };
-  const finished = (ok: boolean, text: string, sent: number): void => {
+  const finished = (ok: boolean, text: string, sent: number, extra: { folder?: string; notes?: string[]; notesTotal?: number } = {}): void => {
     if (!serving.delete(token)) return;
     progress(sent, true);
-    post({ type: 'serve-finished', token, ok, message: text });
+    post({ type: 'serve-finished', token, ok, message: text, ...extra });
   };
-  const target = message.target;
   if (target.kind === 'port') {
     let sentNow = 0;
     const server = new SourceServer(target.port, bytes, {
@@ -273,6 +280,22 @@ function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession
   const controller = new AbortController();
   serving.set(token, { stop: (reason) => controller.abort(new Error(reason)) });
   const onSent = (sent: number): void => progress(sent);
+  if (target.kind === 'directory') {
+    saveToDirectory({
+      reader: made.reader,
+      plan: made.zip!,
+      members: made.members!,
+      target: target.handle,
+      folder: target.folder,
+      resume: target.resume,
+      signal: controller.signal,
+      onSent,
+    }).then(
+      (r) => finished(true, '', r.written, { folder: r.folder, notes: r.notes, notesTotal: r.notesTotal }),
+      (error: unknown) => finished(false, messageOf(error), (error as { written?: number }).written ?? 0),
+    );
+    return;
+  }
   const run =
     target.kind === 'file'
       ? saveToFile(bytes, target.handle, target.resumeAt ?? 0, controller.signal, onSent)

@@ -23,7 +23,8 @@ export const MAX_ZIP_MEMBERS = 1_000_000;
 /** Lists one folder's children (the worker's index query). */
 export type ListChildren = (dir: number, start: number, count: number) => { total: number; rows: EntryRow[] };
 
-interface Member {
+/** One file or folder of a ZIP or a folder save; `path` is `/`-separated, folders end in `/`. */
+export interface PlanMember {
   path: string;
   id: number;
   size: number;
@@ -73,8 +74,8 @@ const PAGE = 2000;
  * Plans the ZIP of `roots` (rows of the index; the share's root, which has no name,
  * is named `rootName`); throws with the reason if it cannot be made.
  */
-export function planZip(roots: EntryRow[], list: ListChildren, rootName: string): { plan: ZipPlan; members: Member[] } {
-  const members: Member[] = [];
+export function planZip(roots: EntryRow[], list: ListChildren, rootName: string): { plan: ZipPlan; members: PlanMember[] } {
+  const members: PlanMember[] = [];
   const notes: string[] = [];
   let notesTotal = 0;
   const note = (text: string): void => {
@@ -135,12 +136,12 @@ export function planZip(roots: EntryRow[], list: ListChildren, rootName: string)
   return { plan: { size, files, folders: members.length - files, contentBytes, notes, notesTotal }, members };
 }
 
-function metadataOf(m: Member): { name: string } | { name: string; size: number } {
+function metadataOf(m: PlanMember): { name: string } | { name: string; size: number } {
   return m.dir ? { name: m.path } : { name: m.path, size: m.size };
 }
 
 /** The ZIP of a plan as a byte source (whole only: a ZIP is not seekable here). */
-export function zipSource(reader: RangeReader, plan: ZipPlan, members: Member[]): ByteSource {
+export function zipSource(reader: RangeReader, plan: ZipPlan, members: PlanMember[]): ByteSource {
   return {
     size: plan.size,
     ownsChunks: false,

@@ -1,0 +1,70 @@
+// A Chromium performance trace of one page (CDP Tracing), and what made its long
+// main-thread tasks long: for diagnosing a "longest main-thread task" figure, not for
+// asserting anything. `SCALE_TRACE=1 npm run e2e:scale` uses it.
+
+import type { CDPSession, Page } from 'playwright-core';
+
+interface TraceEvent {
+  name: string;
+  ph: string;
+  ts: number;
+  dur?: number;
+  /** Thread (CPU) time; far below `dur` when the thread waited for a core. */
+  tdur?: number;
+  pid: number;
+  tid: number;
+  args?: { name?: string; data?: { functionName?: string; url?: string; frame?: string } };
+}
+
+export interface Trace {
+  /** Ends the trace and returns its events. */
+  stop(): Promise<TraceEvent[]>;
+}
+
+const categories = ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'v8', 'v8.execute', 'blink.user_timing', 'disabled-by-default-v8.gc', 'toplevel'];
+
+export async function startTrace(page: Page): Promise<Trace> {
+  const cdp: CDPSession = await page.context().newCDPSession(page);
+  const events: TraceEvent[] = [];
+  cdp.on('Tracing.dataCollected', (e) => {
+    events.push(...(e.value as unknown as TraceEvent[]));
+  });
+  await cdp.send('Tracing.start', { traceConfig: { includedCategories: categories, recordMode: 'recordContinuously' }, transferMode: 'ReportEvents' });
+  return {
+    async stop() {
+      const done = new Promise<void>((resolve) => cdp.once('Tracing.tracingComplete', () => resolve()));
+      await cdp.send('Tracing.end');
+      await done;
+      await cdp.detach().catch(() => undefined);
+      return events;
+    },
+  };
+}
+
+/**
+ * The main-thread tasks of the page's renderer longer than `overMs`, each with the
+ * events inside it that took the most time (name, function or URL, wall ms / CPU
+ * ms). One line each.
+ */
+export function longTaskReport(events: TraceEvent[], overMs = 40): string[] {
+  const mainThreads = new Set(events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === 'CrRendererMain').map((e) => `${e.pid}:${e.tid}`));
+  const onMain = events.filter((e) => e.ph === 'X' && mainThreads.has(`${e.pid}:${e.tid}`) && typeof e.dur === 'number');
+  const tasks = onMain.filter((e) => e.name === 'RunTask' && e.dur! / 1000 > overMs);
+  const lines: string[] = [];
+  for (const t of tasks) {
+    const end = t.ts + t.dur!;
+    const inner = onMain.filter((e) => e !== t && e.pid === t.pid && e.tid === t.tid && e.ts >= t.ts && e.ts + e.dur! <= end && e.name !== 'RunTask' && e.name !== 'ThreadControllerImpl::RunTask');
+    const byName = new Map<string, number>();
+    const cpuOf = new Map<string, number>();
+    for (const e of inner) {
+      const d = e.args?.data;
+      const what = d?.functionName ? `${e.name}(${d.functionName} ${(d.url ?? '').split('/').pop() ?? ''})` : e.name;
+      byName.set(what, Math.max(byName.get(what) ?? 0, e.dur! / 1000));
+      if (e.tdur !== undefined) cpuOf.set(what, Math.max(cpuOf.get(what) ?? 0, e.tdur / 1000));
+    }
+    const top = [...byName.entries()].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([n, ms]) => `${n} ${ms.toFixed(1)}${cpuOf.has(n) ? `/${cpuOf.get(n)!.toFixed(1)}` : ''}`);
+    const cpu = t.tdur === undefined ? '' : ` (${(t.tdur / 1000).toFixed(1)} ms on a core)`;
+    lines.push(`task ${(t.dur! / 1000).toFixed(1)} ms${cpu} at ${(t.ts / 1000).toFixed(0)}: ${top.join(' | ')}`);
+  }
+  return lines;
+}
