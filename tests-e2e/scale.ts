@@ -110,7 +110,7 @@ async function browserMemory(page: Page): Promise<{ pageHeap: number; workerHeap
 const longTaskScript = `globalThis.__longTasks = []; globalThis.__gaps = [];
 { const seen = () => { if (globalThis.__firstRowAt === undefined && document.querySelector('[data-testid=row]')) { const at = performance.now(); globalThis.__firstRowAt = at; requestAnimationFrame(() => setTimeout(() => { globalThis.__firstRowPaintedAt = performance.now(); }, 0)); } };
   new MutationObserver(seen).observe(document, { childList: true, subtree: true }); }
-{ const poll = () => { const s = globalThis.linkfsShare; if (s && s.progress().fromCache > 0 && globalThis.__cacheUsableAt === undefined) globalThis.__cacheUsableAt = performance.now(); if (globalThis.__cacheUsableAt === undefined) setTimeout(poll, 2); }; setTimeout(poll, 2); }
+{ const poll = () => { const s = globalThis.linkfsShare; if (s && s.progress().fromCache > 0 && !s.progress().loadingCache && globalThis.__cacheUsableAt === undefined) globalThis.__cacheUsableAt = performance.now(); if (globalThis.__cacheUsableAt === undefined) setTimeout(poll, 2); }; setTimeout(poll, 2); }
 try { new PerformanceObserver((l) => { for (const e of l.getEntries()) globalThis.__longTasks.push([e.startTime, e.duration]); }).observe({ type: 'longtask', buffered: true }); } catch {}
 { let last = performance.now(); const tick = () => { const now = performance.now(); if (now - last > 8 && globalThis.__gaps.length < 10000) globalThis.__gaps.push([last, now - last]); last = now; setTimeout(tick, 4); }; setTimeout(tick, 4); }`;
 
@@ -315,7 +315,8 @@ async function main(): Promise<Record<string, unknown>> {
       const g = globalThis as unknown as { __firstRowPaintedAt: number; __cacheUsableAt: number };
       const s = window.linkfsShare!;
       const found = await s.lookup(deep);
-      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now() };
+      const st = (window.linkfsStats?.() ?? {}) as { openDbMs?: number; loadMs?: number; rebuildMs?: number };
+      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now(), openDb: st.openDbMs ?? null, load: st.loadMs ?? null, rebuild: st.rebuildMs ?? null };
     }, bigProbe);
     if (reopen.fromCache !== entries || !reopen.deepFound) throw new Error(`the reopened page had ${reopen.fromCache} of ${entries} entries from IndexedDB (deep lookup ${reopen.deepFound ? 'answered' : 'not answered'})`);
     const reopenLongTasks = await longestSince(page, '__longTasks', 0);
@@ -353,6 +354,7 @@ async function main(): Promise<Record<string, unknown>> {
       reopen_first_listing_ms: Math.round(reopen.firstListing),
       reopen_index_usable_ms: Math.round(reopen.usable),
       reopen_longest_task_ms: Math.round(reopenLongTasks.longest),
+      reopen_worker_ms: { open_db: reopen.openDb, load_batches: reopen.load, rebuild_index: reopen.rebuild },
       mismatches: mismatches.length,
       error: mismatches.length > 0 || !readbackOk ? `${mismatches.length} index mismatches; read-back ${readbackOk ? 'ok' : 'FAILED'}` : null,
     };

@@ -17,8 +17,8 @@ use std::rc::Rc;
 use js_sys::{Array, Function, Uint8Array};
 use linkfs_core::ShareLink;
 use linkfs_core::{
-    EndReason, Millis, PersistentReceiver, ReadEvent, ReadHandle, ReceiverConfig, Search, SortKey,
-    StoredEvent, rebuild,
+    EndReason, Index, Millis, PersistentReceiver, ReadEvent, ReadHandle, Rebuilder, Rebuilt,
+    ReceiverConfig, Search, SortKey, StoredEvent,
 };
 use linkfs_proto::EntryId;
 use tsify::{Ts, Tsify as _};
@@ -31,6 +31,12 @@ use crate::types::{
     EndKind, EntryPath, EntryRow, ListPage, Progress, SearchBatch, SearchHit, SessionEvent,
     SessionEvents, Stats,
 };
+
+/// Cached batch frames `open` reads before the rest (about 2,000 entries each).
+const FIRST_FRAMES: u32 = 8;
+
+/// How long `open` applies cached frames before returning, ms.
+const FIRST_LOAD_STEP_MS: f64 = 15.0;
 
 /// Refused index operations logged to the console (the rest are counted).
 const REFUSALS_LOGGED: u64 = 3;
@@ -56,6 +62,77 @@ struct Inner {
     /// The one search in progress, with its handle.
     search: Option<(u32, Search)>,
     next_search: u32,
+    /// ms: IndexedDB opened, batches read, index rebuilt (figures only).
+    open_timings: [f64; 3],
+    /// The cached index still being applied, a few frames per `loadStep`.
+    loading: Option<Loading>,
+    storage_problem: Option<String>,
+}
+
+/// A cached index being rebuilt in steps: the frames read from IndexedDB, and
+/// the next one to apply.
+struct Loading {
+    rebuilder: Rebuilder,
+    frames: Array,
+    next: u32,
+    started: f64,
+    /// The frames after the first few are still being read (`loadRest`).
+    rest_pending: bool,
+}
+
+impl Inner {
+    /// The index queries see: the part of the cache loaded so far, then the session's.
+    fn index(&self) -> &Index {
+        match &self.loading {
+            Some(l) => l.rebuilder.index(),
+            None => self.receiver.index(),
+        }
+    }
+
+    fn index_mut(&mut self) -> &mut Index {
+        match &mut self.loading {
+            Some(l) => l.rebuilder.index_mut(),
+            None => self.receiver.index_mut(),
+        }
+    }
+
+    /// Applies cached frames for up to `budget_ms`; true once all are applied
+    /// and the session resumes from them (or, if they were not usable, starts clean).
+    fn load_step(&mut self, budget_ms: f64) -> bool {
+        let Some(l) = &mut self.loading else {
+            return true;
+        };
+        let until = now().0 as f64 + budget_ms;
+        while l.next < l.frames.length() && !l.rebuilder.failed() {
+            let frame = l.frames.get(l.next);
+            l.next += 1;
+            l.rebuilder.push(&copy_in(&frame));
+            if now().0 as f64 >= until {
+                break;
+            }
+        }
+        if (l.next < l.frames.length() || l.rest_pending) && !l.rebuilder.failed() {
+            return false;
+        }
+        let l = self.loading.take().expect("loading");
+        self.open_timings[2] = now().0 as f64 - l.started;
+        let rebuilt = l.rebuilder.finish();
+        if rebuilt.resume.is_none()
+            && let Some(s) = &self.store
+        {
+            // Whatever is there is not usable: start clean.
+            let s = s.clone();
+            spawn_local(async move {
+                let _ = s.clear().await;
+            });
+        }
+        self.receiver = PersistentReceiver::new(
+            rebuilt,
+            ReceiverConfig::default(),
+            self.storage_problem.clone(),
+        );
+        true
+    }
 }
 
 /// A share's index in this worker. See the module docs.
@@ -72,6 +149,7 @@ impl ReceiverSession {
     /// produced output.
     pub async fn open(key: String, notify: Function) -> ReceiverSession {
         crate::install_panic_hook();
+        let t0 = now().0 as f64;
         let opened = match ShareLink::parse_fragment(&key) {
             Ok(link) => Store::open(&link.store_name()).await,
             Err(e) => Err(JsValue::from_str(&e.to_string())),
@@ -86,21 +164,31 @@ impl ReceiverSession {
                 ),
             ),
         };
-        let rebuilt = match &store {
-            Some(s) => match s.load().await {
-                Ok((state, frames)) => rebuild(state, frames.iter().map(|f| copy_in(&f))),
-                Err(_) => Default::default(),
-            },
-            None => Default::default(),
+        let t1 = now().0 as f64;
+        let (state, frames) = match &store {
+            Some(s) => s
+                .load_first(FIRST_FRAMES)
+                .await
+                .unwrap_or_else(|_| (None, Array::new())),
+            None => (None, Array::new()),
         };
-        if rebuilt.resume.is_none()
-            && let Some(s) = &store
-        {
-            // Whatever is there is not usable: start clean.
-            let _ = s.clear().await;
-        }
-        let receiver = PersistentReceiver::new(rebuilt, ReceiverConfig::default(), storage_problem);
-        ReceiverSession {
+        let t2 = now().0 as f64;
+        let rest_pending = frames.length() == FIRST_FRAMES;
+        // The session proper starts once the cache is applied (`loadStep`); until
+        // then it holds an empty receiver that sees no frame.
+        let receiver = PersistentReceiver::new(
+            Rebuilt::default(),
+            ReceiverConfig::default(),
+            storage_problem.clone(),
+        );
+        let loading = Some(Loading {
+            rebuilder: Rebuilder::new(state),
+            frames,
+            next: 0,
+            started: t2,
+            rest_pending,
+        });
+        let session = ReceiverSession {
             inner: Rc::new(RefCell::new(Inner {
                 store,
                 receiver,
@@ -111,8 +199,51 @@ impl ReceiverSession {
                 notify,
                 search: None,
                 next_search: 1,
+                open_timings: [t1 - t0, t2 - t1, 0.0],
+                loading,
+                storage_problem,
             })),
+        };
+        // The first screens: what a first step applies (the log starts with the
+        // top folders).
+        session.inner.borrow_mut().load_step(FIRST_LOAD_STEP_MS);
+        session
+    }
+
+    /// Reads the rest of the cached index (after the first frames `open` read);
+    /// `loadStep` applies it.
+    #[wasm_bindgen(js_name = loadRest)]
+    pub async fn load_rest(&self) {
+        let (store, after) = {
+            let i = self.inner.borrow();
+            let Some(l) = &i.loading else { return };
+            if !l.rest_pending {
+                return;
+            }
+            let last = l.frames.get(l.frames.length().saturating_sub(1));
+            let after = linkfs_proto::BatchReader::new(&copy_in(&last)).map(|r| r.header().first);
+            (i.store.clone(), after)
+        };
+        let t0 = now().0 as f64;
+        let rest = match (store, after) {
+            (Some(s), Ok(after)) => s.load_after(after).await.unwrap_or_else(|_| Array::new()),
+            _ => Array::new(),
+        };
+        let mut i = self.inner.borrow_mut();
+        i.open_timings[1] += now().0 as f64 - t0;
+        if let Some(l) = &mut i.loading {
+            for f in rest.iter() {
+                l.frames.push(&f);
+            }
+            l.rest_pending = false;
         }
+    }
+
+    /// Applies more of the cached index, for about `budget_ms`; true once it is
+    /// all applied. Until then the shell holds back frames and reads.
+    #[wasm_bindgen(js_name = loadStep)]
+    pub fn load_step(&self, budget_ms: f64) -> bool {
+        self.inner.borrow_mut().load_step(budget_ms)
     }
 
     /// The data link opened: frames may flow.
@@ -186,7 +317,16 @@ impl ReceiverSession {
     }
 
     pub fn progress(&self) -> Result<Ts<Progress>, JsError> {
-        Ok(Progress::from(self.inner.borrow().receiver.progress()).into_ts()?)
+        let i = self.inner.borrow();
+        let mut p = Progress::from(i.receiver.progress());
+        if i.loading.is_some() {
+            let n = i.index().len() as f64;
+            p.received = n;
+            p.persisted = n;
+            p.from_cache = n;
+            p.loading_cache = true;
+        }
+        Ok(p.into_ts()?)
     }
 
     /// Figures for tests and benchmarks.
@@ -199,10 +339,13 @@ impl ReceiverSession {
             .map_or(0, |b| b.byte_length());
         Ok(Stats {
             index_wire_bytes: i.receiver.index_wire_bytes() as f64,
-            entries: i.receiver.index().len() as f64,
-            index_heap_bytes: i.receiver.index().heap_bytes() as f64,
+            entries: i.index().len() as f64,
+            index_heap_bytes: i.index().heap_bytes() as f64,
             refused_ops: i.receiver.refused_ops() as f64,
             wasm_memory_bytes: f64::from(memory),
+            open_db_ms: i.open_timings[0],
+            load_ms: i.open_timings[1],
+            rebuild_ms: i.open_timings[2],
         }
         .into_ts()?)
     }
@@ -223,7 +366,7 @@ impl ReceiverSession {
             _ => SortKey::Name,
         };
         let mut i = self.inner.borrow_mut();
-        let index = i.receiver.index_mut();
+        let index = i.index_mut();
         let total = index.child_count(EntryId(dir));
         let ids = index.list(
             EntryId(dir),
@@ -259,7 +402,7 @@ impl ReceiverSession {
     /// The rows from the root down to `id`.
     pub fn path(&self, id: u32) -> Result<Ts<EntryPath>, JsError> {
         let i = self.inner.borrow();
-        let index = i.receiver.index();
+        let index = i.index();
         let rows = index
             .ancestry(EntryId(id))
             .iter()
@@ -272,7 +415,7 @@ impl ReceiverSession {
     /// Looks up a `/`-separated path from the root.
     pub fn lookup(&self, path: &str) -> Result<Option<Ts<EntryRow>>, JsError> {
         let mut i = self.inner.borrow_mut();
-        let index = i.receiver.index_mut();
+        let index = i.index_mut();
         let row = index
             .lookup(path.as_bytes())
             .and_then(|id| index.get(id))
@@ -297,7 +440,11 @@ impl ReceiverSession {
     pub fn search_step(&self, handle: u32, max_slots: u32) -> Result<Ts<SearchBatch>, JsError> {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
-        let index = i.receiver.index();
+        // Field by field (not `i.index()`): the search is borrowed mutably beside it.
+        let index = match &i.loading {
+            Some(l) => l.rebuilder.index(),
+            None => i.receiver.index(),
+        };
         let Some((h, search)) = i.search.as_mut() else {
             return Ok(SearchBatch {
                 rows: Vec::new(),
@@ -355,7 +502,7 @@ impl ReceiverSession {
             _ => SortKey::Name,
         };
         let mut i = self.inner.borrow_mut();
-        let index = i.receiver.index_mut();
+        let index = i.index_mut();
         let n = index.child_count(EntryId(dir));
         let ids = index.list(EntryId(dir), key, descending, 0, n);
         ids.iter().position(|x| x.0 == id).map(|p| p as u32)

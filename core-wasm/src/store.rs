@@ -113,9 +113,9 @@ impl Store {
         Ok(Store { db: db.dyn_into()? })
     }
 
-    /// Reads the stored state and every stored batch (as JS `ArrayBuffer`s, so
-    /// they are copied into wasm memory one at a time), in log order.
-    pub async fn load(&self) -> Result<(Option<StoredState>, Array), JsValue> {
+    /// The stored state and the first `count` stored batches: what a reopened
+    /// page applies before it lists anything (the log starts with the top folders).
+    pub async fn load_first(&self, count: u32) -> Result<(Option<StoredState>, Array), JsValue> {
         let tx = self
             .db
             .transaction_with_str_sequence_and_mode(
@@ -124,8 +124,24 @@ impl Store {
             )
             .map_err(|e| idb_error("read the cached index", e))?;
         let meta = request(&tx.object_store(META)?.get(&STATE_KEY.into())?).await?;
-        let all = request(&tx.object_store(BATCHES)?.get_all()?).await?;
-        Ok((parse_state(&meta), Array::from(&all)))
+        let first = request(
+            &tx.object_store(BATCHES)?
+                .get_all_with_key_and_limit(&JsValue::UNDEFINED, count)?,
+        )
+        .await?;
+        Ok((parse_state(&meta), Array::from(&first)))
+    }
+
+    /// The stored batches whose key (first `Seq`) is above `after`, in log order.
+    pub async fn load_after(&self, after: Seq) -> Result<Array, JsValue> {
+        let tx = self
+            .db
+            .transaction_with_str_and_mode(BATCHES, IdbTransactionMode::Readonly)
+            .map_err(|e| idb_error("read the cached index", e))?;
+        let range =
+            web_sys::IdbKeyRange::lower_bound_with_open(&JsValue::from_f64(after.0 as f64), true)?;
+        let rest = request(&tx.object_store(BATCHES)?.get_all_with_key(&range)?).await?;
+        Ok(Array::from(&rest))
     }
 
     /// Writes the ops in order, then the state, in one transaction.

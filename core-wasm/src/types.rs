@@ -127,6 +127,8 @@ pub struct Progress {
     pub complete: bool,
     pub persisted: f64,
     pub from_cache: f64,
+    /// The cached index is still being loaded (queries see the part loaded so far).
+    pub loading_cache: bool,
     #[tsify(optional)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_problem: Option<String>,
@@ -140,6 +142,7 @@ impl From<StoredProgress> for Progress {
             complete: p.complete,
             persisted: p.persisted as f64,
             from_cache: p.from_cache as f64,
+            loading_cache: false,
             storage_problem: p.storage_problem,
         }
     }
@@ -154,6 +157,10 @@ pub struct Stats {
     pub index_heap_bytes: f64,
     pub refused_ops: f64,
     pub wasm_memory_bytes: f64,
+    /// Opening the cached index, ms: IndexedDB opened, its batches read, the index rebuilt.
+    pub open_db_ms: f64,
+    pub load_ms: f64,
+    pub rebuild_ms: f64,
 }
 
 /// Why a session ended, as the page's state names it.

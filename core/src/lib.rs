@@ -50,8 +50,8 @@ pub use backoff::{Backoff, BackoffConfig, Retry};
 pub use index::{EntryRef, Index, IndexChange, IndexError, JOURNAL_LIMIT, Place, SortKey};
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use persist::{
-    PersistentReceiver, Rebuilt, StoreOp, StoreWrite, StoredEvent, StoredFrame, StoredProgress,
-    StoredState, rebuild,
+    PersistentReceiver, Rebuilder, Rebuilt, StoreOp, StoreWrite, StoredEvent, StoredFrame,
+    StoredProgress, StoredState, rebuild,
 };
 pub use receiver::{
     BatchBytes, EndReason, FailureKind, Progress, ReadEvent, ReadFailure, ReadHandle, Receiver,

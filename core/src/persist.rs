@@ -97,28 +97,78 @@ pub fn rebuild<B: AsRef<[u8]>>(
     state: Option<StoredState>,
     frames: impl IntoIterator<Item = B>,
 ) -> Rebuilt {
-    let Some(state) = state else {
-        return Rebuilt::default();
-    };
-    let mut index = Index::new();
-    let mut end = Seq(0);
+    let mut r = Rebuilder::new(state);
     for f in frames {
-        let f = f.as_ref();
-        let Ok(header) = BatchReader::new(f).map(|r| r.header()) else {
-            return Rebuilt::default();
-        };
-        if header.first != end || index.apply_batch(f).is_err() {
-            return Rebuilt::default();
+        if !r.push(f.as_ref()) {
+            break;
         }
-        end = header.end();
     }
-    if end != state.next {
-        return Rebuilt::default();
+    r.finish()
+}
+
+/// [`rebuild`] a frame at a time, so a shell can answer queries from the part
+/// already rebuilt (the first screens of a big cached index) while the rest is
+/// applied in short steps.
+#[derive(Debug)]
+pub struct Rebuilder {
+    state: Option<StoredState>,
+    index: Index,
+    end: Seq,
+    failed: bool,
+}
+
+impl Rebuilder {
+    pub fn new(state: Option<StoredState>) -> Self {
+        Rebuilder {
+            failed: state.is_none(),
+            state,
+            index: Index::new(),
+            end: Seq(0),
+        }
     }
-    Rebuilt {
-        index,
-        resume: Some((state.epoch, end)),
-        complete: state.complete,
+
+    /// Applies the next stored frame; false once the stored batches are not
+    /// usable (then [`finish`](Self::finish) gives an empty index).
+    pub fn push(&mut self, frame: &[u8]) -> bool {
+        if self.failed {
+            return false;
+        }
+        let Ok(header) = BatchReader::new(frame).map(|r| r.header()) else {
+            self.failed = true;
+            return false;
+        };
+        if header.first != self.end || self.index.apply_batch(frame).is_err() {
+            self.failed = true;
+            return false;
+        }
+        self.end = header.end();
+        true
+    }
+
+    /// The index rebuilt so far (after a failure, what was applied before it;
+    /// [`finish`](Self::finish) then drops it).
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// For lookups and listings while rebuilding (they sort lazily).
+    pub fn index_mut(&mut self) -> &mut Index {
+        &mut self.index
+    }
+
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    pub fn finish(self) -> Rebuilt {
+        match self.state {
+            Some(state) if !self.failed && self.end == state.next => Rebuilt {
+                index: self.index,
+                resume: Some((state.epoch, self.end)),
+                complete: state.complete,
+            },
+            _ => Rebuilt::default(),
+        }
     }
 }
 

@@ -61,6 +61,11 @@ export interface IndexProgress {
   persisted: number;
   /** Entries shown from IndexedDB before the sharer answered (0 on a first visit). */
   fromCache: number;
+  /**
+   * The index saved in IndexedDB is still being loaded (a big one takes a moment;
+   * folders are listed from the part loaded so far). Absent: false.
+   */
+  loadingCache?: boolean;
 }
 
 export interface ReadProgress {

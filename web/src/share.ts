@@ -212,6 +212,14 @@ class WasmShare implements ShareApi {
     this.setStatus({ state: s, message });
   }
 
+  /** Connecting failed before any data link existed (a bad link, no WebRTC here…). */
+  failToConnect(error: unknown): void {
+    this.over = true;
+    const invalid = error instanceof InvalidLinkError;
+    const text = error instanceof Error ? error.message : String(error);
+    this.setStatus({ state: invalid ? 'invalid-link' : 'error', message: invalid ? text : `Could not connect to the sharer: ${text}` });
+  }
+
   private setStatus(status: ConnectionStatus): void {
     this.currentStatus = status;
     this.emit({ type: 'status', status });
@@ -245,6 +253,7 @@ class WasmShare implements ShareApi {
       complete: progress.complete,
       persisted: progress.persisted,
       fromCache: progress.fromCache,
+      ...(progress.loadingCache ? { loadingCache: true } : {}),
     };
     this.currentProgress = p;
     this.emit({ type: 'progress', progress: p });
@@ -560,6 +569,8 @@ export async function openShare(key: string): Promise<ShareApi> {
   window.linkfsStats = () => share.latestStats();
   window.linkfsSelfTest = wasmSelfTest;
   await share.ready(key);
-  await share.connect(`${window.location.origin}/#${key}`);
+  // The index (from IndexedDB on a return visit) is usable now: the page lists it
+  // while the connection is made, and a connection that fails says so in the status.
+  share.connect(`${window.location.origin}/#${key}`).catch((error: unknown) => share.failToConnect(error));
   return share;
 }

@@ -281,3 +281,39 @@ fn without_storage_batches_are_acknowledged_at_once() {
     assert!(r.progress().complete);
     assert_eq!(sender.acked(), ix.log_end());
 }
+
+#[test]
+fn a_cache_rebuilt_a_frame_at_a_time_lists_its_first_folders_early_and_ends_equal() {
+    let ix = share(20_000, true);
+    let mut store = Store::default();
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    pump(&mut sender, &ix, &mut r, Some(&mut store));
+    assert!(store.frames.len() >= 4, "the test needs several batches");
+    let whole = store.rebuilt();
+
+    let mut steps = Rebuilder::new(store.state);
+    assert!(steps.push(&store.frames[0].1));
+    // After the first frame the root already lists entries.
+    assert!(
+        steps.index().child_count(linkfs_proto::EntryId(0)) > 0,
+        "the first batch holds the root's children"
+    );
+    for (_, f) in &store.frames[1..] {
+        assert!(steps.push(f));
+    }
+    let stepped = steps.finish();
+    assert_eq!(stepped.resume, whole.resume);
+    assert_eq!(stepped.complete, whole.complete);
+    assert_eq!(stepped.index.len(), whole.index.len());
+
+    // A damaged frame in the middle: nothing after it applies, and nothing is resumed.
+    let mut broken = Rebuilder::new(store.state);
+    assert!(broken.push(&store.frames[0].1));
+    assert!(!broken.push(&store.frames[1].1[..5]));
+    assert!(broken.failed());
+    assert!(!broken.push(&store.frames[2].1));
+    let rebuilt = broken.finish();
+    assert!(rebuilt.resume.is_none() && rebuilt.index.is_empty());
+}

@@ -24,6 +24,7 @@ export class IndexProgressView {
     this.element.dataset.announced = String(announced);
     this.element.dataset.complete = String(complete);
     this.element.dataset.fromCache = String(fromCache);
+    this.element.dataset.loadingCache = String(progress.loadingCache === true);
     this.element.classList.toggle('is-complete', complete);
 
     this.bar.hidden = complete || target === 0;
@@ -39,6 +40,8 @@ export class IndexProgressView {
       text = target === 0
         ? 'No entries received.'
         : `${formatCount(received)} of ${formatCount(target)} entries received; the rest did not arrive.`;
+    } else if (progress.loadingCache) {
+      text = `Loading the saved folder list… ${formatCount(received)} entries`;
     } else if (fromCache > 0) {
       text = `From the local cache; catching up… ${formatCount(received)} of ${formatCount(target)} entries`;
     } else if (target === 0) {

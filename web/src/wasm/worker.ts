@@ -439,7 +439,45 @@ async function open(key: string): Promise<void> {
   }
   post({ type: 'ready', ...progressNow(session) });
   const s = session;
-  for (const m of early.splice(0)) handle(m, s);
+  // The rest of the cached index, in steps: queries and searches are answered in
+  // between (from the part loaded so far); what would touch the session proper
+  // (frames from the sharer, reads, saves) waits until it is all loaded.
+  loadingCache = true;
+  const rest = s.loadRest();
+  for (const m of early.splice(0)) dispatch(m, s);
+  while (!s.loadStep(LOAD_STEP_MS)) {
+    postProgress(false);
+    await nextTask();
+  }
+  await rest;
+  loadingCache = false;
+  postProgress(true);
+  for (const m of heldBack.splice(0)) handle(m, s);
+  flush();
+}
+
+/** Loading the cached index: messages that need the session proper wait in `heldBack`. */
+let loadingCache = false;
+const heldBack: ToWorker[] = [];
+/** How long one step of loading the cached index runs, ms. */
+const LOAD_STEP_MS = 12;
+const WAITS_FOR_LOAD = new Set<ToWorker['type']>(['channel-open', 'channel-closed', 'give-up', 'frame', 'read', 'cancel-read', 'serve', 'serve-stop']);
+
+function dispatch(message: ToWorker, s: ReceiverSession): void {
+  if (loadingCache && WAITS_FOR_LOAD.has(message.type)) heldBack.push(message);
+  else handle(message, s);
+}
+
+/** Resolves in a new task (after messages already queued), without timer clamping. */
+function nextTask(): Promise<void> {
+  return new Promise((resolve) => {
+    const c = new MessageChannel();
+    c.port1.onmessage = () => {
+      c.port1.close();
+      resolve();
+    };
+    c.port2.postMessage(0);
+  });
 }
 
 self.onmessage = (event: MessageEvent<ToWorker>) => {
@@ -452,5 +490,5 @@ self.onmessage = (event: MessageEvent<ToWorker>) => {
     early.push(message);
     return;
   }
-  handle(message, session);
+  dispatch(message, session);
 };
