@@ -37,7 +37,7 @@ import { generatedTree } from './lib/gen-tree.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
 import { walkTree, sha256File, type Tree } from './lib/tree.ts';
 import { compareIndex, enumerateIndex, formatMismatch, indexWireBytes, readInPage } from './lib/verify.ts';
-import { longTaskReport, startTrace, type Trace } from './lib/trace.ts';
+import { longTaskReport, longTasks as traceLongTasks, startTrace, type Trace } from './lib/trace.ts';
 
 const log = (line: string) => console.error(line);
 const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
@@ -134,14 +134,14 @@ async function longestSince(page: Page, what: '__longTasks' | '__gaps', from: nu
 const sharerNice = Number(process.env.SCALE_SHARER_NICE ?? '19');
 
 /** One sharer + one fresh browser: open the link and wait for the index in IndexedDB. */
-async function openShare(dir: string, name: string): Promise<{ chromium: ChromiumInstance; page: Page; share: ShareProcess; indexSeconds: number; connectedAt: number }> {
+async function openShare(dir: string, name: string): Promise<{ chromium: ChromiumInstance; page: Page; share: ShareProcess; indexSeconds: number; connectedAt: number; fillTrace: { longestWallMs: number; longestCpuMs: number } | null }> {
   const chromium = await launchChromium({ name, log });
   await chromium.context.addInitScript({ content: longTaskScript });
   const page = await chromium.page();
   const share = await startShare(dir, { nice: sharerNice });
+  await openLink(page, share.link, ['connected'], 120_000);
   // SCALE_TRACE=1: a Chromium trace of the fill, and what made its long tasks long (stderr).
   const trace: Trace | null = process.env.SCALE_TRACE ? await startTrace(page) : null;
-  await openLink(page, share.link, ['connected'], 120_000);
   const connectedAt = await page.evaluate(() => performance.now());
   const handle = await page.waitForFunction(
     () => {
@@ -156,10 +156,15 @@ async function openShare(dir: string, name: string): Promise<{ chromium: Chromiu
     { polling: 10, timeout: 1_200_000 },
   );
   const indexSeconds = (performance.now() - share.spawnedAt) / 1000;
-  if (trace !== null) for (const line of longTaskReport(await trace.stop())) log(`scale: fill ${line}`);
+  let fillTrace: { longestWallMs: number; longestCpuMs: number } | null = null;
+  if (trace !== null) {
+    const report = traceLongTasks(await trace.stop());
+    for (const line of report.lines) log(`scale: fill ${line}`);
+    fillTrace = report;
+  }
   const outcome = (await handle.jsonValue()) as { failed: string | null };
   if (outcome.failed !== null) throw new Error(`the page failed before its index was complete: ${outcome.failed}`);
-  return { chromium, page, share, indexSeconds, connectedAt };
+  return { chromium, page, share, indexSeconds, connectedAt, fillTrace };
 }
 
 /**
@@ -337,6 +342,8 @@ async function main(): Promise<Record<string, unknown>> {
       sharer_nice: sharerNice,
       longest_task_ms: Math.round(longTasks.longest),
       tasks_over_50ms: longTasks.count,
+      // SCALE_TRACE=1 only: the longest main-thread task of the fill in the trace, wall and CPU time.
+      ...(run.fillTrace ? { fill_longest_task_trace_ms: { wall: round(run.fillTrace.longestWallMs, 1), cpu: round(run.fillTrace.longestCpuMs, 1) } } : {}),
       main_thread_max_gap_ms: round(gaps.longest, 1),
       big_dir: { path: bigPath, entries: bigCount },
       list_big_dir_ms: round(list.first, 2),

@@ -47,9 +47,17 @@ export async function startTrace(page: Page): Promise<Trace> {
  * ms). One line each.
  */
 export function longTaskReport(events: TraceEvent[], overMs = 40): string[] {
+  return longTasks(events, overMs).lines;
+}
+
+/** As `longTaskReport`, with the longest task's wall and CPU (thread) time, ms. */
+export function longTasks(events: TraceEvent[], overMs = 40): { lines: string[]; longestWallMs: number; longestCpuMs: number } {
   const mainThreads = new Set(events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === 'CrRendererMain').map((e) => `${e.pid}:${e.tid}`));
   const onMain = events.filter((e) => e.ph === 'X' && mainThreads.has(`${e.pid}:${e.tid}`) && typeof e.dur === 'number');
-  const tasks = onMain.filter((e) => e.name === 'RunTask' && e.dur! / 1000 > overMs);
+  const all = onMain.filter((e) => e.name === 'RunTask');
+  const longestWallMs = all.reduce((m, e) => Math.max(m, e.dur! / 1000), 0);
+  const longestCpuMs = all.reduce((m, e) => Math.max(m, (e.tdur ?? e.dur!) / 1000), 0);
+  const tasks = all.filter((e) => e.dur! / 1000 > overMs);
   const lines: string[] = [];
   for (const t of tasks) {
     const end = t.ts + t.dur!;
@@ -66,5 +74,5 @@ export function longTaskReport(events: TraceEvent[], overMs = 40): string[] {
     const cpu = t.tdur === undefined ? '' : ` (${(t.tdur / 1000).toFixed(1)} ms on a core)`;
     lines.push(`task ${(t.dur! / 1000).toFixed(1)} ms${cpu} at ${(t.ts / 1000).toFixed(0)}: ${top.join(' | ')}`);
   }
-  return lines;
+  return { lines, longestWallMs, longestCpuMs };
 }

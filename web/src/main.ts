@@ -25,19 +25,22 @@ async function main(): Promise<void> {
   const mount = document.getElementById('app');
   if (!mount) throw new Error('index.html has no #app element');
   const { key } = parseFragment(window.location.hash);
+  // The index worker starts first (its wasm, the saved index) while the page builds its view.
+  const opening = key === '' ? null : openShare(key);
+  opening?.catch(() => undefined); // awaited below
   const view = new ShareView(key);
   mount.replaceChildren(view.element);
 
   // Registered early: the first download or video must not wait for it.
   void serviceWorker();
-  if (key === '') {
+  if (opening === null) {
     view.showFailure(NO_KEY);
     // Pasting a link into this tab's address bar only changes the fragment.
     window.addEventListener('hashchange', () => window.location.reload(), { once: true });
     return;
   }
   try {
-    const api = await openShare(key);
+    const api = await opening;
     window.linkfsShare = api;
     view.attach(api);
   } catch (error) {

@@ -262,6 +262,7 @@ class WasmShare implements ShareApi {
   private onWorker(m: FromWorker): void {
     switch (m.type) {
       case 'ready':
+        this.openTimings = { workerWasmInitMs: m.stats.workerWasmInitMs ?? 0, workerOpenMs: m.stats.workerOpenMs ?? 0 };
         this.onProgress(m.progress, m.stats);
         this.readyWaiter?.resolve();
         this.readyWaiter = null;
@@ -378,9 +379,11 @@ class WasmShare implements ShareApi {
     });
   }
 
+  private openTimings: { workerWasmInitMs: number; workerOpenMs: number } | null = null;
+
   latestStats(): ShareStats | null {
     if (this.stats === null) return null;
-    return { ...this.stats, pageWasmMemoryBytes: pageWasmMemoryBytes() };
+    return { ...this.stats, ...this.openTimings, pageWasmMemoryBytes: pageWasmMemoryBytes() };
   }
 
   status(): ConnectionStatus {
@@ -565,10 +568,12 @@ export async function openShare(key: string): Promise<ShareApi> {
       'This link is not valid: the part after # should be <room>.<secret>. Check that you copied the whole link.',
     );
   }
+  performance.mark('linkfs:open');
   const share = new WasmShare(startIndexWorker());
   window.linkfsStats = () => share.latestStats();
   window.linkfsSelfTest = wasmSelfTest;
   await share.ready(key);
+  performance.mark('linkfs:index-ready');
   // The index (from IndexedDB on a return visit) is usable now: the page lists it
   // while the connection is made, and a connection that fails says so in the status.
   share.connect(`${window.location.origin}/#${key}`).catch((error: unknown) => share.failToConnect(error));

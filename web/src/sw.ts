@@ -42,8 +42,31 @@ interface Served {
 const served = new Map<string, Served>();
 let nextStream = 1;
 
-self.addEventListener('install', () => {
+/** Chromium's Static Routing API (not in every browser's types or every browser). */
+interface RouterInstallEvent extends ExtendableEvent {
+  addRoutes?: (rules: { condition: Record<string, unknown>; source: 'network' }[]) => Promise<void>;
+}
+
+self.addEventListener('install', (event: RouterInstallEvent) => {
   void self.skipWaiting();
+  // Only `linkfs-serve/` needs this worker: page loads and the app's own files go
+  // straight to the network, without starting it (a stopped worker cost a reopened
+  // page tens of milliseconds before its first request). Where the API is missing,
+  // the fetch handler below lets them through as before.
+  // (Not "every navigation": downloads are navigations of a hidden frame to
+  // `linkfs-serve/`, which must reach this worker.)
+  if (typeof event.addRoutes === 'function') {
+    const scope = new URL(self.registration.scope);
+    event.waitUntil(
+      event
+        .addRoutes([
+          { condition: { urlPattern: { pathname: scope.pathname } }, source: 'network' },
+          { condition: { urlPattern: { pathname: `${scope.pathname}index.html` } }, source: 'network' },
+          { condition: { urlPattern: { pathname: `${scope.pathname}assets/*` } }, source: 'network' },
+        ])
+        .catch(() => undefined),
+    );
+  }
 });
 
 self.addEventListener('activate', (event) => {

@@ -9,6 +9,9 @@ import type { EntryPath, EntryRow, ListPage, Progress, SearchBatch, Stats } from
 export interface ShareStats extends Stats {
   /** The page's own wasm memory (the data link), added by the page. */
   pageWasmMemoryBytes?: number;
+  /** With the first answer only: the worker's wasm start-up and its whole `open`, ms. */
+  workerWasmInitMs?: number;
+  workerOpenMs?: number;
 }
 
 export type WorkerProgress = Progress;
