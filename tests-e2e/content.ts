@@ -17,6 +17,7 @@ import { launchChromium, openLink, screenshot, statusText, type ChromiumInstance
 import * as firefox from './lib/firefox.ts';
 import { cachedVideo, mp4Boxes } from './lib/media.ts';
 import { downloadThroughPage, openFolder } from './lib/page-download.ts';
+import { generatedTree } from './lib/gen-tree.ts';
 import { scratchDir } from './lib/paths.ts';
 import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
@@ -530,6 +531,63 @@ const tests: TestCase[] = [
       }, target!.id, { timeout: 10_000 });
       const hash = await page.evaluate(() => decodeURIComponent(window.location.hash.split('/').slice(1).join('/')));
       assert(hash === 'a/b/c', `the result opened ${JSON.stringify(hash)}, not its folder a/b/c`);
+      assert(chromium.pageErrors.length === 0, `uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
+      await s.stop();
+    },
+  },
+  {
+    name: 't1m: search a 1,000,000-entry share: first results within 100 ms, every search done within 1 s, no main-thread task of 50 ms or more while searching, an NFD name found by its NFC form',
+    timeoutMs: 15 * 60_000,
+    async run(t) {
+      const tree = await generatedTree(1_000_000);
+      // A name stored decomposed (NFD), as macOS writes it, in the generated tree for
+      // the length of the test.
+      const probeDir = path.join(tree, 'zz search probe');
+      await mkdir(probeDir, { recursive: true });
+      await writeFile(path.join(probeDir, 'Cre\u0300me bru\u0302le\u0301e.txt'), 'dessert');
+      t.defer(() => rm(probeDir, { recursive: true, force: true }));
+      const s = await startShare(tree, { nice: 19 });
+      t.defer(() => s.kill());
+      const { chromium, page } = await browser(t, 'search-1m');
+      await chromium.context.addInitScript({
+        content: `globalThis.__longTasks = []; try { new PerformanceObserver((l) => { for (const e of l.getEntries()) globalThis.__longTasks.push([e.startTime, e.duration]); }).observe({ type: 'longtask', buffered: true }); } catch {}`,
+      });
+      await openLink(page, s.link, ['connected'], 60_000);
+      await waitForComplete(page, s.spawnedAt, 120_000);
+      const entries = await page.evaluate(() => window.linkfsShare!.progress().received);
+      assert(entries > 1_000_000, `the index holds ${entries} entries, over 1,000,000 expected`);
+      const search = page.locator('[data-testid=search]');
+      const figures: Record<string, unknown>[] = [];
+      for (const q of ['*9.*', 'budget', 'Crème brûlée']) {
+        const from = await page.evaluate(() => performance.now());
+        await search.fill(q);
+        await page.waitForFunction((query) => {
+          const panel = document.querySelector<HTMLElement>('.search-panel');
+          return panel?.dataset.query === query && panel.dataset.state === 'done';
+        }, q, { timeout: 30_000 });
+        const r = await page.evaluate((since) => {
+          const panel = document.querySelector<HTMLElement>('.search-panel')!;
+          const tasks = ((globalThis as unknown as { __longTasks: [number, number][] }).__longTasks ?? []).filter(([at, d]) => at + d >= since);
+          return {
+            found: Number(panel.dataset.found),
+            firstMs: panel.dataset.firstMs === undefined ? null : Number(panel.dataset.firstMs),
+            doneMs: Number(panel.dataset.doneMs),
+            longestTaskMs: Math.round(tasks.reduce((m, [, d]) => Math.max(m, d), 0)),
+            paths: [...document.querySelectorAll<HTMLElement>('[data-testid=search-hit]')].slice(0, 5).map((e) => e.dataset.path ?? ''),
+          };
+        }, from);
+        figures.push({ query: q, found: r.found, first_results_ms: r.firstMs, all_results_ms: r.doneMs, longest_task_ms: r.longestTaskMs });
+        assert(r.longestTaskMs < 50, `searching "${q}" made a ${r.longestTaskMs} ms main-thread task (under 50 ms expected)`);
+        assert(r.doneMs <= 1000, `searching "${q}" over ${entries} entries took ${r.doneMs} ms (1 s at most)`);
+        if (q === '*9.*') {
+          assert(r.found === 10_000, `"*9.*" found ${r.found}; 10,000 (the cap) expected`);
+          assert(r.firstMs !== null && r.firstMs <= 100, `the first results of "*9.*" came after ${r.firstMs} ms (100 ms at most)`);
+        }
+        if (q === 'Crème brûlée') {
+          assert(r.found === 1 && r.paths[0] === 'zz search probe/Cre\u0300me bru\u0302le\u0301e.txt', `typing "Crème brûlée" (NFC) found ${JSON.stringify(r.paths)}, expected the NFD-named file`);
+        }
+      }
+      log(`    ${JSON.stringify({ entries, search: figures })}`);
       assert(chromium.pageErrors.length === 0, `uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
       await s.stop();
     },
