@@ -443,9 +443,9 @@ async function open(key: string): Promise<void> {
   const ready = progressNow(session);
   post({ type: 'ready', ...ready, stats: { ...ready.stats, workerWasmInitMs: wasmInitMs, workerOpenMs: performance.now() - t0 } });
   const s = session;
-  // The rest of the cached index, in steps: queries and searches are answered in
+  // The rest of the cached index, in steps: listings and lookups are answered in
   // between (from the part loaded so far); what would touch the session proper
-  // (frames from the sharer, reads, saves) waits until it is all loaded.
+  // (frames from the sharer, reads, saves) and searches wait until it is all loaded.
   loadingCache = true;
   for (const m of early.splice(0)) dispatch(m, s);
   // The first screen before the rest: the page lists from what is loaded, and only
@@ -481,7 +481,8 @@ let loadingCache = false;
 const heldBack: ToWorker[] = [];
 /** How long one step of loading the cached index runs, ms. */
 const LOAD_STEP_MS = 12;
-const WAITS_FOR_LOAD = new Set<ToWorker['type']>(['channel-open', 'channel-closed', 'give-up', 'frame', 'read', 'cancel-read', 'serve', 'serve-stop']);
+// Searches too: one run over a partly loaded index would miss names and never know.
+const WAITS_FOR_LOAD = new Set<ToWorker['type']>(['channel-open', 'channel-closed', 'give-up', 'frame', 'read', 'cancel-read', 'serve', 'serve-stop', 'search', 'search-stop']);
 
 function dispatch(message: ToWorker, s: ReceiverSession): void {
   if (loadingCache && WAITS_FOR_LOAD.has(message.type)) heldBack.push(message);
