@@ -25,7 +25,10 @@
 //   field; the search runs in the index worker), reopen_first_listing_ms and
 //   reopen_index_usable_ms (the page reloaded with its index in IndexedDB: from the
 //   navigation's start to the first listing painted, and to every entry loaded from the
-//   cache, a deep lookup then answered), reopen_longest_task_ms, mismatches.
+//   cache, a deep lookup then answered), reopen_longest_task_ms, reopen_from_snapshot
+//   (whether the reopened page restored a stored snapshot of the index, see
+//   docs/browser-content.md), snapshot_bytes_per_entry and snapshot_build_ms (its size,
+//   and how long building it held the worker), mismatches.
 
 import { spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -314,14 +317,21 @@ async function main(): Promise<Record<string, unknown>> {
     // entry loaded from the cache, a deep lookup answered).
     const persisted = await page.evaluate(() => window.linkfsShare!.progress().persisted);
     if (persisted < entries) throw new Error(`only ${persisted} of ${entries} entries reached IndexedDB before reopening`);
+    // The worker stores a snapshot of a big index a second after its batches
+    // stop (docs/browser-content.md); reopening restores it. A small index
+    // (under 32 batches) has none and replays its batches.
+    const snapshot = await page
+      .waitForFunction(() => ((window.linkfsStats?.() as { snapshots?: number } | null)?.snapshots ?? 0) >= 1, undefined, { timeout: 20_000 })
+      .then(() => page.evaluate(() => window.linkfsStats?.() as { snapshotBytes: number; snapshotMs: number }))
+      .catch(() => null);
     await page.reload();
     await page.waitForFunction(() => (globalThis as unknown as { __firstRowPaintedAt?: number; __cacheUsableAt?: number }).__firstRowPaintedAt !== undefined && (globalThis as unknown as { __cacheUsableAt?: number }).__cacheUsableAt !== undefined, undefined, { timeout: 60_000 });
     const reopen = await page.evaluate(async (deep: string) => {
       const g = globalThis as unknown as { __firstRowPaintedAt: number; __cacheUsableAt: number };
       const s = window.linkfsShare!;
       const found = await s.lookup(deep);
-      const st = (window.linkfsStats?.() ?? {}) as { openDbMs?: number; loadMs?: number; rebuildMs?: number };
-      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now(), openDb: st.openDbMs ?? null, load: st.loadMs ?? null, rebuild: st.rebuildMs ?? null };
+      const st = (window.linkfsStats?.() ?? {}) as { openDbMs?: number; loadMs?: number; rebuildMs?: number; openedFromSnapshot?: boolean };
+      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now(), openDb: st.openDbMs ?? null, load: st.loadMs ?? null, rebuild: st.rebuildMs ?? null, fromSnapshot: st.openedFromSnapshot ?? false };
     }, bigProbe);
     if (reopen.fromCache !== entries || !reopen.deepFound) throw new Error(`the reopened page had ${reopen.fromCache} of ${entries} entries from IndexedDB (deep lookup ${reopen.deepFound ? 'answered' : 'not answered'})`);
     const reopenLongTasks = await longestSince(page, '__longTasks', 0);
@@ -376,6 +386,9 @@ async function main(): Promise<Record<string, unknown>> {
       reopen_index_usable_ms: Math.round(reopen.usable),
       reopen_longest_task_ms: Math.round(reopenLongTasks.longest),
       reopen_worker_ms: { open_db: reopen.openDb, load_batches: reopen.load, rebuild_index: reopen.rebuild },
+      reopen_from_snapshot: reopen.fromSnapshot,
+      snapshot_bytes_per_entry: snapshot === null ? null : Number((snapshot.snapshotBytes / entries).toFixed(2)),
+      snapshot_build_ms: snapshot === null ? null : Math.round(snapshot.snapshotMs),
       mismatches: mismatches.length,
       error: mismatches.length > 0 || !readbackOk ? `${mismatches.length} index mismatches; read-back ${readbackOk ? 'ok' : 'FAILED'}` : null,
     };

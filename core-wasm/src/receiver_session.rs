@@ -32,7 +32,8 @@ use crate::types::{
     SessionEvents, Stats,
 };
 
-/// Cached batch frames `open` reads before the rest (about 2,000 entries each).
+/// Cached batch frames (about 2,000 entries each) or snapshot parts (16,384
+/// entry slots each) `open` reads before the rest.
 const FIRST_FRAMES: u32 = 8;
 
 /// How long `open` applies cached frames before returning, ms.
@@ -42,12 +43,7 @@ const FIRST_LOAD_STEP_MS: f64 = 15.0;
 const REFUSALS_LOGGED: u64 = 3;
 
 fn now() -> Millis {
-    let t = js_sys::global()
-        .dyn_into::<web_sys::WorkerGlobalScope>()
-        .ok()
-        .and_then(|w| w.performance())
-        .map_or_else(js_sys::Date::now, |p| p.now());
-    Millis(t.max(0.0) as u64)
+    Millis(now_ms().max(0.0) as u64)
 }
 
 struct Inner {
@@ -67,16 +63,21 @@ struct Inner {
     /// The cached index still being applied, a few frames per `loadStep`.
     loading: Option<Loading>,
     storage_problem: Option<String>,
+    opened_from_snapshot: bool,
+    /// Snapshots stored in this session: how many, the last one's bytes and ms.
+    snapshots: (u32, usize, f64),
 }
 
-/// A cached index being rebuilt in steps: the frames read from IndexedDB, and
-/// the next one to apply.
+/// A cached index being rebuilt in steps: the snapshot parts and frames read
+/// from IndexedDB, and the next of each to apply.
 struct Loading {
     rebuilder: Rebuilder,
+    parts: Array,
+    next_part: u32,
     frames: Array,
     next: u32,
     started: f64,
-    /// The frames after the first few are still being read (`loadRest`).
+    /// The parts and frames after the first few are still being read (`loadRest`).
     rest_pending: bool,
 }
 
@@ -103,7 +104,17 @@ impl Inner {
             return true;
         };
         let until = now().0 as f64 + budget_ms;
-        while l.next < l.frames.length() && !l.rebuilder.failed() {
+        // The snapshot's parts first; frames only once they are all in (the
+        // rest may still be on its way from IndexedDB).
+        while l.next_part < l.parts.length() && !l.rebuilder.failed() {
+            let part = l.parts.get(l.next_part);
+            l.next_part += 1;
+            l.rebuilder.push_part(&copy_in(&part));
+            if now().0 as f64 >= until {
+                return false;
+            }
+        }
+        while l.rebuilder.parts_left() == 0 && l.next < l.frames.length() && !l.rebuilder.failed() {
             let frame = l.frames.get(l.next);
             l.next += 1;
             l.rebuilder.push(&copy_in(&frame));
@@ -111,7 +122,8 @@ impl Inner {
                 break;
             }
         }
-        if (l.next < l.frames.length() || l.rest_pending) && !l.rebuilder.failed() {
+        let more = l.next_part < l.parts.length() || l.next < l.frames.length();
+        if (more || l.rest_pending) && !l.rebuilder.failed() {
             return false;
         }
         let l = self.loading.take().expect("loading");
@@ -165,15 +177,22 @@ impl ReceiverSession {
             ),
         };
         let t1 = now().0 as f64;
-        let (state, frames) = match &store {
-            Some(s) => s
-                .load_first(FIRST_FRAMES)
-                .await
-                .unwrap_or_else(|_| (None, Array::new())),
-            None => (None, Array::new()),
+        let first = match &store {
+            Some(s) => s.load_first(FIRST_FRAMES).await.ok(),
+            None => None,
+        };
+        let (state, parts, frames) = match first {
+            // With a snapshot, its parts come first and every frame after them
+            // (`loadRest` reads them all).
+            Some(f) if f.state.is_some_and(|s| s.snapshot.is_some()) => {
+                (f.state, f.parts, Array::new())
+            }
+            Some(f) => (f.state, Array::new(), f.frames),
+            None => (None, Array::new(), Array::new()),
         };
         let t2 = now().0 as f64;
-        let rest_pending = frames.length() == FIRST_FRAMES;
+        let rest_pending =
+            state.is_some_and(|s| s.snapshot.is_some()) || frames.length() == FIRST_FRAMES;
         // The session proper starts once the cache is applied (`loadStep`); until
         // then it holds an empty receiver that sees no frame.
         let receiver = PersistentReceiver::new(
@@ -183,6 +202,8 @@ impl ReceiverSession {
         );
         let loading = Some(Loading {
             rebuilder: Rebuilder::new(state),
+            parts,
+            next_part: 0,
             frames,
             next: 0,
             started: t2,
@@ -200,6 +221,8 @@ impl ReceiverSession {
                 search: None,
                 next_search: 1,
                 open_timings: [t1 - t0, t2 - t1, 0.0],
+                opened_from_snapshot: state.is_some_and(|s| s.snapshot.is_some()),
+                snapshots: (0, 0, 0.0),
                 loading,
                 storage_problem,
             })),
@@ -210,29 +233,47 @@ impl ReceiverSession {
         session
     }
 
-    /// Reads the rest of the cached index (after the first frames `open` read);
-    /// `loadStep` applies it.
+    /// Reads the rest of the cached index (after the first parts or frames
+    /// `open` read); `loadStep` applies it.
     #[wasm_bindgen(js_name = loadRest)]
     pub async fn load_rest(&self) {
-        let (store, after) = {
+        let (store, from_part, from_seq) = {
             let i = self.inner.borrow();
             let Some(l) = &i.loading else { return };
             if !l.rest_pending {
                 return;
             }
-            let last = l.frames.get(l.frames.length().saturating_sub(1));
-            let after = linkfs_proto::BatchReader::new(&copy_in(&last)).map(|r| r.header().first);
-            (i.store.clone(), after)
+            let from = match l.rebuilder.snapshot() {
+                // The parts not read yet, then every frame after the snapshot.
+                Some(snap) => Some((l.parts.length(), snap.next)),
+                // The frames after the last one read.
+                None => {
+                    let last = l.frames.get(l.frames.length().saturating_sub(1));
+                    linkfs_proto::BatchReader::new(&copy_in(&last))
+                        .ok()
+                        .map(|r| (u32::MAX, r.header().end()))
+                }
+            };
+            match from {
+                Some((p, q)) => (i.store.clone(), p, q),
+                None => (None, 0, linkfs_proto::Seq(0)),
+            }
         };
         let t0 = now().0 as f64;
-        let rest = match (store, after) {
-            (Some(s), Ok(after)) => s.load_after(after).await.unwrap_or_else(|_| Array::new()),
-            _ => Array::new(),
+        let (parts, frames) = match store {
+            Some(s) => s
+                .load_rest(from_part, from_seq)
+                .await
+                .unwrap_or_else(|_| (Array::new(), Array::new())),
+            None => (Array::new(), Array::new()),
         };
         let mut i = self.inner.borrow_mut();
         i.open_timings[1] += now().0 as f64 - t0;
         if let Some(l) = &mut i.loading {
-            for f in rest.iter() {
+            for p in parts.iter() {
+                l.parts.push(&p);
+            }
+            for f in frames.iter() {
                 l.frames.push(&f);
             }
             l.rest_pending = false;
@@ -346,6 +387,10 @@ impl ReceiverSession {
             open_db_ms: i.open_timings[0],
             load_ms: i.open_timings[1],
             rebuild_ms: i.open_timings[2],
+            opened_from_snapshot: i.opened_from_snapshot,
+            snapshots: f64::from(i.snapshots.0),
+            snapshot_bytes: i.snapshots.1 as f64,
+            snapshot_ms: i.snapshots.2,
         }
         .into_ts()?)
     }
@@ -641,34 +686,65 @@ impl ReceiverSession {
             }
             if i.writing {
                 None
+            } else if let Some(w) = i.receiver.poll_write() {
+                i.writing = true;
+                Some((Job::Batches(w), i.store.clone()))
+            } else if let Some(state) = i.receiver.poll_snapshot(now()) {
+                // Built at once, before anything else reaches the index.
+                let t0 = now_ms();
+                let parts = Array::new();
+                let mut bytes = 0;
+                for part in i.receiver.index_mut().snapshot_parts() {
+                    bytes += part.len();
+                    parts.push(&Uint8Array::from(&part[..]).buffer());
+                }
+                i.snapshots = (i.snapshots.0 + 1, bytes, now_ms() - t0);
+                i.writing = true;
+                Some((Job::Snapshot(parts, state), i.store.clone()))
             } else {
-                let w = i.receiver.poll_write();
-                i.writing = w.is_some();
-                w.map(|w| (w, i.store.clone()))
+                None
             }
         };
-        let Some((write, store)) = write else {
+        let Some((job, store)) = write else {
             return;
         };
         let inner = self.inner.clone();
         spawn_local(async move {
-            let result = match &store {
-                Some(s) => s.write(&write).await.map_err(|e| {
-                    e.as_string()
-                        .unwrap_or_else(|| "IndexedDB failed to save the index".into())
-                }),
-                None => Ok(()),
+            let failed = |e: JsValue| {
+                e.as_string()
+                    .unwrap_or_else(|| "IndexedDB failed to save the index".into())
+            };
+            let result = match (&store, &job) {
+                (Some(s), Job::Batches(w)) => s.write(w).await.map_err(failed),
+                (Some(s), Job::Snapshot(parts, state)) => {
+                    s.write_snapshot(parts, state).await.map_err(failed)
+                }
+                (None, _) => Ok(()),
             };
             let notify = {
                 let mut i = inner.borrow_mut();
-                if let Err(m) = &result
-                    && i.receiver.progress().storage_problem.is_none()
-                {
-                    web_sys::console::warn_1(
-                        &format!("linkfs: {m}; the index stays in memory only").into(),
-                    );
+                match job {
+                    Job::Batches(_) => {
+                        if let Err(m) = &result
+                            && i.receiver.progress().storage_problem.is_none()
+                        {
+                            web_sys::console::warn_1(
+                                &format!("linkfs: {m}; the index stays in memory only").into(),
+                            );
+                        }
+                        i.receiver.write_done(result);
+                    }
+                    Job::Snapshot(..) => {
+                        if let Err(m) = &result {
+                            // Nothing is lost: the batches are still stored.
+                            web_sys::console::warn_1(
+                                &format!("linkfs: {m} (the saved folder list is kept as it was)")
+                                    .into(),
+                            );
+                        }
+                        i.receiver.snapshot_done(result);
+                    }
                 }
-                i.receiver.write_done(result);
                 i.writing = false;
                 i.notify.clone()
             };
@@ -676,4 +752,18 @@ impl ReceiverSession {
             let _ = notify.call0(&JsValue::NULL);
         });
     }
+}
+
+/// A write to IndexedDB: batches as core asked, or a snapshot of the index.
+enum Job {
+    Batches(linkfs_core::StoreWrite<JsFrame>),
+    Snapshot(Array, linkfs_core::StoredState),
+}
+
+fn now_ms() -> f64 {
+    js_sys::global()
+        .dyn_into::<web_sys::WorkerGlobalScope>()
+        .ok()
+        .and_then(|w| w.performance())
+        .map_or_else(js_sys::Date::now, |p| p.now())
 }

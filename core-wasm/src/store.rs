@@ -2,10 +2,16 @@
 //!
 //! One database per share, named by `ShareLink::store_name` (the room and a
 //! value derived from the secret, so another share that reuses a room id never
-//! mixes with it), with two object stores:
+//! mixes with it), with three object stores:
 //! - `batches`: the index batch frames exactly as they arrived, keyed by the
 //!   `Seq` of their first operation (numeric keys sort in log order);
-//! - `meta`: one record `state` = `{epoch: hex, next: number, complete: bool}`.
+//! - `snapshot`: the parts of the last snapshot of the index (`Index::snapshot_parts`),
+//!   keyed 0, 1, …; it stands for every batch before the one it ends at, which
+//!   are deleted in the same transaction that stores it;
+//! - `meta`: one record `state` = `{epoch: hex, next: number, complete: bool,
+//!   snapshot_next?: number, snapshot_parts?: number}`.
+//!
+//! Version 1 of the database had no `snapshot` store; opening it adds one.
 //!
 //! What to write and when is `linkfs_core::persist`'s policy (one write at a
 //! time, each a [`StoreWrite`] carried out here as one transaction); this
@@ -15,7 +21,7 @@
 //! stored, not entries.
 
 use js_sys::{Array, Promise, Reflect};
-use linkfs_core::{StoreOp, StoreWrite, StoredFrame, StoredState};
+use linkfs_core::{StoreOp, StoreWrite, StoredFrame, StoredSnapshot, StoredState};
 use linkfs_proto::{Epoch, Seq};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -25,7 +31,9 @@ use web_sys::{
 };
 
 const BATCHES: &str = "batches";
+const SNAPSHOT: &str = "snapshot";
 const META: &str = "meta";
+const DB_VERSION: u32 = 2;
 const STATE_KEY: &str = "state";
 
 /// A batch frame as IndexedDB stores it: the JS `ArrayBuffer` that arrived,
@@ -88,7 +96,7 @@ impl Store {
     /// Opens (creating) the database `name`.
     pub async fn open(name: &str) -> Result<Store, JsValue> {
         let req: IdbOpenDbRequest = factory()?
-            .open_with_u32(name, 1)
+            .open_with_u32(name, DB_VERSION)
             .map_err(|e| idb_error("open the database", e))?;
         let upgrade = Closure::<dyn FnMut(web_sys::Event)>::new({
             let req = req.clone();
@@ -100,6 +108,9 @@ impl Store {
                     }
                     if !names.contains(META) {
                         let _ = db.create_object_store(META);
+                    }
+                    if !names.contains(SNAPSHOT) {
+                        let _ = db.create_object_store(SNAPSHOT);
                     }
                 }
             }
@@ -113,52 +124,89 @@ impl Store {
         Ok(Store { db: db.dyn_into()? })
     }
 
-    /// The stored state and the first `count` stored batches: what a reopened
-    /// page applies before it lists anything (the log starts with the top folders).
-    pub async fn load_first(&self, count: u32) -> Result<(Option<StoredState>, Array), JsValue> {
-        let tx = self
-            .db
+    fn all_stores(&self, mode: IdbTransactionMode, what: &str) -> Result<IdbTransaction, JsValue> {
+        self.db
             .transaction_with_str_sequence_and_mode(
-                &Array::of2(&BATCHES.into(), &META.into()),
-                IdbTransactionMode::Readonly,
+                &Array::of3(&BATCHES.into(), &SNAPSHOT.into(), &META.into()),
+                mode,
             )
-            .map_err(|e| idb_error("read the cached index", e))?;
-        let meta = request(&tx.object_store(META)?.get(&STATE_KEY.into())?).await?;
-        let first = request(
-            &tx.object_store(BATCHES)?
-                .get_all_with_key_and_limit(&JsValue::UNDEFINED, count)?,
-        )
-        .await?;
-        Ok((parse_state(&meta), Array::from(&first)))
+            .map_err(|e| idb_error(what, e))
     }
 
-    /// The stored batches whose key (first `Seq`) is above `after`, in log order.
-    pub async fn load_after(&self, after: Seq) -> Result<Array, JsValue> {
-        let tx = self
-            .db
-            .transaction_with_str_and_mode(BATCHES, IdbTransactionMode::Readonly)
-            .map_err(|e| idb_error("read the cached index", e))?;
-        let range =
-            web_sys::IdbKeyRange::lower_bound_with_open(&JsValue::from_f64(after.0 as f64), true)?;
-        let rest = request(&tx.object_store(BATCHES)?.get_all_with_key(&range)?).await?;
-        Ok(Array::from(&rest))
+    /// The stored state, the first `count` snapshot parts and the first
+    /// `count` stored batches: what a reopened page restores before it lists
+    /// anything (the snapshot and the log both start with the top folders).
+    /// With a snapshot, the batches read here are the first ones after it.
+    pub async fn load_first(&self, count: u32) -> Result<First, JsValue> {
+        let tx = self.all_stores(IdbTransactionMode::Readonly, "read the cached index")?;
+        let meta = tx.object_store(META)?.get(&STATE_KEY.into())?;
+        let parts = tx
+            .object_store(SNAPSHOT)?
+            .get_all_with_key_and_limit(&JsValue::UNDEFINED, count)?;
+        let frames = tx
+            .object_store(BATCHES)?
+            .get_all_with_key_and_limit(&JsValue::UNDEFINED, count)?;
+        let meta = request(&meta).await?;
+        let parts = request(&parts).await?;
+        let frames = request(&frames).await?;
+        Ok(First {
+            state: parse_state(&meta),
+            parts: Array::from(&parts),
+            frames: Array::from(&frames),
+        })
+    }
+
+    /// The snapshot parts from number `from` on, and the stored batches whose
+    /// key (first `Seq`) is `from_seq` or above, in order.
+    pub async fn load_rest(
+        &self,
+        from_part: u32,
+        from_seq: Seq,
+    ) -> Result<(Array, Array), JsValue> {
+        let tx = self.all_stores(IdbTransactionMode::Readonly, "read the cached index")?;
+        let parts_range = web_sys::IdbKeyRange::lower_bound(&JsValue::from_f64(from_part.into()))?;
+        let parts = tx.object_store(SNAPSHOT)?.get_all_with_key(&parts_range)?;
+        let range = web_sys::IdbKeyRange::lower_bound(&JsValue::from_f64(from_seq.0 as f64))?;
+        let frames = tx.object_store(BATCHES)?.get_all_with_key(&range)?;
+        let parts = request(&parts).await?;
+        let frames = request(&frames).await?;
+        Ok((Array::from(&parts), Array::from(&frames)))
+    }
+
+    /// Stores a snapshot (`parts`, `ArrayBuffer`s in order) with `state`, and
+    /// deletes the batches it stands for, in one transaction.
+    pub async fn write_snapshot(&self, parts: &Array, state: &StoredState) -> Result<(), JsValue> {
+        let Some(snapshot) = state.snapshot else {
+            return Err(JsValue::from_str("a snapshot write needs a snapshot state"));
+        };
+        let tx = self.all_stores(IdbTransactionMode::Readwrite, "save the index")?;
+        let store = tx.object_store(SNAPSHOT)?;
+        store.clear()?;
+        for (k, part) in parts.iter().enumerate() {
+            store.put_with_key(&part, &JsValue::from_f64(k as f64))?;
+        }
+        let covered = web_sys::IdbKeyRange::upper_bound_with_open(
+            &JsValue::from_f64(snapshot.next.0 as f64),
+            true,
+        )?;
+        tx.object_store(BATCHES)?.delete(&covered)?;
+        tx.object_store(META)?
+            .put_with_key(&state_value(state), &STATE_KEY.into())?;
+        committed(&tx)
+            .await
+            .map_err(|e| idb_error("save a snapshot of the index", e))
     }
 
     /// Writes the ops in order, then the state, in one transaction.
     pub async fn write(&self, write: &StoreWrite<JsFrame>) -> Result<(), JsValue> {
-        let tx = self
-            .db
-            .transaction_with_str_sequence_and_mode(
-                &Array::of2(&BATCHES.into(), &META.into()),
-                IdbTransactionMode::Readwrite,
-            )
-            .map_err(|e| idb_error("save the index", e))?;
+        let tx = self.all_stores(IdbTransactionMode::Readwrite, "save the index")?;
         let batches = tx.object_store(BATCHES)?;
         let meta = tx.object_store(META)?;
         for op in &write.ops {
             match op {
                 StoreOp::Clear => {
                     batches.clear()?;
+                    tx.object_store(SNAPSHOT)?.clear()?;
                     meta.clear()?;
                 }
                 StoreOp::Batch { first, frame } => {
@@ -174,14 +222,20 @@ impl Store {
 
     /// Drops everything stored for this room.
     pub async fn clear(&self) -> Result<(), JsValue> {
-        let tx = self.db.transaction_with_str_sequence_and_mode(
-            &Array::of2(&BATCHES.into(), &META.into()),
-            IdbTransactionMode::Readwrite,
-        )?;
+        let tx = self.all_stores(IdbTransactionMode::Readwrite, "clear the cached index")?;
         tx.object_store(BATCHES)?.clear()?;
+        tx.object_store(SNAPSHOT)?.clear()?;
         tx.object_store(META)?.clear()?;
         committed(&tx).await
     }
+}
+
+/// What [`Store::load_first`] read.
+#[derive(Debug)]
+pub struct First {
+    pub state: Option<StoredState>,
+    pub parts: Array,
+    pub frames: Array,
 }
 
 /// The `meta` record as stored: `{epoch: hex string, next: number, complete}`.
@@ -191,6 +245,10 @@ struct MetaRecord {
     next: f64,
     #[serde(default)]
     complete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot_next: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot_parts: Option<u32>,
 }
 
 fn state_value(s: &StoredState) -> JsValue {
@@ -198,6 +256,8 @@ fn state_value(s: &StoredState) -> JsValue {
         epoch: format!("{:016x}", s.epoch.0),
         next: s.next.0 as f64,
         complete: s.complete,
+        snapshot_next: s.snapshot.map(|x| x.next.0 as f64),
+        snapshot_parts: s.snapshot.map(|x| x.parts),
     };
     // A struct of a string, a number and a bool always converts.
     serde_wasm_bindgen::to_value(&record).unwrap_or(JsValue::NULL)
@@ -207,10 +267,19 @@ fn state_value(s: &StoredState) -> JsValue {
 fn parse_state(v: &JsValue) -> Option<StoredState> {
     let record: MetaRecord = serde_wasm_bindgen::from_value(v.clone()).ok()?;
     let epoch = u64::from_str_radix(&record.epoch, 16).ok()?;
-    let next = record.next;
-    (next >= 0.0 && next.fract() == 0.0 && next < 9.007e15).then_some(StoredState {
+    let seq = |x: f64| (x >= 0.0 && x.fract() == 0.0 && x < 9.007e15).then_some(Seq(x as u64));
+    let snapshot = match (record.snapshot_next, record.snapshot_parts) {
+        (Some(next), Some(parts)) => Some(StoredSnapshot {
+            next: seq(next)?,
+            parts,
+        }),
+        (None, None) => None,
+        _ => return None,
+    };
+    Some(StoredState {
         epoch: Epoch(epoch),
-        next: Seq(next as u64),
+        next: seq(record.next)?,
         complete: record.complete,
+        snapshot,
     })
 }

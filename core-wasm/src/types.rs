@@ -161,6 +161,13 @@ pub struct Stats {
     pub open_db_ms: f64,
     pub load_ms: f64,
     pub rebuild_ms: f64,
+    /// Whether the cached index was opened from a stored snapshot.
+    pub opened_from_snapshot: bool,
+    /// Snapshots of the index stored in this session; the last one's size and
+    /// how long taking it (building its parts) held the worker, ms.
+    pub snapshots: f64,
+    pub snapshot_bytes: f64,
+    pub snapshot_ms: f64,
 }
 
 /// Why a session ended, as the page's state names it.

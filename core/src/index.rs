@@ -30,9 +30,16 @@
 //! `.`, `..`, or contain `/` or NUL; a parent must be a directory present in
 //! the index; a move must not put a directory inside itself. An invalid
 //! operation is refused with an [`IndexError`] and changes nothing.
+//!
+//! A shell that stores the index takes a [snapshot](Index::snapshot_parts) of
+//! it in parts and restores it with a [`SnapshotRestorer`] (the `snapshot`
+//! module says how), instead of replaying every batch since the first.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+
+mod snapshot;
+pub use snapshot::{PART_SLOTS, SnapshotError, SnapshotParts, SnapshotRestorer};
 
 use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
 use linkfs_proto::{

@@ -47,11 +47,14 @@ pub mod signaling;
 pub mod sim;
 
 pub use backoff::{Backoff, BackoffConfig, Retry};
-pub use index::{EntryRef, Index, IndexChange, IndexError, JOURNAL_LIMIT, Place, SortKey};
+pub use index::{
+    EntryRef, Index, IndexChange, IndexError, JOURNAL_LIMIT, Place, SnapshotError, SnapshotParts,
+    SnapshotRestorer, SortKey,
+};
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use persist::{
-    PersistentReceiver, Rebuilder, Rebuilt, StoreOp, StoreWrite, StoredEvent, StoredFrame,
-    StoredProgress, StoredState, rebuild,
+    PersistentReceiver, Rebuilder, Rebuilt, SNAPSHOT_MIN_BATCHES, SNAPSHOT_QUIET_MS, StoreOp,
+    StoreWrite, StoredEvent, StoredFrame, StoredProgress, StoredSnapshot, StoredState, rebuild,
 };
 pub use receiver::{
     BatchBytes, EndReason, FailureKind, Progress, ReadEvent, ReadFailure, ReadHandle, Receiver,

@@ -20,6 +20,17 @@
 //! acknowledged to the sharer only after the write holding it committed, so
 //! the sharer's window also bounds what is not yet stored.
 //!
+//! Snapshots: once the index is complete and the log has grown by enough
+//! batches since the last snapshot (at least [`SNAPSHOT_MIN_BATCHES`], and at
+//! least one per 8,192 entries, so the work is in proportion), and no batch
+//! came for [`SNAPSHOT_QUIET_MS`], [`poll_snapshot`](PersistentReceiver::poll_snapshot)
+//! asks the shell to store a snapshot of the index (`Index::snapshot_parts`)
+//! in place of the batches before it, in one write. Reopening then restores
+//! the snapshot (a copy) and replays only the batches after it, and the store
+//! of a live share stops growing with every change. The stored state says
+//! where the snapshot ends and how many parts it has; [`Rebuilder`] takes the
+//! parts first, then the frames after it.
+//!
 //! When storage fails (full, disabled), the session says so once
 //! ([`StoredProgress::storage_problem`]) and goes on in memory: batches are
 //! acknowledged anyway, nothing received is lost from the page.
@@ -36,7 +47,7 @@ use std::collections::VecDeque;
 use linkfs_proto::{BatchReader, EntryId, Epoch, Seq};
 
 use crate::Millis;
-use crate::index::{Index, IndexError};
+use crate::index::{Index, IndexError, SnapshotRestorer};
 use crate::receiver::{
     BatchBytes, EndReason, ReadEvent, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
     StartReadError,
@@ -50,7 +61,26 @@ pub struct StoredState {
     pub next: Seq,
     /// The sharer's walk had finished and everything it found is stored.
     pub complete: bool,
+    /// A stored snapshot of the index, which stands for the batches before it.
+    pub snapshot: Option<StoredSnapshot>,
 }
+
+/// Where a stored snapshot of the index ends, and its parts (head included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredSnapshot {
+    /// The sequence number after the last batch the snapshot holds.
+    pub next: Seq,
+    pub parts: u32,
+}
+
+/// Fewest stored batches after the last snapshot before another is taken.
+pub const SNAPSHOT_MIN_BATCHES: u64 = 32;
+/// A snapshot waits until no batch came for this long (ms): a share that is
+/// changing is not snapshotted at every change.
+pub const SNAPSHOT_QUIET_MS: u64 = 1_000;
+/// Entries per stored batch that make another snapshot worth it (a snapshot
+/// costs in proportion to the index, a replay in proportion to the batches).
+const SNAPSHOT_ENTRIES_PER_BATCH: u64 = 8_192;
 
 /// A frame handle the shell can store. `from_held` makes one from bytes the
 /// receiver held back (a batch that arrived ahead of its turn).
@@ -88,16 +118,28 @@ pub struct Rebuilt {
     /// usable was stored (then the shell clears its store).
     pub resume: Option<(Epoch, Seq)>,
     pub complete: bool,
+    /// The stored snapshot it started from, if any.
+    pub snapshot: Option<StoredSnapshot>,
+    /// Batch frames applied after the snapshot (or from the start).
+    pub replayed: u64,
 }
 
-/// Rebuilds the index from the stored state and the stored batch frames, in
-/// key order. Anything but a clean, contiguous prefix of one log that ends
-/// where the state says gives an empty index and no resume point.
-pub fn rebuild<B: AsRef<[u8]>>(
+/// Rebuilds the index from the stored state, the stored snapshot parts (if
+/// the state names a snapshot) and the stored batch frames after it, in key
+/// order. Anything but a whole snapshot followed by a clean, contiguous part
+/// of one log that ends where the state says gives an empty index and no
+/// resume point.
+pub fn rebuild<P: AsRef<[u8]>, B: AsRef<[u8]>>(
     state: Option<StoredState>,
+    parts: impl IntoIterator<Item = P>,
     frames: impl IntoIterator<Item = B>,
 ) -> Rebuilt {
     let mut r = Rebuilder::new(state);
+    for p in parts {
+        if !r.push_part(p.as_ref()) {
+            break;
+        }
+    }
     for f in frames {
         if !r.push(f.as_ref()) {
             break;
@@ -115,21 +157,83 @@ pub struct Rebuilder {
     index: Index,
     end: Seq,
     failed: bool,
+    /// Snapshot parts still expected (they come before any frame).
+    parts_left: u32,
+    restoring: Option<SnapshotRestorer>,
+    replayed: u64,
 }
 
 impl Rebuilder {
     pub fn new(state: Option<StoredState>) -> Self {
+        let snapshot = state.and_then(|s| s.snapshot);
         Rebuilder {
-            failed: state.is_none(),
+            // A snapshot has a head at least.
+            failed: state.is_none() || snapshot.is_some_and(|s| s.parts == 0),
             state,
             index: Index::new(),
-            end: Seq(0),
+            end: snapshot.map_or(Seq(0), |s| s.next),
+            parts_left: snapshot.map_or(0, |s| s.parts),
+            restoring: None,
+            replayed: 0,
         }
+    }
+
+    /// The stored snapshot this rebuild starts from, if the state names one.
+    pub fn snapshot(&self) -> Option<StoredSnapshot> {
+        self.state.and_then(|s| s.snapshot)
+    }
+
+    /// Snapshot parts still to come before the frames.
+    pub fn parts_left(&self) -> u32 {
+        self.parts_left
+    }
+
+    /// Restores the next part of the stored snapshot (they all come before
+    /// any frame); false once the store is not usable.
+    pub fn push_part(&mut self, part: &[u8]) -> bool {
+        if self.failed || self.parts_left == 0 {
+            self.failed = true;
+            return false;
+        }
+        let restored = match self.restoring.as_mut() {
+            None => SnapshotRestorer::new(part).and_then(|r| {
+                let want = self.state.and_then(|s| s.snapshot).map_or(0, |s| s.parts);
+                if r.parts() == want {
+                    self.restoring = Some(r);
+                    Ok(())
+                } else {
+                    Err(crate::index::SnapshotError::Incomplete {
+                        got: want,
+                        want: r.parts(),
+                    })
+                }
+            }),
+            Some(r) => r.push(part),
+        };
+        self.parts_left -= 1;
+        if restored.is_ok()
+            && self.parts_left == 0
+            && let Some(r) = self.restoring.take()
+        {
+            match r.finish() {
+                Ok(index) => self.index = index,
+                Err(_) => self.failed = true,
+            }
+        }
+        if restored.is_err() {
+            self.failed = true;
+            self.restoring = None;
+        }
+        !self.failed
     }
 
     /// Applies the next stored frame; false once the stored batches are not
     /// usable (then [`finish`](Self::finish) gives an empty index).
     pub fn push(&mut self, frame: &[u8]) -> bool {
+        if self.parts_left > 0 {
+            // Frames before the whole snapshot: the store is not what it says.
+            self.failed = true;
+        }
         if self.failed {
             return false;
         }
@@ -142,18 +246,25 @@ impl Rebuilder {
             return false;
         }
         self.end = header.end();
+        self.replayed += 1;
         true
     }
 
     /// The index rebuilt so far (after a failure, what was applied before it;
     /// [`finish`](Self::finish) then drops it).
     pub fn index(&self) -> &Index {
-        &self.index
+        match &self.restoring {
+            Some(r) => r.index(),
+            None => &self.index,
+        }
     }
 
     /// For lookups and listings while rebuilding (they sort lazily).
     pub fn index_mut(&mut self) -> &mut Index {
-        &mut self.index
+        match &mut self.restoring {
+            Some(r) => r.index_mut(),
+            None => &mut self.index,
+        }
     }
 
     pub fn failed(&self) -> bool {
@@ -162,11 +273,15 @@ impl Rebuilder {
 
     pub fn finish(self) -> Rebuilt {
         match self.state {
-            Some(state) if !self.failed && self.end == state.next => Rebuilt {
-                index: self.index,
-                resume: Some((state.epoch, self.end)),
-                complete: state.complete,
-            },
+            Some(state) if !self.failed && self.parts_left == 0 && self.end == state.next => {
+                Rebuilt {
+                    index: self.index,
+                    resume: Some((state.epoch, self.end)),
+                    complete: state.complete,
+                    snapshot: state.snapshot,
+                    replayed: self.replayed,
+                }
+            }
             _ => Rebuilt::default(),
         }
     }
@@ -224,6 +339,18 @@ pub struct PersistentReceiver<F> {
     storage_problem: Option<String>,
     refused_ops: u64,
     events: VecDeque<StoredEvent>,
+    /// Batches stored (or queued) since the last snapshot.
+    batches_since_snapshot: u64,
+    /// When the last batch was applied.
+    last_batch_at: Option<Millis>,
+    /// A snapshot write under way (no other write starts meanwhile), and the
+    /// number of fresh starts when it began (a fresh start makes it moot).
+    snapshot_writing: Option<(StoredState, u64)>,
+    fresh_starts: u64,
+    /// The time of the frame being handled.
+    now: Millis,
+    /// After a failed snapshot write, how many batches to wait for before the next try.
+    snapshot_retry_after: u64,
 }
 
 impl<F: StoredFrame> PersistentReceiver<F> {
@@ -237,7 +364,9 @@ impl<F: StoredFrame> PersistentReceiver<F> {
             epoch: rebuilt.resume.map_or(Epoch(0), |(e, _)| e),
             next: rebuilt.resume.map_or(Seq(0), |(_, s)| s),
             complete: rebuilt.complete,
+            snapshot: rebuilt.snapshot,
         };
+        let batches_since_snapshot = rebuilt.replayed;
         let config = ReceiverConfig {
             ack_after_persist: storing,
             ..config
@@ -256,6 +385,12 @@ impl<F: StoredFrame> PersistentReceiver<F> {
             storage_problem,
             refused_ops: 0,
             events: VecDeque::new(),
+            batches_since_snapshot,
+            last_batch_at: None,
+            snapshot_writing: None,
+            fresh_starts: 0,
+            now: Millis(0),
+            snapshot_retry_after: 0,
         }
     }
 
@@ -283,6 +418,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
     /// One frame from the sharer; `given` is the shell's handle of this very
     /// frame, stored if the frame is a batch to keep.
     pub fn handle_frame(&mut self, now: Millis, frame: &[u8], given: &F) {
+        self.now = now;
         self.receiver.handle_frame(now, frame);
         self.drain_with(Some(given));
     }
@@ -293,7 +429,13 @@ impl<F: StoredFrame> PersistentReceiver<F> {
     }
 
     pub fn poll_timeout(&self) -> Option<Millis> {
-        self.receiver.poll_timeout()
+        // Only while one could be taken: a write under way would make the
+        // shell wake up for nothing (it asks again after each write).
+        let snapshot = self.snapshot_ready().then(|| self.snapshot_due());
+        match (self.receiver.poll_timeout(), snapshot) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The next frame to send, while the link is open.
@@ -313,7 +455,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
 
     /// The next write, if storage is idle and something waits to be written.
     pub fn poll_write(&mut self) -> Option<StoreWrite<F>> {
-        if self.writing.is_some() || self.queue.is_empty() {
+        if self.writing.is_some() || self.snapshot_writing.is_some() || self.queue.is_empty() {
             return None;
         }
         let end = self.queue_end.take();
@@ -347,6 +489,72 @@ impl<F: StoredFrame> PersistentReceiver<F> {
         }
     }
 
+    /// Whether the log has grown enough for a snapshot (see the module docs),
+    /// whatever the time.
+    fn snapshot_wanted(&self) -> bool {
+        let entries = self.receiver.index().len() as u64;
+        let enough = SNAPSHOT_MIN_BATCHES
+            .max(entries / SNAPSHOT_ENTRIES_PER_BATCH)
+            .max(self.snapshot_retry_after);
+        self.storing
+            && self.storage_problem.is_none()
+            && self.stored.complete
+            && self.batches_since_snapshot >= enough
+    }
+
+    /// Wanted, and nothing else is being written or waits to be (so the
+    /// index is exactly what the store holds).
+    fn snapshot_ready(&self) -> bool {
+        self.writing.is_none()
+            && self.snapshot_writing.is_none()
+            && self.queue.is_empty()
+            && self.snapshot_wanted()
+    }
+
+    /// When a wanted snapshot may be taken: once the batches have paused.
+    fn snapshot_due(&self) -> Millis {
+        Millis(self.last_batch_at.map_or(0, |t| t.0) + SNAPSHOT_QUIET_MS)
+    }
+
+    /// A snapshot is due: the shell takes `index_mut().snapshot_parts()` at
+    /// once (before it hands the session anything else) and stores them with
+    /// the returned state in one write that also deletes the stored batches
+    /// before `state.next`, then calls [`snapshot_done`](Self::snapshot_done).
+    pub fn poll_snapshot(&mut self, now: Millis) -> Option<StoredState> {
+        if !self.snapshot_ready() || now < self.snapshot_due() {
+            return None;
+        }
+        let parts = self.receiver.index().snapshot_part_count();
+        let state = StoredState {
+            snapshot: Some(StoredSnapshot {
+                next: self.stored.next,
+                parts,
+            }),
+            ..self.stored
+        };
+        self.snapshot_writing = Some((state, self.fresh_starts));
+        Some(state)
+    }
+
+    /// The snapshot write from [`poll_snapshot`](Self::poll_snapshot) committed
+    /// or failed. A failure loses nothing (the batches are still stored); the
+    /// next try waits for twice as many batches.
+    pub fn snapshot_done(&mut self, result: Result<(), String>) {
+        let Some((state, fresh_starts)) = self.snapshot_writing.take() else {
+            return;
+        };
+        match result {
+            // The sharer started over meanwhile: the Clear queued since drops it.
+            Ok(()) if fresh_starts != self.fresh_starts => {}
+            Ok(()) => {
+                self.stored.snapshot = state.snapshot;
+                self.batches_since_snapshot = 0;
+                self.snapshot_retry_after = 0;
+            }
+            Err(_) => self.snapshot_retry_after = self.batches_since_snapshot.saturating_mul(2),
+        }
+    }
+
     fn drain(&mut self) {
         self.drain_with(None);
     }
@@ -360,6 +568,13 @@ impl<F: StoredFrame> PersistentReceiver<F> {
                         self.from_cache = 0;
                         self.persisted_entries = 0;
                         self.cache_complete = false;
+                        // What is stored from now on is a new log: not complete
+                        // until the sharer says so again, and no snapshot of it yet.
+                        self.stored.complete = false;
+                        self.stored.snapshot = None;
+                        self.stored.next = Seq(0);
+                        self.batches_since_snapshot = 0;
+                        self.fresh_starts += 1;
                         self.events.push_back(StoredEvent::Reset);
                     }
                     self.stored.epoch = epoch;
@@ -377,9 +592,11 @@ impl<F: StoredFrame> PersistentReceiver<F> {
                         Some(BatchBytes::Held(bytes)) => Some(F::from_held(bytes)),
                         _ => None,
                     };
+                    self.last_batch_at = Some(self.now);
                     if let Some(frame) = frame
                         && self.storing
                     {
+                        self.batches_since_snapshot += 1;
                         self.queue.push(StoreOp::Batch {
                             first: header.first,
                             frame,

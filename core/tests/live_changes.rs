@@ -294,3 +294,49 @@ fn an_unchanged_share_resumes_with_a_handful_of_bytes() {
     let _ = Seq(0);
     let _ = Epoch(0);
 }
+
+#[test]
+fn a_reopened_page_restores_its_snapshot_and_gets_only_what_changed() {
+    // Small batches, so the log is long enough for the receiver to ask for a
+    // snapshot once the index is complete and quiet.
+    let small = || SenderConfig {
+        batch_cap: 512,
+        ..SenderConfig::default()
+    };
+    let (ix, files) = build_tree(100, 300, 0, |i| u64::from(i) % 977);
+    let mut sharer = Sharer::new(ix, files, small());
+    let mut v = visitor(true);
+    let mut net = Net::new(11, LinkModel::PERFECT);
+    progress(&mut net, &mut sharer, &mut v, 60_000);
+    assert!(v.receiver.progress().complete);
+    assert_eq!(v.snapshots_taken, 1, "one snapshot of the complete index");
+    assert!(v.stored.is_empty(), "it replaced the stored batches");
+
+    // Changes while the page is open are stored as batches after it.
+    let mut rng = Rng::new(31);
+    for n in 0..10 {
+        random_change(&mut sharer, &mut rng, n);
+    }
+    progress(&mut net, &mut sharer, &mut v, 60_000);
+    assert!(!v.stored.is_empty());
+
+    // Closed, changed again, reopened: snapshot + batches, then only the news.
+    for n in 10..20 {
+        random_change(&mut sharer, &mut rng, n);
+    }
+    let rebuilt = v.rebuilt();
+    assert!(rebuilt.resume.is_some(), "the store restores");
+    assert!(rebuilt.snapshot.is_some());
+    sharer.session = SenderSession::new(small());
+    let mut v2 = Visitor::new(rebuilt, ReceiverConfig::default(), true);
+    progress(
+        &mut Net::new(12, LinkModel::PERFECT),
+        &mut sharer,
+        &mut v2,
+        60_000,
+    );
+    assert_eq!(v2.fresh_starts, 0, "resumed, not started over");
+    assert_same_index(&sharer.index, v2.receiver.index());
+    let ops = sharer.session.stats().ops_sent;
+    assert!(ops <= 20, "{ops} operations for 10 changes");
+}

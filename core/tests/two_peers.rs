@@ -14,6 +14,7 @@ fn visitor(persist: bool, resume: Option<(Epoch, Seq)>, index: Index) -> Visitor
         index,
         resume,
         complete: false,
+        ..Rebuilt::default()
     };
     Visitor::new(rebuilt, ReceiverConfig::default(), persist)
 }

@@ -3,6 +3,8 @@
 
 use linkfs_proto::{EntryKind, Epoch};
 
+use crate::index::Index;
+
 use super::*;
 use crate::sender::{SenderConfig, SenderSession};
 use crate::share_index::{NewEntry, ShareIndex};
@@ -47,10 +49,11 @@ fn share(files: u32, sizes_scatter: bool) -> ShareIndex {
     ix
 }
 
-/// A store: the state and the frames by first sequence number.
+/// A store: the state, the snapshot's parts and the frames by first sequence number.
 #[derive(Default)]
 struct Store {
     state: Option<StoredState>,
+    parts: Vec<Vec<u8>>,
     frames: Vec<(Seq, Vec<u8>)>,
     writes: usize,
 }
@@ -61,6 +64,7 @@ impl Store {
             match op {
                 StoreOp::Clear => {
                     self.frames.clear();
+                    self.parts.clear();
                     self.state = None;
                 }
                 StoreOp::Batch { first, frame } => self.frames.push((first, frame)),
@@ -72,7 +76,22 @@ impl Store {
     }
 
     fn rebuilt(&self) -> Rebuilt {
-        rebuild(self.state, self.frames.iter().map(|(_, f)| f))
+        rebuild(self.state, &self.parts, self.frames.iter().map(|(_, f)| f))
+    }
+
+    /// Takes the snapshot the receiver asks for at `now`, as the browser's
+    /// store does: the parts replace the batches before it, in one write.
+    fn snapshot(&mut self, r: &mut PersistentReceiver<Vec<u8>>, now: Millis) -> bool {
+        let Some(state) = r.poll_snapshot(now) else {
+            return false;
+        };
+        self.parts = r.index_mut().snapshot_parts().collect();
+        let next = state.snapshot.expect("a snapshot state").next;
+        self.frames.retain(|(first, _)| *first >= next);
+        self.state = Some(state);
+        self.writes += 1;
+        r.snapshot_done(Ok(()));
+        true
     }
 }
 
@@ -214,14 +233,14 @@ fn rebuild_refuses_a_store_that_is_not_a_clean_prefix() {
     let mut gap = Store {
         state: store.state,
         frames: store.frames.clone(),
-        writes: 0,
+        ..Store::default()
     };
     gap.frames.remove(1);
     assert!(gap.rebuilt().resume.is_none(), "a missing batch");
     let mut short = Store {
         state: store.state,
         frames: store.frames.clone(),
-        writes: 0,
+        ..Store::default()
     };
     short.frames.pop();
     assert!(
@@ -231,7 +250,7 @@ fn rebuild_refuses_a_store_that_is_not_a_clean_prefix() {
     let mut junk = Store {
         state: store.state,
         frames: store.frames.clone(),
-        writes: 0,
+        ..Store::default()
     };
     junk.frames[0].1.truncate(5);
     let rebuilt = junk.rebuilt();
@@ -240,7 +259,7 @@ fn rebuild_refuses_a_store_that_is_not_a_clean_prefix() {
         "a damaged batch"
     );
     assert!(
-        rebuild(None, store.frames.iter().map(|(_, f)| f))
+        rebuild(None, &store.parts, store.frames.iter().map(|(_, f)| f))
             .resume
             .is_none()
     );
@@ -316,4 +335,159 @@ fn a_cache_rebuilt_a_frame_at_a_time_lists_its_first_folders_early_and_ends_equa
     assert!(!broken.push(&store.frames[2].1));
     let rebuilt = broken.finish();
     assert!(rebuilt.resume.is_none() && rebuilt.index.is_empty());
+}
+
+/// Every entry of two indexes equal (what a visitor sees).
+fn assert_same_index(a: &Index, b: &Index) {
+    assert_eq!(a.len(), b.len(), "entry count");
+    for id in 0..a.id_bound().max(b.id_bound()) {
+        let id = linkfs_proto::EntryId(id);
+        assert_eq!(a.get(id), b.get(id), "entry {id}");
+        assert_eq!(a.children(id), b.children(id), "children of {id}");
+    }
+}
+
+fn new_file(name: &str) -> NewEntry<'_> {
+    NewEntry {
+        id: linkfs_proto::EntryId(0),
+        parent: linkfs_proto::EntryId(0),
+        kind: EntryKind::File,
+        name: name.as_bytes(),
+        size: 9,
+        mtime: 1_800_000_000,
+        mtime_nsec: 0,
+        mode: 0o600,
+        target: b"",
+        dev: 1,
+        ino: 9,
+    }
+}
+
+#[test]
+fn a_complete_index_is_snapshotted_once_batches_pause_and_reopens_from_it() {
+    let mut ix = share(40_000, true);
+    let mut store = Store::default();
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    pump(&mut sender, &ix, &mut r, Some(&mut store));
+    assert!(r.progress().complete);
+    let batches = store.frames.len();
+    assert!(batches as u64 >= SNAPSHOT_MIN_BATCHES, "{batches} batches");
+    // Batches came at t = 1 ms: not yet quiet for long enough.
+    assert!(r.poll_snapshot(Millis(1 + SNAPSHOT_QUIET_MS - 1)).is_none());
+    assert_eq!(r.poll_timeout(), Some(Millis(1 + SNAPSHOT_QUIET_MS)));
+    assert!(store.snapshot(&mut r, Millis(1 + SNAPSHOT_QUIET_MS)));
+    assert!(store.frames.is_empty(), "the snapshot replaces every batch");
+    assert!(
+        !store.snapshot(&mut r, Millis(10_000)),
+        "one is enough until more batches come"
+    );
+
+    // Reopened: the snapshot alone gives the same index, complete, resumable.
+    let rebuilt = store.rebuilt();
+    assert_eq!(rebuilt.resume, Some((Epoch(77), ix.log_end())));
+    assert!(rebuilt.complete);
+    assert_same_index(&rebuilt.index, r.index());
+
+    // Changes after it are stored as batches after the snapshot, and a reopen
+    // applies them on top of it.
+    let mut again = PersistentReceiver::new(rebuilt, ReceiverConfig::default(), None);
+    again.channel_opened();
+    let mut sender = SenderSession::new(small_window());
+    for n in 0..5 {
+        ix.add(&new_file(&format!("new {n}"))).expect("added");
+        ix.remove(linkfs_proto::EntryId(100 + n)).expect("removed");
+        pump(&mut sender, &ix, &mut again, Some(&mut store));
+    }
+    assert_eq!(sender.stats().ops_sent, 10, "only the changes are sent");
+    assert!(!store.frames.is_empty());
+    let reopened = store.rebuilt();
+    assert_eq!(reopened.resume, Some((Epoch(77), ix.log_end())));
+    assert_same_index(&reopened.index, again.index());
+    assert!(reopened.index.lookup(b"new 4").is_some());
+}
+
+#[test]
+fn a_failed_snapshot_write_loses_nothing_and_is_tried_again_later() {
+    let ix = share(40_000, true);
+    let mut store = Store::default();
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    pump(&mut sender, &ix, &mut r, Some(&mut store));
+    let t = Millis(1 + SNAPSHOT_QUIET_MS);
+    let state = r.poll_snapshot(t).expect("due");
+    assert!(state.snapshot.is_some());
+    r.snapshot_done(Err("the quota is used up".into()));
+    assert!(
+        r.progress().storage_problem.is_none(),
+        "batches are still stored"
+    );
+    assert!(r.poll_snapshot(t).is_none(), "not again at once");
+    assert!(store.rebuilt().resume.is_some());
+}
+
+#[test]
+fn no_batch_write_starts_while_a_snapshot_is_written() {
+    let mut ix = share(40_000, true);
+    let mut store = Store::default();
+    let mut sender = SenderSession::new(small_window());
+    let mut r = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    pump(&mut sender, &ix, &mut r, Some(&mut store));
+    let state = r.poll_snapshot(Millis(1 + SNAPSHOT_QUIET_MS)).expect("due");
+    ix.add(&new_file("during the snapshot")).expect("added");
+    pump(&mut sender, &ix, &mut r, None);
+    assert!(r.poll_write().is_none(), "writes wait for the snapshot");
+    r.snapshot_done(Ok(()));
+    let w = r.poll_write().expect("then the batch is written");
+    assert_eq!(
+        w.state.snapshot, state.snapshot,
+        "with a state that names the snapshot"
+    );
+}
+
+/// Regression: after the sharer started over (a new index), the store kept
+/// saying "complete" from the old one, so a page closed during the new fill
+/// showed a partial index as complete when reopened.
+#[test]
+fn a_sharer_that_starts_over_leaves_the_store_incomplete_until_it_says_complete_again() {
+    let old = share(500, false);
+    let mut store = Store::default();
+    let mut s0 = SenderSession::new(SenderConfig::default());
+    let mut r0 = PersistentReceiver::new(Rebuilt::default(), ReceiverConfig::default(), None);
+    r0.channel_opened();
+    pump(&mut s0, &old, &mut r0, Some(&mut store));
+    assert_eq!(store.state.map(|s| s.complete), Some(true));
+    store.state = store.state.map(|s| StoredState {
+        epoch: Epoch(1),
+        ..s
+    });
+    // The new index is not complete yet: its walk still runs.
+    let mut new = ShareIndex::new(Epoch(78));
+    let mut root = new_file("root");
+    root.kind = EntryKind::Dir;
+    new.push(&root).expect("root");
+    for n in 0..5_000 {
+        let name = format!("new file {n}");
+        new.push(&NewEntry {
+            id: new.next_id(),
+            ..new_file(&name)
+        })
+        .expect("pushed");
+    }
+    let mut r = PersistentReceiver::new(store.rebuilt(), ReceiverConfig::default(), None);
+    r.channel_opened();
+    let mut sender = SenderSession::new(small_window());
+    pump(&mut sender, &new, &mut r, Some(&mut store));
+    let state = store.state.expect("written");
+    assert_eq!(state.epoch, Epoch(78));
+    assert!(!state.complete, "the new index is not complete");
+    let reopened =
+        PersistentReceiver::<Vec<u8>>::new(store.rebuilt(), ReceiverConfig::default(), None);
+    assert!(!reopened.progress().complete);
+    let persisted = r.progress().persisted;
+    assert!(persisted > 0, "some of the new index was stored");
+    assert_eq!(reopened.progress().received, persisted);
 }

@@ -29,8 +29,11 @@ pub struct Visitor {
     pub receiver: PersistentReceiver<Vec<u8>>,
     /// Stop committing writes (simulates a stalled storage).
     pub storage_stalled: bool,
-    /// The stored batch frames, in log order, and the stored state.
+    /// The stored batch frames, in log order, the stored snapshot's parts
+    /// (taken whenever the receiver asks, as the browser does), and the state.
     pub stored: Vec<Vec<u8>>,
+    pub snapshot: Vec<Vec<u8>>,
+    pub snapshots_taken: u32,
     pub stored_state: Option<StoredState>,
     pub reads: HashMap<ReadHandle, Vec<u8>>,
     pub done: Vec<ReadHandle>,
@@ -51,6 +54,8 @@ impl Visitor {
             receiver,
             storage_stalled: false,
             stored: Vec::new(),
+            snapshot: Vec::new(),
+            snapshots_taken: 0,
             stored_state: None,
             reads: HashMap::new(),
             done: Vec::new(),
@@ -91,7 +96,10 @@ impl Visitor {
             while let Some(write) = self.receiver.poll_write() {
                 for op in write.ops {
                     match op {
-                        StoreOp::Clear => self.stored.clear(),
+                        StoreOp::Clear => {
+                            self.stored.clear();
+                            self.snapshot.clear();
+                        }
                         StoreOp::Batch { frame, .. } => self.stored.push(frame),
                     }
                 }
@@ -101,9 +109,24 @@ impl Visitor {
         }
     }
 
+    /// Stores a snapshot if the receiver asks for one at `now`: it stands for
+    /// every batch stored so far (nothing else is stored or waits meanwhile).
+    fn take_snapshot(&mut self, now: Millis) {
+        if self.storage_stalled {
+            return;
+        }
+        if let Some(state) = self.receiver.poll_snapshot(now) {
+            self.snapshot = self.receiver.index_mut().snapshot_parts().collect();
+            self.stored.clear();
+            self.stored_state = Some(state);
+            self.snapshots_taken += 1;
+            self.receiver.snapshot_done(Ok(()));
+        }
+    }
+
     /// What a reopened page rebuilds from this store.
     pub fn rebuilt(&self) -> Rebuilt {
-        rebuild(self.stored_state, &self.stored)
+        rebuild(self.stored_state, &self.snapshot, &self.stored)
     }
 }
 
@@ -184,6 +207,7 @@ pub fn progress_with(
         }
         sharer.session.handle_timeout(now);
         visitor.receiver.handle_timeout(now);
+        visitor.take_snapshot(now);
         let mut busy = false;
         for _ in 0..10_000 {
             sharer.serve_io();
