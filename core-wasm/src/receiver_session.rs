@@ -690,17 +690,10 @@ impl ReceiverSession {
                 i.writing = true;
                 Some((Job::Batches(w), i.store.clone()))
             } else if let Some(state) = i.receiver.poll_snapshot(now()) {
-                // Built at once, before anything else reaches the index.
-                let t0 = now_ms();
-                let parts = Array::new();
-                let mut bytes = 0;
-                for part in i.receiver.index_mut().snapshot_parts() {
-                    bytes += part.len();
-                    parts.push(&Uint8Array::from(&part[..]).buffer());
-                }
-                i.snapshots = (i.snapshots.0 + 1, bytes, now_ms() - t0);
+                // Its parts are built a few milliseconds at a time (reads go on
+                // in between; index batches wait), then written.
                 i.writing = true;
-                Some((Job::Snapshot(parts, state), i.store.clone()))
+                Some((Job::Snapshot(state), i.store.clone()))
             } else {
                 None
             }
@@ -716,8 +709,9 @@ impl ReceiverSession {
             };
             let result = match (&store, &job) {
                 (Some(s), Job::Batches(w)) => s.write(w).await.map_err(failed),
-                (Some(s), Job::Snapshot(parts, state)) => {
-                    s.write_snapshot(parts, state).await.map_err(failed)
+                (Some(s), Job::Snapshot(state)) => {
+                    let parts = build_snapshot(&inner).await;
+                    s.write_snapshot(&parts, state).await.map_err(failed)
                 }
                 (None, _) => Ok(()),
             };
@@ -757,7 +751,60 @@ impl ReceiverSession {
 /// A write to IndexedDB: batches as core asked, or a snapshot of the index.
 enum Job {
     Batches(linkfs_core::StoreWrite<JsFrame>),
-    Snapshot(Array, linkfs_core::StoredState),
+    Snapshot(linkfs_core::StoredState),
+}
+
+/// How long one turn of building a snapshot may hold the worker, ms.
+const SNAPSHOT_STEP_MS: f64 = 8.0;
+
+/// Builds the parts of the snapshot core began, [`SNAPSHOT_STEP_MS`] at a
+/// time, each copied out of wasm memory as it is made (so wasm memory never
+/// holds more than one part).
+async fn build_snapshot(inner: &Rc<RefCell<Inner>>) -> Array {
+    let parts = Array::new();
+    let (mut bytes, mut busy) = (0usize, 0.0);
+    loop {
+        let t0 = now_ms();
+        let done = {
+            let mut i = inner.borrow_mut();
+            loop {
+                match i.receiver.snapshot_part() {
+                    Some(part) => {
+                        bytes += part.len();
+                        parts.push(&Uint8Array::from(&part[..]).buffer());
+                        if now_ms() - t0 >= SNAPSHOT_STEP_MS {
+                            break false;
+                        }
+                    }
+                    None => break true,
+                }
+            }
+        };
+        busy += now_ms() - t0;
+        if done {
+            let mut i = inner.borrow_mut();
+            i.snapshots = (i.snapshots.0 + 1, bytes, busy);
+            return parts;
+        }
+        next_turn().await;
+    }
+}
+
+/// Resolves in a later task, after whatever else the worker has queued.
+async fn next_turn() {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let scheduled = js_sys::global()
+            .dyn_into::<web_sys::WorkerGlobalScope>()
+            .ok()
+            .and_then(|w| {
+                w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0)
+                    .ok()
+            });
+        if scheduled.is_none() {
+            let _ = resolve.call0(&JsValue::NULL);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
 fn now_ms() -> f64 {

@@ -39,7 +39,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 mod snapshot;
-pub use snapshot::{PART_SLOTS, SnapshotError, SnapshotParts, SnapshotRestorer};
+pub use snapshot::{PART_SLOTS, SnapshotCursor, SnapshotError, SnapshotParts, SnapshotRestorer};
 
 use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
 use linkfs_proto::{

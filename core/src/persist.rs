@@ -44,10 +44,10 @@
 
 use std::collections::VecDeque;
 
-use linkfs_proto::{BatchReader, EntryId, Epoch, Seq};
+use linkfs_proto::{BatchReader, EntryId, Epoch, FRAME_INDEX_BATCH, Seq};
 
 use crate::Millis;
-use crate::index::{Index, IndexError, SnapshotRestorer};
+use crate::index::{Index, IndexError, SnapshotCursor, SnapshotRestorer};
 use crate::receiver::{
     BatchBytes, EndReason, ReadEvent, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
     StartReadError,
@@ -78,6 +78,9 @@ pub const SNAPSHOT_MIN_BATCHES: u64 = 32;
 /// A snapshot waits until no batch came for this long (ms): a share that is
 /// changing is not snapshotted at every change.
 pub const SNAPSHOT_QUIET_MS: u64 = 1_000;
+/// Index batch bytes held back while a snapshot is built, at most: 16 MiB
+/// (a sharer's window is 2 MiB).
+const SNAPSHOT_DEFERRED_BYTES: usize = 16 << 20;
 /// Entries per stored batch that make another snapshot worth it (a snapshot
 /// costs in proportion to the index, a replay in proportion to the batches).
 const SNAPSHOT_ENTRIES_PER_BATCH: u64 = 8_192;
@@ -321,6 +324,15 @@ pub struct StoredProgress {
     pub storage_problem: Option<String>,
 }
 
+/// A snapshot whose parts are being built, the index batches held back
+/// meanwhile (time, bytes, the shell's handle), and their bytes in all.
+#[derive(Debug)]
+struct Building<F> {
+    cursor: SnapshotCursor,
+    deferred: Vec<(Millis, Vec<u8>, F)>,
+    deferred_bytes: usize,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct PersistentReceiver<F> {
@@ -349,6 +361,10 @@ pub struct PersistentReceiver<F> {
     fresh_starts: u64,
     /// The time of the frame being handled.
     now: Millis,
+    /// A snapshot whose parts are being built, and the index batches that
+    /// arrived meanwhile (applied once it is built: the index must not change
+    /// under it).
+    building: Option<Building<F>>,
     /// After a failed snapshot write, how many batches to wait for before the next try.
     snapshot_retry_after: u64,
 }
@@ -390,6 +406,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
             snapshot_writing: None,
             fresh_starts: 0,
             now: Millis(0),
+            building: None,
             snapshot_retry_after: 0,
         }
     }
@@ -418,6 +435,17 @@ impl<F: StoredFrame> PersistentReceiver<F> {
     /// One frame from the sharer; `given` is the shell's handle of this very
     /// frame, stored if the frame is a batch to keep.
     pub fn handle_frame(&mut self, now: Millis, frame: &[u8], given: &F) {
+        if let Some(b) = &mut self.building
+            && frame.first() == Some(&FRAME_INDEX_BATCH)
+        {
+            // An honest sharer has at most its window unacknowledged; beyond
+            // this bound a frame is dropped (and would be sent again).
+            if b.deferred_bytes + frame.len() <= SNAPSHOT_DEFERRED_BYTES {
+                b.deferred_bytes += frame.len();
+                b.deferred.push((now, frame.to_vec(), given.clone()));
+            }
+            return;
+        }
         self.now = now;
         self.receiver.handle_frame(now, frame);
         self.drain_with(Some(given));
@@ -507,6 +535,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
     fn snapshot_ready(&self) -> bool {
         self.writing.is_none()
             && self.snapshot_writing.is_none()
+            && self.building.is_none()
             && self.queue.is_empty()
             && self.snapshot_wanted()
     }
@@ -516,15 +545,23 @@ impl<F: StoredFrame> PersistentReceiver<F> {
         Millis(self.last_batch_at.map_or(0, |t| t.0) + SNAPSHOT_QUIET_MS)
     }
 
-    /// A snapshot is due: the shell takes `index_mut().snapshot_parts()` at
-    /// once (before it hands the session anything else) and stores them with
-    /// the returned state in one write that also deletes the stored batches
-    /// before `state.next`, then calls [`snapshot_done`](Self::snapshot_done).
+    /// A snapshot is due: the shell takes its parts from
+    /// [`snapshot_part`](Self::snapshot_part) until it says there are no more
+    /// (as many turns as it likes: index batches that arrive meanwhile wait),
+    /// stores them with the returned state in one write that also deletes the
+    /// stored batches before `state.next`, then calls
+    /// [`snapshot_done`](Self::snapshot_done).
     pub fn poll_snapshot(&mut self, now: Millis) -> Option<StoredState> {
         if !self.snapshot_ready() || now < self.snapshot_due() {
             return None;
         }
-        let parts = self.receiver.index().snapshot_part_count();
+        let cursor = self.receiver.index_mut().snapshot_cursor();
+        let parts = cursor.count();
+        self.building = Some(Building {
+            cursor,
+            deferred: Vec::new(),
+            deferred_bytes: 0,
+        });
         let state = StoredState {
             snapshot: Some(StoredSnapshot {
                 next: self.stored.next,
@@ -534,6 +571,27 @@ impl<F: StoredFrame> PersistentReceiver<F> {
         };
         self.snapshot_writing = Some((state, self.fresh_starts));
         Some(state)
+    }
+
+    /// The next part of the snapshot [`poll_snapshot`](Self::poll_snapshot)
+    /// began; `None` once all are built (then the index batches that waited
+    /// are applied).
+    pub fn snapshot_part(&mut self) -> Option<Vec<u8>> {
+        let b = self.building.as_mut()?;
+        if let Some(part) = b.cursor.next_part(self.receiver.index()) {
+            return Some(part);
+        }
+        if let Some(b) = self.building.take() {
+            for (now, frame, given) in b.deferred {
+                self.handle_frame(now, &frame, &given);
+            }
+        }
+        None
+    }
+
+    /// Whether a snapshot's parts are being built.
+    pub fn snapshot_building(&self) -> bool {
+        self.building.is_some()
     }
 
     /// The snapshot write from [`poll_snapshot`](Self::poll_snapshot) committed

@@ -522,6 +522,9 @@ pub enum HostAction {
     Send(String),
     /// The relay holds the room: the link can be announced.
     Registered { ice_servers: Vec<IceServer> },
+    /// Fresh ICE servers from the relay (short-lived TURN credentials renewed,
+    /// or a new relay connection's): use them for visitors from now on.
+    IceServers { ice_servers: Vec<IceServer> },
     /// A visitor was admitted (its slot is held): answer its offer, then call
     /// [`HostSignaling::answer_made`]; call [`HostSignaling::visitor_ended`]
     /// when it is gone, whatever happened.
@@ -706,6 +709,11 @@ impl HostSignaling {
                 self.registered = true;
                 self.actions
                     .push_back(HostAction::Registered { ice_servers });
+            }
+            RelayToClient::Welcome { ice_servers, .. }
+            | RelayToClient::IceServers { ice_servers } => {
+                self.actions
+                    .push_back(HostAction::IceServers { ice_servers });
             }
             RelayToClient::Msg { from, data } => self.handle_guest_message(from, &data),
             // A visitor's page closes its relay socket as soon as its data link is

@@ -9,6 +9,8 @@
 //! - [`drive`]: the one loop that runs any core session (the sharer's or the
 //!   receiver's) over any data link (WebRTC, or in memory for tests).
 //! - [`random`]: the system's random source, in one place.
+//! - [`local_addrs`]: this machine's addresses: which one a link to a relay on
+//!   every interface names (the default route's), and what WebRTC binds.
 //! - [`terminal`]: outside text (names, messages) with control characters
 //!   escaped before it reaches a terminal.
 //! - [`sharer`]: `linkfs share` wired together: the embedded (or external)
@@ -24,6 +26,7 @@
 //! IO around it. `main.rs` is the command-line glue.
 
 pub mod drive;
+pub mod local_addrs;
 pub mod random;
 pub mod relay_client;
 pub mod sharer;

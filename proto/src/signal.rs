@@ -62,6 +62,42 @@ pub struct IceServer {
     pub credential: Option<String>,
 }
 
+impl IceServer {
+    /// Parses an `--ice-server` flag: `URL` or `URL,USERNAME,CREDENTIAL`, where
+    /// URL is `stun:`, `stuns:`, `turn:` or `turns:`. The error says what is wrong.
+    pub fn parse_flag(spec: &str) -> Result<IceServer, String> {
+        let mut parts = spec.splitn(3, ',');
+        let url = parts.next().unwrap_or_default();
+        if !["stun:", "stuns:", "turn:", "turns:"]
+            .iter()
+            .any(|scheme| url.starts_with(scheme))
+        {
+            return Err(format!(
+                "{url:?}: expected a stun:, stuns:, turn: or turns: URL"
+            ));
+        }
+        let username = parts.next().map(str::to_owned);
+        let credential = parts.next().map(str::to_owned);
+        if username.is_some() != credential.is_some() {
+            return Err(format!(
+                "{url:?}: give both a username and a credential, or neither"
+            ));
+        }
+        Ok(IceServer {
+            urls: vec![url.to_owned()],
+            username,
+            credential,
+        })
+    }
+
+    /// Whether this is a TURN server (a relayed path), not only STUN.
+    pub fn is_turn(&self) -> bool {
+        self.urls
+            .iter()
+            .any(|u| u.starts_with("turn:") || u.starts_with("turns:"))
+    }
+}
+
 /// What a client sends the relay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "kebab-case")]
@@ -129,6 +165,11 @@ pub enum RelayToClient {
         code: RelayErrorCode,
         message: String,
     },
+    /// Fresh ICE servers for a member of a live room (a relay that hands out
+    /// short-lived TURN credentials sends them every half lifetime).
+    IceServers {
+        ice_servers: Vec<IceServer>,
+    },
 }
 
 /// What travels sealed between guest and host, as JSON inside the seal.
@@ -173,6 +214,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ice_server_flags_parse_or_say_what_is_wrong() {
+        let turn = IceServer::parse_flag("turn:t.example.org:3478,u,p").unwrap();
+        assert_eq!(turn.username.as_deref(), Some("u"));
+        assert!(turn.is_turn());
+        assert!(
+            !IceServer::parse_flag("stun:s.example.org")
+                .unwrap()
+                .is_turn()
+        );
+        assert!(
+            IceServer::parse_flag("http://x")
+                .unwrap_err()
+                .contains("stun:")
+        );
+        assert!(
+            IceServer::parse_flag("turn:x,u")
+                .unwrap_err()
+                .contains("both")
+        );
+    }
+
+    #[test]
     fn relay_messages_have_the_documented_json() {
         let m = RelayToClient::Msg {
             from: PeerId(3),
@@ -189,6 +252,17 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
             r#"{"t":"error","code":"no-such-room","message":"x"}"#
+        );
+        let i = RelayToClient::IceServers {
+            ice_servers: vec![IceServer {
+                urls: vec!["turn:127.0.0.1:3478".into()],
+                username: Some("1700003600:r".into()),
+                credential: Some("c2VjcmV0".into()),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_string(&i).unwrap(),
+            r#"{"t":"ice-servers","ice_servers":[{"urls":["turn:127.0.0.1:3478"],"username":"1700003600:r","credential":"c2VjcmV0"}]}"#
         );
         let c: ClientToRelay = serde_json::from_str(r#"{"t":"msg","to":0,"data":"zz"}"#).unwrap();
         assert_eq!(

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use linkfs_proto::signal::{IceServer, MAX_SIGNAL_MESSAGE};
 
+use crate::turn::TurnConfig;
+
 /// Everything the relay needs to run.
 #[derive(Debug, Clone, Default)]
 pub struct RelayConfig {
@@ -27,6 +29,9 @@ pub struct RelayConfig {
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// If set, `/metrics` answers only requests with `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
+    /// A TURN server sharing a secret with the relay: every member of a live
+    /// room gets short-lived credentials for it (see [`crate::turn`]).
+    pub turn: Option<TurnConfig>,
 }
 
 /// The relay's bounds. Defaults suit a small public relay on 2 cores.
@@ -137,6 +142,8 @@ pub enum ConfigError {
     PingNotBeforeIdle { ping: Duration, idle: Duration },
     #[error("the silence timeout ({silence:?}) must be longer than the idle timeout ({idle:?})")]
     SilenceNotAfterIdle { silence: Duration, idle: Duration },
+    #[error("{0}")]
+    Turn(String),
 }
 
 impl RelayConfig {
@@ -212,9 +219,38 @@ impl RelayConfig {
                 idle: l.idle_timeout,
             });
         }
+        if let Some(turn) = &self.turn {
+            if turn.secret.is_empty() {
+                return Err(ConfigError::Turn("the TURN secret is empty".into()));
+            }
+            if turn.urls.is_empty() {
+                return Err(ConfigError::Turn(
+                    "a TURN secret needs at least one TURN URL (--turn-url turn:HOST:3478)".into(),
+                ));
+            }
+            if let Some(bad) = turn
+                .urls
+                .iter()
+                .find(|u| !(u.starts_with("turn:") || u.starts_with("turns:")))
+            {
+                return Err(ConfigError::Turn(format!(
+                    "{bad:?} is not a turn: or turns: URL"
+                )));
+            }
+            if !(MIN_TURN_LIFETIME..=MAX_SECS).contains(&turn.lifetime.as_secs()) {
+                return Err(ConfigError::Turn(format!(
+                    "the TURN credential lifetime must be between {MIN_TURN_LIFETIME} and {MAX_SECS} seconds, not {}",
+                    turn.lifetime.as_secs()
+                )));
+            }
+        }
         Ok(())
     }
 }
+
+/// Shortest lifetime of handed-out TURN credentials: a minute (they are
+/// renewed every half lifetime).
+const MIN_TURN_LIFETIME: u64 = 60;
 
 /// The most connections, rooms or guests any count limit may allow.
 const MAX_COUNT: u64 = 10_000_000;

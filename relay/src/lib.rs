@@ -77,6 +77,7 @@ mod rate_limit;
 mod rooms;
 mod session;
 mod state;
+pub mod turn;
 mod web;
 mod wire;
 
@@ -90,6 +91,7 @@ pub use error::{AppError, RelayError};
 pub use http::{CONTENT_SECURITY_POLICY, app};
 pub use metrics::{Metrics, Rejection};
 pub use state::RelayState;
+pub use turn::{DEFAULT_TURN_LIFETIME, TurnConfig};
 
 /// A relay running in this process.
 ///

@@ -87,6 +87,31 @@ struct Args {
     /// Serve /metrics only to requests with `Authorization: Bearer TOKEN`.
     #[arg(long, value_name = "TOKEN")]
     metrics_token: Option<String>,
+
+    /// The `static-auth-secret` of a coturn run with `use-auth-secret`: every
+    /// member of a live room (and nobody else) gets short-lived credentials for
+    /// the --turn-url servers. Or from the file --turn-secret-file, or the
+    /// environment variable LINKFS_TURN_SECRET (keeps it out of `ps`).
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "LINKFS_TURN_SECRET",
+        hide_env_values = true
+    )]
+    turn_secret: Option<String>,
+
+    /// Read the TURN secret from this file (its first line).
+    #[arg(long, value_name = "FILE", conflicts_with = "turn_secret")]
+    turn_secret_file: Option<PathBuf>,
+
+    /// A TURN server for the credentials, e.g. `turn:turn.example.org:3478`
+    /// (repeatable: `turn:...?transport=tcp`, `turns:...:5349`).
+    #[arg(long = "turn-url", value_name = "URL")]
+    turn_urls: Vec<String>,
+
+    /// Seconds the handed-out TURN credentials stay valid (renewed every half).
+    #[arg(long, default_value_t = linkfs_relay::DEFAULT_TURN_LIFETIME.as_secs())]
+    turn_lifetime_secs: u64,
 }
 
 #[tokio::main]
@@ -137,36 +162,43 @@ fn config(args: &Args) -> Result<RelayConfig> {
         ping_interval: Duration::from_secs(args.ping_interval_secs),
         ..Limits::default()
     };
+    let turn_secret = match (&args.turn_secret, &args.turn_secret_file) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(file)) => Some(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read --turn-secret-file {}", file.display()))?
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+        (None, None) => None,
+    };
+    let turn = match (turn_secret, args.turn_urls.is_empty()) {
+        (Some(secret), _) => Some(linkfs_relay::TurnConfig {
+            secret,
+            urls: args.turn_urls.clone(),
+            lifetime: Duration::from_secs(args.turn_lifetime_secs),
+        }),
+        (None, false) => bail!(
+            "--turn-url needs --turn-secret (coturn's static-auth-secret); for a TURN server with fixed credentials use --ice-server URL,USER,PASSWORD"
+        ),
+        (None, true) => None,
+    };
     let config = RelayConfig {
         limits,
         ice_servers,
         web_dir: args.web_dir.clone(),
         trusted_proxies: args.trusted_proxies.clone(),
         metrics_token: args.metrics_token.clone(),
+        turn,
     };
     config.validate()?;
     Ok(config)
 }
 
 fn ice_server(spec: &str) -> Result<IceServer> {
-    let mut parts = spec.splitn(3, ',');
-    let url = parts.next().unwrap_or_default();
-    if !["stun:", "stuns:", "turn:", "turns:"]
-        .iter()
-        .any(|scheme| url.starts_with(scheme))
-    {
-        bail!("--ice-server {url:?}: expected a stun:, stuns:, turn: or turns: URL");
-    }
-    let username = parts.next().map(str::to_owned);
-    let credential = parts.next().map(str::to_owned);
-    if username.is_some() != credential.is_some() {
-        bail!("--ice-server {url:?}: give both a username and a credential, or neither");
-    }
-    Ok(IceServer {
-        urls: vec![url.to_owned()],
-        username,
-        credential,
-    })
+    IceServer::parse_flag(spec).map_err(|e| anyhow::anyhow!("--ice-server {e}"))
 }
 
 /// Raises the soft limit on open files to the hard one (every WebSocket and

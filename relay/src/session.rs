@@ -132,7 +132,7 @@ impl Session {
         let limits = self.state.config().limits.clone();
         let welcome = wire::encode(&RelayToClient::Welcome {
             peer: self.peer,
-            ice_servers: self.state.config().ice_servers.clone(),
+            ice_servers: self.ice_servers(),
             max_message: limits.max_message,
         });
         if socket.send_text(welcome, &self.outbox.kick).await.is_err() {
@@ -144,6 +144,11 @@ impl Session {
         let mut ping =
             tokio::time::interval_at(last_heard + limits.ping_interval, limits.ping_interval);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Fresh TURN credentials every half lifetime, while a member.
+        let mut refresh =
+            self.state.config().turn.as_ref().map(|t| {
+                tokio::time::interval_at(last_heard + t.refresh_every(), t.refresh_every())
+            });
 
         let kick = self.outbox.kick.clone();
         loop {
@@ -193,8 +198,26 @@ impl Session {
                         return self.write_failed();
                     }
                 }
+                () = tick_if_some(&mut refresh) => {
+                    let fresh = wire::encode(&RelayToClient::IceServers { ice_servers: self.ice_servers() });
+                    if socket.send_text(fresh, &self.outbox.kick).await.is_err() {
+                        return self.write_failed();
+                    }
+                }
             }
         }
+    }
+
+    /// The ICE servers for this member: the configured ones, and fresh TURN
+    /// credentials when the relay has a TURN secret.
+    fn ice_servers(&self) -> Vec<linkfs_proto::signal::IceServer> {
+        let config = self.state.config();
+        let mut servers = config.ice_servers.clone();
+        if let (Some(turn), Some(m)) = (&config.turn, &self.membership) {
+            let room_prefix: String = m.room.chars().take(8).collect();
+            servers.push(turn.credentials_now(&format!("{room_prefix}.{}", self.peer.0)));
+        }
+        servers
     }
 
     /// Handles one frame from the client; `Some` ends the session.
@@ -386,6 +409,16 @@ impl Session {
             self.state.metrics().rejected(Rejection::SlowConsumer);
         }
         End::WriteFailed
+    }
+}
+
+/// Waits for the next tick of `interval`, or forever if there is none.
+async fn tick_if_some(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

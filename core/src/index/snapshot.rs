@@ -78,6 +78,17 @@ impl Index {
     /// Each part is built when asked for, so a shell that stores them one at a
     /// time never holds more than one part of it.
     pub fn snapshot_parts(&mut self) -> SnapshotParts<'_> {
+        let cursor = self.snapshot_cursor();
+        SnapshotParts {
+            index: self,
+            cursor,
+        }
+    }
+
+    /// Where a snapshot of this index starts, for a shell that builds its parts
+    /// across several turns ([`SnapshotCursor::next_part`]); the index must not
+    /// change until the last part is built.
+    pub fn snapshot_cursor(&mut self) -> SnapshotCursor {
         self.settle_all();
         let parts = self.end.div_ceil(PART_SLOTS);
         // Each directory goes with the part of its last child (or itself).
@@ -94,40 +105,34 @@ impl Index {
         for p in &mut dirs_of_part {
             p.sort_unstable();
         }
-        SnapshotParts {
-            index: self,
+        SnapshotCursor {
             next: 0,
             dirs_of_part,
         }
     }
 }
 
-/// See [`Index::snapshot_parts`].
+/// A snapshot being built: which part comes next. See [`Index::snapshot_cursor`].
 #[derive(Debug)]
-pub struct SnapshotParts<'a> {
-    index: &'a Index,
+pub struct SnapshotCursor {
     /// The next part to build (0: the head).
     next: usize,
     dirs_of_part: Vec<Vec<u32>>,
 }
 
-impl SnapshotParts<'_> {
+impl SnapshotCursor {
     /// Parts in all, the head included.
     pub fn count(&self) -> u32 {
         self.dirs_of_part.len() as u32 + 1
     }
-}
 
-impl Iterator for SnapshotParts<'_> {
-    type Item = Vec<u8>;
-
-    fn next(&mut self) -> Option<Vec<u8>> {
+    /// Builds the next part from `index` (the one the cursor was made of, unchanged).
+    pub fn next_part(&mut self, ix: &Index) -> Option<Vec<u8>> {
         let k = self.next;
         if k > self.dirs_of_part.len() {
             return None;
         }
         self.next += 1;
-        let ix = self.index;
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
         if k == 0 {
@@ -146,6 +151,28 @@ impl Iterator for SnapshotParts<'_> {
         let check = blake3::hash(&out);
         out.extend_from_slice(&check.as_bytes()[..CHECK_LEN]);
         Some(out)
+    }
+}
+
+/// See [`Index::snapshot_parts`].
+#[derive(Debug)]
+pub struct SnapshotParts<'a> {
+    index: &'a Index,
+    cursor: SnapshotCursor,
+}
+
+impl SnapshotParts<'_> {
+    /// Parts in all, the head included.
+    pub fn count(&self) -> u32 {
+        self.cursor.count()
+    }
+}
+
+impl Iterator for SnapshotParts<'_> {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        self.cursor.next_part(self.index)
     }
 }
 

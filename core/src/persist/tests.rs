@@ -85,7 +85,7 @@ impl Store {
         let Some(state) = r.poll_snapshot(now) else {
             return false;
         };
-        self.parts = r.index_mut().snapshot_parts().collect();
+        self.parts = std::iter::from_fn(|| r.snapshot_part()).collect();
         let next = state.snapshot.expect("a snapshot state").next;
         self.frames.retain(|(first, _)| *first >= next);
         self.state = Some(state);
@@ -437,7 +437,28 @@ fn no_batch_write_starts_while_a_snapshot_is_written() {
     r.channel_opened();
     pump(&mut sender, &ix, &mut r, Some(&mut store));
     let state = r.poll_snapshot(Millis(1 + SNAPSHOT_QUIET_MS)).expect("due");
+    let entries = r.index().len();
+    // Parts are built over several turns; a change arriving in between waits.
+    let first = r.snapshot_part().expect("the head");
     ix.add(&new_file("during the snapshot")).expect("added");
+    pump(&mut sender, &ix, &mut r, None);
+    assert!(r.snapshot_building());
+    assert_eq!(
+        r.index().len(),
+        entries,
+        "the index does not change under the snapshot"
+    );
+    let mut parts = vec![first];
+    parts.extend(std::iter::from_fn(|| r.snapshot_part()));
+    assert!(!r.snapshot_building());
+    assert_eq!(r.index().len(), entries + 1, "then the change applies");
+    assert_eq!(parts.len() as u32, state.snapshot.expect("snapshot").parts);
+    let restored = rebuild(Some(state), &parts, std::iter::empty::<Vec<u8>>());
+    assert_eq!(
+        restored.index.len(),
+        entries,
+        "the snapshot is of the index when it began"
+    );
     pump(&mut sender, &ix, &mut r, None);
     assert!(r.poll_write().is_none(), "writes wait for the snapshot");
     r.snapshot_done(Ok(()));

@@ -116,7 +116,7 @@ impl Visitor {
             return;
         }
         if let Some(state) = self.receiver.poll_snapshot(now) {
-            self.snapshot = self.receiver.index_mut().snapshot_parts().collect();
+            self.snapshot = std::iter::from_fn(|| self.receiver.snapshot_part()).collect();
             self.stored.clear();
             self.stored_state = Some(state);
             self.snapshots_taken += 1;

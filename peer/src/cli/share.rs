@@ -9,8 +9,11 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use linkfs_core::SenderConfig;
 use linkfs_peer::sharer::share_state::{StateError, default_state_root};
-use linkfs_peer::sharer::{RelayChoice, ShareEvent, ShareOptions, WalkProgress, share};
-use linkfs_peer::transport::TransportConfig;
+use linkfs_peer::sharer::{
+    EmbeddedRelayConfig, RelayChoice, ShareEvent, ShareOptions, WalkProgress, share,
+};
+use linkfs_peer::transport::{IcePolicy, TransportConfig};
+use linkfs_proto::signal::IceServer;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +25,9 @@ pub struct ShareArgs {
     #[arg(long, value_name = "URL")]
     relay: Option<String>,
     /// Address of the embedded relay (and the web page); port 0 picks a free one.
+    /// On 0.0.0.0 (or [::]) the link names the address of the interface holding
+    /// the default route, so other machines on the LAN can open it; the
+    /// machine's other addresses are listed on stderr.
     #[arg(
         long,
         value_name = "ADDR",
@@ -29,9 +35,39 @@ pub struct ShareArgs {
         conflicts_with = "relay"
     )]
     bind: SocketAddr,
-    /// Local addresses for peer-to-peer traffic (default: 127.0.0.1 and every up IPv4 interface).
+    /// What the link begins with, when visitors reach the embedded relay some
+    /// other way (a reverse proxy, a port forward): e.g. https://files.example.org
+    #[arg(long, value_name = "URL", conflicts_with = "relay")]
+    public_url: Option<String>,
+    /// Local addresses for peer-to-peer traffic (default: 127.0.0.1 and every
+    /// address of an up interface, IPv4 and IPv6).
     #[arg(long = "webrtc-bind", value_name = "IP:PORT")]
     webrtc_bind: Vec<SocketAddr>,
+    /// `relay`: reach visitors only through the relay's TURN server (they never
+    /// learn this machine's addresses); `all` (default): direct when possible.
+    #[arg(long, value_name = "POLICY", default_value = "all")]
+    ice_policy: IcePolicy,
+    /// A STUN or TURN server the embedded relay offers visitors: `URL` or
+    /// `URL,USERNAME,CREDENTIAL` (repeatable), as linkfs-relay's --ice-server.
+    #[arg(long = "ice-server", value_name = "URL", conflicts_with = "relay")]
+    ice_servers: Vec<String>,
+    /// The static-auth-secret of a coturn with use-auth-secret: the embedded
+    /// relay hands every visitor short-lived credentials for --turn-url (also
+    /// from the environment variable LINKFS_TURN_SECRET).
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "LINKFS_TURN_SECRET",
+        hide_env_values = true,
+        conflicts_with = "relay"
+    )]
+    turn_secret: Option<String>,
+    /// The TURN server for those credentials, e.g. turn:turn.example.org:3478 (repeatable).
+    #[arg(long = "turn-url", value_name = "URL", conflicts_with = "relay")]
+    turn_urls: Vec<String>,
+    /// Seconds the handed-out TURN credentials stay valid (renewed every half).
+    #[arg(long, value_name = "SECS", conflicts_with = "relay")]
+    turn_lifetime_secs: Option<u64>,
     /// Most visitors connected at once.
     #[arg(long, default_value_t = 32)]
     max_visitors: usize,
@@ -173,6 +209,30 @@ impl IndexingProgress {
     }
 }
 
+/// What the embedded relay offers visitors, from the command line.
+fn embedded_relay_config(
+    ice_servers: &[String],
+    turn_secret: Option<String>,
+    turn_urls: Vec<String>,
+    turn_lifetime_secs: Option<u64>,
+) -> anyhow::Result<EmbeddedRelayConfig> {
+    let ice_servers = ice_servers
+        .iter()
+        .map(|spec| IceServer::parse_flag(spec).map_err(|e| anyhow::anyhow!("--ice-server {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if turn_secret.is_none() && !turn_urls.is_empty() {
+        anyhow::bail!(
+            "--turn-url needs --turn-secret (coturn's static-auth-secret); for a TURN server with fixed credentials use --ice-server URL,USER,PASSWORD"
+        );
+    }
+    Ok(EmbeddedRelayConfig {
+        ice_servers,
+        turn_secret,
+        turn_urls,
+        turn_lifetime: turn_lifetime_secs.map(Duration::from_secs),
+    })
+}
+
 pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
     let relay = match args.relay {
         Some(url) => {
@@ -181,12 +241,28 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
             }
             RelayChoice::External { url }
         }
-        None => RelayChoice::Embedded { bind: args.bind },
+        None => RelayChoice::Embedded {
+            bind: args.bind,
+            public_url: match args.public_url {
+                Some(url) if url.starts_with("http://") || url.starts_with("https://") => Some(url),
+                Some(url) => {
+                    anyhow::bail!("--public-url must be an http:// or https:// URL, not {url:?}")
+                }
+                None => None,
+            },
+            config: embedded_relay_config(
+                &args.ice_servers,
+                args.turn_secret,
+                args.turn_urls,
+                args.turn_lifetime_secs,
+            )?,
+        },
     };
     let mut transport = TransportConfig::default();
     if !args.webrtc_bind.is_empty() {
         transport.udp_bind = args.webrtc_bind;
     }
+    transport.ice_policy = args.ice_policy;
     let options = ShareOptions {
         root: args.dir.clone(),
         relay,
@@ -234,13 +310,19 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
                     .with_context(|| format!("cannot share {}", args.dir.display()));
             }
             Some(event) = events.recv() => match event {
-                ShareEvent::Ready { link } => {
+                ShareEvent::Ready { link, other_links } => {
                     let mut out = std::io::stdout().lock();
                     writeln!(out, "{link}").context("cannot write the link to stdout")?;
                     out.flush().ok();
                     drop(out);
                     if !args.no_qr && let Some(code) = qr(&link) {
                         eprintln!("{code}");
+                    }
+                    if !other_links.is_empty() {
+                        eprintln!("This machine's other addresses, for visitors on other networks:");
+                        for other in &other_links {
+                            eprintln!("  {other}");
+                        }
                     }
                     eprintln!("Sharing {} at the link above. Press Ctrl-C to stop.", args.dir.display());
                     progress = Some(IndexingProgress::new());

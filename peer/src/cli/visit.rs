@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use linkfs_core::EndReason;
-use linkfs_peer::transport::TransportConfig;
+use linkfs_peer::transport::{IcePolicy, TransportConfig};
 use linkfs_peer::visit::get::{GetOptions, get};
 use linkfs_peer::visit::listing::{ListOptions, list};
 use linkfs_peer::visit::mount::{LinkFs, MountOptions};
@@ -21,9 +21,15 @@ use linkfs_peer::visit::{Client, VisitError, open};
 pub struct ConnectArgs {
     /// The share's link (http://host:port/#room.secret), as `linkfs share` printed it.
     link: String,
-    /// Local addresses for peer-to-peer traffic (default: 127.0.0.1 and every up IPv4 interface).
+    /// Local addresses for peer-to-peer traffic (default: 127.0.0.1 and every
+    /// address of an up interface, IPv4 and IPv6).
     #[arg(long = "webrtc-bind", value_name = "IP:PORT", global = true)]
     webrtc_bind: Vec<SocketAddr>,
+    /// `relay`: connect only through the relay's TURN server (the sharer never
+    /// learns this machine's addresses; fails if the relay offers no TURN);
+    /// `all` (default): direct when possible.
+    #[arg(long, value_name = "POLICY", default_value = "all", global = true)]
+    ice_policy: IcePolicy,
 }
 
 #[derive(Debug, clap::Args)]
@@ -75,6 +81,7 @@ fn transport(args: &ConnectArgs) -> TransportConfig {
     if !args.webrtc_bind.is_empty() {
         t.udp_bind = args.webrtc_bind.clone();
     }
+    t.ice_policy = args.ice_policy;
     t
 }
 

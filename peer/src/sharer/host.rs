@@ -107,11 +107,13 @@ impl HostRelay {
                         self.lost();
                     }
                 }
-                HostAction::Registered { .. } => {
+                HostAction::Registered { ice_servers } => {
                     self.backoff.succeeded();
                     rest.push(HostAction::Warning(
                         "the relay holds the share again; new visitors can join".into(),
                     ));
+                    // The new connection's servers (fresh TURN credentials).
+                    rest.push(HostAction::IceServers { ice_servers });
                 }
                 HostAction::Fail(why) => {
                     // Registering again failed (the relay may still hold the old

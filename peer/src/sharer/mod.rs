@@ -45,7 +45,7 @@ pub use disk::{DiskEntry, OPEN_FILES, OpenFiles, ShareRoot};
 pub use feed::{CheckSummary, WalkProgress, spawn_feed};
 pub use host::HostRelay;
 pub use live_index::{IndexStart, LiveIndex};
-pub use relay::{RelayChoice, RelayInUse};
+pub use relay::{EmbeddedRelayConfig, RelayChoice, RelayInUse};
 pub use serve::{ServeContext, ServeEnd, ServeOutcome, ServedSession, serve};
 pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visitors};
 
@@ -77,8 +77,12 @@ pub struct ShareOptions {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ShareEvent {
-    /// The share can be opened at this link.
-    Ready { link: String },
+    /// The share can be opened at this link (and, for an embedded relay on
+    /// every interface, at these others: the machine's other addresses).
+    Ready {
+        link: String,
+        other_links: Vec<String>,
+    },
     /// A visitor's data link opened.
     VisitorConnected { peer: u32, visitors: usize },
     /// A visitor left (or could not connect).
@@ -230,19 +234,37 @@ pub async fn share(
             warn(format!("{e}; the next run will print a new link")).await;
         }
     }
+    // The sharer reaches its own embedded relay over loopback (a port
+    // forward or a proxy named in the link is often not reachable from inside).
+    let host_link = ShareLink {
+        origin: relay.connect_origin.clone(),
+        ..link.clone()
+    };
     let (mut host, ice_servers) =
-        match HostRelay::register(&link, sharer, options.max_visitors).await {
+        match HostRelay::register(&host_link, sharer, options.max_visitors).await {
             Ok(registered) => registered,
             Err(e) => {
                 relay.shutdown().await;
                 return Err(e);
             }
         };
-    let transport = visitor_transport(&options.transport, ice_servers, relay.loopback_only);
+    let mut transport = visitor_transport(&options.transport, ice_servers, relay.loopback_only);
 
+    let other_links = relay
+        .other_origins
+        .iter()
+        .map(|origin| {
+            ShareLink {
+                origin: origin.clone(),
+                ..link.clone()
+            }
+            .to_url()
+        })
+        .collect();
     let _ = events
         .send(ShareEvent::Ready {
             link: link.to_url(),
+            other_links,
         })
         .await;
 
@@ -270,6 +292,10 @@ pub async fn share(
                 }
                 HostAction::Warning(w) => {
                     let _ = events.send(ShareEvent::Warning(w)).await;
+                }
+                HostAction::IceServers { ice_servers } => {
+                    transport =
+                        visitor_transport(&options.transport, ice_servers, relay.loopback_only);
                 }
                 _ => {}
             }

@@ -12,8 +12,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use linkfs_proto::signal::IceServer;
-use nix::ifaddrs::getifaddrs;
-use nix::net::if_::InterfaceFlags;
+
+use crate::local_addrs;
 
 /// Default send-buffer limit per data channel: 32 KiB.
 ///
@@ -53,6 +53,9 @@ pub struct TransportConfig {
     /// Local UDP addresses to bind, one socket each (port 0 = any free port). Must not be
     /// a wildcard if loopback peers matter. Default: [`default_bind_addrs`].
     pub udp_bind: Vec<SocketAddr>,
+    /// Which paths ICE may use: any (the default), or only through a TURN relay
+    /// (`--ice-policy relay`: the other side never learns this machine's addresses).
+    pub ice_policy: IcePolicy,
     /// Per-data-channel send-buffer limit in bytes (see [`DEFAULT_SEND_BUFFER_LIMIT`]).
     /// `send` waits while this many bytes are unacknowledged.
     pub send_buffer_limit: usize,
@@ -70,6 +73,28 @@ pub struct TransportConfig {
     /// the native-peer marker ([`NATIVE_PEER_MARKER`](super::NATIVE_PEER_MARKER)), so
     /// browser visitors keep the browser-safe settings.
     pub native_peer: Option<NativeTuning>,
+}
+
+/// Which candidate pairs ICE may use (the browser's `iceTransportPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IcePolicy {
+    /// Direct paths first, a TURN relay when they fail.
+    #[default]
+    All,
+    /// Only through a TURN relay; fails with no TURN server.
+    Relay,
+}
+
+impl std::str::FromStr for IcePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(IcePolicy::All),
+            "relay" => Ok(IcePolicy::Relay),
+            _ => Err(format!("{s:?}: the ICE policy is `all` or `relay`")),
+        }
+    }
 }
 
 /// Settings that only make sense when both ends are webrtc-rs (native <-> native).
@@ -121,6 +146,7 @@ impl Default for TransportConfig {
         Self {
             ice_servers: Vec::new(),
             udp_bind: default_bind_addrs(),
+            ice_policy: IcePolicy::All,
             send_buffer_limit: DEFAULT_SEND_BUFFER_LIMIT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             lost_after: DEFAULT_LOST_AFTER,
@@ -140,46 +166,18 @@ impl TransportConfig {
     }
 }
 
-/// 127.0.0.1 plus the IPv4 address of every up, non-loopback interface, each with port 0.
-///
-/// IPv4 only: that is what was measured to work with Chromium here; IPv6 link-local
-/// addresses would need scope ids and add nothing on one LAN. If the interfaces cannot
-/// be listed, 127.0.0.1 alone.
+/// 127.0.0.1 plus every address of an up, non-loopback interface another
+/// machine could reach (IPv4, and global or unique-local IPv6:
+/// [`local_addrs::interface_addrs`]), each with port 0. IPv6 link-local
+/// addresses are left out (they need scope ids and add nothing on one LAN).
 pub fn default_bind_addrs() -> Vec<SocketAddr> {
-    let mut ips = vec![Ipv4Addr::LOCALHOST];
-    match getifaddrs() {
-        Ok(interfaces) => {
-            for interface in interfaces {
-                let flags = interface.flags;
-                if !flags.contains(InterfaceFlags::IFF_UP)
-                    || flags.contains(InterfaceFlags::IFF_LOOPBACK)
-                {
-                    continue;
-                }
-                let Some(ip) = interface
-                    .address
-                    .as_ref()
-                    .and_then(|a| a.as_sockaddr_in())
-                    .map(|a| a.ip())
-                else {
-                    continue;
-                };
-                if usable_ipv4(ip) && !ips.contains(&ip) {
-                    ips.push(ip);
-                }
-            }
-        }
-        Err(error) => {
-            tracing::warn!(%error, "cannot list network interfaces; binding 127.0.0.1 only");
+    let mut ips = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+    for ip in local_addrs::interface_addrs() {
+        if !ips.contains(&ip) {
+            ips.push(ip);
         }
     }
-    ips.into_iter()
-        .map(|ip| SocketAddr::new(IpAddr::V4(ip), 0))
-        .collect()
-}
-
-fn usable_ipv4(ip: Ipv4Addr) -> bool {
-    !(ip.is_loopback() || ip.is_unspecified() || ip.is_link_local() || ip.is_multicast())
+    ips.into_iter().map(|ip| SocketAddr::new(ip, 0)).collect()
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use tokio::sync::{mpsc, watch};
 use webrtc::data_channel::DataChannel;
 use webrtc::peer_connection::{
     PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCConfigurationBuilder,
-    RTCIceServer, RTCPeerConnectionIceEvent, RTCPeerConnectionState, SettingEngineBuilder,
+    RTCIceServer, RTCIceTransportPolicy, RTCPeerConnectionIceEvent, RTCPeerConnectionState,
+    SettingEngineBuilder,
 };
 
 use super::config::TransportConfig;
@@ -185,6 +186,10 @@ pub(crate) async fn open_connection(
         .with_configuration(
             RTCConfigurationBuilder::new()
                 .with_ice_servers(ice_servers)
+                .with_ice_transport_policy(match config.ice_policy {
+                    super::IcePolicy::All => RTCIceTransportPolicy::All,
+                    super::IcePolicy::Relay => RTCIceTransportPolicy::Relay,
+                })
                 .build(),
         )
         .with_setting_engine(settings.build())

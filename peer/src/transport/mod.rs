@@ -68,7 +68,7 @@ mod sockets;
 
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, DEFAULT_SOCKET_BUFFER,
-    NativeTuning, TransportConfig, default_bind_addrs,
+    IcePolicy, NativeTuning, TransportConfig, default_bind_addrs,
 };
 pub use connection::LOCAL_CANDIDATE_QUEUE;
 pub use error::{CloseReason, LinkError, TransportError};

@@ -14,7 +14,7 @@ use std::time::Instant;
 use clap::Parser;
 use linkfs_core::{
     Index, Millis, NewEntry, Receiver, ReceiverConfig, Search, SenderConfig, SenderSession,
-    ShareIndex, SortKey,
+    ShareIndex, SnapshotRestorer, SortKey,
 };
 use linkfs_peer::walk::{WalkOptions, Walker};
 use linkfs_proto::{EntryId, Epoch};
@@ -122,6 +122,7 @@ fn main() -> anyhow::Result<()> {
         .into_iter()
         .map(|q| search_figures(idx, q))
         .collect();
+    let snapshot = snapshot_figures(idx)?;
     let figures = serde_json::json!({
         "dir": args.dir,
         "entries": entries,
@@ -137,9 +138,43 @@ fn main() -> anyhow::Result<()> {
         "list_first_screen_ms": list_ms,
         "lookup_in_biggest_dir_us": lookup_us,
         "search": search,
+        "snapshot": snapshot,
     });
     println!("{figures}");
     Ok(())
+}
+
+/// A stored snapshot of the index (what the browser keeps instead of its batch
+/// log): size, time to build its parts, time to restore them, and the same
+/// restore without its checksums, for what the checksum costs.
+fn snapshot_figures(index: &mut Index) -> anyhow::Result<serde_json::Value> {
+    let t = Instant::now();
+    let parts: Vec<Vec<u8>> = index.snapshot_parts().collect();
+    let build_ms = t.elapsed().as_secs_f64() * 1e3;
+    let bytes: usize = parts.iter().map(Vec::len).sum();
+    let t = Instant::now();
+    let mut restorer = SnapshotRestorer::new(&parts[0])?;
+    for p in &parts[1..] {
+        restorer.push(p)?;
+    }
+    let restored = restorer.finish()?;
+    let restore_ms = t.elapsed().as_secs_f64() * 1e3;
+    anyhow::ensure!(
+        restored.len() == index.len(),
+        "the snapshot restored another index"
+    );
+    let t = Instant::now();
+    for p in &parts {
+        std::hint::black_box(blake3::hash(p));
+    }
+    let checksum_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(serde_json::json!({
+        "parts": parts.len(),
+        "bytes_per_entry": bytes as f64 / index.len().max(1) as f64,
+        "build_ms": build_ms,
+        "restore_ms": restore_ms,
+        "checksum_ms": checksum_ms,
+    }))
 }
 
 /// Entry slots per search step: what the browser's index worker scans between yields.
