@@ -133,6 +133,11 @@ pub enum RelayErrorCode {
     UnknownPeer,
     /// The connection was idle too long.
     IdleTimeout,
+    /// Too many shares, or visitors of one share, from the same address.
+    TooManyFromAddress,
+    /// The relay cannot serve this now (its room directory is unreachable);
+    /// trying again in a few seconds may work.
+    Unavailable,
     #[serde(other)]
     Other,
 }

@@ -32,6 +32,9 @@ pub struct RelayConfig {
     /// A TURN server sharing a secret with the relay: every member of a live
     /// room gets short-lived credentials for it (see [`crate::turn`]).
     pub turn: Option<TurnConfig>,
+    /// A Redis server (`redis://host:port[/db]`) through which several relays
+    /// serve the same rooms (see [`crate::fleet`]); `None`: this relay alone.
+    pub redis: Option<String>,
 }
 
 /// The relay's bounds. Defaults suit a small public relay on 2 cores.
@@ -144,6 +147,8 @@ pub enum ConfigError {
     SilenceNotAfterIdle { silence: Duration, idle: Duration },
     #[error("{0}")]
     Turn(String),
+    #[error("{0}")]
+    Redis(String),
 }
 
 impl RelayConfig {

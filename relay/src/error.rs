@@ -35,6 +35,9 @@ pub enum AppError {
     NotTheRoomsSharer(String),
     #[error("Not found.")]
     NotFound,
+    /// The fleet's room directory cannot be reached (the words say so).
+    #[error("{0}")]
+    Unavailable(String),
     /// Something failed inside the relay; the detail is logged, not sent.
     #[error("The relay ran into an internal problem; try again.")]
     Internal(String),
@@ -45,7 +48,9 @@ impl AppError {
         match self {
             AppError::BadRoomId | AppError::BadRole => StatusCode::BAD_REQUEST,
             AppError::NotWebSocket(status) => *status,
-            AppError::TooManyConnections(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::TooManyConnections(_) | AppError::Unavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AppError::NotTheRoomsSharer(_) => StatusCode::FORBIDDEN,
             AppError::TooManyFromAddress(_) => StatusCode::TOO_MANY_REQUESTS,
             AppError::MetricsToken => StatusCode::UNAUTHORIZED,
@@ -66,7 +71,10 @@ impl IntoResponse for AppError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        if matches!(self, AppError::TooManyConnections(_)) {
+        if matches!(
+            self,
+            AppError::TooManyConnections(_) | AppError::Unavailable(_)
+        ) {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         }
         response

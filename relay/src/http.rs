@@ -3,7 +3,7 @@
 //! | route | answer |
 //! | --- | --- |
 //! | `GET /signal/{room}?role=host\|guest` | WebSocket upgrade ([`crate::session`]); 400 for a bad room id or role, 503 at `max_connections` |
-//! | `GET /healthz` | `200 ok` |
+//! | `GET /healthz` | `200 ok`; `503 not ready: ...` while a fleet relay cannot reach Redis |
 //! | `GET /metrics` | Prometheus text ([`crate::metrics`]) |
 //! | `GET /*` | the web app ([`crate::web`]); 404 for anything that is not a file |
 //!
@@ -71,9 +71,22 @@ async fn signal(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let proof = check_host_query(&room, query.as_deref().unwrap_or_default(), now);
-        let fresh = proof
+        let mut fresh = proof
             .as_ref()
             .is_ok_and(|sig| state.first_use_of_host_proof(sig, now));
+        // With a fleet, the proof counts once across every relay.
+        if let (true, Ok(sig), Some(fleet)) = (fresh, &proof, state.fleet()) {
+            let window = std::time::Duration::from_secs(
+                2 * linkfs_proto::sharer_key::HOST_PROOF_WINDOW_SECS,
+            );
+            fresh = match fleet.first_use_of_proof(sig, window).await {
+                Ok(first) => first,
+                Err(e) => {
+                    state.metrics().rejected(Rejection::Unavailable);
+                    return Err(AppError::Unavailable(e.to_string()));
+                }
+            };
+        }
         if !fresh {
             state.metrics().rejected(Rejection::BadRequest);
             return Err(AppError::NotTheRoomsSharer(match proof {
@@ -106,7 +119,7 @@ async fn signal(
             let (sink, stream) = socket.split();
             let sessions = state.sessions().clone();
             sessions.track_future(async move {
-                session::run(state, room, role, sink, stream).await;
+                session::run(state, room, role, client, sink, stream).await;
                 drop(slot);
                 drop(claim);
             })
@@ -137,8 +150,17 @@ fn check_signal_request(
     Ok((room.into_boxed_str(), role))
 }
 
-async fn healthz() -> &'static str {
-    "ok"
+/// `200 ok`, or `503` with the reason when the relay cannot do its work
+/// (with `--redis`: Redis does not answer), for load balancers.
+async fn healthz(State(state): State<RelayState>) -> Response {
+    match state.ready() {
+        Ok(()) => "ok".into_response(),
+        Err(why) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response(),
+    }
 }
 
 /// The client's address: the peer's, or for a trusted proxy the last

@@ -69,6 +69,7 @@
 
 mod config;
 mod error;
+mod fleet;
 mod http;
 mod listener;
 mod metrics;

@@ -112,6 +112,18 @@ struct Args {
     /// Seconds the handed-out TURN credentials stay valid (renewed every half).
     #[arg(long, default_value_t = linkfs_relay::DEFAULT_TURN_LIFETIME.as_secs())]
     turn_lifetime_secs: u64,
+
+    /// Serve the same rooms as every other relay with this Redis
+    /// (`redis://[:PASSWORD@]HOST:PORT[/DB]`), behind a load balancer: a sharer
+    /// and its visitors may connect to different relays. Also from the
+    /// environment variable LINKFS_REDIS_URL (keeps a password out of `ps`).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LINKFS_REDIS_URL",
+        hide_env_values = true
+    )]
+    redis: Option<String>,
 }
 
 #[tokio::main]
@@ -192,6 +204,7 @@ fn config(args: &Args) -> Result<RelayConfig> {
         trusted_proxies: args.trusted_proxies.clone(),
         metrics_token: args.metrics_token.clone(),
         turn,
+        redis: args.redis.clone(),
     };
     config.validate()?;
     Ok(config)

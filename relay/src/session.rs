@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::metrics::Rejection;
 use crate::outbox::{Closing, ConnId, Outbound, Outbox, outbox};
 use crate::rate_limit::{RateLimiter, RateVerdict};
-use crate::rooms::{JoinRefusal, RouteRefusal};
+use crate::rooms::{JoinRefusal, RouteRefusal, Routed};
 use crate::state::RelayState;
 use crate::wire::{self, close_code};
 
@@ -37,9 +37,15 @@ const CLOSE_LINGER: Duration = Duration::from_secs(1);
 /// Writes of a close frame to a connection that is being dropped anyway.
 const LAST_WRITE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Runs one connection of `role` in `room` to its end.
-pub(crate) async fn run<W, R>(state: RelayState, room: Box<str>, role: Role, sink: W, stream: R)
-where
+/// Runs one connection of `role` in `room`, from client address `client`, to its end.
+pub(crate) async fn run<W, R>(
+    state: RelayState,
+    room: Box<str>,
+    role: Role,
+    client: std::net::IpAddr,
+    sink: W,
+    stream: R,
+) where
     W: Sink<Message> + Unpin,
     W::Error: Display,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
@@ -48,8 +54,11 @@ where
     let kick = state.shutdown_token().child_token();
     let (link, outbox) = outbox(conn, &state.config().limits, kick);
     let joined = match role {
-        Role::Host => state.rooms().open(&room, link).map(|()| PeerId::HOST),
-        Role::Guest => state.rooms().join(&room, link),
+        Role::Host => state
+            .open_room(&room, link, client)
+            .await
+            .map(|()| PeerId::HOST),
+        Role::Guest => state.join_room(&room, link, client).await,
     };
     let mut socket = Socket {
         sink,
@@ -306,10 +315,20 @@ impl Session {
         let refusal = match self
             .state
             .rooms()
-            .route(&membership.room, from, to, forwarded)
+            .route(&membership.room, from, to, forwarded.clone())
         {
-            Ok(()) => {
+            Ok(Routed::Delivered) => {
                 self.state.metrics().forwarded(len);
+                return None;
+            }
+            Ok(Routed::Forward(relay)) => {
+                // Connected to another relay of the fleet: it delivers there.
+                match self.state.fleet() {
+                    Some(fleet) if fleet.forward(&relay, &membership.room, to, &forwarded) => {
+                        self.state.metrics().forwarded(len);
+                    }
+                    _ => self.state.metrics().rejected(Rejection::SlowConsumer),
+                }
                 return None;
             }
             Err(RouteRefusal::TargetTooSlow) => {
@@ -520,9 +539,9 @@ struct Membership {
 impl Drop for Membership {
     fn drop(&mut self) {
         if self.peer == PeerId::HOST {
-            self.state.rooms().close(&self.room, self.conn);
+            self.state.close_room(&self.room, self.conn);
         } else {
-            self.state.rooms().leave(&self.room, self.peer, self.conn);
+            self.state.leave_room(&self.room, self.peer, self.conn);
         }
     }
 }
@@ -533,6 +552,8 @@ fn join_rejection(refusal: JoinRefusal) -> Rejection {
         JoinRefusal::NoSuchRoom => Rejection::NoSuchRoom,
         JoinRefusal::RoomFull => Rejection::RoomFull,
         JoinRefusal::JoiningTooFast => Rejection::RateLimited,
+        JoinRefusal::TooManyFromAddress => Rejection::TooManyConnections,
+        JoinRefusal::Unavailable => Rejection::Unavailable,
     }
 }
 
@@ -566,6 +587,24 @@ fn join_refusal_words(state: &RelayState, refusal: JoinRefusal) -> (String, Clos
             Closing {
                 code: close_code::TRY_AGAIN_LATER,
                 reason: "joining too fast",
+            },
+        ),
+        JoinRefusal::TooManyFromAddress => (
+            format!(
+                "Too many shares ({}), or visitors of this share ({}), from your address at once. Close some and try again.",
+                limits.max_rooms_per_address, limits.max_guests_per_address
+            ),
+            Closing {
+                code: close_code::TRY_AGAIN_LATER,
+                reason: "too many from this address",
+            },
+        ),
+        JoinRefusal::Unavailable => (
+            "The relay cannot reach its room directory right now; try again in a few seconds."
+                .to_owned(),
+            Closing {
+                code: close_code::TRY_AGAIN_LATER,
+                reason: "room directory unavailable",
             },
         ),
     }
@@ -611,6 +650,7 @@ mod tests {
             state.clone(),
             room.into(),
             role,
+            std::net::Ipv4Addr::LOCALHOST.into(),
             PollSender::new(outbound),
             Box::pin(stream),
         ));

@@ -10,10 +10,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use linkfs_proto::signal::PeerId;
+
 use crate::config::{ConfigError, RelayConfig};
+use crate::fleet::{Fleet, FleetError};
 use crate::metrics::Metrics;
-use crate::outbox::ConnId;
-use crate::rooms::RoomRegistry;
+use crate::outbox::{ConnId, PeerLink};
+use crate::rooms::{JoinRefusal, RoomRegistry};
 use crate::web::WebApp;
 
 /// The relay's shared state; cheap to clone (one `Arc`).
@@ -25,7 +28,9 @@ pub struct RelayState {
 #[derive(Debug)]
 struct Shared {
     config: RelayConfig,
-    rooms: RoomRegistry,
+    rooms: Arc<RoomRegistry>,
+    /// The other relays serving the same rooms (`--redis`), if any.
+    fleet: Option<Fleet>,
     metrics: Metrics,
     websocket_slots: Arc<Semaphore>,
     shutdown: CancellationToken,
@@ -81,6 +86,13 @@ impl Drop for AddressClaim {
     }
 }
 
+fn fleet_refusal(e: FleetError) -> JoinRefusal {
+    match e {
+        FleetError::Refused(r) => r,
+        _ => JoinRefusal::Unavailable,
+    }
+}
+
 /// Host proofs remembered at most (each is valid for a few minutes): 100,000.
 pub const HOST_PROOFS_REMEMBERED: usize = 100_000;
 
@@ -89,12 +101,22 @@ impl RelayState {
     pub fn new(config: RelayConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let web = WebApp::new(config.web_dir.clone());
+        let rooms = Arc::new(RoomRegistry::new(&config.limits));
+        let shutdown = CancellationToken::new();
+        let fleet = match &config.redis {
+            Some(url) => Some(
+                Fleet::start(url, rooms.clone(), config.limits.clone(), shutdown.clone())
+                    .map_err(ConfigError::Redis)?,
+            ),
+            None => None,
+        };
         Ok(RelayState {
             inner: Arc::new(Shared {
-                rooms: RoomRegistry::new(&config.limits),
+                rooms,
+                fleet,
                 metrics: Metrics::default(),
                 websocket_slots: Arc::new(Semaphore::new(config.limits.max_connections)),
-                shutdown: CancellationToken::new(),
+                shutdown,
                 sessions: TaskTracker::new(),
                 next_conn: AtomicU64::new(1),
                 web,
@@ -120,7 +142,87 @@ impl RelayState {
 
     /// The `/metrics` page.
     pub fn render_metrics(&self) -> String {
-        self.inner.metrics.render(self.inner.rooms.gauges())
+        let mut page = self.inner.metrics.render(self.inner.rooms.gauges());
+        if let Some(fleet) = &self.inner.fleet {
+            crate::metrics::render_fleet(&mut page, fleet);
+        }
+        page
+    }
+
+    /// The fleet this relay belongs to (`--redis`), if any.
+    pub(crate) fn fleet(&self) -> Option<&Fleet> {
+        self.inner.fleet.as_ref()
+    }
+
+    /// Whether the relay can do its work (for `/healthz`): always alone; with
+    /// a fleet, while Redis answers.
+    pub fn ready(&self) -> Result<(), String> {
+        self.inner.fleet.as_ref().map_or(Ok(()), Fleet::health)
+    }
+
+    /// Opens `room` with `host` (connection `conn`, from `ip`) as its host,
+    /// here and, with a fleet, across it.
+    pub(crate) async fn open_room(
+        &self,
+        room: &str,
+        host: PeerLink,
+        ip: IpAddr,
+    ) -> Result<(), JoinRefusal> {
+        let Some(fleet) = &self.inner.fleet else {
+            return self.inner.rooms.open(room, host);
+        };
+        if !self.inner.rooms.has_room_for_one_more() {
+            return Err(JoinRefusal::TooManyRooms);
+        }
+        let conn = host.conn;
+        let opened = fleet.open(room, conn, ip).await.map_err(fleet_refusal)?;
+        if let Err(refused) = self.inner.rooms.open(room, host) {
+            fleet.close(room, conn);
+            return Err(refused);
+        }
+        fleet.announce_takeover(room, &opened);
+        Ok(())
+    }
+
+    /// Adds `guest` (from `ip`) to `room`: its number.
+    pub(crate) async fn join_room(
+        &self,
+        room: &str,
+        guest: PeerLink,
+        ip: IpAddr,
+    ) -> Result<PeerId, JoinRefusal> {
+        let Some(fleet) = &self.inner.fleet else {
+            return self.inner.rooms.join(room, guest);
+        };
+        let (peer, host_at) = fleet.join(room, ip).await.map_err(fleet_refusal)?;
+        if let Err(refused) = self
+            .inner
+            .rooms
+            .join_numbered(room, peer, guest, host_at.clone())
+        {
+            fleet.leave(room, peer);
+            return Err(refused);
+        }
+        if let Some(relay) = &host_at {
+            fleet.announce_join(room, peer, relay);
+        }
+        Ok(peer)
+    }
+
+    /// Guest `peer` (connection `conn`) left `room`.
+    pub(crate) fn leave_room(&self, room: &str, peer: PeerId, conn: ConnId) {
+        self.inner.rooms.leave(room, peer, conn);
+        if let Some(fleet) = &self.inner.fleet {
+            fleet.leave(room, peer);
+        }
+    }
+
+    /// The host (connection `conn`) of `room` left: the room closes.
+    pub(crate) fn close_room(&self, room: &str, conn: ConnId) {
+        self.inner.rooms.close(room, conn);
+        if let Some(fleet) = &self.inner.fleet {
+            fleet.close(room, conn);
+        }
     }
 
     pub(crate) fn rooms(&self) -> &RoomRegistry {
