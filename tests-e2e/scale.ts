@@ -321,8 +321,8 @@ async function main(): Promise<Record<string, unknown>> {
     // stop (docs/browser-content.md); reopening restores it. A small index
     // (under 32 batches) has none and replays its batches.
     const snapshot = await page
-      .waitForFunction(() => ((window.linkfsStats?.() as { snapshots?: number } | null)?.snapshots ?? 0) >= 1, undefined, { timeout: 20_000 })
-      .then(() => page.evaluate(() => window.linkfsStats?.() as { snapshotBytes: number; snapshotMs: number }))
+      .waitForFunction(() => (window.linkfsStats?.()?.snapshots ?? 0) >= 1, undefined, { timeout: 20_000 })
+      .then(() => page.evaluate(() => ({ snapshotBytes: window.linkfsStats?.()?.snapshotBytes ?? 0, snapshotMs: window.linkfsStats?.()?.snapshotMs ?? 0 })))
       .catch(() => null);
     await page.reload();
     await page.waitForFunction(() => (globalThis as unknown as { __firstRowPaintedAt?: number; __cacheUsableAt?: number }).__firstRowPaintedAt !== undefined && (globalThis as unknown as { __cacheUsableAt?: number }).__cacheUsableAt !== undefined, undefined, { timeout: 60_000 });

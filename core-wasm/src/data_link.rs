@@ -75,6 +75,7 @@ mod words {
     pub const SHARER_GONE: &str = "No one is sharing at this link now: the sharer stopped sharing, or the link is old. Ask them to share again and reload the page.";
     pub const CHANNEL_CLOSED: &str = "The connection to the sharer was lost.";
     pub const PEER_FAILED: &str = "Could not reach the sharer directly. If you are on different networks, the relay needs a TURN server.";
+    pub const NO_TURN_FOR_RELAY_ONLY: &str = "This page was asked to connect only through a relay (?ice=relay in its address), but the relay offers no TURN server. Remove ?ice=relay from the address, or ask the relay's operator for TURN.";
 }
 
 /// The state and words for a failed handshake.
@@ -100,6 +101,8 @@ fn sentence(text: &str) -> String {
 
 struct Inner {
     machine: GuestSignaling,
+    /// Connect only through a TURN relay (`?ice=relay` in the page's address).
+    relay_only: bool,
     handlers: DataLinkHandlers,
     ws: Option<WebSocket>,
     pc: Option<RtcPeerConnection>,
@@ -187,8 +190,12 @@ fn pump(inner: &Shared) {
                 }
             }
             GuestAction::MakeOffer { ice_servers } => {
+                let relay_only = inner.borrow().relay_only;
+                if relay_only && !ice_servers.iter().any(IceServer::is_turn) {
+                    return finish(inner, "error", words::NO_TURN_FOR_RELAY_ONLY);
+                }
                 handlers(inner).on_status("connecting", words::CONNECTING_SHARER);
-                if let Err(e) = start_peer(inner, &ice_servers) {
+                if let Err(e) = start_peer(inner, &ice_servers, relay_only) {
                     let m = format!(
                         "This browser could not start a WebRTC connection: {}",
                         js_message(&e)
@@ -215,9 +222,15 @@ fn pump(inner: &Shared) {
 #[wasm_bindgen]
 impl DataLink {
     /// Starts connecting to the sharer of `link` (the whole link, or the
-    /// page's origin followed by its fragment).
+    /// page's origin followed by its fragment). `ice_policy` is `"relay"` to
+    /// connect only through the relay's TURN server (the sharer then never
+    /// learns this browser's addresses), anything else for any path.
     #[wasm_bindgen(constructor)]
-    pub fn new(link: &str, handlers: DataLinkHandlers) -> Result<DataLink, JsError> {
+    pub fn new(
+        link: &str,
+        ice_policy: &str,
+        handlers: DataLinkHandlers,
+    ) -> Result<DataLink, JsError> {
         crate::install_panic_hook();
         let link = ShareLink::parse(link).map_err(|e| JsError::new(&e.to_string()))?;
         let mut seed = [0u8; 16];
@@ -228,6 +241,7 @@ impl DataLink {
             .map_err(|_| JsError::new("could not open a WebSocket to the relay"))?;
         let inner = Rc::new(RefCell::new(Inner {
             machine: GuestSignaling::new(&link, seed),
+            relay_only: ice_policy == "relay",
             handlers,
             ws: Some(ws.clone()),
             pc: None,
@@ -302,7 +316,7 @@ impl DataLink {
     }
 }
 
-fn rtc_configuration(ice_servers: &[IceServer]) -> RtcConfiguration {
+fn rtc_configuration(ice_servers: &[IceServer], relay_only: bool) -> RtcConfiguration {
     let servers = js_sys::Array::new();
     for s in ice_servers {
         let urls = js_sys::Array::new();
@@ -321,11 +335,15 @@ fn rtc_configuration(ice_servers: &[IceServer]) -> RtcConfiguration {
     }
     let config = RtcConfiguration::new();
     config.set_ice_servers(&servers);
+    if relay_only {
+        config.set_ice_transport_policy(web_sys::RtcIceTransportPolicy::Relay);
+    }
     config
 }
 
-fn start_peer(inner: &Shared, ice_servers: &[IceServer]) -> Result<(), JsValue> {
-    let pc = RtcPeerConnection::new_with_configuration(&rtc_configuration(ice_servers))?;
+fn start_peer(inner: &Shared, ice_servers: &[IceServer], relay_only: bool) -> Result<(), JsValue> {
+    let pc =
+        RtcPeerConnection::new_with_configuration(&rtc_configuration(ice_servers, relay_only))?;
     let init = RtcDataChannelInit::new();
     init.set_ordered(true);
     let dc = pc.create_data_channel_with_data_channel_dict(CHANNEL_LABEL, &init);

@@ -12,6 +12,10 @@ export interface LinkfsStats {
   /** The worker's wasm memory and the page's (bytes). */
   wasmMemoryBytes?: number;
   pageWasmMemoryBytes?: number;
+  /** Snapshots of the index stored in this session; the last one's size and build time. */
+  snapshots?: number;
+  snapshotBytes?: number;
+  snapshotMs?: number;
   [figure: string]: unknown;
 }
 

@@ -62,8 +62,11 @@ and resume where they were (a way to see that reconnecting works)."
 }
 
 /// Default log filter: our warnings; webrtc-rs's routine ICE/DTLS chatter only when it is an error.
-const QUIET_LOGS: &str =
-    "warn,rtc=error,rtc_ice=error,rtc_dtls=error,rtc_sctp=error,rtc_datachannel=error,webrtc=error";
+/// Its TURN client's refused permissions are routine too: a TURN server refuses
+/// to relay to the other side's loopback candidate (127.0.0.1, offered for
+/// visitors on the same host), and the pair that works is used (`LINKFS_LOG=debug`
+/// shows them).
+const QUIET_LOGS: &str = "warn,rtc=error,rtc_ice=error,rtc_dtls=error,rtc_sctp=error,rtc_datachannel=error,webrtc=error,webrtc::peer_connection::transport::turn_relayer=off";
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

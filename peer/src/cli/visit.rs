@@ -128,6 +128,9 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
     let started = std::time::Instant::now();
     eprintln!("linkfs: connecting to the sharer ...");
     let client = open(&args.link, &transport(args)).await?;
+    if let Some(route) = client.route() {
+        eprintln!("linkfs: connected to the sharer {route}");
+    }
     report_reconnects(&client);
     let b = bar("{spinner} index: {pos}/{len} entries {wide_bar} {elapsed}");
     let mut watch = client.watch();

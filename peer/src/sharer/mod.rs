@@ -51,7 +51,7 @@ pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visito
 
 use crate::random::{RandomError, random_bytes};
 use crate::relay_client::RelayClientError;
-use crate::transport::{NativeTuning, TransportConfig};
+use crate::transport::{IcePolicy, NativeTuning, TransportConfig};
 use crate::walk::WalkError;
 use share_state::{KeptLink, ShareState};
 
@@ -140,7 +140,8 @@ fn visitor_transport(
 ) -> TransportConfig {
     let mut transport = base.clone();
     transport.ice_servers.extend(ice_servers);
-    if loopback_only && transport.native_peer.is_some() {
+    if loopback_only && transport.native_peer.is_some() && transport.ice_policy != IcePolicy::Relay
+    {
         // Only this host can reach a loopback relay, so a native visitor is on this
         // host too: large SCTP packets are safe (measured 730-915 MB/s against
         // about 300). Browsers never ask for native tuning.

@@ -87,6 +87,64 @@ pub(crate) async fn ended(ending: &mut watch::Receiver<Option<CloseReason>>) -> 
     }
 }
 
+/// How a data link's packets travel: the ICE types (`host`, `srflx`, `prflx`,
+/// `relay`) of the selected candidate pair's two ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub local: String,
+    pub remote: String,
+}
+
+impl Route {
+    /// Through a TURN server (either end's candidate is a relayed one).
+    pub fn relayed(&self) -> bool {
+        self.local == "relay" || self.remote == "relay"
+    }
+
+    /// Through this side's own TURN allocation.
+    pub fn locally_relayed(&self) -> bool {
+        self.local == "relay"
+    }
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.relayed() {
+            "through a TURN relay"
+        } else {
+            "directly"
+        };
+        write!(f, "{how} ({} to {})", self.local, self.remote)
+    }
+}
+
+/// The route of `pc`'s selected candidate pair, once ICE has chosen one.
+pub(crate) async fn route_of(pc: &dyn PeerConnection) -> Option<Route> {
+    use webrtc::peer_connection::{RTCStatsReportEntry, StatsSelector};
+    let report = pc
+        .get_stats(std::time::Instant::now(), StatsSelector::None)
+        .await;
+    let pair_id = report.transport()?.selected_candidate_pair_id.clone();
+    let pair = report.candidate_pairs().find(|p| p.stats.id == pair_id)?;
+    // webrtc-rs 0.21 names a candidate "candidate:..." in the pair and files
+    // it under "RTCLocalIceCandidate_" / "RTCRemoteIceCandidate_" + that.
+    let kind = |prefix: &str, id: &str| {
+        let entry = report
+            .get(id)
+            .or_else(|| report.get(&format!("{prefix}{id}")));
+        match entry {
+            Some(
+                RTCStatsReportEntry::LocalCandidate(c) | RTCStatsReportEntry::RemoteCandidate(c),
+            ) => Some(c.candidate_type.to_string()),
+            _ => None,
+        }
+    };
+    Some(Route {
+        local: kind("RTCLocalIceCandidate_", &pair.local_candidate_id)?,
+        remote: kind("RTCRemoteIceCandidate_", &pair.remote_candidate_id)?,
+    })
+}
+
 /// Owner of one peer connection; closes it when dropped.
 pub(crate) struct Connection {
     pub(crate) pc: Arc<dyn PeerConnection>,
@@ -162,6 +220,11 @@ pub(crate) async fn open_connection(
         // way (it sends no loopback candidates), and a native peer's often is when
         // its check outruns its trickled candidate. Use it at once.
         .with_prflx_acceptance_min_wait(Some(Duration::ZERO));
+    if config.ice_policy == super::IcePolicy::Relay {
+        // Only relayed pairs will ever come: take the first that works, instead
+        // of waiting (2 s by default) in case a direct one does.
+        settings = settings.with_relay_acceptance_min_wait(Some(Duration::ZERO));
+    }
     if let Some(mtu) = tuning.sctp_mtu {
         settings = settings.with_sctp_mtu(mtu);
     }

@@ -26,6 +26,7 @@
 
 use std::sync::Arc;
 
+use linkfs_proto::signal::IceServer;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use webrtc::data_channel::{DataChannel, DataChannelEvent, RTCDataChannelInit};
@@ -41,6 +42,12 @@ use linkfs_core::IceCandidate;
 /// sharer can tell it from a browser and apply [`TransportConfig::native_peer`].
 /// webrtc-rs ignores attributes it does not know; browsers never see an offer.
 pub const NATIVE_PEER_MARKER: &str = "a=x-linkfs-peer:native";
+
+/// Added beside [`NATIVE_PEER_MARKER`] by an offerer that connects only through
+/// TURN (`--ice-policy relay`): the path is not loopback whatever the relay's
+/// address, so the answerer keeps [`NativeTuning::ANY_PATH`](super::NativeTuning::ANY_PATH)
+/// (a TURN server does not carry the same-host tuning's 16 KiB packets).
+pub const RELAYED_PATH_MARKER: &str = "a=x-linkfs-path:relayed";
 
 /// What a handshake produces.
 #[derive(Debug)]
@@ -71,6 +78,9 @@ pub struct Handshake {
     timeout: std::time::Duration,
     ending: watch::Receiver<Option<CloseReason>>,
     opened: bool,
+    /// The configuration has a TURN server: the connection may be relayed
+    /// (see [`super::relay_pump`]).
+    may_relay: bool,
 }
 
 impl std::fmt::Debug for Role {
@@ -117,7 +127,14 @@ impl Handshake {
         pc.set_local_description(offer)
             .await
             .map_err(TransportError::Negotiation)?;
-        let sdp = with_native_marker(&local_sdp(&connection).await?);
+        if config.ice_servers.iter().any(IceServer::is_turn) {
+            // The handshake itself may go through the relay: pump from now.
+            super::relay_pump::start(&connection, channel.clone());
+        }
+        let mut sdp = with_marker(&local_sdp(&connection).await?, NATIVE_PEER_MARKER);
+        if config.ice_policy == super::IcePolicy::Relay {
+            sdp = with_marker(&sdp, RELAYED_PATH_MARKER);
+        }
         let handshake = Self::new(
             connection,
             events,
@@ -141,6 +158,11 @@ impl Handshake {
         let offer =
             RTCSessionDescription::offer(offer_sdp.to_owned()).map_err(TransportError::BadOffer)?;
         let native_peer = is_from_native_peer(offer_sdp);
+        let mut config = config.clone();
+        if has_session_marker(offer_sdp, RELAYED_PATH_MARKER) && config.native_peer.is_some() {
+            config.native_peer = Some(super::NativeTuning::ANY_PATH);
+        }
+        let config = &config;
         let (connection, events) =
             open_connection(config, ChannelPolicy::AcceptLinkfs, native_peer).await?;
         let pc = &connection.pc;
@@ -173,6 +195,7 @@ impl Handshake {
             timeout: config.connect_timeout,
             ending,
             opened: false,
+            may_relay: config.ice_servers.iter().any(IceServer::is_turn),
         }
     }
 
@@ -255,6 +278,10 @@ impl Handshake {
             match opened_channel {
                 ChannelProgress::Open(channel) => {
                     self.opened = true;
+                    if self.may_relay && matches!(self.role, Role::Answerer) {
+                        // (The offerer pumps from the start: see `offer`.)
+                        super::relay_pump::start(&self.connection, channel.clone());
+                    }
                     let link = DataLink::new(self.connection.clone(), channel);
                     return Ok(HandshakeEvent::Open(link));
                 }
@@ -295,10 +322,10 @@ async fn wait_for_channel(
     }
 }
 
-/// `sdp` with [`NATIVE_PEER_MARKER`] among its session-level attributes (before the
-/// first media section).
-fn with_native_marker(sdp: &str) -> String {
-    let line = format!("{NATIVE_PEER_MARKER}\r\n");
+/// `sdp` with `marker` among its session-level attributes (before the first
+/// media section).
+fn with_marker(sdp: &str, marker: &str) -> String {
+    let line = format!("{marker}\r\n");
     match sdp.find("\nm=") {
         Some(at) => format!("{}{line}{}", &sdp[..=at], &sdp[at + 1..]),
         None => format!("{sdp}{line}"),
@@ -308,10 +335,12 @@ fn with_native_marker(sdp: &str) -> String {
 /// Whether an offer came from a native linkfs peer (carries [`NATIVE_PEER_MARKER`] at
 /// session level).
 pub fn is_from_native_peer(offer_sdp: &str) -> bool {
-    let session = offer_sdp.split("\nm=").next().unwrap_or(offer_sdp);
-    session
-        .lines()
-        .any(|line| line.trim_end() == NATIVE_PEER_MARKER)
+    has_session_marker(offer_sdp, NATIVE_PEER_MARKER)
+}
+
+fn has_session_marker(sdp: &str, marker: &str) -> bool {
+    let session = sdp.split("\nm=").next().unwrap_or(sdp);
+    session.lines().any(|line| line.trim_end() == marker)
 }
 
 async fn local_sdp(connection: &Connection) -> Result<String, TransportError> {
@@ -335,7 +364,7 @@ mod tests {
 
     #[test]
     fn the_native_marker_goes_in_the_session_section() {
-        let marked = with_native_marker(OFFER);
+        let marked = with_marker(OFFER, NATIVE_PEER_MARKER);
         assert!(is_from_native_peer(&marked));
         assert!(!is_from_native_peer(OFFER));
         let session_end = marked.find("m=application").unwrap();

@@ -35,7 +35,7 @@ use linkfs_proto::MAX_FRAME_LEN;
 use tokio::sync::{mpsc, oneshot, watch};
 use webrtc::data_channel::{DataChannel, DataChannelEvent};
 
-use super::connection::{Connection, ended};
+use super::connection::{Connection, Route, ended, route_of};
 use super::error::{CloseReason, LinkError};
 
 /// Frames waiting in a link's outbox for the writer task: 4 (up to 240 KiB).
@@ -95,6 +95,11 @@ impl std::fmt::Debug for DataLink {
 }
 
 impl DataLink {
+    /// The route of the selected candidate pair, once ICE has chosen one.
+    pub async fn route(&self) -> Option<Route> {
+        route_of(self.sender.shared.connection.pc.as_ref()).await
+    }
+
     pub(crate) fn new(connection: Arc<Connection>, channel: Arc<dyn DataChannel>) -> Self {
         let shared = Arc::new(Shared {
             connection,

@@ -64,13 +64,14 @@ mod error;
 mod handshake;
 mod link;
 mod pair;
+mod relay_pump;
 mod sockets;
 
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, DEFAULT_SOCKET_BUFFER,
     IcePolicy, NativeTuning, TransportConfig, default_bind_addrs,
 };
-pub use connection::LOCAL_CANDIDATE_QUEUE;
+pub use connection::{LOCAL_CANDIDATE_QUEUE, Route};
 pub use error::{CloseReason, LinkError, TransportError};
 pub use handshake::{Handshake, HandshakeEvent, NATIVE_PEER_MARKER, is_from_native_peer};
 pub use link::{

@@ -105,6 +105,8 @@ pub struct Client {
     commands: mpsc::Sender<ReadCommand>,
     status: watch::Receiver<Status>,
     cancel: CancellationToken,
+    /// How the first data link travelled (directly or through TURN), if known.
+    route: Option<crate::transport::Route>,
 }
 
 impl std::fmt::Debug for Client {
@@ -163,7 +165,19 @@ impl Client {
             commands,
             status,
             cancel,
+            route: None,
         }
+    }
+
+    /// How the first data link travelled (directly or through TURN), if known.
+    pub fn route(&self) -> Option<&crate::transport::Route> {
+        self.route.as_ref()
+    }
+
+    /// Records how the first data link travelled.
+    pub fn with_route(mut self, route: Option<crate::transport::Route>) -> Self {
+        self.route = route;
+        self
     }
 
     fn receiver(&self) -> MutexGuard<'_, Receiver> {

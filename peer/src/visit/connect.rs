@@ -17,7 +17,9 @@ use linkfs_proto::signal::Role;
 use super::VisitError;
 use crate::random::random_bytes;
 use crate::relay_client::RelayClient;
-use crate::transport::{DataLink, Handshake, HandshakeEvent, NativeTuning, TransportConfig};
+use crate::transport::{
+    DataLink, Handshake, HandshakeEvent, IcePolicy, NativeTuning, TransportConfig,
+};
 
 /// Connects to the sharer of `link`: signaling through its relay, then the
 /// data link. Fails in words if the link is wrong, the share is gone or the
@@ -57,7 +59,10 @@ async fn negotiate(
                 GuestAction::MakeOffer { ice_servers } => {
                     let mut config = config.clone();
                     config.ice_servers.extend(ice_servers);
-                    if link.relay_is_loopback() && config.native_peer.is_some() {
+                    if link.relay_is_loopback()
+                        && config.native_peer.is_some()
+                        && config.ice_policy != IcePolicy::Relay
+                    {
                         // A loopback relay means the sharer is on this host, and it
                         // tunes native visitors of a loopback relay the same way.
                         config.native_peer = Some(NativeTuning::SAME_HOST);

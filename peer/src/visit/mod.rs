@@ -82,14 +82,19 @@ impl VisitError {
 pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, VisitError> {
     let link = ShareLink::parse(link)?;
     let data = connect(&link, transport).await?;
+    // ICE may settle on its pair a moment after the channel opens.
+    let mut route = data.route().await;
+    for _ in 0..10 {
+        if route.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        route = data.route().await;
+    }
     let transport = transport.clone();
     let reconnect: Reconnector<crate::transport::DataLink> = Box::new(move || {
         let (link, transport) = (link.clone(), transport.clone());
         Box::pin(async move { connect(&link, &transport).await })
     });
-    Ok(Client::start_with(
-        data,
-        native_receiver_config(),
-        Some(reconnect),
-    ))
+    Ok(Client::start_with(data, native_receiver_config(), Some(reconnect)).with_route(route))
 }

@@ -26,10 +26,18 @@ export function loadWasm(): Promise<WasmModule> {
   return loading;
 }
 
+/**
+ * `?ice=relay` in the page's address: connect only through the relay's TURN server
+ * (the sharer never learns this browser's addresses; for testing TURN, too).
+ */
+export function icePolicy(): 'relay' | 'all' {
+  return new URLSearchParams(window.location.search).get('ice') === 'relay' ? 'relay' : 'all';
+}
+
 /** Opens the data link to the sharer of `link` (the page's origin + fragment). */
 export async function openDataLink(link: string, handlers: DataLinkHandlers): Promise<DataLink> {
   const wasm = await loadWasm();
-  return new wasm.DataLink(link, handlers);
+  return new wasm.DataLink(link, icePolicy(), handlers);
 }
 
 /** Core's reconnect schedule (the same backoff as the native receiver). */
