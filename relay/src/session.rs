@@ -793,4 +793,39 @@ mod tests {
         // 200 s later the host is still there.
         assert_eq!(state.rooms().gauges().rooms, 1);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn members_get_fresh_turn_credentials_every_half_lifetime() {
+        let state = RelayState::new(RelayConfig {
+            turn: Some(crate::turn::TurnConfig {
+                secret: "s".into(),
+                urls: vec!["turn:t.example.org:3478".into()],
+                lifetime: Duration::from_secs(120),
+            }),
+            ..RelayConfig::default()
+        })
+        .expect("config");
+        let mut host = start(&state, "mem-room-5", Role::Host);
+        assert!(matches!(host.recv().await, RelayToClient::Welcome { .. }));
+        let started = Instant::now();
+        let fresh = loop {
+            match host.from_relay.recv().await {
+                Some(Message::Ping(_)) => host.send(Ok(Message::Pong(Default::default()))).await,
+                Some(Message::Text(t)) => {
+                    break serde_json::from_str::<RelayToClient>(t.as_str()).expect("JSON");
+                }
+                other => panic!("expected pings then fresh servers, got {other:?}"),
+            }
+        };
+        assert_eq!(started.elapsed(), Duration::from_secs(60), "half of 120 s");
+        let RelayToClient::IceServers { ice_servers } = fresh else {
+            panic!("expected ice-servers, got {fresh:?}");
+        };
+        assert!(
+            ice_servers[0]
+                .username
+                .as_deref()
+                .is_some_and(|u| u.contains(':'))
+        );
+    }
 }

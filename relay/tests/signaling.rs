@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Client, Ended, PATIENCE, relay, relay_with};
+use common::{Client, Ended, PATIENCE, http_get, relay, relay_with};
 use futures_util::SinkExt;
 use linkfs_proto::signal::{IceServer, MAX_SIGNAL_MESSAGE, PeerId, RelayErrorCode, RelayToClient};
 use linkfs_relay::{Limits, RelayConfig};
@@ -40,6 +40,62 @@ async fn host_and_two_guests_exchange_messages_both_ways() {
     drop(g1);
     assert_eq!(host.recv().await, RelayToClient::Left { peer: PeerId(1) });
     relay.shutdown().await;
+}
+
+#[tokio::test]
+async fn members_of_live_rooms_get_short_lived_turn_credentials_and_no_one_else_does() {
+    let turn = linkfs_relay::TurnConfig {
+        secret: "shared-with-coturn".into(),
+        urls: vec!["turn:turn.example.org:3478".into()],
+        lifetime: std::time::Duration::from_secs(600),
+    };
+    let relay = relay_with(RelayConfig {
+        turn: Some(turn.clone()),
+        ..RelayConfig::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    // A guest of a room no one holds is refused before any welcome: no credentials.
+    let mut nobody = Client::connect_raw(addr, &ROOM, "guest").await;
+    nobody.expect_error(RelayErrorCode::NoSuchRoom).await;
+    let page = http_get(addr, "/").await.text() + &http_get(addr, "/healthz").await.text();
+    assert!(
+        !page.contains("turn.example.org"),
+        "no credentials outside a room"
+    );
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let mut host = Client::connect_raw(addr, &ROOM, "host").await;
+    let first = host.recv().await;
+    let mut guest = Client::connect_raw(addr, &ROOM, "guest").await;
+    let second = guest.recv().await;
+    for (who, welcome) in [("host", first), ("guest", second)] {
+        let RelayToClient::Welcome { ice_servers, .. } = welcome else {
+            panic!("{who}: a welcome, not {welcome:?}");
+        };
+        let server = ice_servers
+            .iter()
+            .find(|s| s.urls == turn.urls)
+            .unwrap_or_else(|| panic!("{who}: no TURN server in {ice_servers:?}"));
+        let user = server.username.clone().expect("a username");
+        let expiry: u64 = user
+            .split(':')
+            .next()
+            .and_then(|e| e.parse().ok())
+            .expect("expiry:name");
+        assert!(
+            (now + 590..=now + 610).contains(&expiry),
+            "{who}: expiry {expiry} is not about 600 s from {now}"
+        );
+        assert_eq!(
+            server.credential.as_deref(),
+            Some(linkfs_relay::turn::password(&turn.secret, &user).as_str()),
+            "{who}: coturn's HMAC-SHA1 of the username"
+        );
+    }
 }
 
 #[tokio::test]

@@ -20,9 +20,9 @@ async function isMounted(mountpoint: string): Promise<boolean> {
   return info.split('\n').some((l) => l.split(' ')[4] === mountpoint);
 }
 
-export async function startMount(link: string, mountpoint: string, timeoutMs = 60_000): Promise<MountProcess> {
+export async function startMount(link: string, mountpoint: string, timeoutMs = 60_000, args: string[] = []): Promise<MountProcess> {
   await mkdir(mountpoint, { recursive: true });
-  const proc = spawnTracked('mount', binary('linkfs'), ['mount', link, mountpoint]);
+  const proc = spawnTracked('mount', binary('linkfs'), ['mount', link, mountpoint, ...args]);
   const started = performance.now();
   while (!(await isMounted(mountpoint))) {
     const exit = proc.exited();
