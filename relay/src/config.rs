@@ -23,10 +23,11 @@ pub struct RelayConfig {
     /// Serve the web app from this directory, read at request time (development),
     /// instead of the copy embedded in the binary at build time.
     pub web_dir: Option<PathBuf>,
-    /// Reverse proxies in front of the relay: for a connection from one of these,
-    /// the client's address is the last `X-Forwarded-For` entry that is not a
-    /// proxy. From anyone else the header is ignored (it could be forged).
-    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Reverse proxies in front of the relay (addresses or networks): for a
+    /// connection from one of these, the client's address is the last
+    /// `X-Forwarded-For` entry that is not a proxy. From anyone else the header
+    /// is ignored (it could be forged).
+    pub trusted_proxies: Vec<IpNetwork>,
     /// If set, `/metrics` answers only requests with `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
     /// A TURN server sharing a secret with the relay: every member of a live
@@ -35,6 +36,63 @@ pub struct RelayConfig {
     /// A Redis server (`redis://host:port[/db]`) through which several relays
     /// serve the same rooms (see [`crate::fleet`]); `None`: this relay alone.
     pub redis: Option<String>,
+}
+
+/// An address or a network (`10.0.0.0/8`, `fd00::/8`, `127.0.0.1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNetwork {
+    pub addr: std::net::IpAddr,
+    pub prefix: u8,
+}
+
+impl IpNetwork {
+    /// Whether `ip` is in this network.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr::{V4, V6};
+        match (self.addr, ip) {
+            (V4(net), V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (V6(net), V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl From<std::net::IpAddr> for IpNetwork {
+    fn from(addr: std::net::IpAddr) -> Self {
+        IpNetwork {
+            addr,
+            prefix: if addr.is_ipv4() { 32 } else { 128 },
+        }
+    }
+}
+
+impl std::str::FromStr for IpNetwork {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?} is not an IP address or network (like 10.0.0.0/8)");
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: std::net::IpAddr = addr.parse().map_err(|_| bad())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(bad)?,
+            None => max,
+        };
+        Ok(IpNetwork { addr, prefix })
+    }
 }
 
 /// The relay's bounds. Defaults suit a small public relay on 2 cores.

@@ -27,6 +27,7 @@ use linkfs_proto::signal::{Role, is_valid_room_id};
 
 use std::net::IpAddr;
 
+use crate::config::IpNetwork;
 use crate::error::AppError;
 use crate::listener::PeerAddr;
 use crate::metrics::Rejection;
@@ -165,8 +166,9 @@ async fn healthz(State(state): State<RelayState>) -> Response {
 
 /// The client's address: the peer's, or for a trusted proxy the last
 /// `X-Forwarded-For` entry that is not itself a trusted proxy.
-fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
-    if !trusted.contains(&peer) {
+fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNetwork]) -> IpAddr {
+    let is_proxy = |ip: &IpAddr| trusted.iter().any(|n| n.contains(*ip));
+    if !is_proxy(&peer) {
         return peer;
     }
     headers
@@ -176,7 +178,7 @@ fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAd
         .flat_map(|v| v.split(','))
         .filter_map(|a| a.trim().parse::<IpAddr>().ok())
         .rev()
-        .find(|a| !trusted.contains(a))
+        .find(|a| !is_proxy(a))
         .unwrap_or(peer)
 }
 
@@ -226,6 +228,37 @@ async fn security_headers(mut response: Response) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_network_of_proxies_is_trusted_and_its_forwarded_client_is_believed() {
+        let trusted: Vec<IpNetwork> =
+            vec!["172.16.0.0/12".parse().unwrap(), "::1".parse().unwrap()];
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-forwarded-for",
+            HeaderValue::from_static("203.0.113.9, 172.18.0.4"),
+        );
+        let proxy: IpAddr = "172.18.0.2".parse().unwrap();
+        assert_eq!(
+            client_address(proxy, &headers, &trusted),
+            "203.0.113.9".parse::<IpAddr>().unwrap()
+        );
+        let stranger: IpAddr = "198.51.100.7".parse().unwrap();
+        assert_eq!(client_address(stranger, &headers, &trusted), stranger);
+        assert!("10.0.0.0/33".parse::<IpNetwork>().is_err());
+        assert!(
+            "fd00::/8"
+                .parse::<IpNetwork>()
+                .unwrap()
+                .contains("fd12::1".parse().unwrap())
+        );
+        assert!(
+            !"fd00::/8"
+                .parse::<IpNetwork>()
+                .unwrap()
+                .contains("10.0.0.1".parse().unwrap())
+        );
+    }
 
     fn check(room: &str, query: Option<&str>) -> Result<Role, String> {
         check_signal_request(Ok(Path(room.to_owned())), query)

@@ -87,7 +87,7 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-pub use config::{ConfigError, Limits, RelayConfig};
+pub use config::{ConfigError, IpNetwork, Limits, RelayConfig};
 pub use error::{AppError, RelayError};
 pub use http::{CONTENT_SECURITY_POLICY, app};
 pub use metrics::{Metrics, Rejection};

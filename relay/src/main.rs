@@ -79,10 +79,11 @@ struct Args {
     #[arg(long, default_value_t = Limits::default().max_guests_per_address)]
     max_guests_per_address: usize,
 
-    /// A reverse proxy in front of the relay (repeatable): its X-Forwarded-For
-    /// names the client for the per-address limits. Nobody else's is believed.
-    #[arg(long = "trust-proxy", value_name = "IP")]
-    trusted_proxies: Vec<std::net::IpAddr>,
+    /// A reverse proxy in front of the relay, or a network of them (repeatable,
+    /// e.g. 127.0.0.1 or 172.16.0.0/12): its X-Forwarded-For names the client for
+    /// the per-address limits. Nobody else's is believed.
+    #[arg(long = "trust-proxy", value_name = "IP[/BITS]")]
+    trusted_proxies: Vec<linkfs_relay::IpNetwork>,
 
     /// Serve /metrics only to requests with `Authorization: Bearer TOKEN`.
     #[arg(long, value_name = "TOKEN")]

@@ -75,6 +75,11 @@ async fn main() -> anyhow::Result<()> {
         &limit,
         "--max-rooms-per-address",
         &limit,
+        // The round trips send far faster than any client would.
+        "--rate-per-sec",
+        "100000",
+        "--rate-burst",
+        "100000",
         "--redis",
         &redis_url,
     ];
