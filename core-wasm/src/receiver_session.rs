@@ -32,9 +32,12 @@ use crate::types::{
     SessionEvents, Stats,
 };
 
-/// Cached batch frames (about 2,000 entries each) or snapshot parts (16,384
-/// entry slots each) `open` reads before the rest.
+/// Cached batch frames (about 2,000 entries each) `open` reads before the rest.
 const FIRST_FRAMES: u32 = 8;
+/// Snapshot parts (16,384 entry slots, about 0.65 MB each) `open` reads before
+/// the rest: the head and the first folders' entries (the walk numbers the top
+/// of the tree first), little enough to read and restore at once.
+const FIRST_PARTS: u32 = 3;
 
 /// How long `open` applies cached frames before returning, ms.
 const FIRST_LOAD_STEP_MS: f64 = 15.0;
@@ -178,7 +181,7 @@ impl ReceiverSession {
         };
         let t1 = now().0 as f64;
         let first = match &store {
-            Some(s) => s.load_first(FIRST_FRAMES).await.ok(),
+            Some(s) => s.load_first(FIRST_PARTS, FIRST_FRAMES).await.ok(),
             None => None,
         };
         let (state, parts, frames) = match first {

@@ -133,19 +133,19 @@ impl Store {
             .map_err(|e| idb_error(what, e))
     }
 
-    /// The stored state, the first `count` snapshot parts and the first
-    /// `count` stored batches: what a reopened page restores before it lists
+    /// The stored state, the first `parts` snapshot parts and the first
+    /// `frames` stored batches: what a reopened page restores before it lists
     /// anything (the snapshot and the log both start with the top folders).
     /// With a snapshot, the batches read here are the first ones after it.
-    pub async fn load_first(&self, count: u32) -> Result<First, JsValue> {
+    pub async fn load_first(&self, parts: u32, frames: u32) -> Result<First, JsValue> {
         let tx = self.all_stores(IdbTransactionMode::Readonly, "read the cached index")?;
         let meta = tx.object_store(META)?.get(&STATE_KEY.into())?;
         let parts = tx
             .object_store(SNAPSHOT)?
-            .get_all_with_key_and_limit(&JsValue::UNDEFINED, count)?;
+            .get_all_with_key_and_limit(&JsValue::UNDEFINED, parts)?;
         let frames = tx
             .object_store(BATCHES)?
-            .get_all_with_key_and_limit(&JsValue::UNDEFINED, count)?;
+            .get_all_with_key_and_limit(&JsValue::UNDEFINED, frames)?;
         let meta = request(&meta).await?;
         let parts = request(&parts).await?;
         let frames = request(&frames).await?;

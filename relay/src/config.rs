@@ -34,7 +34,7 @@ pub struct RelayConfig {
     /// room gets short-lived credentials for it (see [`crate::turn`]).
     pub turn: Option<TurnConfig>,
     /// A Redis server (`redis://host:port[/db]`) through which several relays
-    /// serve the same rooms (see [`crate::fleet`]); `None`: this relay alone.
+    /// serve the same rooms (`docs/relay.md`); `None`: this relay alone.
     pub redis: Option<String>,
 }
 

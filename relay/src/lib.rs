@@ -21,6 +21,13 @@
 //! It also serves the web app at `/` (embedded at build time, see `build.rs`, or
 //! from `--web-dir`), `GET /healthz` and `GET /metrics` (Prometheus text).
 //!
+//! With a TURN secret ([`turn`]), every member of a live room gets short-lived TURN
+//! credentials in coturn's REST scheme in its `welcome`, renewed every half
+//! lifetime. With `--redis` (the `fleet` module), any number of relay processes
+//! serve the same rooms: the room directory lives in Redis keys that expire unless
+//! renewed, messages between relays go over Redis pub/sub, and the limits that must
+//! hold across the fleet are checked there. `docs/relay.md` is the operator's guide.
+//!
 //! # Shape
 //!
 //! [`app`] builds the axum `Router` over a [`RelayState`]; [`spawn`] runs it on a
@@ -49,14 +56,14 @@
 //!
 //! An idle WebSocket holds its task and session state, tungstenite's 4 KiB read
 //! buffer, an empty outbox (one tokio channel), its room entry and a kernel socket.
-//! Measured here (release build, 2 cores, `relay/examples/idle_memory.rs`, relay RSS
-//! growth divided by connections):
+//! Measured here (release build, 2 cores, relay RSS growth divided by connections):
 //!
 //! | state | bytes per connection |
 //! | --- | --- |
-//! | 10,000 idle WebSockets (5,000 rooms of host + guest) | 9,962 (about 9.7 KiB) |
+//! | 10,000 idle WebSockets (5,000 rooms of host + guest), one relay (an earlier tool, before host proofs) | 9,962 (about 9.7 KiB) |
 //! | the same after one 1 KiB message per guest | 10,480 |
 //! | 4,000, after one 16,000-byte message per guest | 27,398 |
+//! | 10,000 across two relays with Redis, hosts on one, guests on the other (`linkfs-bench-relay`) | 11,351 (about 11.1 KiB) |
 //!
 //! The last line is the ceiling for a connection that once carried a maximum-size
 //! message: tungstenite keeps its read and write buffers at their largest size, and
