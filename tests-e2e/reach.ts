@@ -9,7 +9,10 @@
 //   c: three relays + Redis + haproxy: sharer on the first, a browser on the second,
 //      `linkfs get` on the third; the sharer's relay is killed and the sharer comes back on
 //      another; Redis stops for a few seconds: /healthz says so and recovers, no restarts
+//   d: (last: it adds an IPv6 address to the namespace) --bind [::] names the IPv6
+//      default-route address, and a native visitor bound only to IPv6 connects directly
 
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -197,6 +200,25 @@ const tests: TestCase[] = [
         const ls = await linkfs(['ls', at(r3.url, s.link)], 20_000);
         return ls.code === 0 && ls.stdout.includes('random.bin');
       });
+    },
+  },
+  {
+    name: 'd: IPv6: the link names an IPv6 address and a visitor on IPv6 alone connects directly',
+    async run(t) {
+      // A unique-local address and a default route on the namespace's veth (nothing leaves:
+      // the route leads to the veth's other end, in the same namespace).
+      for (const args of [['-6', 'addr', 'add', 'fd77::1/64', 'dev', 'lfs0', 'nodad'], ['-6', 'route', 'add', 'default', 'dev', 'lfs0']]) {
+        const r = spawnSync('ip', args, { encoding: 'utf8' });
+        assert(r.status === 0 || /exists/.test(r.stderr), `ip ${args.join(' ')}: ${r.stderr}`);
+      }
+      const fixture = await makeSmallFixture();
+      t.defer(() => fixture.remove());
+      const port = await freePort();
+      const s = await share(t, fixture.dir, ['--bind', `[::]:${port}`, '--no-qr']);
+      assert(new URL(s.link).hostname === '[fd77::1]', `the link ${s.link} should name [fd77::1], the IPv6 default route's address`);
+      const ls = await linkfs(['ls', s.link, '--webrtc-bind', '[fd77::1]:0']);
+      assert(ls.code === 0 && ls.stdout.includes('random.bin'), `linkfs ls over IPv6 exited ${String(ls.code)}:\n${ls.stderr}`);
+      assert(/connected to the sharer directly/.test(ls.stderr), `a visitor bound to IPv6 alone should connect directly:\n${ls.stderr}`);
     },
   },
 ];

@@ -36,6 +36,11 @@ struct Args {
     delay_ms: u64,
 }
 
+/// Kernel buffer asked for on each socket (the kernel caps it at
+/// `net.core.rmem_max`/`wmem_max`): a router's queue, not the 208 KiB default
+/// that a burst of a large send window overflows.
+const SOCKET_BUFFER: usize = 4 << 20;
+
 /// Bytes of datagrams held back at once, at most.
 const MAX_QUEUED_BYTES: usize = 64 << 20;
 const FORGET_AFTER: Duration = Duration::from_secs(60);
@@ -52,7 +57,7 @@ struct Delayed {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let delay = Duration::from_millis(args.delay_ms);
-    let front = Arc::new(UdpSocket::bind(args.listen).await?);
+    let front = Arc::new(bind(args.listen).await?);
     println!(
         "linkfs-udp-delay: {} -> {} with {} ms each way",
         front.local_addr()?,
@@ -78,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
                 } else {
                     "[::]:0".parse()?
                 };
-                let s = Arc::new(UdpSocket::bind(bind).await?);
+                let s = Arc::new(self::bind(bind).await?);
                 clients.insert(from, (s.clone(), now));
                 // Answers from the server go back to this client, delayed too.
                 tokio::spawn(back(s.clone(), front.clone(), from, tx.clone(), delay));
@@ -144,6 +149,14 @@ async fn sender(mut rx: mpsc::UnboundedReceiver<Delayed>) {
             }
         }
     }
+}
+
+async fn bind(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let socket = UdpSocket::bind(addr).await?;
+    let _ = setsockopt(&socket, sockopt::RcvBuf, &SOCKET_BUFFER);
+    let _ = setsockopt(&socket, sockopt::SndBuf, &SOCKET_BUFFER);
+    Ok(socket)
 }
 
 async fn sleep_until(due: Option<Instant>) {
