@@ -25,7 +25,7 @@ import { freePort, startRelay, type RelayProcess } from './lib/relay-process.ts'
 import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { allocates, nsAddr, startCoturn, startHaproxy, startRedis, turnCredentials } from './lib/services.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
-import { readInPage } from './lib/verify.ts';
+import { readInPage, waitForComplete } from './lib/verify.ts';
 
 const log = (line: string) => console.log(line);
 
@@ -70,8 +70,10 @@ async function sha256File(file: string): Promise<string> {
   return createHash('sha256').update(await readFile(file)).digest('hex');
 }
 
-/** Reads `rel` of the share in the page; fails unless it equals the file on disk. */
+/** Reads `rel` of the share in the page (once its index is complete); fails unless it equals the file on disk. */
 async function readAndCompare(page: Page, fixture: Fixture, rel: string): Promise<void> {
+  // 'connected' comes with the data link; the index may still be arriving.
+  await waitForComplete(page, performance.now(), 30_000);
   const row = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), rel);
   assert(row !== null, `${rel} is not in the page's index`);
   const { results } = await readInPage(page, [row.id], 1, 20_000);
