@@ -5,13 +5,20 @@
 //                     of REACH_CONNECTS alternating attempts, default 7) and their ratio
 //   turn_loopback     `linkfs get` of a 200 MiB file direct and through coturn (--ice-policy
 //                     relay), MB/s, same run
-//   rtt_20ms          through coturn behind linkfs-udp-delay (10 ms each way: every packet
-//                     between the peers takes 20 ms more per round trip): a 100,000-file tree's
-//                     index complete (the mount is ready), first byte of small files on the
-//                     mount (p50/p99 of 100), and bulk MB/s via `get` and the mount
+//   rtt_20ms          through coturn behind linkfs-udp-delay, the visitor forced through
+//                     TURN (--ice-policy relay) and the sharer sending straight to the relayed
+//                     address (10 ms each way on the visitor's leg: 20 ms more per round trip):
+//                     a 100,000-file tree's index complete (the mount is ready), first byte of
+//                     small files on the mount (p50/p99 of 100), and bulk MB/s via `get` and
+//                     the mount
+//   rtt_20ms_both_relayed
+//                     the same with the sharer forced through TURN too (`linkfs share
+//                     --ice-policy relay`), 5 ms each way on each leg: every packet crosses the
+//                     forwarder twice, so the round trip is again 20 ms more, and no packet
+//                     reaches coturn at loopback speed (on a real path none does)
 //
 // Every process is real and inside the test namespace; nothing is asserted but that
-// each step worked.
+// each step worked. REACH_ONLY=rtt_20ms,... runs only the figures named.
 
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -112,17 +119,20 @@ async function turnLoopback(): Promise<Record<string, number>> {
   return { direct_mb_per_s: direct, relayed_mb_per_s: relayed };
 }
 
-async function rtt20(): Promise<Record<string, unknown>> {
+const rtt20 = () => rttPath(10, []);
+const rtt20BothRelayed = () => rttPath(5, ['--ice-policy', 'relay']);
+
+async function rttPath(delayMs: number, shareArgs: string[]): Promise<Record<string, unknown>> {
   const secret = randomBytes(12).toString('hex');
   const turn = await startCoturn(secret);
   later(() => turn.stop());
   const port = await freePort();
-  const delay = spawnTracked('udp-delay', path.join(path.dirname(binary('linkfs')), 'linkfs-udp-delay'), ['--listen', `${nsAddr}:${port}`, '--to', `${nsAddr}:${turn.port}`, '--delay-ms', '10']);
+  const delay = spawnTracked('udp-delay', path.join(path.dirname(binary('linkfs')), 'linkfs-udp-delay'), ['--listen', `${nsAddr}:${port}`, '--to', `${nsAddr}:${turn.port}`, '--delay-ms', String(delayMs)]);
   later(() => killHard(delay));
   await new Promise((r) => setTimeout(r, 300));
   const turnUrl = `turn:${nsAddr}:${port}`;
   const tree = await generatedTree(100_000);
-  const s = await startShare(tree, { args: ['--no-qr', '--turn-secret', secret, '--turn-url', turnUrl] });
+  const s = await startShare(tree, { args: ['--no-qr', '--turn-secret', secret, '--turn-url', turnUrl, ...shareArgs] });
   later(() => s.kill());
   const mnt = await mkdtemp(path.join(scratchDir, 'reach-bench-mnt-'));
   const t0 = performance.now();
@@ -153,7 +163,7 @@ async function rtt20(): Promise<Record<string, unknown>> {
   }
   await m.stop();
   const bulkDir = await bulkFile(200);
-  const sb = await startShare(bulkDir, { args: ['--no-qr', '--turn-secret', secret, '--turn-url', turnUrl] });
+  const sb = await startShare(bulkDir, { args: ['--no-qr', '--turn-secret', secret, '--turn-url', turnUrl, ...shareArgs] });
   later(() => sb.kill());
   const getMb = await getRate(sb.link, 'bulk.bin', ['--ice-policy', 'relay']);
   const mnt2 = await mkdtemp(path.join(scratchDir, 'reach-bench-mnt-'));
@@ -168,7 +178,7 @@ async function rtt20(): Promise<Record<string, unknown>> {
   const mountMb = (200 * 1048576) / 1e6 / ((performance.now() - t1) / 1000);
   await m2.stop();
   return {
-    round_trip_added_ms: 20,
+    round_trip_added_ms: shareArgs.length > 0 ? 4 * delayMs : 2 * delayMs,
     index_100k_seconds: Math.round(indexSeconds * 100) / 100,
     first_byte_ms: { n: firstByte.length, p50: Math.round(quantile(firstByte, 0.5) * 10) / 10, p99: Math.round(quantile(firstByte, 0.99) * 10) / 10 },
     get_mb_per_s: getMb,
@@ -176,10 +186,13 @@ async function rtt20(): Promise<Record<string, unknown>> {
   };
 }
 
+// REACH_ONLY=name,name runs only those figures.
+const only = process.env.REACH_ONLY?.split(',').filter((n) => n !== '');
 let code = 0;
 const figures: Record<string, unknown> = {};
 try {
-  for (const [name, run] of [['connect_ms', connectTimes], ['turn_loopback', turnLoopback], ['rtt_20ms', rtt20]] as const) {
+  for (const [name, run] of [['connect_ms', connectTimes], ['turn_loopback', turnLoopback], ['rtt_20ms', rtt20], ['rtt_20ms_both_relayed', rtt20BothRelayed]] as const) {
+    if (only && !only.includes(name)) continue;
     log(`reach-bench: ${name} ...`);
     try {
       figures[name] = await run();

@@ -23,7 +23,6 @@ use webrtc::peer_connection::{
 
 use super::config::TransportConfig;
 use super::error::{CloseReason, TransportError};
-use super::send_window::SendWindow;
 use linkfs_core::IceCandidate;
 
 /// Most local candidates queued for the application: 64. One host candidate per bind
@@ -146,26 +145,10 @@ pub(crate) async fn route_of(pc: &dyn PeerConnection) -> Option<Route> {
     })
 }
 
-/// The latest round trip ICE measured on the chosen candidate pair, once
-/// there is one.
-pub(crate) async fn round_trip_of(pc: &dyn PeerConnection) -> Option<std::time::Duration> {
-    use webrtc::peer_connection::StatsSelector;
-    let report = pc
-        .get_stats(std::time::Instant::now(), StatsSelector::None)
-        .await;
-    let pair_id = report.transport()?.selected_candidate_pair_id.clone();
-    let pair = report.candidate_pairs().find(|p| p.stats.id == pair_id)?;
-    let seconds = pair.current_round_trip_time;
-    (seconds.is_finite() && seconds > 0.0 && seconds < 60.0)
-        .then(|| std::time::Duration::from_secs_f64(seconds))
-}
-
 /// Owner of one peer connection; closes it when dropped.
 pub(crate) struct Connection {
     pub(crate) pc: Arc<dyn PeerConnection>,
     pub(crate) ending: Ending,
-    /// How many bytes its link may have unacknowledged.
-    pub(crate) send_window: SendWindow,
 }
 
 impl std::fmt::Debug for Connection {
@@ -258,7 +241,6 @@ pub(crate) async fn open_connection(
         })
         .collect();
 
-    let send_buffer_limit = tuning.send_buffer_limit.unwrap_or(config.send_buffer_limit);
     let mut builder = PeerConnectionBuilder::new();
     if let Some(bytes) = tuning.socket_buffer.or(config.socket_buffer) {
         builder = builder.with_runtime(super::sockets::SizedSockets::runtime(bytes));
@@ -276,7 +258,9 @@ pub(crate) async fn open_connection(
         .with_setting_engine(settings.build())
         .with_handler(handler)
         .with_udp_addrs(config.udp_bind.clone())
-        .with_data_channel_send_buffer_limit(SendWindow::ceiling(send_buffer_limit))
+        .with_data_channel_send_buffer_limit(
+            tuning.send_buffer_limit.unwrap_or(config.send_buffer_limit),
+        )
         .build()
         .await
         .map_err(TransportError::Setup)?;
@@ -284,7 +268,6 @@ pub(crate) async fn open_connection(
     let connection = Arc::new(Connection {
         pc: Arc::new(pc),
         ending,
-        send_window: SendWindow::new(send_buffer_limit),
     });
     Ok((
         connection,

@@ -1,12 +1,11 @@
 //! [`DataLink`]: frames over one open linkfs data channel.
 //!
 //! Sending: [`LinkSender`] (cloneable) puts frames into a bounded outbox of
-//! [`OUTBOX_FRAMES`] frames; one writer task per link hands them to the data channel
-//! once the channel has fewer bytes unacknowledged than the link's send window: the
-//! [`TransportConfig::send_buffer_limit`] on a short path, growing with the round trip
-//! on a long one up to 1 MiB ([`super::send_window`]). So at most `OUTBOX_FRAMES`
-//! frames plus the window plus one frame are held per link, and a slow receiver slows
-//! the sender down, never piles up memory. The outbox makes sending cancel-safe: [`LinkSender::reserve`] waits
+//! [`OUTBOX_FRAMES`] frames; one writer task per link hands them to the data channel,
+//! whose `send` waits while the channel has [`TransportConfig::send_buffer_limit`]
+//! bytes unacknowledged. So at most `OUTBOX_FRAMES` frames plus the send-buffer limit
+//! plus one frame are held per link, and a slow receiver slows the sender down, never
+//! piles up memory. The outbox makes sending cancel-safe: [`LinkSender::reserve`] waits
 //! for room without committing a frame, so a `select!` loop can wait for room and for
 //! incoming frames at once and lose nothing.
 //!
@@ -36,9 +35,8 @@ use linkfs_proto::MAX_FRAME_LEN;
 use tokio::sync::{mpsc, oneshot, watch};
 use webrtc::data_channel::{DataChannel, DataChannelEvent};
 
-use super::connection::{Connection, Route, ended, round_trip_of, route_of};
+use super::connection::{Connection, Route, ended, route_of};
 use super::error::{CloseReason, LinkError};
-use super::send_window;
 
 /// Frames waiting in a link's outbox for the writer task: 4 (up to 240 KiB).
 pub const OUTBOX_FRAMES: usize = 4;
@@ -109,7 +107,6 @@ impl DataLink {
         });
         let (outbox, queued) = mpsc::channel(OUTBOX_FRAMES);
         tokio::spawn(write_frames(shared.clone(), queued));
-        tokio::spawn(sample_round_trips(Arc::downgrade(&shared.connection)));
         let ending = shared.connection.ending.subscribe();
         Self {
             sender: LinkSender {
@@ -307,10 +304,6 @@ impl LinkReceiver {
                         max: MAX_FRAME_LEN,
                     }
                 }
-                Some(DataChannelEvent::OnBufferedAmountLow) => {
-                    self.shared.connection.send_window.drained();
-                    continue;
-                }
                 Some(DataChannelEvent::OnClose) => CloseReason::PeerClosed,
                 None => CloseReason::ConnectionClosed,
                 Some(_) => continue,
@@ -352,12 +345,8 @@ async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>)
         };
         match outgoing {
             Some(Outgoing::Frame(frame)) => {
-                let window = &shared.connection.send_window;
                 let sent = tokio::select! {
-                    sent = async {
-                        window.wait_for_room(shared.channel.as_ref()).await?;
-                        shared.channel.send(BytesMut::from(frame)).await
-                    } => sent,
+                    sent = shared.channel.send(BytesMut::from(frame)) => sent,
                     reason = ended(&mut ending) => {
                         shared.shut(reason).await;
                         return;
@@ -378,25 +367,6 @@ async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>)
             }
             // Every sender is gone; the receiver (if any) keeps the connection.
             None => return,
-        }
-    }
-}
-
-/// Feeds the connection's send window the path's round trip, once every
-/// [`send_window::SAMPLE_EVERY`], until the connection is gone.
-async fn sample_round_trips(connection: std::sync::Weak<Connection>) {
-    let mut every = tokio::time::interval(send_window::SAMPLE_EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        every.tick().await;
-        let Some(conn) = connection.upgrade() else {
-            return;
-        };
-        if conn.ending.reason().is_some() {
-            return;
-        }
-        if let Some(rtt) = round_trip_of(conn.pc.as_ref()).await {
-            conn.send_window.sample(rtt);
         }
     }
 }

@@ -65,7 +65,6 @@ mod handshake;
 mod link;
 mod pair;
 mod relay_pump;
-mod send_window;
 mod sockets;
 
 pub use config::{

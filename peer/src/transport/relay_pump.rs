@@ -10,8 +10,8 @@
 //! While a connection may use a relayed candidate (it has a TURN server; once
 //! ICE has chosen, only if the chosen pair is relayed), this task wakes the
 //! driver every [`PUMP_EVERY`] with a no-op on the data channel (setting its
-//! buffered-amount threshold to what the link's send window keeps it at, which
-//! webrtc-rs follows with a wake), so relayed packets leave within that. A connection whose chosen pair
+//! buffered-amount threshold to what it is, which webrtc-rs follows with a
+//! wake), so relayed packets leave within that. A connection whose chosen pair
 //! is direct stops the pump the first time it looks.
 
 use std::sync::{Arc, Weak};
@@ -34,6 +34,9 @@ pub(crate) fn start(connection: &Arc<Connection>, channel: Arc<dyn DataChannel>)
 }
 
 async fn pump(connection: Weak<Connection>, channel: Arc<dyn DataChannel>) {
+    let Ok(threshold) = channel.buffered_amount_low_threshold().await else {
+        return;
+    };
     let mut every = tokio::time::interval(PUMP_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut next_check = tokio::time::Instant::now() + CHECK_EVERY;
@@ -56,8 +59,6 @@ async fn pump(connection: Weak<Connection>, channel: Arc<dyn DataChannel>) {
                 return;
             }
         }
-        // The link's low-water mark, as it set it (setting it again is the no-op).
-        let threshold = conn.send_window.low_water();
         drop(conn);
         if channel
             .set_buffered_amount_low_threshold(threshold)
