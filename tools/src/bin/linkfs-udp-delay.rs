@@ -182,8 +182,7 @@ fn sender(rx: mpsc::Receiver<Delayed>, rate_mbit: u64) {
             if let Some(d) = queue.pop_front() {
                 queued -= d.data.len();
                 send(&d);
-                if rate_mbit > 0 {
-                    let nanos = d.data.len() as u64 * 8_000 / rate_mbit;
+                if let Some(nanos) = (d.data.len() as u64 * 8_000).checked_div(rate_mbit) {
                     link_free = link_free.max(now) + Duration::from_nanos(nanos);
                 }
             }
