@@ -1,7 +1,10 @@
 //! A UDP forwarder that delays every datagram, both ways: a round trip longer
 //! by twice `--delay-ms`, for measuring linkfs over a distance on a kernel
 //! without netem. Put it in front of a TURN server and force relayed paths
-//! (`--ice-policy relay`): every packet between the peers then crosses it.
+//! (`--ice-policy relay`). Forced on both peers, every packet between them
+//! crosses it twice (half the delay gives the same round trip); forced on the
+//! visitor only, the sharer sends straight to the visitor's relayed address
+//! and only the visitor's leg is delayed.
 //!
 //! ```text
 //! linkfs-udp-delay --listen 10.77.0.1:3479 --to 10.77.0.1:3478 --delay-ms 10
