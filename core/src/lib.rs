@@ -58,7 +58,7 @@ pub use persist::{
 };
 pub use receiver::{
     BatchBytes, EndReason, FailureKind, Progress, ReadEvent, ReadFailure, ReadHandle, Receiver,
-    ReceiverConfig, ReceiverEvent, StartReadError,
+    ReceiverConfig, ReceiverEvent, STALL_CAP, StartReadError,
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use search::{MAX_RESULTS, NamePattern, Search, SearchStep};

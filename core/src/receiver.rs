@@ -25,8 +25,10 @@
 //! read, so a large download does not starve a small read. Every chunk's BLAKE3
 //! hash, which covers the entry id, generation and offset, is checked before
 //! its bytes are delivered; bytes are delivered in order. A request that makes
-//! no progress for `retry_ms` is asked again for what is missing, at most
-//! `max_retries` times per read.
+//! no progress for `retry_ms` while nothing at all comes from the sender for
+//! `retry_ms` either is asked again for what is missing, at most `max_retries`
+//! times per read (a request waiting its turn behind others on a slow link is
+//! not stalled).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -38,6 +40,10 @@ use linkfs_proto::{
 
 use crate::Millis;
 use crate::index::{Index, IndexError};
+
+/// A request without progress for this many `retry_ms` is stalled even while
+/// the sender keeps sending other things (see `Receiver::stalls_at`).
+pub const STALL_CAP: u64 = 12;
 
 #[derive(Debug, Clone)]
 pub struct ReceiverConfig {
@@ -282,6 +288,9 @@ pub struct Receiver {
     complete: bool,
     out: VecDeque<Vec<u8>>,
     hello_sent_at: Millis,
+    /// When the last frame came from the sender: a request is only stalled if
+    /// the whole link has been quiet too (see [`Receiver::handle_timeout`]).
+    last_heard: Millis,
     events: VecDeque<ReceiverEvent>,
     max_read: u32,
     max_requests: usize,
@@ -313,6 +322,7 @@ impl Receiver {
             complete: false,
             out: VecDeque::new(),
             hello_sent_at: Millis(0),
+            last_heard: Millis(0),
             events: VecDeque::new(),
             max_read: 0,
             max_requests: 0,
@@ -386,6 +396,7 @@ impl Receiver {
             Ok(m) => m,
             Err(e) => return self.fail_protocol(format!("undecodable frame: {e}")),
         };
+        self.last_heard = self.last_heard.max(now);
         match msg {
             SenderToReceiver::Welcome(w) => {
                 if self.state == State::Open && w.epoch == self.epoch {
@@ -874,8 +885,31 @@ impl Receiver {
         }
         self.requests
             .values()
-            .map(|r| Millis(r.last_progress.0 + self.config.retry_ms))
+            .map(|r| Millis(self.stalls_at(r)))
             .min()
+    }
+
+    /// When `req` counts as stalled: `retry_ms` after its own last progress
+    /// and after the last frame from the sender. Over a slow link a request
+    /// queued behind megabytes of others waits long for its first byte while
+    /// the link is busy; asking again then would only queue it once more
+    /// (and fail the read after `max_retries`). A link that goes quiet, or a
+    /// request lost while others flow and the flow then ends, is asked again.
+    /// Whatever else the sender sends, a request without progress for
+    /// [`STALL_CAP`] × `retry_ms` (a minute by default) is stalled: a sharer
+    /// that keeps the link busy cannot hang a read forever.
+    fn stalls_at(&self, req: &Request) -> u64 {
+        let retry = self.config.retry_ms;
+        let quiet = req
+            .last_progress
+            .0
+            .max(self.last_heard.0)
+            .saturating_add(retry);
+        let cap = req
+            .last_progress
+            .0
+            .saturating_add(retry.saturating_mul(STALL_CAP));
+        quiet.min(cap)
     }
 
     /// Asks again for whatever a stalled request is missing.
@@ -893,7 +927,7 @@ impl Receiver {
         let stalled: Vec<ReadId> = self
             .requests
             .iter()
-            .filter(|(_, r)| now.0 >= r.last_progress.0 + self.config.retry_ms)
+            .filter(|(_, r)| now.0 >= self.stalls_at(r))
             .map(|(id, _)| *id)
             .collect();
         for id in stalled {

@@ -40,6 +40,9 @@ pub struct LinkModel {
     pub jitter_ms: u64,
     pub loss: f64,
     pub duplicate: f64,
+    /// The link's rate in bytes per millisecond (0: unlimited). Frames queue
+    /// behind each other at this rate, as on a slow uplink.
+    pub bytes_per_ms: u64,
 }
 
 impl LinkModel {
@@ -48,12 +51,14 @@ impl LinkModel {
         jitter_ms: 0,
         loss: 0.0,
         duplicate: 0.0,
+        bytes_per_ms: 0,
     };
     pub const BAD: LinkModel = LinkModel {
         latency_ms: 20,
         jitter_ms: 30,
         loss: 0.1,
         duplicate: 0.03,
+        bytes_per_ms: 0,
     };
 }
 
@@ -62,6 +67,8 @@ pub struct SimLink {
     model: LinkModel,
     in_flight: Vec<(u64, u64, Vec<u8>)>,
     order: u64,
+    /// When the link has sent everything queued (with a rate).
+    busy_until: u64,
     pub frames: u64,
     pub bytes: u64,
     pub dropped: u64,
@@ -73,6 +80,7 @@ impl SimLink {
             model,
             in_flight: Vec::new(),
             order: 0,
+            busy_until: 0,
             frames: 0,
             bytes: 0,
             dropped: 0,
@@ -91,8 +99,15 @@ impl SimLink {
         } else {
             1
         };
+        let sent = match frame.len() as u64 {
+            len if self.model.bytes_per_ms > 0 => {
+                self.busy_until = self.busy_until.max(now) + len.div_ceil(self.model.bytes_per_ms);
+                self.busy_until
+            }
+            _ => now,
+        };
         for _ in 0..copies {
-            let at = now + self.model.latency_ms + rng.below(self.model.jitter_ms + 1);
+            let at = sent + self.model.latency_ms + rng.below(self.model.jitter_ms + 1);
             self.order += 1;
             self.in_flight.push((at, self.order, frame.clone()));
         }

@@ -231,3 +231,45 @@ fn a_sender_never_skips_more_positions_in_one_batch_than_receivers_accept() {
     assert!(r.progress().complete);
     assert_eq!(r.index().get(file).map(|e| e.size), Some(100 + 199_999));
 }
+
+#[test]
+fn a_sharer_that_keeps_the_link_busy_cannot_hang_a_read_forever() {
+    let ix = share();
+    let mut s = SenderSession::new(SenderConfig::default());
+    let mut r = Receiver::new(ReceiverConfig::default(), Index::new(), None);
+    // The sharer's first answer (its Welcome), kept to be sent again and again:
+    // frames that keep the link busy without answering anything.
+    let hello = r.poll_transmit(Millis(0)).expect("a hello");
+    let _ = s.handle_frame(Millis(0), &hello, &ix);
+    let welcome = s.poll_transmit(Millis(0), &ix).expect("a welcome");
+    r.handle_frame(Millis(0), &welcome);
+    pump(&mut s, &mut r, &ix);
+    let handle = r.start_read(EntryId(1), 0, 100).unwrap();
+    let config = ReceiverConfig::default();
+    let mut failed_at = None;
+    for second in 1..=600u64 {
+        let now = Millis(second * 1000);
+        // The requests go nowhere; the link stays busy.
+        while r.poll_transmit(now).is_some() {}
+        r.handle_frame(now, &welcome);
+        r.handle_timeout(now);
+        if std::iter::from_fn(|| r.poll_event()).any(|e| {
+            matches!(e, ReceiverEvent::Read(ReadEvent::Failed { handle: h, error: ReadFailure::TimedOut }) if h == handle)
+        }) {
+            failed_at = Some(now.0);
+            break;
+        }
+    }
+    let failed_at = failed_at.expect("the read fails in the end");
+    // Not at the first quiet-link timeout (the link was never quiet), but after
+    // each request went a capped while without progress.
+    let per_request = config.retry_ms * linkfs_core::STALL_CAP;
+    assert!(
+        failed_at >= per_request * u64::from(config.max_retries + 1),
+        "failed at {failed_at} ms"
+    );
+    assert!(
+        failed_at <= (per_request + 1000) * u64::from(config.max_retries + 1),
+        "failed at {failed_at} ms"
+    );
+}

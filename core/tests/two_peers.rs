@@ -291,6 +291,38 @@ fn a_small_read_is_not_stuck_behind_a_big_one() {
 }
 
 #[test]
+fn a_big_read_over_a_slow_link_is_not_given_up_while_data_keeps_coming() {
+    // 200 KB/s: the last of 8 MiB of requests in flight waits ~40 s for its
+    // first byte, far past retry_ms, while the link is busy with the others.
+    let slow = LinkModel {
+        latency_ms: 10,
+        bytes_per_ms: 200,
+        ..LinkModel::PERFECT
+    };
+    let (ix, files) = build_tree(1, 1, 0, |_| 12 << 20);
+    let mut sharer = Sharer::new(ix, files, SenderConfig::default());
+    let mut v = visitor(false, None, Index::new());
+    let mut net = Net::new(17, slow);
+    progress(&mut net, &mut sharer, &mut v, 10_000);
+    let big = v
+        .receiver
+        .index_mut()
+        .lookup(b"dir 0000/file-00000.txt")
+        .unwrap();
+    let h = read_all(&mut v, big);
+    progress(&mut net, &mut sharer, &mut v, 600_000);
+    assert_eq!(v.failed, Vec::new(), "the read must not time out");
+    assert!(v.done.contains(&h));
+    assert_eq!(v.reads[&h].len(), 12 << 20);
+    // Nothing was asked twice: every byte crossed the slow link once.
+    assert!(
+        net.to_receiver.bytes < (13 << 20),
+        "{} bytes sent for a 12 MiB read",
+        net.to_receiver.bytes
+    );
+}
+
+#[test]
 fn a_file_changed_on_disk_fails_the_read_with_a_clear_error() {
     let (ix, files) = build_tree(1, 3, 0, |_| 200_000);
     let mut sharer = Sharer::new(ix, files, SenderConfig::default());

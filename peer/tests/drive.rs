@@ -126,6 +126,7 @@ const LOSSY: LinkModel = LinkModel {
     jitter_ms: 4,
     loss: 0.05,
     duplicate: 0.02,
+    bytes_per_ms: 0,
 };
 
 async fn read_whole(client: &Client, entry: EntryId, size: u64) -> Result<Vec<u8>, ReadError> {
