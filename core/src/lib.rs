@@ -66,7 +66,10 @@ pub use sender::{
     IoFailure, MAX_RETRANSMITS, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError,
 };
 pub use settle::{Ready, SettleConfig, Settler};
-pub use share_index::{LogOp, NewEntry, ReadTarget, SavedIndexError, ShareIndex, ShareIndexError};
+pub use share_index::{
+    CTIME_UNKNOWN, LogOp, NewEntry, ReadTarget, SavedIndexError, ShareIndex, ShareIndexError,
+    ctime_ns,
+};
 pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
     IceCandidate, Refusal,

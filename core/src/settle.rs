@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! watcher event (now, path) --> event()        a path is "settling" until no event
-//! the watcher lost events   --> overflow()     came for it for `debounce_ms`
+//! closed after writing      --> written()      came for it for `debounce_ms`
+//! the watcher lost events   --> overflow()
 //! timer <---------------------- poll_timeout()
 //! every `tick_ms` <------------ poll_ready(now) -> Ready::Paths | Ready::Rescan
 //! ```
@@ -13,6 +14,10 @@
 //! once it has been quiet for `debounce_ms` (about 200 ms), and ready paths are
 //! handed out together at most every `tick_ms` (about 100 ms): one burst of
 //! changes becomes a few bounded batches, not a storm.
+//!
+//! A path that was closed after writing is handed out as `written`: its
+//! contents count as changed whatever its size and times say (two writes in
+//! one tick of a coarse file-system clock leave them alike).
 //!
 //! Bounds: at most `max_paths` paths settle at once. Beyond that (an unpacked
 //! archive of a million files), or when the watcher says it lost events, the
@@ -27,8 +32,12 @@ use crate::Millis;
 /// What is ready to be looked at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ready {
-    /// These paths (as the watcher named them) settled: look at each.
-    Paths(Vec<Vec<u8>>),
+    /// These paths (as the watcher named them, sorted) settled: look at each.
+    /// `written` (sorted, a subset of `paths`) were closed after writing.
+    Paths {
+        paths: Vec<Vec<u8>>,
+        written: Vec<Vec<u8>>,
+    },
     /// Too much changed, or events were lost: compare the whole folder.
     Rescan,
 }
@@ -54,8 +63,8 @@ impl Default for SettleConfig {
 #[derive(Debug)]
 pub struct Settler {
     config: SettleConfig,
-    /// Path -> time of its latest event.
-    settling: HashMap<Vec<u8>, Millis>,
+    /// Path -> time of its latest event, and whether it was closed after writing.
+    settling: HashMap<Vec<u8>, (Millis, bool)>,
     /// Events were lost or too many paths changed: rescan once quiet.
     rescan_since: Option<Millis>,
     /// The latest event of any path while a rescan is pending.
@@ -92,20 +101,30 @@ impl Settler {
 
     /// Something happened at `path`.
     pub fn event(&mut self, now: Millis, path: &[u8]) {
+        self.note(now, path, false);
+    }
+
+    /// The file at `path` was closed after writing: its contents changed.
+    pub fn written(&mut self, now: Millis, path: &[u8]) {
+        self.note(now, path, true);
+    }
+
+    fn note(&mut self, now: Millis, path: &[u8], written: bool) {
         self.last_event = self.last_event.max(now);
         self.arm_tick(now);
         if self.rescan_since.is_some() {
             return;
         }
-        if let Some(t) = self.settling.get_mut(path) {
+        if let Some((t, w)) = self.settling.get_mut(path) {
             *t = now;
+            *w |= written;
             return;
         }
         if self.settling.len() >= self.config.max_paths {
             self.overflow(now);
             return;
         }
-        self.settling.insert(path.to_vec(), now);
+        self.settling.insert(path.to_vec(), (now, written));
     }
 
     /// The watcher lost events (or too much changed): compare everything once
@@ -139,8 +158,12 @@ impl Settler {
             }
         } else {
             let mut paths: Vec<Vec<u8>> = Vec::new();
-            self.settling.retain(|p, t| {
+            let mut written: Vec<Vec<u8>> = Vec::new();
+            self.settling.retain(|p, (t, w)| {
                 if quiet(*t) {
+                    if *w {
+                        written.push(p.clone());
+                    }
                     paths.push(p.clone());
                     false
                 } else {
@@ -148,7 +171,8 @@ impl Settler {
                 }
             });
             paths.sort_unstable();
-            (!paths.is_empty()).then_some(Ready::Paths(paths))
+            written.sort_unstable();
+            (!paths.is_empty()).then_some(Ready::Paths { paths, written })
         };
         self.next_tick = (!self.settling.is_empty() || self.rescan_since.is_some())
             .then_some(Millis(now.0 + self.config.tick_ms));
@@ -166,6 +190,33 @@ mod tests {
             tick_ms: 100,
             max_paths: 4,
         })
+    }
+
+    fn paths(p: &[&[u8]]) -> Ready {
+        Ready::Paths {
+            paths: p.iter().map(|p| p.to_vec()).collect(),
+            written: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_path_closed_after_writing_is_handed_out_as_written() {
+        let mut s = settler();
+        s.event(Millis(0), b"a");
+        s.written(Millis(10), b"a");
+        s.event(Millis(20), b"a");
+        s.event(Millis(20), b"b");
+        let out = run(&mut s, 20, 2_000);
+        assert_eq!(
+            out,
+            vec![(
+                300,
+                Ready::Paths {
+                    paths: vec![b"a".to_vec(), b"b".to_vec()],
+                    written: vec![b"a".to_vec()],
+                }
+            )]
+        );
     }
 
     /// Runs the settler's timer from `from` to `to`; returns what came out, with when.
@@ -195,7 +246,7 @@ mod tests {
         let out = run(&mut s, 500, 2_000);
         assert_eq!(out.len(), 1, "{out:?}");
         let (at, ready) = &out[0];
-        assert_eq!(*ready, Ready::Paths(vec![b"a.txt".to_vec()]));
+        assert_eq!(*ready, paths(&[b"a.txt"]));
         assert!((700..=800).contains(at), "ready at {at} ms");
         assert_eq!(s.poll_timeout(), None, "nothing left: no timer");
     }
@@ -208,10 +259,7 @@ mod tests {
         s.event(Millis(30), b"b");
         let out = run(&mut s, 30, 1_000);
         // Ticks run from the first event: 110, 210, 310.
-        assert_eq!(
-            out,
-            vec![(310, Ready::Paths(vec![b"a".to_vec(), b"b".to_vec()]))]
-        );
+        assert_eq!(out, vec![(310, paths(&[b"a", b"b"]))]);
     }
 
     #[test]

@@ -34,8 +34,21 @@
 //! before the horizon starts over with a fresh snapshot. Ids are never reused.
 //!
 //! Besides what goes on the wire, the sharer keeps what it needs to serve reads
-//! safely: the device and inode the walk saw and the mtime in nanoseconds, so a
-//! read of a file that was replaced or changed after it was announced is refused.
+//! safely: the device and inode the walk saw, the mtime in nanoseconds and the
+//! status-change time (ctime), so a read of a file that was replaced or changed
+//! after it was announced is refused.
+//!
+//! # Versions of a file
+//!
+//! A file's contents are taken to have changed (a new [`Generation`], so
+//! receivers drop what they cached and reads of the old version are refused)
+//! when its size, mtime, device, inode or ctime differ from what the index
+//! holds, or when the caller says it was written ([`ShareIndex::update_written`]:
+//! the watcher saw it closed after writing). ctime is the one a user cannot set:
+//! a rewrite that keeps the size and restores the mtime (`cp -p`, `rsync -t`,
+//! `touch -r`) still moves it. It also moves on chmod, chown, a new hard link
+//! and (on most file systems) a rename: such a file gets a new generation too,
+//! which costs receivers a cached copy and never serves stale bytes.
 
 use std::collections::HashMap;
 
@@ -62,6 +75,20 @@ pub struct NewEntry<'a> {
     pub target: &'a [u8],
     pub dev: u64,
     pub ino: u64,
+    /// Status-change time (ctime) in nanoseconds since the epoch ([`ctime_ns`]),
+    /// or [`CTIME_UNKNOWN`].
+    pub ctime_ns: i64,
+}
+
+/// A ctime the index does not know (read from an index saved before ctimes were
+/// kept): it is learnt at the next look at the file, without a new generation.
+pub const CTIME_UNKNOWN: i64 = i64::MIN;
+
+/// A status-change time as one number: nanoseconds since the epoch (saturating;
+/// only compared for equality, never shown).
+pub fn ctime_ns(sec: i64, nsec: i64) -> i64 {
+    let t = sec.saturating_mul(1_000_000_000).saturating_add(nsec);
+    if t == CTIME_UNKNOWN { t + 1 } else { t }
 }
 
 /// What the sharer checks before and while it reads a file for a receiver.
@@ -74,6 +101,8 @@ pub struct ReadTarget {
     pub mtime_nsec: u32,
     pub dev: u64,
     pub ino: u64,
+    /// [`CTIME_UNKNOWN`] when the index does not know it (nothing to compare).
+    pub ctime_ns: i64,
 }
 
 /// Why an entry could not be added, changed or removed.
@@ -149,6 +178,8 @@ pub struct ShareIndex {
     mtime_nsec: Vec<u32>,
     mode: Vec<u16>,
     dev_ino: Vec<(u64, u64)>,
+    /// Status-change times ([`ctime_ns`]).
+    ctime: Vec<i64>,
     /// Position of each entry's latest operation.
     last: Vec<u64>,
     generation: HashMap<u32, u32>,
@@ -180,6 +211,7 @@ impl ShareIndex {
             mtime_nsec: Vec::new(),
             mode: Vec::new(),
             dev_ino: Vec::new(),
+            ctime: Vec::new(),
             last: Vec::new(),
             generation: HashMap::new(),
             targets: HashMap::new(),
@@ -280,6 +312,7 @@ impl ShareIndex {
         self.mtime_nsec.push(e.mtime_nsec);
         self.mode.push((e.mode & 0o7777) as u16);
         self.dev_ino.push((e.dev, e.ino));
+        self.ctime.push(e.ctime_ns);
         self.last.push(0);
         if e.kind == EntryKind::Symlink {
             self.targets.insert(id.0, e.target.into());
@@ -297,10 +330,32 @@ impl ShareIndex {
 
     /// Changes a live entry to what `e` says (`e.id` is ignored): contents,
     /// attributes, name and place. The entry keeps its id; a file whose
-    /// contents may have changed (size, mtime, device or inode differ) gets a
-    /// new generation, so reads of the old version are refused. Returns whether
-    /// anything changed (nothing is logged otherwise).
+    /// contents may have changed (size, mtime, device, inode or ctime differ:
+    /// see the module docs) gets a new generation, so reads of the old version
+    /// are refused. Returns whether anything changed (nothing is logged
+    /// otherwise).
     pub fn update(&mut self, id: EntryId, e: &NewEntry<'_>) -> Result<bool, ShareIndexError> {
+        self.apply(id, e, false)
+    }
+
+    /// As [`update`](Self::update), and a file gets a new generation whatever
+    /// its attributes say: it was written (the watcher saw it closed after
+    /// writing), and on a file system with coarse timestamps two writes can
+    /// leave the same size, mtime and ctime.
+    pub fn update_written(
+        &mut self,
+        id: EntryId,
+        e: &NewEntry<'_>,
+    ) -> Result<bool, ShareIndexError> {
+        self.apply(id, e, true)
+    }
+
+    fn apply(
+        &mut self,
+        id: EntryId,
+        e: &NewEntry<'_>,
+        written: bool,
+    ) -> Result<bool, ShareIndexError> {
         let i = self
             .live_index(id)
             .ok_or(ShareIndexError::NoSuchEntry(id))?;
@@ -329,15 +384,23 @@ impl ShareIndex {
         let size = if e.kind == EntryKind::Dir { 0 } else { e.size };
         let target_changed = e.kind == EntryKind::Symlink
             && self.targets.get(&id.0).map(|t| &t[..]) != Some(e.target);
+        let ctime_changed = self.ctime[i] != CTIME_UNKNOWN
+            && e.ctime_ns != CTIME_UNKNOWN
+            && self.ctime[i] != e.ctime_ns;
         let contents_changed = old_kind != e.kind
             || (e.kind == EntryKind::File
-                && (self.size[i] != size
+                && (written
+                    || ctime_changed
+                    || self.size[i] != size
                     || self.mtime[i] != e.mtime
                     || self.mtime_nsec[i] != e.mtime_nsec
                     || self.dev_ino[i] != (e.dev, e.ino)));
         let attrs_changed = self.mtime[i] != e.mtime
             || self.mode[i] != (e.mode & 0o7777) as u16
             || self.dev_ino[i] != (e.dev, e.ino);
+        // A folder's or a symlink's ctime changes nothing a receiver sees; it
+        // is kept (and a ctime the index did not know is learnt) either way.
+        self.ctime[i] = e.ctime_ns;
         if !moves && !contents_changed && !attrs_changed && !target_changed {
             return Ok(false);
         }
@@ -695,6 +758,7 @@ impl ShareIndex {
             mtime_nsec: self.mtime_nsec[i],
             dev,
             ino,
+            ctime_ns: self.ctime[i],
         })
     }
 
@@ -710,6 +774,7 @@ impl ShareIndex {
             + self.mtime_nsec.capacity() * 4
             + self.mode.capacity() * 2
             + self.dev_ino.capacity() * 16
+            + self.ctime.capacity() * 8
             + self.last.capacity() * 8
             + self.log_seq.capacity() * 8
             + self.log_op.capacity() * 4

@@ -34,6 +34,7 @@ fn new_entry(parent: EntryId, kind: EntryKind, name: &[u8], size: u64, mtime: i6
         target: b"",
         dev: 1,
         ino: 0,
+        ctime_ns: 0,
     }
 }
 

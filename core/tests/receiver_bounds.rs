@@ -24,6 +24,7 @@ fn share() -> ShareIndex {
             target: b"",
             dev: 1,
             ino: u64::from(id),
+            ctime_ns: 0,
         })
         .unwrap();
     }
@@ -215,6 +216,7 @@ fn a_sender_never_skips_more_positions_in_one_batch_than_receivers_accept() {
                 target: b"",
                 dev: 1,
                 ino: 1,
+                ctime_ns: 0,
             },
         )
         .unwrap();

@@ -27,6 +27,7 @@ fn index(files: u32) -> ShareIndex {
             target: b"",
             dev: 1,
             ino: u64::from(id),
+            ctime_ns: 0,
         })
         .unwrap();
     }

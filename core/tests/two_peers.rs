@@ -92,6 +92,7 @@ fn batches_stream_while_the_walk_is_still_running() {
             target: e.target,
             dev: 1,
             ino: u64::from(id),
+            ctime_ns: 0,
         };
         sharer.index.push(&ne).unwrap();
         if id % 97 == 0 {

@@ -90,6 +90,9 @@ pub struct WalkedEntry {
     /// Device and inode, for the watcher to recognise the entry later.
     pub dev: u64,
     pub ino: u64,
+    /// Status-change time (`linkfs_core::ctime_ns`): tells a rewrite that kept
+    /// the size and mtime from no change.
+    pub ctime_ns: i64,
 }
 
 impl WalkedEntry {
@@ -133,6 +136,7 @@ impl WalkedEntry {
             target,
             dev: md.dev(),
             ino: md.ino(),
+            ctime_ns: linkfs_core::ctime_ns(md.ctime(), md.ctime_nsec()),
         }
     }
 }
@@ -164,6 +168,7 @@ impl WalkedEntry {
             target,
             dev: st.st_dev,
             ino: st.st_ino,
+            ctime_ns: linkfs_core::ctime_ns(st.st_ctime, st.st_ctime_nsec),
         }
     }
 }

@@ -828,6 +828,59 @@ fn the_mount_follows_changes_on_the_sharers_disk() {
 
 #[test]
 #[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn the_mount_shows_a_same_size_rewrite_whose_mtime_was_restored() {
+    // `cp -p`, `rsync -t`, `tar x`, `touch -r`: other bytes of the same length,
+    // and the old mtime put back. Before ctime was compared, the mount kept
+    // the old bytes for as long as it ran.
+    let tmp = TempDir::new("same-size");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let old = random_bytes(3 << 20, 1);
+    let new = random_bytes(3 << 20, 2);
+    std::fs::write(src.join("data.bin"), &old).unwrap();
+    std::fs::write(src.join("note.txt"), b"version one").unwrap();
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    let mnt = mount.mnt.clone();
+    // Read once: the kernel's page cache and the mount's block cache hold them.
+    assert_eq!(std::fs::read(mnt.join("data.bin")).unwrap(), old);
+    assert_eq!(std::fs::read(mnt.join("note.txt")).unwrap(), b"version one");
+    let mtime = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let before = (mtime(&src.join("data.bin")), mtime(&src.join("note.txt")));
+
+    // What `cp -p` does: a copy of the same length whose mtime is the old one.
+    std::thread::sleep(Duration::from_millis(20));
+    let staged = tmp.0.join("staged");
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::write(staged.join("data.bin"), &new).unwrap();
+    std::fs::write(staged.join("note.txt"), b"version two").unwrap();
+    sh(&format!(
+        "cd '{s}' && touch -r '{d}/data.bin' data.bin && touch -r '{d}/note.txt' note.txt && cp -p data.bin note.txt '{d}/'",
+        s = staged.display(),
+        d = src.display()
+    ));
+    assert_eq!(
+        (mtime(&src.join("data.bin")), mtime(&src.join("note.txt"))),
+        before,
+        "the rewrite kept the mtimes"
+    );
+    let t = until("a same-size rewrite with its mtime restored", || {
+        let a = std::fs::read(mnt.join("note.txt")).map_err(|e| e.to_string())?;
+        if a != b"version two" {
+            return Err(format!("note.txt: {:?}", String::from_utf8_lossy(&a)));
+        }
+        let b = std::fs::read(mnt.join("data.bin")).map_err(|e| e.to_string())?;
+        (b == new)
+            .then_some(())
+            .ok_or("data.bin: the old bytes".into())
+    });
+    eprintln!("a same-size rewrite with its mtime restored: {t:?}");
+    mount.stop();
+    share.stop();
+}
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
 fn a_mount_rides_out_dropped_links_and_reads_stay_whole() {
     let tmp = TempDir::new("drops");
     let src = tmp.0.join("src");

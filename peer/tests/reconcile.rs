@@ -133,6 +133,7 @@ fn index_of(root: &Path) -> (ShareIndex, ShareRoot) {
         target: b"",
         dev: md.dev(),
         ino: md.ino(),
+        ctime_ns: linkfs_core::ctime_ns(md.ctime(), md.ctime_nsec()),
     })
     .unwrap();
     let share_root = ShareRoot::open(root).unwrap();
@@ -158,7 +159,7 @@ fn every_kind_of_change_reported_by_path_ends_equal_to_the_disk() {
     assert_equal(&ix, &root, "after the first scan");
     let step = |ix: &mut ShareIndex, what: &str, paths: &[&str]| {
         let paths: Vec<Vec<u8>> = paths.iter().map(|s| p(s)).collect();
-        let stats = reconcile_paths(ix, &share_root, &NoWatches, &paths);
+        let stats = reconcile_paths(ix, &share_root, &NoWatches, &paths, &[]);
         assert_equal(ix, &root, what);
         stats
     };
@@ -271,6 +272,7 @@ fn a_folder_of_3000_entries_renamed_is_one_move_and_keeps_every_id() {
         &share_root,
         &NoWatches,
         &[p("big"), p("renamed"), p("big/sub/5")],
+        &[],
     );
     assert_eq!((stats.moved, stats.added, stats.removed), (1, 0, 0));
     // The move, and the new mtime of the folder that holds it (the root).
@@ -324,6 +326,7 @@ fn a_path_that_leads_through_a_symlink_is_not_looked_through() {
         &share_root,
         &NoWatches,
         &[p("d"), p("d/secret"), p("d/f")],
+        &[],
     );
     assert_eq!(
         ix.lookup(b"d/secret"),
@@ -331,4 +334,65 @@ fn a_path_that_leads_through_a_symlink_is_not_looked_through() {
         "nothing outside the share is listed"
     );
     assert_equal(&ix, &root, "after the swap");
+}
+
+/// Rewrites `path` in place (same length) and puts its mtime back, as `cp -p`,
+/// `rsync -t` or `touch -r` do.
+fn rewrite_keeping_size_and_mtime(path: &Path, bytes: &[u8]) {
+    let before = fs::metadata(path).unwrap();
+    assert_eq!(before.len(), bytes.len() as u64);
+    // A coarse file-system clock ticks every few ms: let it move.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::write(path, bytes).unwrap();
+    let f = fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(before.modified().unwrap()).unwrap();
+    let after = fs::metadata(path).unwrap();
+    assert_eq!(
+        (after.len(), after.mtime(), after.mtime_nsec()),
+        (before.len(), before.mtime(), before.mtime_nsec())
+    );
+}
+
+#[test]
+fn a_same_size_rewrite_with_its_mtime_restored_gets_a_new_generation() {
+    let tmp = TempDir::new("same-size");
+    let root = tmp.share();
+    fs::write(root.join("a.txt"), b"old bytes").unwrap();
+    fs::write(root.join("b.txt"), b"old bytes").unwrap();
+    let (mut ix, share_root) = index_of(&root);
+    let a = ix.lookup(b"a.txt").unwrap();
+    let b = ix.lookup(b"b.txt").unwrap();
+    rewrite_keeping_size_and_mtime(&root.join("a.txt"), b"new bytes");
+    let stats = reconcile_paths(&mut ix, &share_root, &NoWatches, &[p("a.txt")], &[]);
+    assert_eq!(stats.updated, 1, "the watcher's path is a change");
+    assert_eq!(ix.generation(a).0, 1, "receivers drop the old bytes");
+    // Found by a rescan too (what a sharer restarted from its saved index does).
+    rewrite_keeping_size_and_mtime(&root.join("b.txt"), b"NEW BYTES");
+    let stats = rescan(&mut ix, &share_root, &NoWatches);
+    assert_eq!(stats.updated, 1);
+    assert_eq!(ix.generation(b).0, 1);
+    assert_eq!(ix.generation(a).0, 1, "nothing else moved");
+}
+
+#[test]
+fn a_file_the_watcher_saw_written_gets_a_new_generation_even_with_the_same_attributes() {
+    let tmp = TempDir::new("written");
+    let root = tmp.share();
+    fs::write(root.join("a.txt"), b"bytes").unwrap();
+    let (mut ix, share_root) = index_of(&root);
+    let a = ix.lookup(b"a.txt").unwrap();
+    let stats = reconcile_paths(&mut ix, &share_root, &NoWatches, &[p("a.txt")], &[]);
+    assert_eq!(
+        (stats.updated, ix.generation(a).0),
+        (0, 0),
+        "nothing changed"
+    );
+    let stats = reconcile_paths(
+        &mut ix,
+        &share_root,
+        &NoWatches,
+        &[p("a.txt")],
+        &[p("a.txt")],
+    );
+    assert_eq!((stats.updated, ix.generation(a).0), (1, 1));
 }

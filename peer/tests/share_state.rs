@@ -43,6 +43,7 @@ fn index() -> ShareIndex {
         target: b"",
         dev: 1,
         ino: 2,
+        ctime_ns: 0,
     })
     .unwrap();
     ix.mark_snapshot_complete();

@@ -122,6 +122,13 @@ pub struct Limits {
     /// sockets are open, the relay stops accepting until one closes (the kernel's
     /// backlog holds the rest).
     pub max_http_connections: usize,
+    /// TCP connections from one client address whose first request head has not
+    /// arrived yet. Default 16; beyond it the oldest of them is dropped (a slow
+    /// flood from one address holds at most this many descriptors). Trusted
+    /// proxies are exempt. Separately, such connections from everyone together
+    /// may hold at most a quarter of the process's open-file limit, and when
+    /// descriptors run out the oldest of them are dropped so accepting goes on.
+    pub max_unfinished_per_address: usize,
     /// Messages per second a connection may send, long term. Default 50.
     pub rate_per_sec: u32,
     /// Messages a connection may send at once before the rate applies. Default 100.
@@ -167,6 +174,7 @@ impl Default for Limits {
             max_rooms_per_address: 16,
             max_guests_per_address: 16,
             max_http_connections: 1_024,
+            max_unfinished_per_address: 16,
             rate_per_sec: 50,
             rate_burst: 100,
             max_refused: 100,
@@ -213,7 +221,7 @@ impl RelayConfig {
     /// Checks that every bound is usable.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
-        let counts: [(&'static str, u64); 13] = [
+        let counts: [(&'static str, u64); 14] = [
             (
                 "max_connections_per_address",
                 l.max_connections_per_address as u64,
@@ -224,6 +232,10 @@ impl RelayConfig {
             ("max_rooms", l.max_rooms as u64),
             ("max_connections", l.max_connections as u64),
             ("max_http_connections", l.max_http_connections as u64),
+            (
+                "max_unfinished_per_address",
+                l.max_unfinished_per_address as u64,
+            ),
             ("rate_per_sec", u64::from(l.rate_per_sec)),
             ("rate_burst", u64::from(l.rate_burst)),
             ("max_queued_messages", l.max_queued_messages as u64),

@@ -46,6 +46,8 @@
 //! | rooms | 10,000 | `too-many-rooms`, close |
 //! | WebSockets | 20,000 | HTTP 503 before the upgrade |
 //! | other TCP connections | 1,024 more | not accepted until one closes |
+//! | connections without a complete first request head, per address | 16 | the oldest of them is dropped |
+//! | such connections from everyone | a quarter of the open-file limit (at least 64) | the oldest is dropped; and when `accept` runs out of descriptors, the oldest 16 |
 //! | a silent TCP connection (HTTP keep-alive, half-sent request, dead peer) | 90 s without a byte | dropped |
 //! | message rate | 50/s, burst 100, per connection | `rate-limited` (dropped, at most one notice a second); after 100 refusals (one forgiven per second) close |
 //! | outbound queue | 256 messages and 128 KiB per connection | the slow receiver is disconnected |
@@ -117,13 +119,23 @@ pub async fn spawn(listener: TcpListener, config: RelayConfig) -> Result<RelayHa
     let state = RelayState::new(config)?;
     let local_addr = listener.local_addr().map_err(RelayError::Listener)?;
     let limits = &state.config().limits;
+    // Unfinished connections may hold a quarter of the descriptors (see `listener`).
+    let descriptors = linkfs_process::open_file_limit();
     let listener = listener::CappedListener::new(
         listener,
-        limits
-            .max_connections
-            .saturating_add(limits.max_http_connections),
-        limits.silence_timeout,
-        limits.header_timeout,
+        listener::ListenerLimits {
+            cap: limits
+                .max_connections
+                .saturating_add(limits.max_http_connections),
+            silence: limits.silence_timeout,
+            header: limits.header_timeout,
+            unfinished_per_address: limits.max_unfinished_per_address,
+            unfinished_total: usize::try_from(descriptors / 4)
+                .unwrap_or(usize::MAX)
+                .max(64),
+            exempt: state.config().trusted_proxies.clone(),
+        },
+        state.clone(),
     );
     let router = app(state.clone());
     let stop = state.shutdown_token().clone();

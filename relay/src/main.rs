@@ -79,6 +79,12 @@ struct Args {
     #[arg(long, default_value_t = Limits::default().max_guests_per_address)]
     max_guests_per_address: usize,
 
+    /// TCP connections from one client address that have not sent their
+    /// first request head yet; beyond it the oldest is dropped (a slow flood
+    /// from one address holds no more). Trusted proxies (--trust-proxy) are exempt.
+    #[arg(long, default_value_t = Limits::default().max_unfinished_per_address)]
+    max_unfinished_per_address: usize,
+
     /// A reverse proxy in front of the relay, or a network of them (repeatable,
     /// e.g. 127.0.0.1 or 172.16.0.0/12): its X-Forwarded-For names the client for
     /// the per-address limits. Nobody else's is believed.
@@ -129,12 +135,9 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    linkfs_process::log_output(
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+    );
     let args = Args::parse();
     let config = config(&args)?;
     raise_open_file_limit(&config);
@@ -166,6 +169,7 @@ fn config(args: &Args) -> Result<RelayConfig> {
         max_connections_per_address: args.max_connections_per_address,
         max_rooms_per_address: args.max_rooms_per_address,
         max_guests_per_address: args.max_guests_per_address,
+        max_unfinished_per_address: args.max_unfinished_per_address,
         max_message: args.max_message,
         rate_per_sec: args.rate_per_sec,
         rate_burst: args.rate_burst,
@@ -219,18 +223,11 @@ fn ice_server(spec: &str) -> Result<IceServer> {
 /// every HTTP connection is a descriptor), and says so if even that is below
 /// what the limits allow.
 fn raise_open_file_limit(config: &RelayConfig) {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        return;
-    };
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_err() {
-        tracing::warn!(soft, hard, "cannot raise the open-file limit");
-    }
+    let limit = linkfs_process::raise_open_file_limit();
     let needed = (config.limits.max_connections + config.limits.max_http_connections) as u64 + 64;
-    let now = getrlimit(Resource::RLIMIT_NOFILE).map_or(soft, |(s, _)| s);
-    if now < needed {
+    if limit.now < needed {
         tracing::warn!(
-            limit = now,
+            limit = limit.now,
             needed,
             "the open-file limit is below --max-connections plus HTTP connections; raise it (ulimit -n, or LimitNOFILE= in a systemd unit) or lower --max-connections"
         );

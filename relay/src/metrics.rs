@@ -29,10 +29,17 @@ pub enum Rejection {
     SlowConsumer,
     /// Refused because the fleet's room directory (Redis) could not be reached.
     Unavailable,
+    /// A TCP connection dropped before its first request head arrived: its
+    /// address had `max_unfinished_per_address` such connections (the oldest goes).
+    UnfinishedFromOneAddress,
+    /// A TCP connection dropped before its first request head arrived: the
+    /// process ran out of file descriptors, or unfinished connections held a
+    /// quarter of them (the oldest go).
+    OutOfDescriptors,
 }
 
 impl Rejection {
-    const ALL: [Rejection; 14] = [
+    const ALL: [Rejection; 16] = [
         Rejection::NoSuchRoom,
         Rejection::RoomTaken,
         Rejection::RoomFull,
@@ -47,6 +54,8 @@ impl Rejection {
         Rejection::TooManyConnections,
         Rejection::SlowConsumer,
         Rejection::Unavailable,
+        Rejection::UnfinishedFromOneAddress,
+        Rejection::OutOfDescriptors,
     ];
 
     /// The metric label: the wire's error code where there is one.
@@ -66,6 +75,8 @@ impl Rejection {
             Rejection::TooManyConnections => "too-many-connections",
             Rejection::SlowConsumer => "slow-consumer",
             Rejection::Unavailable => "unavailable",
+            Rejection::UnfinishedFromOneAddress => "unfinished-per-address",
+            Rejection::OutOfDescriptors => "out-of-descriptors",
         }
     }
 

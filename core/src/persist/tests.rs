@@ -42,6 +42,7 @@ fn share(files: u32, sizes_scatter: bool) -> ShareIndex {
             target: b"",
             dev: 1,
             ino: u64::from(*id),
+            ctime_ns: 0,
         })
         .unwrap();
     }
@@ -360,6 +361,7 @@ fn new_file(name: &str) -> NewEntry<'_> {
         target: b"",
         dev: 1,
         ino: 9,
+        ctime_ns: 0,
     }
 }
 

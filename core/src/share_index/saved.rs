@@ -20,10 +20,13 @@ use std::collections::HashMap;
 use linkfs_proto::batch::{MAX_NAME_LEN, MAX_TARGET_LEN};
 use linkfs_proto::{EntryKind, Epoch};
 
-use super::{DirList, KIND_MASK, LogOp, MAX_ENTRIES, REMOVED, ShareIndex};
+use super::{CTIME_UNKNOWN, DirList, KIND_MASK, LogOp, MAX_ENTRIES, REMOVED, ShareIndex};
 
 const MAGIC: &[u8; 8] = b"lfsindex";
-const VERSION: u32 = 1;
+/// Format 2 added the ctime column; format 1 is still read (ctimes unknown
+/// until the next look at each file, see [`CTIME_UNKNOWN`]).
+const VERSION: u32 = 2;
+const VERSION_WITHOUT_CTIME: u32 = 1;
 const HASH_LEN: usize = 32;
 
 /// Why a saved index cannot be used.
@@ -42,8 +45,10 @@ pub enum SavedIndexError {
     Inconsistent(&'static str),
 }
 
-/// Bytes per entry row in the columns (for the size check before allocating).
-const ROW: usize = 4 + 1 + 2 + 8 + 8 + 4 + 2 + 8 + 8;
+/// Bytes per entry row in the columns (for the size check before allocating;
+/// format 1 rows lack the last 8, the ctime).
+const ROW: usize = 4 + 1 + 2 + 8 + 8 + 4 + 2 + 8 + 8 + 8;
+const ROW_WITHOUT_CTIME: usize = ROW - 8;
 
 impl ShareIndex {
     /// The index as a file (see the module docs). Only meaningful once the walk
@@ -81,6 +86,9 @@ impl ShareIndex {
         for &(dev, ino) in &self.dev_ino {
             put_u64(&mut out, dev);
             put_u64(&mut out, ino);
+        }
+        for &c in &self.ctime {
+            out.extend_from_slice(&c.to_le_bytes());
         }
         for i in (0..n).filter(|i| live(*i)) {
             out.extend_from_slice(self.name(i));
@@ -130,9 +138,14 @@ impl ShareIndex {
             rest: &body[MAGIC.len()..],
         };
         let version = r.u32()?;
-        if version != VERSION {
+        if version != VERSION && version != VERSION_WITHOUT_CTIME {
             return Err(SavedIndexError::Version(version));
         }
+        let row = if version == VERSION {
+            ROW
+        } else {
+            ROW_WITHOUT_CTIME
+        };
         if blake3::hash(body).as_bytes() != hash {
             return Err(SavedIndexError::Checksum);
         }
@@ -140,7 +153,7 @@ impl ShareIndex {
         let next_seq = r.u64()?;
         let horizon = r.u64()?;
         let n = r.u64()?;
-        if n == 0 || n > MAX_ENTRIES as u64 || (n as usize).saturating_mul(ROW) > r.rest.len() {
+        if n == 0 || n > MAX_ENTRIES as u64 || (n as usize).saturating_mul(row) > r.rest.len() {
             return Err(SavedIndexError::Inconsistent("entry count"));
         }
         let n = n as usize;
@@ -157,6 +170,11 @@ impl ShareIndex {
                 u64::from_le_bytes(arr(&b[8..])),
             )
         })?;
+        let ctime: Vec<i64> = if version == VERSION {
+            r.column(n, 8, |b| i64::from_le_bytes(arr(b)))?
+        } else {
+            vec![CTIME_UNKNOWN; n]
+        };
         let live = |i: usize| kind[i] & REMOVED == 0;
         for (i, k) in kind.iter().enumerate() {
             if k & !(KIND_MASK | REMOVED) != 0 || EntryKind::from_bits(k & KIND_MASK).is_none() {
@@ -280,6 +298,7 @@ impl ShareIndex {
             mtime_nsec,
             mode,
             dev_ino,
+            ctime,
             last,
             generation,
             targets,

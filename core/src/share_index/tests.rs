@@ -19,6 +19,7 @@ pub(crate) fn entry<'a>(
         target: b"",
         dev: 1,
         ino: u64::from(id) + 100,
+        ctime_ns: ctime_ns(1_700_000_000 + i64::from(id), 0),
     }
 }
 
@@ -103,6 +104,68 @@ fn a_change_supersedes_the_older_operation_and_bumps_the_generation() {
     chmod.mode = 0o600;
     assert!(ix.update(EntryId(2), &chmod).unwrap());
     assert_eq!(ix.generation(EntryId(2)), Generation(1));
+}
+
+#[test]
+fn a_rewrite_of_the_same_size_with_its_mtime_restored_gets_a_new_generation() {
+    // `cp -p`, `rsync -t`, `touch -r`: other bytes, same size and mtime; only
+    // the ctime (which no user can set) moved.
+    let mut ix = small();
+    let mut rewritten = entry(2, 1, EntryKind::File, b"b.txt", 5);
+    rewritten.ctime_ns += 1;
+    assert!(ix.update(EntryId(2), &rewritten).unwrap());
+    assert_eq!(ix.generation(EntryId(2)), Generation(1));
+    assert_eq!(
+        ix.read_target(EntryId(2), Generation(0)).unwrap_err().0,
+        ReadErrorCode::Changed,
+        "a read of the old version is refused"
+    );
+    let t = ix.read_target(EntryId(2), Generation(1)).unwrap();
+    assert_eq!(t.ctime_ns, rewritten.ctime_ns, "reads check the new ctime");
+    // A folder's ctime alone is nothing a receiver sees: not logged.
+    let end = ix.log_end();
+    let mut dir = entry(1, 0, EntryKind::Dir, b"a", 0);
+    dir.ctime_ns += 5;
+    assert!(!ix.update(EntryId(1), &dir).unwrap());
+    assert_eq!(ix.log_end(), end);
+}
+
+#[test]
+fn a_file_closed_after_writing_gets_a_new_generation_whatever_its_attributes_say() {
+    // Coarse timestamps: two writes in one tick leave size, mtime and ctime alike.
+    let mut ix = small();
+    let same = entry(2, 1, EntryKind::File, b"b.txt", 5);
+    assert!(!ix.update(EntryId(2), &same).unwrap());
+    assert!(ix.update_written(EntryId(2), &same).unwrap());
+    assert_eq!(ix.generation(EntryId(2)), Generation(1));
+    // A folder named by such an event is not a file: nothing to bump.
+    let dir = entry(1, 0, EntryKind::Dir, b"a", 0);
+    assert!(!ix.update_written(EntryId(1), &dir).unwrap());
+}
+
+#[test]
+fn an_unknown_ctime_is_learnt_without_a_new_generation() {
+    let mut ix = ShareIndex::new(Epoch(1));
+    ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
+    let unknown = NewEntry {
+        ctime_ns: CTIME_UNKNOWN,
+        ..entry(1, 0, EntryKind::File, b"f", 3)
+    };
+    ix.push(&unknown).unwrap();
+    let seen = entry(1, 0, EntryKind::File, b"f", 3);
+    assert!(
+        !ix.update(EntryId(1), &seen).unwrap(),
+        "nothing to announce"
+    );
+    assert_eq!(ix.generation(EntryId(1)), Generation(0));
+    assert_eq!(
+        ix.read_target(EntryId(1), Generation(0)).unwrap().ctime_ns,
+        seen.ctime_ns
+    );
+    let mut later = seen;
+    later.ctime_ns += 1;
+    assert!(ix.update(EntryId(1), &later).unwrap());
+    assert_eq!(ix.generation(EntryId(1)), Generation(1));
 }
 
 #[test]
@@ -253,14 +316,15 @@ fn observable(ix: &mut ShareIndex) -> Vec<String> {
             .map(|p| String::from_utf8_lossy(&p).into_owned());
         let view = ix.view(op.id()).map(|v| {
             format!(
-                "{:?} {} {} {:o} g{} {:?} {:?}",
+                "{:?} {} {} {:o} g{} {:?} {:?} {:?}",
                 v.kind,
                 v.size,
                 v.mtime,
                 v.mode,
                 v.generation.0,
                 v.target,
-                ix.disk_identity(op.id())
+                ix.disk_identity(op.id()),
+                ix.read_target(op.id(), v.generation).map(|t| t.ctime_ns)
             )
         });
         out.push(format!(
@@ -309,6 +373,35 @@ fn a_saved_index_reads_back_the_same() {
     assert_eq!(observable(&mut back), observable(&mut ix));
     let from = ix.log_end().0 - 2;
     assert_eq!(ops(&back, from), ops(&ix, from));
+}
+
+#[test]
+fn an_index_saved_before_ctimes_were_kept_still_reads_with_the_same_ids() {
+    let mut ix = changed_index();
+    let saved = ix.to_saved();
+    let n = ix.next_id().0 as usize;
+    // Format 1: the same without the ctime column (after dev/ino) and version 1.
+    let columns = 8 + 4 + 8 * 4;
+    let ctime_at = columns + n * (4 + 1 + 2 + 8 + 8 + 4 + 2 + 16);
+    let mut old = saved[..saved.len() - 32].to_vec();
+    old.drain(ctime_at..ctime_at + 8 * n);
+    old[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let hash = blake3::hash(&old);
+    old.extend_from_slice(hash.as_bytes());
+    let mut back = ShareIndex::from_saved(&old).expect("format 1 is still read");
+    assert_eq!(back.next_id(), ix.next_id());
+    assert_eq!(back.log_end(), ix.log_end());
+    let t = back.read_target(EntryId(3), Generation(1)).unwrap();
+    assert_eq!(t.ctime_ns, CTIME_UNKNOWN);
+    // The first look learns the ctime and announces nothing.
+    let seen = entry(3, 5, EntryKind::File, b"c2.txt", 9);
+    let end = back.log_end();
+    assert!(!back.update(EntryId(3), &seen).unwrap());
+    assert_eq!(
+        (back.log_end(), back.generation(EntryId(3))),
+        (end, Generation(1))
+    );
+    assert_eq!(observable(&mut back).len(), observable(&mut ix).len());
 }
 
 #[test]

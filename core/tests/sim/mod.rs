@@ -278,6 +278,7 @@ pub fn build_tree(
             target: b"",
             dev: 1,
             ino: u64::from(id),
+            ctime_ns: 0,
         };
         ix.push(&e).expect("tree entries are valid");
         if kind == EntryKind::File {

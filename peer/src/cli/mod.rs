@@ -82,10 +82,7 @@ pub fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("LINKFS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(QUIET_LOGS));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    linkfs_process::log_output(filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -234,6 +234,14 @@ fn embedded_relay_config(
 }
 
 pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
+    // Every visitor, relay connection and file being read is a descriptor.
+    let limit = linkfs_process::raise_open_file_limit();
+    if limit.now < 4096 {
+        tracing::info!(
+            limit = limit.now,
+            "the open-file limit is low; the share and its relay shed work to stay within it"
+        );
+    }
     let relay = match args.relay {
         Some(url) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {

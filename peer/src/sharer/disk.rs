@@ -4,9 +4,11 @@
 //! and what the walk saw (device, inode, size, mtime). Files are opened with
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` relative to the root folder,
 //! so no symlink and no `..` can take a read outside the share, even if the tree
-//! changed after the walk; then `fstat` must show the same device, inode, size
-//! and mtime, and it is checked again after every chunk, so a file that was
-//! replaced or written to gives a clear "changed" error, never mixed bytes.
+//! changed after the walk; then `fstat` must show the same device, inode, size,
+//! mtime and ctime, and it is checked again after every chunk, so a file that
+//! was replaced or written to gives a clear "changed" error, never mixed bytes.
+//! (ctime is what catches a rewrite that kept the size and restored the mtime;
+//! where a file system keeps no real ctime, see `docs/live-share.md`.)
 //! (On kernels without `openat2`, before 5.6, the file is opened with
 //! `O_NOFOLLOW` and the device/inode check is what catches a swapped path.)
 
@@ -21,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use std::os::unix::ffi::OsStringExt;
 
-use linkfs_core::{IoFailure, ReadIo, ReadTarget};
+use linkfs_core::{CTIME_UNKNOWN, IoFailure, ReadIo, ReadTarget, ctime_ns};
 use linkfs_proto::{EntryId, EntryKind, ReadErrorCode};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, open, openat, openat2, readlinkat};
@@ -162,6 +164,8 @@ pub struct DiskEntry {
     pub mode: u32,
     pub dev: u64,
     pub ino: u64,
+    /// Status-change time (`linkfs_core::ctime_ns`).
+    pub ctime_ns: i64,
     /// Symlinks only.
     pub target: Vec<u8>,
 }
@@ -211,6 +215,7 @@ fn stat_at(dir: &OwnedFd, name: &[u8]) -> io::Result<Option<DiskEntry>> {
         mode: st.st_mode & 0o7777,
         dev: st.st_dev,
         ino: st.st_ino,
+        ctime_ns: linkfs_core::ctime_ns(st.st_ctime, st.st_ctime_nsec),
         target,
     }))
 }
@@ -243,7 +248,13 @@ fn check_same(meta: &std::fs::Metadata, t: &ReadTarget) -> Result<(), IoFailure>
             "the file was replaced on the sharer's disk since it was listed; the new version is on its way: read it again",
         ));
     }
-    if meta.len() != t.size || meta.mtime() != t.mtime || meta.mtime_nsec() as u32 != t.mtime_nsec {
+    let ctime_moved =
+        t.ctime_ns != CTIME_UNKNOWN && ctime_ns(meta.ctime(), meta.ctime_nsec()) != t.ctime_ns;
+    if ctime_moved
+        || meta.len() != t.size
+        || meta.mtime() != t.mtime
+        || meta.mtime_nsec() as u32 != t.mtime_nsec
+    {
         return Err(changed(
             "the file changed on the sharer's disk while it was read; the new version is on its way: read it again",
         ));

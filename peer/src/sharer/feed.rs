@@ -63,6 +63,7 @@ pub fn spawn_feed(
                             target: &e.target,
                             dev: e.dev,
                             ino: e.ino,
+                            ctime_ns: e.ctime_ns,
                         });
                         if let Err(err) = pushed {
                             failure = Some(err.to_string());

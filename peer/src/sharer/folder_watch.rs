@@ -50,6 +50,9 @@ const MAX_SLEEP: Duration = Duration::from_millis(100);
 pub enum RawEvent {
     /// Something happened at these paths (relative to the shared root).
     Paths(Vec<Vec<u8>>),
+    /// These files were closed after writing: their contents changed, whatever
+    /// their size and times say.
+    Written(Vec<Vec<u8>>),
     /// Events were lost.
     Lost,
 }
@@ -174,7 +177,15 @@ fn forward(
             if paths.is_empty() {
                 return;
             }
-            RawEvent::Paths(paths)
+            if ev.kind
+                == EventKind::Access(notify::event::AccessKind::Close(
+                    notify::event::AccessMode::Write,
+                ))
+            {
+                RawEvent::Written(paths)
+            } else {
+                RawEvent::Paths(paths)
+            }
         }
         Err(_) => RawEvent::Lost,
     };
@@ -238,6 +249,11 @@ fn run(ctx: WatchContext) {
                                 settler.event(now(), &p);
                             }
                         }
+                        RawEvent::Written(paths) => {
+                            for p in paths {
+                                settler.written(now(), &p);
+                            }
+                        }
                         RawEvent::Lost => settler.overflow(now()),
                     }
                     next = ctx.events.try_recv().ok();
@@ -265,11 +281,11 @@ fn run(ctx: WatchContext) {
             continue;
         };
         let stats = match &ready {
-            Ready::Paths(paths) => {
+            Ready::Paths { paths, written } => {
                 let Ok(mut ix) = ctx.index.write() else {
                     return;
                 };
-                reconcile_paths(&mut ix, &ctx.root, &*ctx.watch, paths)
+                reconcile_paths(&mut ix, &ctx.root, &*ctx.watch, paths, written)
             }
             Ready::Rescan => {
                 last_full_rescan = Instant::now();
@@ -290,7 +306,9 @@ fn run(ctx: WatchContext) {
 
 fn log_changes(ready: &Ready, stats: &ReconcileStats) {
     let what = match ready {
-        Ready::Paths(p) => format!("{} changed paths", p.len()),
+        Ready::Paths { paths, written } => {
+            format!("{} changed paths ({} written)", paths.len(), written.len())
+        }
         Ready::Rescan => "a rescan of everything".to_owned(),
     };
     tracing::debug!(

@@ -9,7 +9,8 @@
 //! - new on disk: an entry is added; a new folder is listed, its subtree added
 //!   and watched (what is moved in from outside arrives whole);
 //! - changed: the entry is updated in place (a file whose contents may have
-//!   changed gets a new generation);
+//!   changed gets a new generation: its size, mtime, device, inode or ctime
+//!   moved, or the watcher saw it closed after writing);
 //! - a path that disappeared and one that appeared in the same group with the
 //!   same device and inode is a **move**: the entry keeps its id (a moved
 //!   folder is one operation), and the folder's watches follow it;
@@ -102,6 +103,7 @@ fn new_entry<'a>(parent: EntryId, name: &'a [u8], d: &'a DiskEntry) -> NewEntry<
         target: &d.target,
         dev: d.dev,
         ino: d.ino,
+        ctime_ns: d.ctime_ns,
     }
 }
 
@@ -199,7 +201,26 @@ impl<W: FolderWatches> Reconciler<'_, W> {
     }
 
     fn update(&mut self, id: EntryId, parent: EntryId, name: &[u8], d: &DiskEntry) {
-        match self.index.update(id, &new_entry(parent, name, d)) {
+        self.update_as(id, parent, name, d, false);
+    }
+
+    /// `written`: the watcher saw the file closed after writing (a new
+    /// generation whatever its attributes say).
+    fn update_as(
+        &mut self,
+        id: EntryId,
+        parent: EntryId,
+        name: &[u8],
+        d: &DiskEntry,
+        written: bool,
+    ) {
+        let e = new_entry(parent, name, d);
+        let result = if written {
+            self.index.update_written(id, &e)
+        } else {
+            self.index.update(id, &e)
+        };
+        match result {
             Ok(true) => self.stats.updated += 1,
             Ok(false) => {}
             Err(e) => tracing::warn!(entry = id.0, error = %e, "cannot update an entry"),
@@ -239,7 +260,7 @@ impl<W: FolderWatches> Reconciler<'_, W> {
         }
     }
 
-    fn paths(&mut self, paths: &[Vec<u8>]) {
+    fn paths(&mut self, paths: &[Vec<u8>], written: &[Vec<u8>]) {
         // A folder's own mtime changes with what is added, removed or renamed in
         // it, and the watcher names only the child: look at the parents too.
         let mut all: Vec<Vec<u8>> = Vec::with_capacity(paths.len() * 2);
@@ -287,7 +308,8 @@ impl<W: FolderWatches> Reconciler<'_, W> {
                     };
                     if v.0 == d.kind {
                         let (_, name) = split(rel);
-                        self.update(id, v.1, name, &d);
+                        let was_written = written.binary_search(rel).is_ok();
+                        self.update_as(id, v.1, name, &d, was_written);
                     } else {
                         // Replaced by something of another kind: a new entry.
                         self.remove(id, rel);
@@ -423,12 +445,14 @@ impl<W: FolderWatches> Reconciler<'_, W> {
 }
 
 /// Brings the index in line with the disk for `paths` (relative to the root,
-/// as the watcher named them). See the module docs.
+/// as the watcher named them); `written` (sorted) are those of them the
+/// watcher saw closed after writing. See the module docs.
 pub fn reconcile_paths(
     index: &mut ShareIndex,
     root: &ShareRoot,
     watches: &impl FolderWatches,
     paths: &[Vec<u8>],
+    written: &[Vec<u8>],
 ) -> ReconcileStats {
     let mut r = Reconciler {
         index,
@@ -436,7 +460,7 @@ pub fn reconcile_paths(
         watches,
         stats: ReconcileStats::default(),
     };
-    r.paths(paths);
+    r.paths(paths, written);
     r.stats
 }
 

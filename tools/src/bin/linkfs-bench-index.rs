@@ -48,6 +48,7 @@ fn main() -> anyhow::Result<()> {
                 target: &e.target,
                 dev: e.dev,
                 ino: e.ino,
+                ctime_ns: e.ctime_ns,
             })?;
         }
     }

@@ -44,7 +44,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    raise_open_file_limit();
+    linkfs_process::raise_open_file_limit();
     let relay_bin = match args.relay_bin {
         Some(p) => p,
         None => std::env::current_exe()?
@@ -74,6 +74,9 @@ async fn main() -> anyhow::Result<()> {
         "--max-connections-per-address",
         &limit,
         "--max-rooms-per-address",
+        &limit,
+        // 200 rooms connect at once, every socket from 127.0.0.1.
+        "--max-unfinished-per-address",
         &limit,
         // The round trips send far faster than any client would.
         "--rate-per-sec",
@@ -278,13 +281,4 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .context("no VmRSS")
-}
-
-fn raise_open_file_limit() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
-        && soft < hard
-    {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-    }
 }

@@ -133,6 +133,7 @@ fn main() -> anyhow::Result<()> {
             target: b"",
             dev: 1,
             ino: u64::from(id),
+            ctime_ns: 0,
         })?;
     }
     ix.mark_snapshot_complete();
