@@ -13,6 +13,12 @@
 //! - [`persist::PersistentReceiver`]: the receiver of a shell that keeps the
 //!   index in storage (the browser): one write at a time, acknowledgements
 //!   after commit, the rebuild on the next visit, the "complete" rule.
+//! - [`visit::Visit`]: the whole receiving side of one share, over the two
+//!   above: the data link's life (connect, reconnect with backoff, the grace
+//!   for a restarting sharer, when to give up and why, the status a user
+//!   sees), the stepped restore of a stored index and the snapshots, the
+//!   journal of changed folders, reads. One `poll_output()`; the browser's
+//!   worker and the native receiver only carry its IO.
 //! - [`index::Index`]: the compact, column-wise receiver index with lazy sorted
 //!   listings and binary-search lookups.
 //! - [`search::Search`]: whole-share name search over that index, step by
@@ -45,6 +51,7 @@ pub mod settle;
 pub mod share_index;
 pub mod signaling;
 pub mod sim;
+pub mod visit;
 
 pub use backoff::{Backoff, BackoffConfig, Retry};
 pub use index::{
@@ -73,6 +80,10 @@ pub use share_index::{
 pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
     IceCandidate, Refusal,
+};
+pub use visit::{
+    IndexChanges, LoadRequest, Output, Storage, StoreJob, Visit, VisitConfig, VisitEvent,
+    VisitProgress, VisitStatus,
 };
 
 /// Milliseconds on the shell's monotonic clock.

@@ -86,14 +86,20 @@ const SNAPSHOT_DEFERRED_BYTES: usize = 16 << 20;
 const SNAPSHOT_ENTRIES_PER_BATCH: u64 = 8_192;
 
 /// A frame handle the shell can store. `from_held` makes one from bytes the
-/// receiver held back (a batch that arrived ahead of its turn).
+/// receiver held back (a batch that arrived ahead of its turn); `bytes` reads
+/// one back (a copy where the handle is not in this memory: a JS buffer).
 pub trait StoredFrame: Clone {
     fn from_held(bytes: Vec<u8>) -> Self;
+    fn bytes(&self) -> std::borrow::Cow<'_, [u8]>;
 }
 
 impl StoredFrame for Vec<u8> {
     fn from_held(bytes: Vec<u8>) -> Self {
         bytes
+    }
+
+    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(self)
     }
 }
 
@@ -274,6 +280,12 @@ impl Rebuilder {
         self.failed
     }
 
+    /// What is stored cannot be read whole: [`finish`](Self::finish) gives an
+    /// empty index and no resume point.
+    pub fn abandon(&mut self) {
+        self.failed = true;
+    }
+
     pub fn finish(self) -> Rebuilt {
         match self.state {
             Some(state) if !self.failed && self.parts_left == 0 && self.end == state.next => {
@@ -337,6 +349,7 @@ struct Building<F> {
 #[derive(Debug)]
 pub struct PersistentReceiver<F> {
     receiver: Receiver,
+    config: ReceiverConfig,
     storing: bool,
     channel_open: bool,
     queue: Vec<StoreOp<F>>,
@@ -383,12 +396,13 @@ impl<F: StoredFrame> PersistentReceiver<F> {
             snapshot: rebuilt.snapshot,
         };
         let batches_since_snapshot = rebuilt.replayed;
-        let config = ReceiverConfig {
+        let receiver_config = ReceiverConfig {
             ack_after_persist: storing,
-            ..config
+            ..config.clone()
         };
         PersistentReceiver {
-            receiver: Receiver::new(config, rebuilt.index, rebuilt.resume),
+            receiver: Receiver::new(receiver_config, rebuilt.index, rebuilt.resume),
+            config,
             storing,
             channel_open: false,
             queue: Vec::new(),
@@ -409,6 +423,67 @@ impl<F: StoredFrame> PersistentReceiver<F> {
             building: None,
             snapshot_retry_after: 0,
         }
+    }
+
+    /// A session that keeps nothing: batches are acknowledged as soon as they
+    /// are applied, nothing is written, and no storage problem is reported.
+    pub fn in_memory(config: ReceiverConfig) -> Self {
+        let mut r = Self::new(Rebuilt::default(), config, None);
+        r.storing = false;
+        r.receiver = Receiver::new(r.receiver_config(), Index::new(), None);
+        r
+    }
+
+    /// Ends the session from this side: a goodbye goes out on an open link
+    /// (take it with [`poll_transmit`](Self::poll_transmit)), reads fail.
+    pub fn close(&mut self) {
+        self.receiver.close();
+        self.drain();
+    }
+
+    /// Ends the session with `reason`: reads fail with it, an `Ended` event
+    /// follows.
+    pub fn end(&mut self, reason: EndReason) {
+        self.receiver.end(reason);
+        self.drain();
+    }
+
+    /// A session whose index is being restored from storage: it takes reads
+    /// (they wait) and no frame until [`restored`](Self::restored).
+    pub fn awaiting_restore(config: ReceiverConfig) -> Self {
+        let mut r = Self::new(Rebuilt::default(), config, None);
+        r.receiver = Receiver::awaiting_index(r.receiver_config());
+        r
+    }
+
+    fn receiver_config(&self) -> ReceiverConfig {
+        ReceiverConfig {
+            ack_after_persist: self.storing,
+            ..self.config.clone()
+        }
+    }
+
+    /// The index restored from storage (empty when nothing usable was
+    /// stored): the session resumes from it.
+    pub fn restored(&mut self, rebuilt: Rebuilt) {
+        let from_cache = rebuilt.index.len() as u64;
+        self.stored = StoredState {
+            epoch: rebuilt.resume.map_or(Epoch(0), |(e, _)| e),
+            next: rebuilt.resume.map_or(Seq(0), |(_, s)| s),
+            complete: rebuilt.complete,
+            snapshot: rebuilt.snapshot,
+        };
+        self.batches_since_snapshot = rebuilt.replayed;
+        self.persisted_entries = from_cache;
+        self.from_cache = from_cache;
+        self.cache_complete = rebuilt.complete;
+        self.receiver.install_index(rebuilt.index, rebuilt.resume);
+        self.drain();
+    }
+
+    /// Whether the index is still being restored from storage.
+    pub fn is_restoring(&self) -> bool {
+        self.receiver.is_awaiting_index()
     }
 
     /// A data link opened: frames may flow (after a lost one, the session
@@ -452,15 +527,23 @@ impl<F: StoredFrame> PersistentReceiver<F> {
     }
 
     pub fn handle_timeout(&mut self, now: Millis) {
-        self.receiver.handle_timeout(now);
+        if self.channel_open {
+            self.receiver.handle_timeout(now);
+        }
         self.drain();
     }
 
     pub fn poll_timeout(&self) -> Option<Millis> {
-        // Only while one could be taken: a write under way would make the
-        // shell wake up for nothing (it asks again after each write).
+        // The receiver's timers are the link's (a Hello asked again, a stalled
+        // read): none while there is no link. A snapshot's only while one
+        // could be taken: a write under way would make the shell wake up for
+        // nothing (it asks again after each write).
+        let link = self
+            .channel_open
+            .then(|| self.receiver.poll_timeout())
+            .flatten();
         let snapshot = self.snapshot_ready().then(|| self.snapshot_due());
-        match (self.receiver.poll_timeout(), snapshot) {
+        match (link, snapshot) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }

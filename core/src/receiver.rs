@@ -94,6 +94,10 @@ pub enum ReadFailure {
     SharerGone(String),
     #[error("the read was cancelled")]
     Cancelled,
+    /// Asked for while the index was being restored from storage, and not
+    /// valid in the restored index.
+    #[error(transparent)]
+    NotStarted(StartReadError),
 }
 
 /// Why a read could not be started.
@@ -126,6 +130,9 @@ pub enum EndReason {
     ProtocolError(String),
     /// The sharer speaks another protocol version.
     VersionMismatch(String),
+    /// No data link could be made (the first, or a new one after a loss):
+    /// what kind of failure, and the words of the last one.
+    NotReached { kind: FailureKind, words: String },
 }
 
 impl std::fmt::Display for EndReason {
@@ -141,6 +148,7 @@ impl std::fmt::Display for EndReason {
             EndReason::VersionMismatch(m) => {
                 write!(f, "this linkfs version cannot talk to the sharer's: {m}")
             }
+            EndReason::NotReached { words, .. } => f.write_str(words),
         }
     }
 }
@@ -155,6 +163,7 @@ impl EndReason {
             EndReason::ConnectionLost => FailureKind::Unreachable,
             EndReason::ClosedHere => FailureKind::Closed,
             EndReason::ProtocolError(_) | EndReason::VersionMismatch(_) => FailureKind::Other,
+            EndReason::NotReached { kind, .. } => *kind,
         }
     }
 }
@@ -301,6 +310,18 @@ pub struct Receiver {
     requests: HashMap<ReadId, Request>,
     in_flight: u64,
     index_wire_bytes: u64,
+    /// Reads asked for before the index was installed
+    /// ([`Receiver::awaiting_index`]): checked and started once it is.
+    waiting: Option<Vec<WaitingRead>>,
+}
+
+/// A read asked for before the index was there.
+#[derive(Debug, Clone, Copy)]
+struct WaitingRead {
+    handle: ReadHandle,
+    entry: EntryId,
+    offset: u64,
+    len: u64,
 }
 
 impl Receiver {
@@ -333,9 +354,47 @@ impl Receiver {
             requests: HashMap::new(),
             in_flight: 0,
             index_wire_bytes: 0,
+            waiting: None,
         };
         r.out.push_back(r.hello());
         r
+    }
+
+    /// A session whose index comes later ([`install_index`](Self::install_index):
+    /// a shell restoring it from storage). Reads asked for meanwhile wait and
+    /// are checked against the index once it is installed.
+    pub fn awaiting_index(config: ReceiverConfig) -> Self {
+        let mut r = Receiver::new(config, Index::new(), None);
+        r.waiting = Some(Vec::new());
+        r
+    }
+
+    /// Whether the index is still to come ([`awaiting_index`](Self::awaiting_index)).
+    pub fn is_awaiting_index(&self) -> bool {
+        self.waiting.is_some()
+    }
+
+    /// Installs the index a session [`awaiting_index`](Self::awaiting_index)
+    /// was waiting for, and where it resumes; starts the reads that waited
+    /// (one not valid in this index fails with its reason). Call before the
+    /// first frame goes out; otherwise it does nothing.
+    pub fn install_index(&mut self, index: Index, resume: Option<(Epoch, Seq)>) {
+        let Some(waiting) = self.waiting.take() else {
+            return;
+        };
+        self.index = index;
+        self.resume = resume;
+        self.out.clear();
+        self.out.push_back(self.hello());
+        for w in waiting {
+            if let Err(error) = self.begin_read(w.handle, w.entry, w.offset, w.len) {
+                self.events
+                    .push_back(ReceiverEvent::Read(ReadEvent::Failed {
+                        handle: w.handle,
+                        error: ReadFailure::NotStarted(error),
+                    }));
+            }
+        }
     }
 
     fn hello(&self) -> Vec<u8> {
@@ -553,11 +612,25 @@ impl Receiver {
         self.end(EndReason::ProtocolError(message));
     }
 
-    fn end(&mut self, reason: EndReason) {
+    /// Ends the session with `reason` (nothing is sent): reads fail with it,
+    /// an `Ended` event follows.
+    pub fn end(&mut self, reason: EndReason) {
         if self.state == State::Closed {
             return;
         }
         self.state = State::Closed;
+        let waiting = self
+            .waiting
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        for w in waiting {
+            self.events
+                .push_back(ReceiverEvent::Read(ReadEvent::Failed {
+                    handle: w.handle,
+                    error: ReadFailure::SharerGone(reason.to_string()),
+                }));
+        }
         let handles: Vec<ReadHandle> = self.jobs.keys().copied().collect();
         for h in handles {
             self.fail_job(h, ReadFailure::SharerGone(reason.to_string()));
@@ -631,7 +704,8 @@ impl Receiver {
         self.end(EndReason::ClosedHere);
     }
 
-    /// Starts reading `len` bytes at `offset` of a file in the index.
+    /// Starts reading `len` bytes at `offset` of a file in the index (while
+    /// the index is awaited, the read waits for it).
     pub fn start_read(
         &mut self,
         entry: EntryId,
@@ -641,6 +715,33 @@ impl Receiver {
         if self.state == State::Closed {
             return Err(StartReadError::Closed);
         }
+        let open = self.jobs.len() + self.waiting.as_ref().map_or(0, Vec::len);
+        if open >= self.config.max_reads {
+            return Err(StartReadError::TooMany(self.config.max_reads));
+        }
+        let handle = ReadHandle(self.next_handle);
+        if let Some(waiting) = &mut self.waiting {
+            waiting.push(WaitingRead {
+                handle,
+                entry,
+                offset,
+                len,
+            });
+        } else {
+            self.begin_read(handle, entry, offset, len)?;
+        }
+        self.next_handle = self.next_handle.wrapping_add(1).max(1);
+        Ok(handle)
+    }
+
+    /// Checks a read against the index and opens its job under `handle`.
+    fn begin_read(
+        &mut self,
+        handle: ReadHandle,
+        entry: EntryId,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), StartReadError> {
         let e = self
             .index
             .get(entry)
@@ -655,15 +756,10 @@ impl Receiver {
                 size: e.size,
             },
         )?;
-        if self.jobs.len() >= self.config.max_reads {
-            return Err(StartReadError::TooMany(self.config.max_reads));
-        }
-        let handle = ReadHandle(self.next_handle);
-        self.next_handle = self.next_handle.wrapping_add(1).max(1);
         if len == 0 {
             self.events
                 .push_back(ReceiverEvent::Read(ReadEvent::Done { handle }));
-            return Ok(handle);
+            return Ok(());
         }
         self.jobs.insert(
             handle,
@@ -678,11 +774,14 @@ impl Receiver {
                 retries: 0,
             },
         );
-        Ok(handle)
+        Ok(())
     }
 
     /// Stops a read; no more events come for it.
     pub fn cancel_read(&mut self, handle: ReadHandle) {
+        if let Some(waiting) = &mut self.waiting {
+            waiting.retain(|w| w.handle != handle);
+        }
         self.drop_job(handle);
     }
 
