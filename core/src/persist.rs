@@ -93,6 +93,15 @@ pub trait StoredFrame: Clone {
     fn bytes(&self) -> std::borrow::Cow<'_, [u8]>;
 }
 
+/// A visit that stores nothing (the native receiver) keeps no frames.
+impl StoredFrame for () {
+    fn from_held(_: Vec<u8>) -> Self {}
+
+    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(&[])
+    }
+}
+
 impl StoredFrame for Vec<u8> {
     fn from_held(bytes: Vec<u8>) -> Self {
         bytes

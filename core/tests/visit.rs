@@ -816,8 +816,10 @@ fn a_snapshot_is_built_in_steps_and_a_reopen_starts_from_it() {
 
 #[test]
 fn storage_failing_is_said_once_and_nothing_received_is_lost() {
-    let mut store = Store::default();
-    store.failing = Some("the disk is full".into());
+    let store = Store {
+        failing: Some("the disk is full".into()),
+        ..Store::default()
+    };
     let mut shell = Shell::new(sharer(20, 200, 1), Storage::Kept, store);
     shell.run(10_000);
     assert_eq!(shell.storage_failures, vec!["the disk is full".to_owned()]);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use linkfs_core::{GuestAction, GuestSignaling, HostAction, HostSignaling, ShareLink};
 use linkfs_peer::transport::{
-    CloseReason, DataLink, Handshake, HandshakeEvent, IceCandidate, LinkError, NativeTuning,
+    DataLink, Handshake, HandshakeEvent, IceCandidate, LinkClosed, LinkError, NativeTuning,
     TransportConfig, TransportError, connect_in_process, is_from_native_peer,
 };
 use linkfs_proto::MAX_FRAME_LEN;
@@ -187,7 +187,7 @@ async fn same_host_tuning_carries_big_transfers_intact() {
     sender.close().await;
 }
 
-async fn assert_ends_within(link: &mut DataLink, side: &str) -> CloseReason {
+async fn assert_ends_within(link: &mut DataLink, side: &str) -> LinkClosed {
     let started = Instant::now();
     let end = tokio::time::timeout(NOTICE_WITHIN, link.recv())
         .await
@@ -213,7 +213,7 @@ async fn closing_the_offerer_ends_the_answerer() {
     assert!(
         matches!(
             reason,
-            CloseReason::PeerClosed | CloseReason::ConnectionClosed | CloseReason::ConnectionLost
+            LinkClosed::PeerClosed | LinkClosed::ConnectionClosed | LinkClosed::ConnectionLost
         ),
         "{reason:?}"
     );
@@ -656,7 +656,7 @@ async fn a_peer_that_vanishes_is_noticed_within_seconds() {
         "vanished peer noticed after {:?}: {reason:?}",
         started.elapsed()
     );
-    assert_eq!(reason, Some(CloseReason::ConnectionLost));
+    assert_eq!(reason, Some(LinkClosed::ConnectionLost));
     assert!(started.elapsed() < Duration::from_secs(8));
     drop(gone);
 }
@@ -777,7 +777,7 @@ async fn the_answerer_takes_only_the_linkfs_channel() {
     assert_eq!(recv_within(&mut link, "the oversized message").await, None);
     assert_eq!(
         link.close_reason(),
-        Some(CloseReason::OversizedFrame {
+        Some(LinkClosed::OversizedFrame {
             len: MAX_FRAME_LEN + 1,
             max: MAX_FRAME_LEN
         })

@@ -37,14 +37,14 @@ pub struct MemoryLink {
 pub struct MemorySender {
     queue: mpsc::Sender<Bytes>,
     permit: Option<mpsc::OwnedPermit<Bytes>>,
-    closed: Arc<Mutex<Option<String>>>,
+    closed: Arc<Mutex<Option<LinkClosed>>>,
 }
 
 /// The receiving half of a [`MemoryLink`].
 #[derive(Debug)]
 pub struct MemoryReceiver {
     delivered: mpsc::Receiver<Bytes>,
-    closed: Arc<Mutex<Option<String>>>,
+    closed: Arc<Mutex<Option<LinkClosed>>>,
 }
 
 /// Cuts a [`MemoryLink`] pair: both ends see the link end, as when a network
@@ -106,7 +106,7 @@ impl MemoryLink {
 fn one_way(
     model: LinkModel,
     seed: u64,
-    far_closed: Arc<Mutex<Option<String>>>,
+    far_closed: Arc<Mutex<Option<LinkClosed>>>,
     cut: CancellationToken,
 ) -> (mpsc::Sender<Bytes>, mpsc::Receiver<Bytes>) {
     let (queue, mut queued) = mpsc::channel::<Bytes>(SEND_QUEUE);
@@ -132,7 +132,7 @@ fn one_way(
             tokio::select! {
                 () = cut.cancelled() => {
                     if let Ok(mut c) = far_closed.lock() {
-                        c.get_or_insert_with(|| "the network path broke".into());
+                        c.get_or_insert(LinkClosed::ConnectionLost);
                     }
                     return;
                 }
@@ -144,7 +144,7 @@ fn one_way(
             }
         }
         if let Ok(mut c) = far_closed.lock() {
-            c.get_or_insert_with(|| "the other side closed the link".into());
+            c.get_or_insert(LinkClosed::PeerClosed);
         }
     });
     (queue, delivered)
@@ -161,7 +161,7 @@ impl FrameLink for MemoryLink {
 impl MemorySender {
     fn closed_reason(&self) -> LinkClosed {
         let reason = self.closed.lock().ok().and_then(|c| c.clone());
-        LinkClosed(reason.unwrap_or_else(|| "the link is closed".into()))
+        reason.unwrap_or(LinkClosed::ConnectionClosed)
     }
 }
 
@@ -191,7 +191,7 @@ impl FrameSender for MemorySender {
 
     async fn close(self) {
         if let Ok(mut c) = self.closed.lock() {
-            c.get_or_insert_with(|| "the link was closed on this side".into());
+            c.get_or_insert(LinkClosed::ClosedHere);
         }
         // Dropping the queue lets the mover deliver what is in flight, then end.
     }
@@ -204,6 +204,6 @@ impl FrameReceiver for MemoryReceiver {
 
     fn closed_reason(&self) -> LinkClosed {
         let reason = self.closed.lock().ok().and_then(|c| c.clone());
-        LinkClosed(reason.unwrap_or_else(|| "the other side closed the link".into()))
+        reason.unwrap_or(LinkClosed::PeerClosed)
     }
 }

@@ -34,10 +34,40 @@ use tokio_util::sync::CancellationToken;
 /// is closed anyway.
 pub const GOODBYE_FLUSH: Duration = Duration::from_secs(2);
 
-/// The link ended; the words say why.
+/// Why a link ended: a WebRTC [`DataLink`](crate::transport::DataLink) (or a
+/// handshake that never opened), or a [`memory::MemoryLink`].
+///
+/// The first reason observed wins: a link closed here that then sees its connection
+/// close still reports [`LinkClosed::ClosedHere`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct LinkClosed(pub String);
+#[non_exhaustive]
+pub enum LinkClosed {
+    /// This side called `close()`.
+    #[error("the link was closed on this side")]
+    ClosedHere,
+    /// The other side closed the data channel.
+    #[error("the other side closed the link")]
+    PeerClosed,
+    /// The peer connection was closed (by either side, or because its driver stopped).
+    #[error("the connection was closed")]
+    ConnectionClosed,
+    /// ICE stopped hearing from the other side: it went away, or the network path broke.
+    #[error("the other side stopped answering (it quit, or the network path was lost)")]
+    ConnectionLost,
+    /// ICE or DTLS gave up: no working network path, or the security handshake failed.
+    #[error("the connection failed (no working network path between the two sides)")]
+    ConnectionFailed,
+    /// The other side sent a message larger than the frame limit.
+    #[error("the other side sent a {len}-byte message, over the {max}-byte frame limit")]
+    OversizedFrame { len: usize, max: usize },
+    /// Handing a frame to the data channel failed.
+    #[error("sending failed: {0}")]
+    SendFailed(String),
+    /// The sharer dropped the link on purpose (`SIGUSR1`: to see, or test,
+    /// that visitors reconnect).
+    #[error("dropped on request (the visitor reconnects)")]
+    DroppedOnRequest,
+}
 
 /// The sending half of a frame link.
 pub trait FrameSender: Send + 'static {
@@ -89,15 +119,46 @@ pub trait DrivenSession: Send {
     fn gave_up(&mut self) -> Self::Outcome;
 }
 
+/// A session's time: milliseconds since it started, across all the links it
+/// is driven over.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    /// A clock that reads 0 now.
+    pub fn start() -> Clock {
+        Clock {
+            start: Instant::now(),
+        }
+    }
+
+    pub fn now(&self) -> Millis {
+        Millis(self.start.elapsed().as_millis() as u64)
+    }
+
+    /// The instant a `Millis` of this clock stands for.
+    pub fn instant(&self, at: Millis) -> Instant {
+        self.start + Duration::from_millis(at.0)
+    }
+}
+
 /// Runs `session` over `link` until it ends; `cancel` asks it to stop. The
-/// session is lent, so its shell can look at what is left afterwards.
-pub async fn drive<S, L>(session: &mut S, link: L, cancel: CancellationToken) -> S::Outcome
+/// session is lent, so its shell can look at what is left afterwards; its
+/// time is `clock`'s (a session driven over several links keeps one clock).
+pub async fn drive<S, L>(
+    session: &mut S,
+    link: L,
+    cancel: CancellationToken,
+    clock: Clock,
+) -> S::Outcome
 where
     S: DrivenSession,
     L: FrameLink,
 {
-    let start = Instant::now();
-    let now = move || Millis(start.elapsed().as_millis() as u64);
+    let start = clock.start;
+    let now = move || clock.now();
     let (mut tx, mut rx) = link.split();
     let mut pending: Option<Bytes> = None;
     let mut link_open = true;

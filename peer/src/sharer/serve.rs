@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::disk::{OpenFiles, ShareRoot};
-use crate::drive::{DrivenSession, FrameLink, LinkClosed, drive};
+use crate::drive::{Clock, DrivenSession, FrameLink, LinkClosed, drive};
 
 /// Why serving one receiver ended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -169,9 +169,8 @@ impl DrivenSession for ServedSession {
             ServeInput::IndexChanged => {}
             ServeInput::IndexSettled => self.watching = false,
             ServeInput::DropLink => {
-                self.end.get_or_insert(ServeEnd::LinkClosed(LinkClosed(
-                    "dropped on request (the visitor reconnects)".into(),
-                )));
+                self.end
+                    .get_or_insert(ServeEnd::LinkClosed(LinkClosed::DroppedOnRequest));
             }
         }
     }
@@ -224,5 +223,5 @@ const STOPPED: &str = "the sharer stopped sharing";
 /// `ctx.cancel` fires.
 pub async fn serve(link: impl FrameLink, ctx: ServeContext) -> ServeOutcome {
     let mut session = ServedSession::new(&ctx);
-    drive(&mut session, link, ctx.cancel.clone()).await
+    drive(&mut session, link, ctx.cancel.clone(), Clock::start()).await
 }

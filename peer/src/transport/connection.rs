@@ -22,7 +22,7 @@ use webrtc::peer_connection::{
 };
 
 use super::config::TransportConfig;
-use super::error::{CloseReason, TransportError};
+use super::error::{LinkClosed, TransportError};
 use linkfs_core::IceCandidate;
 
 /// Most local candidates queued for the application: 64. One host candidate per bind
@@ -49,7 +49,7 @@ pub(crate) enum ChannelPolicy {
 
 /// The shared end-of-connection state: `None` while alive, then the first reason seen.
 #[derive(Debug, Clone)]
-pub(crate) struct Ending(Arc<watch::Sender<Option<CloseReason>>>);
+pub(crate) struct Ending(Arc<watch::Sender<Option<LinkClosed>>>);
 
 impl Ending {
     fn new() -> Self {
@@ -57,7 +57,7 @@ impl Ending {
     }
 
     /// Records `reason` unless a reason is already recorded.
-    pub(crate) fn end(&self, reason: CloseReason) {
+    pub(crate) fn end(&self, reason: LinkClosed) {
         self.0.send_if_modified(|current| {
             if current.is_none() {
                 *current = Some(reason);
@@ -68,22 +68,22 @@ impl Ending {
         });
     }
 
-    pub(crate) fn reason(&self) -> Option<CloseReason> {
+    pub(crate) fn reason(&self) -> Option<LinkClosed> {
         self.0.borrow().clone()
     }
 
-    pub(crate) fn subscribe(&self) -> watch::Receiver<Option<CloseReason>> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Option<LinkClosed>> {
         self.0.subscribe()
     }
 }
 
 /// Waits until `ending` holds a reason and returns it.
-pub(crate) async fn ended(ending: &mut watch::Receiver<Option<CloseReason>>) -> CloseReason {
+pub(crate) async fn ended(ending: &mut watch::Receiver<Option<LinkClosed>>) -> LinkClosed {
     match ending.wait_for(Option::is_some).await {
-        Ok(reason) => reason.clone().unwrap_or(CloseReason::ConnectionClosed),
+        Ok(reason) => reason.clone().unwrap_or(LinkClosed::ConnectionClosed),
         // The sender lives in an Arc that every holder of this receiver also holds,
         // so this arm is unreachable in practice; treat it as a closed connection.
-        Err(_) => CloseReason::ConnectionClosed,
+        Err(_) => LinkClosed::ConnectionClosed,
     }
 }
 
@@ -161,7 +161,7 @@ impl std::fmt::Debug for Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.ending.end(CloseReason::ClosedHere);
+        self.ending.end(LinkClosed::ClosedHere);
         let pc = self.pc.clone();
         // Without a runtime (process shutdown) there is nothing left to stop.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -309,9 +309,9 @@ impl PeerConnectionEventHandler for Handler {
     async fn on_connection_state_change(&self, state: RTCPeerConnectionState) {
         tracing::debug!(%state, "peer connection state");
         let reason = match state {
-            RTCPeerConnectionState::Disconnected => CloseReason::ConnectionLost,
-            RTCPeerConnectionState::Failed => CloseReason::ConnectionFailed,
-            RTCPeerConnectionState::Closed => CloseReason::ConnectionClosed,
+            RTCPeerConnectionState::Disconnected => LinkClosed::ConnectionLost,
+            RTCPeerConnectionState::Failed => LinkClosed::ConnectionFailed,
+            RTCPeerConnectionState::Closed => LinkClosed::ConnectionClosed,
             _ => return,
         };
         self.ending.end(reason);

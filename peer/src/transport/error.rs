@@ -2,35 +2,7 @@
 
 use std::time::Duration;
 
-/// Why a [`DataLink`](super::DataLink) (or a handshake that never opened) ended.
-///
-/// The first reason observed wins: a link closed here that then sees its connection
-/// close still reports [`CloseReason::ClosedHere`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CloseReason {
-    /// This side called `close()`.
-    #[error("the link was closed on this side")]
-    ClosedHere,
-    /// The other side closed the data channel.
-    #[error("the other side closed the link")]
-    PeerClosed,
-    /// The peer connection was closed (by either side, or because its driver stopped).
-    #[error("the connection was closed")]
-    ConnectionClosed,
-    /// ICE stopped hearing from the other side: it went away, or the network path broke.
-    #[error("the other side stopped answering (it quit, or the network path was lost)")]
-    ConnectionLost,
-    /// ICE or DTLS gave up: no working network path, or the security handshake failed.
-    #[error("the connection failed (no working network path between the two sides)")]
-    ConnectionFailed,
-    /// The other side sent a message larger than the frame limit.
-    #[error("the other side sent a {len}-byte message, over the {max}-byte frame limit")]
-    OversizedFrame { len: usize, max: usize },
-    /// Handing a frame to the data channel failed.
-    #[error("sending failed: {0}")]
-    SendFailed(String),
-}
+pub use crate::drive::LinkClosed;
 
 /// Errors while setting up or negotiating a connection.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +42,7 @@ pub enum TransportError {
     TimedOut(Duration),
     /// The connection ended before the data channel opened.
     #[error("the connection ended before it opened: {0}")]
-    Closed(CloseReason),
+    Closed(LinkClosed),
 }
 
 /// Errors from sending on a [`DataLink`](super::DataLink).
@@ -82,5 +54,5 @@ pub enum LinkError {
     FrameTooLarge { len: usize, max: usize },
     /// The link has ended; nothing more can be sent.
     #[error("the link is closed: {0}")]
-    Closed(CloseReason),
+    Closed(LinkClosed),
 }

@@ -34,7 +34,7 @@ use webrtc::peer_connection::RTCSessionDescription;
 
 use super::config::TransportConfig;
 use super::connection::{ChannelPolicy, Connection, ConnectionEvents, ended, open_connection};
-use super::error::{CloseReason, TransportError};
+use super::error::{LinkClosed, TransportError};
 use super::link::DataLink;
 use linkfs_core::IceCandidate;
 
@@ -76,7 +76,7 @@ pub struct Handshake {
     role: Role,
     deadline: Instant,
     timeout: std::time::Duration,
-    ending: watch::Receiver<Option<CloseReason>>,
+    ending: watch::Receiver<Option<LinkClosed>>,
     opened: bool,
     /// The configuration has a TURN server: the connection may be relayed
     /// (see [`super::relay_pump`]).
@@ -286,8 +286,8 @@ impl Handshake {
                     return Ok(HandshakeEvent::Open(link));
                 }
                 ChannelProgress::Closed => {
-                    self.connection.ending.end(CloseReason::PeerClosed);
-                    return Err(TransportError::Closed(CloseReason::PeerClosed));
+                    self.connection.ending.end(LinkClosed::PeerClosed);
+                    return Err(TransportError::Closed(LinkClosed::PeerClosed));
                 }
                 ChannelProgress::Other => continue,
             }

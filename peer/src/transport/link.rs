@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use webrtc::data_channel::{DataChannel, DataChannelEvent};
 
 use super::connection::{Connection, Route, ended, route_of};
-use super::error::{CloseReason, LinkError};
+use super::error::{LinkClosed, LinkError};
 
 /// Frames waiting in a link's outbox for the writer task: 4 (up to 240 KiB).
 pub const OUTBOX_FRAMES: usize = 4;
@@ -61,12 +61,12 @@ struct Shared {
 }
 
 impl Shared {
-    fn close_reason(&self) -> Option<CloseReason> {
+    fn close_reason(&self) -> Option<LinkClosed> {
         self.connection.ending.reason()
     }
 
     /// Closes the channel and the connection now (no flush).
-    async fn shut(&self, reason: CloseReason) {
+    async fn shut(&self, reason: LinkClosed) {
         self.connection.ending.end(reason);
         if let Err(error) = self.channel.close().await {
             tracing::debug!(%error, "closing the data channel");
@@ -137,7 +137,7 @@ impl DataLink {
     }
 
     /// Why the link ended, or `None` while it is open.
-    pub fn close_reason(&self) -> Option<CloseReason> {
+    pub fn close_reason(&self) -> Option<LinkClosed> {
         self.sender.close_reason()
     }
 
@@ -225,12 +225,12 @@ impl LinkSender {
     }
 
     /// Why the link ended, or `None` while it is open.
-    pub fn close_reason(&self) -> Option<CloseReason> {
+    pub fn close_reason(&self) -> Option<LinkClosed> {
         self.shared.close_reason()
     }
 
     /// Resolves when the link ends, with the reason. Cancel-safe.
-    pub async fn closed(&self) -> CloseReason {
+    pub async fn closed(&self) -> LinkClosed {
         ended(&mut self.shared.connection.ending.subscribe()).await
     }
 
@@ -251,18 +251,18 @@ impl LinkSender {
             return;
         }
         // The writer is gone or stuck: close without flushing.
-        self.shared.shut(CloseReason::ClosedHere).await;
+        self.shared.shut(LinkClosed::ClosedHere).await;
     }
 
     fn closed_error(&self) -> LinkError {
-        LinkError::Closed(self.close_reason().unwrap_or(CloseReason::ConnectionClosed))
+        LinkError::Closed(self.close_reason().unwrap_or(LinkClosed::ConnectionClosed))
     }
 }
 
 /// The receiving half of a [`DataLink`].
 pub struct LinkReceiver {
     shared: Arc<Shared>,
-    ending: watch::Receiver<Option<CloseReason>>,
+    ending: watch::Receiver<Option<LinkClosed>>,
     finished: bool,
 }
 
@@ -299,13 +299,13 @@ impl LinkReceiver {
                     if len <= MAX_FRAME_LEN {
                         return Some(message.data.freeze());
                     }
-                    CloseReason::OversizedFrame {
+                    LinkClosed::OversizedFrame {
                         len,
                         max: MAX_FRAME_LEN,
                     }
                 }
-                Some(DataChannelEvent::OnClose) => CloseReason::PeerClosed,
-                None => CloseReason::ConnectionClosed,
+                Some(DataChannelEvent::OnClose) => LinkClosed::PeerClosed,
+                None => LinkClosed::ConnectionClosed,
                 Some(_) => continue,
             };
             self.finished = true;
@@ -315,7 +315,7 @@ impl LinkReceiver {
     }
 
     /// Why the link ended, or `None` while it is open.
-    pub fn close_reason(&self) -> Option<CloseReason> {
+    pub fn close_reason(&self) -> Option<LinkClosed> {
         self.shared.close_reason()
     }
 }
@@ -353,15 +353,13 @@ async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>)
                     }
                 };
                 if let Err(error) = sent {
-                    shared
-                        .shut(CloseReason::SendFailed(error.to_string()))
-                        .await;
+                    shared.shut(LinkClosed::SendFailed(error.to_string())).await;
                     return;
                 }
             }
             Some(Outgoing::Close(done)) => {
                 flush(&shared).await;
-                shared.shut(CloseReason::ClosedHere).await;
+                shared.shut(LinkClosed::ClosedHere).await;
                 let _ = done.send(());
                 return;
             }
@@ -401,12 +399,12 @@ impl std::fmt::Debug for DataLinkSender {
     }
 }
 
-fn link_closed(reason: Option<CloseReason>) -> crate::drive::LinkClosed {
-    crate::drive::LinkClosed(reason.unwrap_or(CloseReason::ConnectionClosed).to_string())
+fn link_closed(reason: Option<LinkClosed>) -> LinkClosed {
+    reason.unwrap_or(LinkClosed::ConnectionClosed)
 }
 
 impl crate::drive::FrameSender for DataLinkSender {
-    async fn ready(&mut self) -> Result<(), crate::drive::LinkClosed> {
+    async fn ready(&mut self) -> Result<(), LinkClosed> {
         if self.permit.is_none() {
             if let Some(reason) = self.sender.close_reason() {
                 return Err(link_closed(Some(reason)));
@@ -423,8 +421,8 @@ impl crate::drive::FrameSender for DataLinkSender {
         Ok(())
     }
 
-    fn send(&mut self, frame: Bytes) -> Result<(), crate::drive::LinkClosed> {
-        let frame = checked(frame).map_err(|e| crate::drive::LinkClosed(e.to_string()))?;
+    fn send(&mut self, frame: Bytes) -> Result<(), LinkClosed> {
+        let frame = checked(frame).map_err(|e| LinkClosed::SendFailed(e.to_string()))?;
         if let Some(reason) = self.sender.close_reason() {
             return Err(link_closed(Some(reason)));
         }
@@ -452,7 +450,7 @@ impl crate::drive::FrameReceiver for LinkReceiver {
         LinkReceiver::recv(self).await
     }
 
-    fn closed_reason(&self) -> crate::drive::LinkClosed {
+    fn closed_reason(&self) -> LinkClosed {
         link_closed(self.close_reason())
     }
 }

@@ -72,7 +72,7 @@ pub use config::{
     IcePolicy, NativeTuning, TransportConfig, default_bind_addrs,
 };
 pub use connection::{LOCAL_CANDIDATE_QUEUE, Route};
-pub use error::{CloseReason, LinkError, TransportError};
+pub use error::{LinkClosed, LinkError, TransportError};
 pub use handshake::{Handshake, HandshakeEvent, NATIVE_PEER_MARKER, is_from_native_peer};
 pub use link::{
     CLOSE_FLUSH_TIMEOUT, DataLink, DataLinkSender, LinkReceiver, LinkSender, OUTBOX_FRAMES,

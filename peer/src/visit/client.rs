@@ -1,12 +1,23 @@
-//! The native receiver's session: the thin async shell around the core
-//! [`Receiver`] (the same code the browser runs), shared with whoever asks
-//! (the FUSE threads, `ls`, `get`).
+//! The native receiver's shell around core's [`Visit`] (the same machine the
+//! browser's worker drives), shared with whoever asks (the FUSE threads,
+//! `ls`, `get`).
 //!
-//! One task runs the drive loop ([`crate::drive`]) with a [`ClientSession`]:
-//! frames in, frames out, timers, and read commands from any thread. The
-//! receiver sits behind a mutex so that lookups and listings read the index in
-//! place; the loop holds the lock only for one call at a time. Why the session
-//! ended is core's typed [`EndReason`], all the way to the commands' exit codes.
+//! ```text
+//!  Visit output          this shell
+//!  Connect          -->  the connector makes a data link (racing the visit's timers)
+//!  Transmit         -->  the drive loop sends it (one frame waits for room at most)
+//!  CloseLink        -->  the link (or the attempt) is dropped
+//!  Event            -->  read replies, the status watch, the change follower, refusals
+//!  Timeout          -->  sleep until then
+//!  frames, link opened/failed/closed, read commands, cancel --> the visit's inputs
+//! ```
+//!
+//! One task runs it: the drive loop ([`crate::drive`]) while a link is open,
+//! and a short wait for the visit's next request between links. Every
+//! decision (when to connect, how long to wait for a sharer that is
+//! restarting, when to give up and why) is the visit's. The visit sits
+//! behind a mutex so that lookups and listings read the index in place; the
+//! loop holds the lock only for one call at a time.
 //!
 //! Bounds: at most [`COMMAND_QUEUE`] read commands wait for the loop; a read
 //! holds at most its own `len` bytes (callers ask in pieces of at most
@@ -14,22 +25,21 @@
 //! [`MAX_REFUSALS_KEPT`] (and counted beyond).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use std::future::Future;
-use std::pin::Pin;
-
 use linkfs_core::{
-    Backoff, BackoffConfig, EndReason, FailureKind, Index, IndexChange, Millis, ReadEvent,
-    ReadFailure, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent, Retry, StartReadError,
+    EndReason, Index, IndexChanges, Millis, Output, ReadEvent, ReadFailure, ReadHandle,
+    ReceiverConfig, StartReadError, Storage, Visit, VisitConfig, VisitEvent, VisitStatus,
 };
 use linkfs_proto::EntryId;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::VisitError;
-use crate::drive::{DrivenSession, FrameLink, LinkClosed, drive};
+use crate::drive::{Clock, DrivenSession, FrameLink, LinkClosed, drive};
 
 /// Read commands waiting for the session loop.
 pub const COMMAND_QUEUE: usize = 1024;
@@ -37,14 +47,18 @@ pub const COMMAND_QUEUE: usize = 1024;
 pub const MAX_READ_LEN: u64 = 16 << 20;
 /// Refused index operations kept for reporting (the rest are only counted).
 pub const MAX_REFUSALS_KEPT: usize = 100;
+/// Change batches waiting for whoever follows them ([`Client::changes`]).
+pub const CHANGES_QUEUE: usize = 64;
 
-/// How far the index is, and whether the session is over.
+/// How far the index is, and how the connection is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
     pub received: u64,
     pub announced: u64,
     pub complete: bool,
-    /// Set once the session ended.
+    /// A data link is open now.
+    pub connected: bool,
+    /// Set once the session ended (and its link is closed).
     pub ended: Option<EndReason>,
     /// The data link was lost and a new one is being made (reads wait).
     pub reconnecting: bool,
@@ -52,7 +66,7 @@ pub struct Status {
     pub reconnects: u32,
 }
 
-/// Makes a new data link to the same sharer after one was lost.
+/// Makes a data link to the sharer, each time the visit asks for one.
 pub type Reconnector<L> =
     Box<dyn FnMut() -> Pin<Box<dyn Future<Output = Result<L, VisitError>> + Send>> + Send>;
 
@@ -81,24 +95,15 @@ struct ReadCommand {
 }
 
 struct Shared {
-    receiver: Mutex<Receiver>,
+    visit: Mutex<Visit<()>>,
     refusals: Mutex<(Vec<String>, u64)>,
     /// Where changes to the index go, once someone asked ([`Client::changes`]).
     changes: Mutex<Option<mpsc::Sender<IndexChanges>>>,
+    /// Why the last attempt at a link failed, in the connector's own words.
+    last_failure: Mutex<Option<VisitError>>,
 }
 
-/// Changes applied to the index (after it was complete), in order. `overflowed`:
-/// more changed than this says (anything may have changed).
-#[derive(Debug, Clone, Default)]
-pub struct IndexChanges {
-    pub changes: Vec<IndexChange>,
-    pub overflowed: bool,
-}
-
-/// Change batches waiting for whoever follows them ([`Client::changes`]).
-pub const CHANGES_QUEUE: usize = 64;
-
-/// A connected receiver. Cloning shares the session.
+/// A receiver of one share. Cloning shares the session.
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
@@ -129,37 +134,93 @@ pub fn native_receiver_config() -> ReceiverConfig {
 }
 
 impl Client {
-    /// Starts the session over an open link. It runs on the current tokio
-    /// runtime until the sharer leaves, the link drops or [`Client::close`].
+    /// A session over one open link: when it is lost, the session ends.
     pub fn start<L: FrameLink>(link: L, config: ReceiverConfig) -> Client {
-        Self::start_with(link, config, None)
+        Self::spawn(Some(link), None, config)
     }
 
-    /// Like [`Client::start`]; when the link is lost, `reconnect` makes new
-    /// ones (with core's backoff, for up to five minutes; a sharer that is not
-    /// there is waited for one minute, in case it is restarting), and the
-    /// session resumes where the index was. Reads wait meanwhile.
+    /// A session over an open link; when it is lost, `reconnect` makes new
+    /// ones whenever the visit asks (core's backoff, the grace for a
+    /// restarting sharer, the give-up) and the session resumes where the
+    /// index was. Reads wait meanwhile.
     pub fn start_with<L: FrameLink>(
         link: L,
         config: ReceiverConfig,
         reconnect: Option<Reconnector<L>>,
     ) -> Client {
+        Self::spawn(Some(link), reconnect, config)
+    }
+
+    /// A session whose every link, the first included, `connect` makes;
+    /// returns once the first is open, or with why it could not be made.
+    pub async fn connect<L: FrameLink>(
+        connect: Reconnector<L>,
+        config: ReceiverConfig,
+    ) -> Result<Client, VisitError> {
+        let client = Self::spawn(None, Some(connect), config);
+        let mut watch = client.status.clone();
+        loop {
+            {
+                let s = watch.borrow_and_update();
+                if s.connected {
+                    return Ok(client);
+                }
+                if let Some(reason) = &s.ended {
+                    let failure = client
+                        .shared
+                        .last_failure
+                        .lock()
+                        .ok()
+                        .and_then(|mut f| f.take());
+                    return Err(failure.unwrap_or_else(|| VisitError::Ended(reason.clone())));
+                }
+            }
+            if watch.changed().await.is_err() {
+                return Err(VisitError::Ended(EndReason::ClosedHere));
+            }
+        }
+    }
+
+    fn spawn<L: FrameLink>(
+        first: Option<L>,
+        connector: Option<Reconnector<L>>,
+        receiver: ReceiverConfig,
+    ) -> Client {
+        let clock = Clock::start();
+        let config = VisitConfig {
+            receiver,
+            reconnect: connector.is_some(),
+            storage: Storage::Memory,
+            ..VisitConfig::default()
+        };
+        let seed = crate::random::random_bytes::<8>().map_or(7, u64::from_le_bytes);
         let shared = Arc::new(Shared {
-            receiver: Mutex::new(Receiver::new(config, Index::new(), None)),
+            visit: Mutex::new(Visit::new(clock.now(), config, seed)),
             refusals: Mutex::new((Vec::new(), 0)),
             changes: Mutex::new(None),
+            last_failure: Mutex::new(None),
         });
         let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
         let (status_tx, status) = watch::channel(Status::default());
         let cancel = CancellationToken::new();
-        tokio::spawn(run(
-            link,
-            reconnect,
-            shared.clone(),
-            command_rx,
-            status_tx,
-            cancel.clone(),
-        ));
+        let shell = VisitShell {
+            shared: shared.clone(),
+            clock,
+            commands: command_rx,
+            commands_open: true,
+            reads: HashMap::new(),
+            status: status_tx,
+            connected: false,
+            reconnecting: false,
+            reconnects: 0,
+            end: None,
+            changes_lost: false,
+            deadline: None,
+            asked_connect: false,
+            asked_close: false,
+            link_lost: false,
+        };
+        tokio::spawn(run(shell, first, connector, cancel.clone()));
         Client {
             shared,
             commands,
@@ -180,18 +241,18 @@ impl Client {
         self
     }
 
-    fn receiver(&self) -> MutexGuard<'_, Receiver> {
-        // The receiver stays consistent between calls; a panic elsewhere must not
+    fn visit(&self) -> MutexGuard<'_, Visit<()>> {
+        // The visit stays consistent between calls; a panic elsewhere must not
         // take every reader down with it.
         self.shared
-            .receiver
+            .visit
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs `f` on the index as it is now.
     pub fn with_index<R>(&self, f: impl FnOnce(&Index) -> R) -> R {
-        f(self.receiver().index())
+        f(self.visit().index())
     }
 
     pub fn status(&self) -> Status {
@@ -347,7 +408,7 @@ struct OpenRead {
     reply: oneshot::Sender<Result<Vec<u8>, ReadError>>,
 }
 
-/// What wakes the receiver's session besides frames and timers.
+/// What wakes the visit besides frames and timers.
 #[derive(Debug)]
 pub enum ClientInput {
     Read(ReadCommandHandle),
@@ -368,38 +429,129 @@ impl std::fmt::Debug for ReadCommandHandle {
     }
 }
 
-/// The core receiver as a [`DrivenSession`]: read commands in, read replies,
-/// refusals and progress out.
-struct ClientSession {
+/// The shell's state: the visit's IO and what the users of the [`Client`] see.
+struct VisitShell {
     shared: Arc<Shared>,
+    clock: Clock,
     commands: mpsc::Receiver<ReadCommand>,
     commands_open: bool,
     reads: HashMap<ReadHandle, OpenRead>,
     status: watch::Sender<Status>,
-    ended: Option<EndReason>,
-    journaling: bool,
+    connected: bool,
+    reconnecting: bool,
+    reconnects: u32,
+    /// Why the visit ended, once it has (published when the link is closed).
+    end: Option<EndReason>,
     /// Changes that could not be handed over (the follower was behind).
     changes_lost: bool,
-    /// A lost link is followed by a new one (else the session ends).
-    may_reconnect: bool,
-    /// The link was lost; the drive loop hands over to reconnecting.
-    link_gone: bool,
+    /// When the visit wants to be woken.
+    deadline: Option<Millis>,
+    /// The visit asked for a link / for the link to close, and the shell has
+    /// not acted on it yet.
+    asked_connect: bool,
+    asked_close: bool,
+    /// The open link ended under the visit.
+    link_lost: bool,
 }
 
-/// How one drive of the session over one link ended.
+/// How one drive of the visit over one link ended.
 #[derive(Debug)]
-enum ClientEnd {
-    /// The link was lost; the session waits for a new one.
-    LinkLost,
-    Ended(EndReason),
+enum LinkEnd {
+    /// The link ended under the visit, or the visit closed it.
+    Over,
 }
 
-impl ClientSession {
-    /// Hands the changes the index recorded to the follower, if any.
-    fn forward_changes(&mut self, changes: Vec<IndexChange>, overflowed: bool) {
-        if changes.is_empty() && !overflowed && !self.changes_lost {
-            return;
+impl VisitShell {
+    fn lock(&self) -> MutexGuard<'_, Visit<()>> {
+        self.shared
+            .visit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Does what the visit says until it has a frame to send (returned) or
+    /// says to wait.
+    fn pump(&mut self) -> Option<Vec<u8>> {
+        loop {
+            let out = self.lock().poll_output();
+            match out {
+                Output::Transmit(frame) => return Some(frame),
+                Output::Connect => self.asked_connect = true,
+                Output::CloseLink => self.asked_close = true,
+                Output::Event(e) => self.event(e),
+                Output::Timeout(at) => {
+                    self.deadline = at;
+                    self.publish();
+                    return None;
+                }
+                // A visit kept in memory never loads, stores or works in steps.
+                Output::Load(_) | Output::Store(_) | Output::SnapshotPart(_) | Output::Work => {}
+            }
         }
+    }
+
+    fn event(&mut self, event: VisitEvent) {
+        match event {
+            VisitEvent::Read(ReadEvent::Data { handle, data, .. }) => {
+                if let Some(open) = self.reads.get_mut(&handle) {
+                    open.data.extend_from_slice(&data);
+                }
+            }
+            VisitEvent::Read(ReadEvent::Done { handle }) => {
+                if let Some(open) = self.reads.remove(&handle) {
+                    let _ = open.reply.send(Ok(open.data));
+                }
+            }
+            VisitEvent::Read(ReadEvent::Failed { handle, error }) => {
+                if let Some(open) = self.reads.remove(&handle) {
+                    let _ = open.reply.send(Err(ReadError::Failed(error)));
+                }
+            }
+            VisitEvent::Status(status) => self.status_changed(status),
+            VisitEvent::Changed(changes) => self.forward_changes(changes),
+            // The sharer started over: to whoever follows, anything may have changed.
+            VisitEvent::Reset => self.forward_changes(IndexChanges {
+                changes: Vec::new(),
+                overflowed: true,
+            }),
+            VisitEvent::Refused(e) => self.keep_refusal(e),
+            _ => {}
+        }
+    }
+
+    fn status_changed(&mut self, status: VisitStatus) {
+        match status {
+            VisitStatus::Connected => {
+                if self.reconnecting {
+                    self.reconnects += 1;
+                    tracing::info!("reconnected to the sharer");
+                }
+                self.connected = true;
+                self.reconnecting = false;
+            }
+            VisitStatus::Reconnecting { last, .. } => {
+                self.connected = false;
+                match last {
+                    Some(words) => tracing::info!(%words, "reconnecting failed; trying again"),
+                    None => tracing::info!("the link to the sharer was lost; reconnecting"),
+                }
+                self.reconnecting = true;
+            }
+            VisitStatus::Ended { reason, .. } => {
+                tracing::info!(%reason, "the session with the sharer ended");
+                self.connected = false;
+                self.reconnecting = false;
+                for (_, open) in self.reads.drain() {
+                    let _ = open.reply.send(Err(ReadError::Ended(reason.clone())));
+                }
+                self.end = Some(reason);
+            }
+            VisitStatus::Connecting { .. } => {}
+        }
+    }
+
+    /// Hands the changes the index recorded to the follower, if any.
+    fn forward_changes(&mut self, changes: IndexChanges) {
         let Ok(follower) = self.shared.changes.lock() else {
             return;
         };
@@ -407,57 +559,63 @@ impl ClientSession {
             return;
         };
         let batch = IndexChanges {
-            changes,
-            overflowed: overflowed || self.changes_lost,
+            overflowed: changes.overflowed || self.changes_lost,
+            changes: changes.changes,
         };
         self.changes_lost = tx.try_send(batch).is_err();
     }
 
-    fn lock(&self) -> MutexGuard<'_, Receiver> {
-        self.shared
-            .receiver
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn keep_refusals(&self, refused: Vec<linkfs_core::IndexError>) {
+    fn keep_refusal(&self, refused: linkfs_core::IndexError) {
         tracing::warn!(
-            count = refused.len(),
-            first = %refused[0],
-            "the sharer sent entries that are not valid; they were skipped"
+            first = %refused,
+            "the sharer sent an entry that is not valid; it was skipped"
         );
         if let Ok(mut kept) = self.shared.refusals.lock() {
-            kept.1 += refused.len() as u64;
-            for e in refused {
-                if kept.0.len() < MAX_REFUSALS_KEPT {
-                    kept.0.push(e.to_string());
-                }
+            kept.1 += 1;
+            if kept.0.len() < MAX_REFUSALS_KEPT {
+                kept.0.push(refused.to_string());
             }
         }
     }
-}
 
-impl DrivenSession for ClientSession {
-    type Input = ClientInput;
-    type Outcome = ClientEnd;
-
-    fn handle_frame(&mut self, now: Millis, frame: &[u8]) {
-        self.lock().handle_frame(now, frame);
+    /// Publishes progress and the connection's state to the watch.
+    fn publish(&self) {
+        let p = self.lock().progress();
+        self.status.send_if_modified(|s| {
+            let next = Status {
+                received: p.received,
+                announced: p.announced,
+                complete: p.complete,
+                connected: self.connected,
+                ended: s.ended.clone(),
+                reconnecting: self.reconnecting,
+                reconnects: self.reconnects,
+            };
+            let changed = *s != next;
+            *s = next;
+            changed
+        });
     }
 
-    fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>> {
-        self.lock().poll_transmit(now)
+    fn read_command(&mut self, cmd: ReadCommand) {
+        let started = self.lock().start_read(cmd.entry, cmd.offset, cmd.len);
+        match started {
+            Ok(handle) => {
+                self.reads.insert(
+                    handle,
+                    OpenRead {
+                        data: Vec::with_capacity(cmd.len.min(MAX_READ_LEN) as usize),
+                        reply: cmd.reply,
+                    },
+                );
+            }
+            Err(e) => {
+                let _ = cmd.reply.send(Err(ReadError::NotStarted(e)));
+            }
+        }
     }
 
-    fn poll_timeout(&mut self) -> Option<Millis> {
-        self.lock().poll_timeout()
-    }
-
-    fn handle_timeout(&mut self, now: Millis) {
-        self.lock().handle_timeout(now);
-    }
-
-    async fn next_input(&mut self) -> ClientInput {
+    async fn next_command(&mut self) -> ClientInput {
         if !self.commands_open {
             return std::future::pending().await;
         }
@@ -467,224 +625,172 @@ impl DrivenSession for ClientSession {
         }
     }
 
-    fn handle_input(&mut self, _now: Millis, input: ClientInput) {
+    fn command(&mut self, input: ClientInput) {
         match input {
-            ClientInput::Read(ReadCommandHandle(cmd)) => {
-                let started = self.lock().start_read(cmd.entry, cmd.offset, cmd.len);
-                match started {
-                    Ok(handle) => {
-                        self.reads.insert(
-                            handle,
-                            OpenRead {
-                                data: Vec::with_capacity(cmd.len.min(MAX_READ_LEN) as usize),
-                                reply: cmd.reply,
-                            },
-                        );
-                    }
-                    Err(e) => {
-                        let _ = cmd.reply.send(Err(ReadError::NotStarted(e)));
-                    }
-                }
-            }
+            ClientInput::Read(ReadCommandHandle(cmd)) => self.read_command(cmd),
             ClientInput::AllClientsGone => {
                 self.commands_open = false;
-                self.lock().close();
+                let now = self.clock.now();
+                self.lock().close(now);
             }
         }
     }
+}
 
-    fn poll_end(&mut self, _now: Millis) -> Option<ClientEnd> {
-        let mut refusals = Vec::new();
-        let shared = self.shared.clone();
-        let progress = {
-            let mut r = shared
-                .receiver
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            while let Some(event) = r.poll_event() {
-                match event {
-                    ReceiverEvent::Applied { refused, .. } => refusals.extend(refused),
-                    ReceiverEvent::Read(ReadEvent::Data { handle, data, .. }) => {
-                        if let Some(open) = self.reads.get_mut(&handle) {
-                            open.data.extend_from_slice(&data);
-                        }
-                    }
-                    ReceiverEvent::Read(ReadEvent::Done { handle }) => {
-                        if let Some(open) = self.reads.remove(&handle) {
-                            let _ = open.reply.send(Ok(open.data));
-                        }
-                    }
-                    ReceiverEvent::Read(ReadEvent::Failed { handle, error }) => {
-                        if let Some(open) = self.reads.remove(&handle) {
-                            let _ = open.reply.send(Err(ReadError::Failed(error)));
-                        }
-                    }
-                    ReceiverEvent::Ended { reason } => {
-                        self.ended.get_or_insert(reason);
-                    }
-                    _ => {}
-                }
-            }
-            if !self.journaling && r.progress().complete {
-                // From here on every change is recorded, for the mount's caches.
-                self.journaling = true;
-                r.index_mut().record_changes(true);
-            }
-            let journal = r.index_mut().take_changes();
-            (r.progress(), journal)
-        };
-        let (progress, (changes, overflowed)) = progress;
-        self.forward_changes(changes, overflowed);
-        if !refusals.is_empty() {
-            self.keep_refusals(refusals);
-        }
-        self.status.send_if_modified(|s| {
-            let changed = s.received != progress.received
-                || s.announced != progress.announced
-                || s.complete != progress.complete;
-            s.received = progress.received;
-            s.announced = progress.announced;
-            s.complete = progress.complete;
-            changed
-        });
-        if let Some(reason) = self.ended.clone() {
-            for (_, open) in self.reads.drain() {
-                let _ = open.reply.send(Err(ReadError::Ended(reason.clone())));
-            }
-            return Some(ClientEnd::Ended(reason));
-        }
-        self.link_gone.then_some(ClientEnd::LinkLost)
+impl DrivenSession for VisitShell {
+    type Input = ClientInput;
+    type Outcome = LinkEnd;
+
+    fn handle_frame(&mut self, now: Millis, frame: &[u8]) {
+        self.lock().handle_frame(now, frame, &());
+    }
+
+    fn poll_transmit(&mut self, _now: Millis) -> Option<Vec<u8>> {
+        self.pump()
+    }
+
+    fn poll_timeout(&mut self) -> Option<Millis> {
+        self.deadline
+    }
+
+    fn handle_timeout(&mut self, now: Millis) {
+        self.lock().handle_timeout(now);
+    }
+
+    async fn next_input(&mut self) -> ClientInput {
+        self.next_command().await
+    }
+
+    fn handle_input(&mut self, _now: Millis, input: ClientInput) {
+        self.command(input);
+    }
+
+    fn poll_end(&mut self, _now: Millis) -> Option<LinkEnd> {
+        (self.asked_close || self.link_lost).then_some(LinkEnd::Over)
     }
 
     fn link_closed(&mut self, reason: LinkClosed) {
-        if self.may_reconnect {
-            tracing::info!(%reason, "the link to the sharer was lost; reconnecting");
-            self.lock().link_lost();
-            self.link_gone = true;
-        } else {
-            self.lock().connection_lost();
-        }
+        tracing::info!(%reason, "the link to the sharer ended");
+        self.link_lost = true;
+        let now = self.clock.now();
+        self.lock().link_closed(now);
     }
 
     fn stop(&mut self) {
-        self.lock().close();
+        let now = self.clock.now();
+        self.lock().close(now);
     }
 
-    fn gave_up(&mut self) -> ClientEnd {
-        ClientEnd::Ended(self.ended.clone().unwrap_or(EndReason::ClosedHere))
-    }
-}
-
-/// How long a sharer that is not there is waited for while reconnecting (it
-/// may be restarting).
-const SHARER_RESTART_GRACE_MS: u64 = 60_000;
-
-/// Makes a new link with backoff; the reason the session ends otherwise.
-async fn relink<L: FrameLink>(
-    reconnect: &mut Reconnector<L>,
-    backoff: &mut Backoff,
-    cancel: &CancellationToken,
-) -> Result<L, EndReason> {
-    let start = tokio::time::Instant::now();
-    let now = || Millis(start.elapsed().as_millis() as u64);
-    let mut gone_since: Option<Millis> = None;
-    loop {
-        match backoff.failed(now()) {
-            Retry::GiveUp => return Err(EndReason::ConnectionLost),
-            Retry::At(t) => {
-                let at = start + Duration::from_millis(t.0);
-                tokio::select! {
-                    () = tokio::time::sleep_until(at) => {}
-                    () = cancel.cancelled() => return Err(EndReason::ClosedHere),
-                }
-            }
-        }
-        match reconnect().await {
-            Ok(link) => {
-                backoff.succeeded();
-                return Ok(link);
-            }
-            Err(e) => match e.kind() {
-                FailureKind::InvalidLink => return Err(EndReason::ConnectionLost),
-                FailureKind::SharerGone => {
-                    let since = *gone_since.get_or_insert(now());
-                    if now().0.saturating_sub(since.0) >= SHARER_RESTART_GRACE_MS {
-                        return Err(EndReason::SharerGoodbye(String::new()));
-                    }
-                    tracing::info!(error = %e, "the sharer is not there (yet); trying again");
-                }
-                _ => tracing::info!(error = %e, "reconnecting failed; trying again"),
-            },
-        }
+    fn gave_up(&mut self) -> LinkEnd {
+        LinkEnd::Over
     }
 }
 
+/// Runs the visit until it ends: links while it asks for them, the drive loop
+/// over each, its timers in between.
 async fn run<L: FrameLink>(
-    link: L,
-    mut reconnect: Option<Reconnector<L>>,
-    shared: Arc<Shared>,
-    commands: mpsc::Receiver<ReadCommand>,
-    status: watch::Sender<Status>,
+    mut shell: VisitShell,
+    mut first: Option<L>,
+    mut connector: Option<Reconnector<L>>,
     cancel: CancellationToken,
 ) {
-    let mut session = ClientSession {
-        shared,
-        commands,
-        commands_open: true,
-        reads: HashMap::new(),
-        status: status.clone(),
-        ended: None,
-        journaling: false,
-        changes_lost: false,
-        may_reconnect: reconnect.is_some(),
-        link_gone: false,
-    };
-    let seed = crate::random::random_bytes::<8>().map_or(7, u64::from_le_bytes);
-    let mut backoff = Backoff::new(BackoffConfig::default(), seed);
-    let mut link = link;
-    let reason = loop {
-        match drive(&mut session, link, cancel.clone()).await {
-            ClientEnd::Ended(reason) => break reason,
-            ClientEnd::LinkLost => {
-                session.link_gone = false;
-                let Some(reconnect) = reconnect.as_mut() else {
-                    session.lock().connection_lost();
-                    break EndReason::ConnectionLost;
-                };
-                status.send_modify(|s| s.reconnecting = true);
-                match relink(reconnect, &mut backoff, &cancel).await {
-                    Ok(new) => {
-                        link = new;
-                        session.lock().link_ready();
-                        status.send_modify(|s| {
-                            s.reconnecting = false;
-                            s.reconnects += 1;
-                        });
-                        tracing::info!("reconnected to the sharer");
-                    }
-                    Err(reason) => {
-                        {
-                            let mut r = session.lock();
-                            r.connection_lost();
-                            while r.poll_event().is_some() {}
-                        }
-                        for (_, open) in session.reads.drain() {
-                            let _ = open.reply.send(Err(ReadError::Ended(reason.clone())));
-                        }
-                        break reason;
+    let mut stopping = false;
+    loop {
+        // Between links: frames cannot go anywhere (the visit sends none).
+        while shell.pump().is_some() {}
+        if shell.asked_connect {
+            shell.asked_connect = false;
+            shell.asked_close = false;
+            let attempt = match (first.take(), connector.as_mut()) {
+                (Some(link), _) => Ok(link),
+                (None, Some(connect)) => {
+                    attempt(&mut shell, connect(), &cancel, &mut stopping).await
+                }
+                (None, None) => Err(None),
+            };
+            let now = shell.clock.now();
+            match attempt {
+                Ok(link) => {
+                    shell.lock().link_opened(now);
+                    shell.link_lost = false;
+                    let clock = shell.clock;
+                    let _ = drive(&mut shell, link, cancel.clone(), clock).await;
+                    if cancel.is_cancelled() {
+                        stopping = true;
                     }
                 }
+                Err(Some(e)) => {
+                    shell.lock().link_failed(now, e.kind(), e.to_string());
+                    if let Ok(mut f) = shell.shared.last_failure.lock() {
+                        *f = Some(e);
+                    }
+                }
+                // Dropped: the visit asked to close it, or the user stopped.
+                Err(None) => {}
+            }
+            continue;
+        }
+        if shell.lock().is_ended() {
+            break;
+        }
+        let deadline = shell.deadline.map(|at| shell.clock.instant(at));
+        tokio::select! {
+            biased;
+            () = cancel.cancelled(), if !stopping => {
+                stopping = true;
+                let now = shell.clock.now();
+                shell.lock().close(now);
+            }
+            input = shell.next_command() => shell.command(input),
+            () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                let now = shell.clock.now();
+                shell.lock().handle_timeout(now);
             }
         }
-    };
-    tracing::info!(%reason, "the session with the sharer ended");
-    session.commands.close();
-    while let Ok(cmd) = session.commands.try_recv() {
+    }
+    let reason = shell.end.clone().unwrap_or(EndReason::ClosedHere);
+    shell.commands.close();
+    while let Ok(cmd) = shell.commands.try_recv() {
         let _ = cmd.reply.send(Err(ReadError::Ended(reason.clone())));
     }
     // The link is closed before the end is announced: `shutdown` waits for a clean close.
-    status.send_modify(|s| {
+    shell.status.send_modify(|s| {
+        s.connected = false;
         s.reconnecting = false;
         s.ended = Some(reason);
     });
+}
+
+/// Waits for one attempt at a link while the visit's timers, read commands
+/// and a stop keep being served. `Err(None)`: the attempt was dropped (the
+/// visit gave up on it, or the user stopped).
+async fn attempt<L>(
+    shell: &mut VisitShell,
+    mut connecting: Pin<Box<dyn Future<Output = Result<L, VisitError>> + Send>>,
+    cancel: &CancellationToken,
+    stopping: &mut bool,
+) -> Result<L, Option<VisitError>> {
+    loop {
+        let deadline = shell.deadline.map(|at| shell.clock.instant(at));
+        tokio::select! {
+            biased;
+            () = cancel.cancelled(), if !*stopping => {
+                *stopping = true;
+                let now = shell.clock.now();
+                shell.lock().close(now);
+                return Err(None);
+            }
+            result = &mut connecting => return result.map_err(Some),
+            input = shell.next_command() => shell.command(input),
+            () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                let now = shell.clock.now();
+                shell.lock().handle_timeout(now);
+            }
+        }
+        while shell.pump().is_some() {}
+        if shell.asked_close {
+            shell.asked_close = false;
+            return Err(None);
+        }
+    }
 }

@@ -22,16 +22,19 @@ pub mod listing;
 pub mod mount;
 
 pub use client::{
-    CHANGES_QUEUE, COMMAND_QUEUE, Client, IndexChanges, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError,
-    Reconnector, Status, native_receiver_config,
+    CHANGES_QUEUE, COMMAND_QUEUE, Client, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError, Reconnector,
+    Status, native_receiver_config,
 };
 pub use connect::connect;
+pub use linkfs_core::IndexChanges;
 
 use linkfs_core::{EndReason, FailureKind, GuestFailure, LinkError, ShareLink};
 
+use std::sync::{Arc, Mutex};
+
 use crate::random::RandomError;
 use crate::relay_client::RelayClientError;
-use crate::transport::{TransportConfig, TransportError};
+use crate::transport::{Route, TransportConfig, TransportError};
 
 /// Why a native receiver could not reach or use a share.
 #[derive(Debug, thiserror::Error)]
@@ -77,24 +80,42 @@ impl VisitError {
     }
 }
 
-/// Parses `link`, connects and starts a [`Client`] that reconnects when the
-/// data link is lost; does not wait for the index.
+/// Parses `link`, connects and starts a [`Client`] that reconnects whenever
+/// its visit asks; does not wait for the index. Fails, in the words of the
+/// failure, when the first link cannot be made.
 pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, VisitError> {
     let link = ShareLink::parse(link)?;
-    let data = connect(&link, transport).await?;
-    // ICE may settle on its pair a moment after the channel opens.
-    let mut route = data.route().await;
+    let transport = transport.clone();
+    // How the first link travelled, for the commands to say.
+    let route: Arc<Mutex<Option<Option<Route>>>> = Arc::default();
+    let first_route = route.clone();
+    let connect: Reconnector<crate::transport::DataLink> = Box::new(move || {
+        let (link, transport, route) = (link.clone(), transport.clone(), first_route.clone());
+        Box::pin(async move {
+            let data = connect(&link, &transport).await?;
+            let first = route.lock().map(|r| r.is_none()).unwrap_or(false);
+            if first {
+                let found = settled_route(&data).await;
+                if let Ok(mut r) = route.lock() {
+                    *r = Some(found);
+                }
+            }
+            Ok(data)
+        })
+    });
+    let client = Client::connect(connect, native_receiver_config()).await?;
+    let route = route.lock().ok().and_then(|mut r| r.take()).flatten();
+    Ok(client.with_route(route))
+}
+
+/// The route a new link settled on: ICE may settle on its pair a moment
+/// after the channel opens.
+async fn settled_route(data: &crate::transport::DataLink) -> Option<Route> {
     for _ in 0..10 {
-        if route.is_some() {
-            break;
+        if let Some(route) = data.route().await {
+            return Some(route);
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        route = data.route().await;
     }
-    let transport = transport.clone();
-    let reconnect: Reconnector<crate::transport::DataLink> = Box::new(move || {
-        let (link, transport) = (link.clone(), transport.clone());
-        Box::pin(async move { connect(&link, &transport).await })
-    });
-    Ok(Client::start_with(data, native_receiver_config(), Some(reconnect)).with_route(route))
+    data.route().await
 }
