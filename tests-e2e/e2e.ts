@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, statusText, waitForState, type ChromiumInstance } from './lib/chromium.ts';
 import { makeBigFileFixture, makeFixture, makeSmallFixture, type Fixture } from './lib/fixture.ts';
-import type { EntryRow } from './lib/page-api.ts';
+import type { EntryId, EntryRow } from './lib/page-api.ts';
 import { startRelay } from './lib/relay-process.ts';
 import { assert, fail, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { startShare, truncatedLink, withWrongSecret, type ShareOptions, type ShareProcess } from './lib/share-process.ts';
@@ -530,7 +530,7 @@ const tests: TestCase[] = [
         const w = window as unknown as { linkfsTestRead?: Promise<{ sha256: string; bytes: number } | { error: string }>; linkfsTestDone?: number };
         w.linkfsTestDone = 0;
         w.linkfsTestRead = window
-          .linkfsShare!.read(id, { onProgress: (p) => { w.linkfsTestDone = p.done; } })
+          .linkfsShare!.read(id as EntryId, { onProgress: (p) => { w.linkfsTestDone = p.done; } })
           .then(async (blob) => {
             const buf = await blob.arrayBuffer();
             const digest = await crypto.subtle.digest('SHA-256', buf);

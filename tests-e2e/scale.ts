@@ -34,6 +34,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CDPSession, Page } from 'playwright-core';
+import type { EntryId } from './lib/page-api.ts';
 import { launchChromium, openLink, type ChromiumInstance } from './lib/chromium.ts';
 import { scratchDir } from './lib/paths.ts';
 import { generatedTree } from './lib/gen-tree.ts';
@@ -180,7 +181,7 @@ async function timedInPage(page: Page, what: 'list' | 'lookup', arg: number | st
     async ({ what, arg, n }) => {
       const s = window.linkfsShare!;
       const once = async () => {
-        if (what === 'list') await s.list(arg as number, 'name', false, 0, 60);
+        if (what === 'list') await s.list(arg as EntryId, 'name', false, 0, 60);
         else if ((await s.lookup(arg as string)) === null) throw new Error(`lookup(${String(arg)}) found nothing`);
       };
       let t0 = performance.now();
@@ -285,7 +286,7 @@ async function main(): Promise<Record<string, unknown>> {
       const times: number[] = [];
       for (const id of list) {
         const t0 = performance.now();
-        await window.linkfsShare!.read(id);
+        await window.linkfsShare!.read(id as EntryId);
         times.push(performance.now() - t0);
       }
       times.sort((a, b) => a - b);

@@ -7,10 +7,11 @@
 //!   machine (`linkfs_core::signaling`, the same one the native peer drives).
 //!   Chromium cannot move a data channel to a worker, so the page only moves
 //!   frames.
-//! - [`receiver_session::ReceiverSession`] in a worker: core's persistent
-//!   receiver (`linkfs_core::persist`: the receiver session, its index, BLAKE3
-//!   checks of every read chunk, the storage policy) bound to IndexedDB
-//!   ([`store`]), so decoding, indexing and storage stay off the main thread.
+//! - [`visit::Visit`] in a worker: core's visit (`linkfs_core::visit`: the
+//!   whole receiving lifecycle: when to connect and reconnect, the index, BLAKE3
+//!   checks of every read chunk, the storage policy, the stepped restore)
+//!   bound to IndexedDB ([`store`]), so decoding, indexing and storage stay
+//!   off the main thread. The page opens the data links the visit asks for.
 //!
 //! Policy lives in `linkfs-core` and is tested natively; this crate only binds
 //! browser APIs. Values cross as typed structs ([`types`], TypeScript types
@@ -21,14 +22,12 @@
 use wasm_bindgen::prelude::*;
 
 pub mod data_link;
-pub mod receiver_session;
-pub mod reconnect;
 pub mod store;
 pub mod types;
+pub mod visit;
 
 pub use data_link::DataLink;
-pub use receiver_session::ReceiverSession;
-pub use reconnect::ReconnectSchedule;
+pub use visit::Visit;
 
 /// Panics (bugs) show up in the console with their message.
 pub(crate) fn install_panic_hook() {

@@ -13,7 +13,7 @@
 //!
 //! Version 1 of the database had no `snapshot` store; opening it adds one.
 //!
-//! What to write and when is `linkfs_core::persist`'s policy (one write at a
+//! What to read and write, and when, is `linkfs_core::visit`'s and `linkfs_core::persist`'s policy (one write at a
 //! time, each a [`StoreWrite`] carried out here as one transaction); this
 //! module only binds IndexedDB. Measured in Chromium on the project's test
 //! machine: 100 packed buffers of 40 KB write in 52 ms and read back in 27 ms,
@@ -44,6 +44,15 @@ pub struct JsFrame(pub JsValue);
 impl StoredFrame for JsFrame {
     fn from_held(bytes: Vec<u8>) -> Self {
         JsFrame(js_sys::Uint8Array::from(&bytes[..]).buffer().into())
+    }
+
+    /// A copy into wasm memory (for the restore); what is not an
+    /// `ArrayBuffer` (not something this store wrote) is empty, and refused.
+    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        match self.0.dyn_ref::<js_sys::ArrayBuffer>() {
+            Some(ab) => std::borrow::Cow::Owned(js_sys::Uint8Array::new(ab).to_vec()),
+            None => std::borrow::Cow::Borrowed(&[]),
+        }
     }
 }
 

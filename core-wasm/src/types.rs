@@ -3,12 +3,23 @@
 //! serde-wasm-bindgen inside the function (a conversion failure is an ordinary
 //! error there, not a throw through the ABI), so the web code gets checked
 //! types instead of objects assembled by hand. Numbers are `f64` (a JS
-//! number); bytes arrive as `Uint8Array`.
+//! number); bytes arrive as `Uint8Array`. Ids are branded numbers in
+//! TypeScript (`EntryId`, `ReadHandle`), as `linkfs_proto::ids` makes them
+//! newtypes in Rust: a read handle cannot be passed where an entry id goes.
 
-use linkfs_core::{EntryRef, FailureKind, StoredProgress};
+use linkfs_core::{EntryRef, VisitProgress};
 use linkfs_proto::EntryKind;
 use serde::Serialize;
 use tsify::Tsify;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const IDS_TS: &str = r#"
+/** An entry's id in the share (`linkfs_proto::EntryId`); the root is 0. */
+export type EntryId = number & { readonly __brand: 'EntryId' };
+/** One read of the visit (`linkfs_core::ReadHandle`). */
+export type ReadHandle = number & { readonly __brand: 'ReadHandle' };
+"#;
 
 /// What an entry is, as the UI names it.
 #[derive(Debug, Clone, Copy, Serialize, Tsify)]
@@ -19,21 +30,28 @@ pub enum Kind {
     Symlink,
 }
 
-/// One entry as the UI sees it.
+/// One entry of the share, as the index holds it.
 #[derive(Debug, Serialize, Tsify)]
 pub struct EntryRow {
+    /// Stable id the sharer gave the entry; the root is 0.
+    #[tsify(type = "EntryId")]
     pub id: u32,
+    #[tsify(type = "EntryId")]
     pub parent: u32,
-    /// Invalid UTF-8 bytes show as U+FFFD.
+    /// Display name (invalid UTF-8 bytes in a name show as U+FFFD).
     pub name: String,
     pub kind: Kind,
+    /// Bytes for files, 0 for directories, target length for symlinks.
     pub size: f64,
-    /// Whole seconds since the Unix epoch.
+    /// Modification time, whole seconds since the Unix epoch.
     pub mtime: f64,
+    /// Permission bits, e.g. 0o644.
     pub mode: u32,
+    /// Symlink target, symlinks only.
     #[tsify(optional)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// Number of children, directories only.
     #[tsify(optional)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub children: Option<u32>,
@@ -68,7 +86,9 @@ pub struct EntryPath(pub Vec<EntryRow>);
 /// A window of one directory's children in the requested order.
 #[derive(Debug, Serialize, Tsify)]
 pub struct ListPage {
+    #[tsify(type = "EntryId")]
     pub dir: u32,
+    /// Children of `dir` in the index now.
     pub total: f64,
     pub start: u32,
     pub rows: Vec<EntryRow>,
@@ -91,7 +111,9 @@ pub struct SearchBatch {
 /// serde-wasm-bindgen turns a flattened struct into a JS `Map`, not an object.)
 #[derive(Debug, Serialize, Tsify)]
 pub struct SearchHit {
+    #[tsify(type = "EntryId")]
     pub id: u32,
+    #[tsify(type = "EntryId")]
     pub parent: u32,
     pub name: String,
     pub kind: Kind,
@@ -118,31 +140,38 @@ impl SearchHit {
     }
 }
 
-/// How far the index is (see `linkfs_core::persist`).
+/// How far the index is (see `linkfs_core::visit::VisitProgress`).
 #[derive(Debug, Serialize, Tsify)]
 #[serde(rename_all = "camelCase")]
 pub struct Progress {
+    /// Entries in the local index now (from the cache and from the sharer).
     pub received: f64,
+    /// Entries the sharer says it has found so far.
     pub announced: f64,
+    /// The sharer finished walking and everything it found is in the local index.
     pub complete: bool,
+    /// Entries committed to IndexedDB.
     pub persisted: f64,
+    /// Entries shown from IndexedDB before the sharer answered (0 on a first visit).
     pub from_cache: f64,
-    /// The cached index is still being loaded (queries see the part loaded so far).
+    /// The index saved in IndexedDB is still being restored (folders are
+    /// listed from the part restored so far).
     pub loading_cache: bool,
+    /// Why the index is not being saved, if it is not.
     #[tsify(optional)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_problem: Option<String>,
 }
 
-impl From<StoredProgress> for Progress {
-    fn from(p: StoredProgress) -> Progress {
+impl From<VisitProgress> for Progress {
+    fn from(p: VisitProgress) -> Progress {
         Progress {
             received: p.received as f64,
             announced: p.announced as f64,
             complete: p.complete,
             persisted: p.persisted as f64,
             from_cache: p.from_cache as f64,
-            loading_cache: false,
+            loading_cache: p.restoring,
             storage_problem: p.storage_problem,
         }
     }
@@ -170,35 +199,41 @@ pub struct Stats {
     pub snapshot_ms: f64,
 }
 
-/// Why a session ended, as the page's state names it.
+/// The connection as the page shows it.
 #[derive(Debug, Clone, Copy, Serialize, Tsify)]
 #[serde(rename_all = "kebab-case")]
-pub enum EndKind {
-    InvalidLink,
+pub enum ConnectionState {
+    Connecting,
+    Connected,
+    /// The connection was lost; a new one is being made (downloads wait and continue).
+    Reconnecting,
     SharerGone,
-    Unreachable,
-    Closed,
-    Other,
+    InvalidLink,
+    Error,
 }
 
-impl From<FailureKind> for EndKind {
-    fn from(k: FailureKind) -> EndKind {
-        match k {
-            FailureKind::InvalidLink => EndKind::InvalidLink,
-            FailureKind::SharerGone => EndKind::SharerGone,
-            FailureKind::Unreachable => EndKind::Unreachable,
-            FailureKind::Closed => EndKind::Closed,
-            _ => EndKind::Other,
-        }
-    }
-}
-
-/// What the receiver session reports to the worker.
+/// What the visit wants the worker to do, in order (see `linkfs_core::visit::Output`).
 #[derive(Debug, Serialize, Tsify)]
 #[serde(tag = "type", rename_all = "kebab-case")]
-pub enum SessionEvent {
+pub enum VisitOutput {
+    /// Send this frame on the data link.
+    Send {
+        #[serde(with = "serde_bytes")]
+        #[tsify(type = "Uint8Array")]
+        frame: Vec<u8>,
+    },
+    /// Open a data link to the sharer (the page does; report how it went).
+    Connect,
+    /// Close the data link, or drop the attempt under way.
+    CloseLink,
+    /// The connection's state changed, with words for the user.
+    Status {
+        state: ConnectionState,
+        message: String,
+    },
     /// Verified bytes of a read, in order.
     Data {
+        #[tsify(type = "ReadHandle")]
         handle: u32,
         offset: f64,
         #[serde(with = "serde_bytes")]
@@ -206,33 +241,33 @@ pub enum SessionEvent {
         bytes: Vec<u8>,
     },
     Done {
+        #[tsify(type = "ReadHandle")]
         handle: u32,
     },
     Failed {
+        #[tsify(type = "ReadHandle")]
         handle: u32,
-        message: String,
-    },
-    /// The session ended; `gone` when the sharer left (or the link was lost)
-    /// and what was received stays browsable.
-    Ended {
-        kind: EndKind,
-        gone: bool,
         message: String,
     },
     /// The sharer started a fresh snapshot: whatever was shown is gone.
     Reset,
-    /// The data link was lost; the session waits for a new one (the page
-    /// reconnects; reads wait and continue).
-    LinkLost,
     /// Entries changed in these folders (their listings are stale); `all`:
     /// more changed than was recorded, so any folder may have.
     Changed {
+        #[tsify(type = "EntryId[]")]
         dirs: Vec<u32>,
         all: bool,
     },
+    /// The saved index is restored whole (searches and ZIP plans see all of it).
+    Restored,
 }
 
-/// Events in the order they happened.
+/// Everything to do now, and in how many ms to call `tick` (none: no timer).
 #[derive(Debug, Serialize, Tsify)]
-#[serde(transparent)]
-pub struct SessionEvents(pub Vec<SessionEvent>);
+#[serde(rename_all = "camelCase")]
+pub struct VisitOutputs {
+    pub outputs: Vec<VisitOutput>,
+    #[tsify(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_in_ms: Option<f64>,
+}

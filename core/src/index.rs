@@ -70,6 +70,33 @@ pub enum SortKey {
     Kind,
 }
 
+impl SortKey {
+    /// Every order, by the name [`FromStr`](std::str::FromStr) takes.
+    pub const ALL: [(&'static str, SortKey); 4] = [
+        ("name", SortKey::Name),
+        ("size", SortKey::Size),
+        ("mtime", SortKey::Mtime),
+        ("kind", SortKey::Kind),
+    ];
+}
+
+/// A sort order that is not one of [`SortKey::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("there is no sort order '{0}' (one of: name, size, mtime, kind)")]
+pub struct UnknownSortKey(pub String);
+
+impl std::str::FromStr for SortKey {
+    type Err = UnknownSortKey;
+
+    fn from_str(s: &str) -> Result<SortKey, UnknownSortKey> {
+        SortKey::ALL
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, key)| *key)
+            .ok_or_else(|| UnknownSortKey(s.to_owned()))
+    }
+}
+
 /// Why an operation was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -56,7 +56,7 @@ pub mod visit;
 pub use backoff::{Backoff, BackoffConfig, Retry};
 pub use index::{
     EntryRef, Index, IndexChange, IndexError, JOURNAL_LIMIT, Place, SnapshotError, SnapshotParts,
-    SnapshotRestorer, SortKey,
+    SnapshotRestorer, SortKey, UnknownSortKey,
 };
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use persist::{
@@ -82,8 +82,8 @@ pub use signaling::{
     IceCandidate, Refusal,
 };
 pub use visit::{
-    IndexChanges, LoadRequest, Output, Storage, StoreJob, Visit, VisitConfig, VisitEvent,
-    VisitProgress, VisitStatus,
+    IndexChanges, LoadRequest, Output, SnapshotFigures, Storage, StoreJob, Visit, VisitConfig,
+    VisitEvent, VisitProgress, VisitStatus,
 };
 
 /// Milliseconds on the shell's monotonic clock.

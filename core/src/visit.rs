@@ -283,6 +283,15 @@ enum Writing {
     Snapshot(StoredState),
 }
 
+/// Snapshots of the index built in a visit: how many, and the last one's
+/// bytes and the time building it held the shell (ms).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SnapshotFigures {
+    pub count: u32,
+    pub bytes: u64,
+    pub ms: u64,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Visit<F> {
@@ -309,6 +318,9 @@ pub struct Visit<F> {
     work_said: bool,
     queue: VecDeque<Output<F>>,
     now: Millis,
+    /// The snapshot being built (count unused), and those stored.
+    building: SnapshotFigures,
+    snapshots: SnapshotFigures,
 }
 
 impl<F: StoredFrame> Visit<F> {
@@ -356,6 +368,8 @@ impl<F: StoredFrame> Visit<F> {
             work_said: false,
             queue: VecDeque::new(),
             now,
+            building: SnapshotFigures::default(),
+            snapshots: SnapshotFigures::default(),
         };
         if restore {
             visit.queue.push_back(Output::Load(LoadRequest::First {
@@ -467,20 +481,26 @@ impl<F: StoredFrame> Visit<F> {
             }
         } else if let Some(Writing::Snapshot(state)) = self.writing {
             let until = Millis(now.0 + SNAPSHOT_STEP_MS);
-            loop {
+            let built = loop {
                 match self.receiver.snapshot_part() {
                     Some(part) => {
+                        self.building.bytes += part.len() as u64;
                         self.queue.push_back(Output::SnapshotPart(part));
                         if clock() >= until {
-                            break;
+                            break false;
                         }
                     }
-                    None => {
-                        self.queue
-                            .push_back(Output::Store(StoreJob::Snapshot(state)));
-                        break;
-                    }
+                    None => break true,
                 }
+            };
+            self.building.ms += clock().0.saturating_sub(now.0);
+            if built {
+                self.queue
+                    .push_back(Output::Store(StoreJob::Snapshot(state)));
+                self.snapshots.count += 1;
+                self.snapshots.bytes = self.building.bytes;
+                self.snapshots.ms = self.building.ms;
+                self.building = SnapshotFigures::default();
             }
         }
         self.settle();
@@ -901,6 +921,11 @@ impl<F: StoredFrame> Visit<F> {
     /// Whether the stored index started from a snapshot.
     pub fn opened_from_snapshot(&self) -> bool {
         self.opened_from_snapshot
+    }
+
+    /// Snapshots built so far, and the last one's size and time.
+    pub fn snapshot_figures(&self) -> SnapshotFigures {
+        self.snapshots
     }
 }
 

@@ -4,7 +4,7 @@
 
 import type { ConnectionStatus, IndexProgress, ShareApi } from '../../web/src/api.ts';
 
-export type { ConnectionStatus, EntryKind, EntryRow, IndexProgress, ShareApi } from '../../web/src/api.ts';
+export type { ConnectionStatus, EntryId, EntryKind, EntryRow, IndexProgress, ShareApi } from '../../web/src/api.ts';
 
 export interface LinkfsStats {
   /** Bytes of index batches received over the data channel so far (frames as sent). */

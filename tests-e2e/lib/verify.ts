@@ -7,7 +7,7 @@
 // Every difference is reported as (path, field, expected, got).
 
 import type { Page } from 'playwright-core';
-import { describeSnapshot, type EntryKind, type ShareSnapshot } from './page-api.ts';
+import { describeSnapshot, type EntryId, type EntryKind, type ShareSnapshot } from './page-api.ts';
 import type { Tree, TreeEntry } from './tree.ts';
 
 export interface Mismatch {
@@ -129,7 +129,7 @@ export async function enumerateIndex(page: Page, windowSize = 1000): Promise<{ e
     if (!share) throw new Error('window.linkfsShare is not set');
     const entries: RemoteEntry[] = [];
     const problems: Mismatch[] = [];
-    const queue: Array<{ id: number; path: string }> = [{ id: share.rootId, path: '' }];
+    const queue: Array<{ id: EntryId; path: string }> = [{ id: share.rootId, path: '' }];
     const seenDirs = new Set<number>([share.rootId]);
     for (let head = 0; head < queue.length; head += 1) {
       const dir = queue[head]!;
@@ -229,7 +229,7 @@ export async function readInPage(page: Page, ids: number[], concurrency = 4, sta
         }, 250);
         const t0 = performance.now();
         try {
-          const blob = await share.read(id, {
+          const blob = await share.read(id as EntryId, {
             signal: abort.signal,
             onProgress: () => {
               lastProgress = performance.now();

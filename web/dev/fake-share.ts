@@ -29,6 +29,7 @@ import type {
   ShareEvent,
   SortKey,
 } from '../src/api';
+import { ROOT_ID, type EntryId } from '../src/api';
 import { FakeTree, type FakeEntry } from './fake-tree';
 import { linesContent } from './fake-files';
 
@@ -84,7 +85,7 @@ export async function openShare(fragment: string): Promise<ShareApi> {
 }
 
 class FakeShare implements ShareApi {
-  readonly rootId = 0;
+  readonly rootId = ROOT_ID;
   private readonly tree = buildTree();
   private readonly listeners = new Set<(event: ShareEvent) => void>();
   private readonly timers: ReturnType<typeof setTimeout>[] = [];
@@ -143,6 +144,7 @@ class FakeShare implements ShareApi {
       complete: this.walkDone && this.received >= this.announced,
       persisted: this.received,
       fromCache: this.fromCache,
+      loadingCache: false,
     };
   }
 
@@ -165,7 +167,7 @@ class FakeShare implements ShareApi {
       const id = children[index];
       if (id !== undefined) rows.push(this.rowOf(id));
     }
-    return { dir, total, start: from, rows };
+    return { dir: dir as EntryId, total, start: from, rows };
   }
 
   async entry(id: number): Promise<EntryRow | null> {
@@ -184,7 +186,7 @@ class FakeShare implements ShareApi {
   }
 
   async lookup(path: string): Promise<EntryRow | null> {
-    let at = this.rootId;
+    let at: number = this.rootId;
     for (const name of path.split('/').filter((s) => s.length > 0)) {
       const next = this.childNamed(at, name);
       if (next === undefined || !this.visible(next)) return null;
@@ -309,7 +311,7 @@ class FakeShare implements ShareApi {
     this.byName.delete(this.tree.liveDir);
     this.received = this.tree.entries.length;
     this.announced = this.received;
-    this.emit({ type: 'changed', dirs: [this.tree.liveDir] });
+    this.emit({ type: 'changed', dirs: [this.tree.liveDir as EntryId] });
     this.emit({ type: 'progress', progress: this.progress() });
     this.later(LIVE_EVERY_MS, () => this.addLiveFile());
   }

@@ -3,7 +3,7 @@
 // image files, symlinks and awkward names. Entries get ids in the order a sharer's
 // walk would find them, so "the first n entries" is what a visitor has received.
 
-import type { EntryKind, EntryRow } from '../src/api';
+import type { EntryId, EntryKind, EntryRow } from '../src/api';
 import {
   LOGO_SVG,
   RED_PIXEL_GIF,
@@ -57,8 +57,8 @@ export class FakeTree {
   add(parent: number, name: string, kind: EntryKind, extra: Partial<FakeEntry> = {}, mtime = NOW - 3600): number {
     const id = this.entries.length;
     const row: EntryRow = {
-      id,
-      parent: Math.max(parent, 0),
+      id: id as EntryId,
+      parent: Math.max(parent, 0) as EntryId,
       name,
       kind,
       size: extra.content?.size ?? 0,

@@ -2,70 +2,37 @@
 // wasm module (loaded lazily, the only place that touches it); tests reach the
 // same object as `window.linkfsShare` once a link is open.
 
-export type EntryKind = 'file' | 'dir' | 'symlink';
+// The values the index worker answers with are the types core-wasm generates
+// from its Rust structs (type-only: nothing here loads the wasm). Ids are branded
+// numbers, as they are newtypes in Rust.
+export type {
+  ConnectionState,
+  EntryId,
+  EntryRow,
+  Kind as EntryKind,
+  ListPage,
+  Progress as IndexProgress,
+  ReadHandle,
+  SearchHit,
+  SortKey,
+} from '../../core-wasm/pkg/linkfs_core_wasm.js';
+import type {
+  ConnectionState,
+  EntryId,
+  EntryRow,
+  ListPage,
+  Progress as IndexProgress,
+  SearchHit,
+  SortKey,
+} from '../../core-wasm/pkg/linkfs_core_wasm.js';
 
-/** One entry of the share, as the index holds it. */
-export interface EntryRow {
-  /** Stable id the sharer gave the entry; the root is 0. */
-  id: number;
-  parent: number;
-  /** Display name (invalid UTF-8 bytes in a name show as U+FFFD). */
-  name: string;
-  kind: EntryKind;
-  /** Bytes for files, 0 for directories, target length for symlinks. */
-  size: number;
-  /** Modification time, whole seconds since the Unix epoch. */
-  mtime: number;
-  /** Permission bits, e.g. 0o644. */
-  mode: number;
-  /** Symlink target, symlinks only. */
-  target?: string;
-  /** Number of children, directories only. */
-  children?: number;
-}
-
-export type SortKey = 'name' | 'size' | 'mtime' | 'kind';
-
-/** A window of one directory's children in the requested order. */
-export interface ListPage {
-  dir: number;
-  /** Children of `dir` in the index now. */
-  total: number;
-  start: number;
-  rows: EntryRow[];
-}
-
-export type ConnectionState =
-  | 'connecting'
-  | 'connected'
-  /** The connection was lost; a new one is being made (downloads wait and continue). */
-  | 'reconnecting'
-  | 'sharer-gone'
-  | 'invalid-link'
-  | 'error';
+/** The share's root folder. */
+export const ROOT_ID = 0 as EntryId;
 
 export interface ConnectionStatus {
   state: ConnectionState;
   /** What happened, in words a user understands, with the fix where there is one. */
   message: string;
-}
-
-export interface IndexProgress {
-  /** Entries in the local index now (from the cache and from the sharer). */
-  received: number;
-  /** Entries the sharer says it has found so far. */
-  announced: number;
-  /** The sharer finished walking and everything it found is in the local index. */
-  complete: boolean;
-  /** Entries committed to IndexedDB. */
-  persisted: number;
-  /** Entries shown from IndexedDB before the sharer answered (0 on a first visit). */
-  fromCache: number;
-  /**
-   * The index saved in IndexedDB is still being loaded (a big one takes a moment;
-   * folders are listed from the part loaded so far). Absent: false.
-   */
-  loadingCache?: boolean;
 }
 
 export interface ReadProgress {
@@ -87,10 +54,10 @@ export type ShareEvent =
    * been renamed, moved or removed); re-list them if shown. `all`: more changed
    * than was recorded, so any directory may have.
    */
-  | { type: 'changed'; dirs: number[]; all?: boolean };
+  | { type: 'changed'; dirs: EntryId[]; all?: boolean };
 
 /** What to serve or save: one file, or a ZIP of a selection of files and folders. */
-export type TransferSource = { kind: 'file'; id: number } | { kind: 'zip'; ids: number[]; name: string };
+export type TransferSource = { kind: 'file'; id: EntryId } | { kind: 'zip'; ids: EntryId[]; name: string };
 
 /** Where a transfer's bytes go. */
 export type TransferTarget =
@@ -118,8 +85,6 @@ export interface TransferDone {
   notesTotal?: number;
 }
 
-
-
 /** A ZIP's facts, known before its first byte. */
 export interface ZipFacts {
   /** Exact length of the ZIP. */
@@ -143,12 +108,6 @@ export interface Transfer {
    */
   onProgress: ((sent: number, read: number) => void) | null;
   stop(reason: string): void;
-}
-
-/** One match of a whole-share search. */
-export interface SearchHit extends EntryRow {
-  /** Full path from the share root, `/`-separated. */
-  path: string;
 }
 
 /** What a search found since the last report, and how far it is. */
@@ -177,19 +136,19 @@ export interface ConnectionInfo {
 }
 
 export interface ShareApi {
-  readonly rootId: number;
+  readonly rootId: EntryId;
   status(): ConnectionStatus;
   progress(): IndexProgress;
   /** Returns an unsubscribe function. */
   subscribe(listener: (event: ShareEvent) => void): () => void;
-  list(dir: number, sort: SortKey, descending: boolean, start: number, count: number): Promise<ListPage>;
-  entry(id: number): Promise<EntryRow | null>;
+  list(dir: EntryId, sort: SortKey, descending: boolean, start: number, count: number): Promise<ListPage>;
+  entry(id: EntryId): Promise<EntryRow | null>;
   /** The entries from the root down to `id`, for breadcrumbs. */
-  path(id: number): Promise<EntryRow[]>;
+  path(id: EntryId): Promise<EntryRow[]>;
   /** Looks up a '/'-separated path relative to the share root ('' is the root). */
   lookup(path: string): Promise<EntryRow | null>;
   /** Reads a whole file; every chunk is BLAKE3-verified before it is used. */
-  read(id: number, options?: ReadOptions): Promise<Blob>;
+  read(id: EntryId, options?: ReadOptions): Promise<Blob>;
   /**
    * Searches every name in the share (case-folded, NFC-normalised; substring, or a
    * `*`/`?` glob over the whole name), in the index worker; `onUpdate` hears the
@@ -197,7 +156,7 @@ export interface ShareApi {
    */
   search(query: string, onUpdate: (update: SearchUpdate) => void, signal?: AbortSignal): Promise<void>;
   /** Where entry `id` is in folder `dir` listed in this order, if there. */
-  indexIn(dir: number, id: number, sort: SortKey, descending: boolean): Promise<number | null>;
+  indexIn(dir: EntryId, id: EntryId, sort: SortKey, descending: boolean): Promise<number | null>;
   /** The current data link's route and round trip, or null when there is none. */
   connection(): Promise<ConnectionInfo | null>;
   /** Streams a file or a ZIP somewhere with bounded memory; see `TransferTarget`. */

@@ -1,39 +1,34 @@
 // The ShareApi on top of the wasm module, which it reaches only through
 // ./wasm/page.ts (the page's side) and the index worker (./wasm/worker.ts).
 //
-// The page holds the data link (signaling + the browser's RTCPeerConnection and
-// data channel, in wasm); the index worker holds the receiver session, the index
-// and IndexedDB. Frames move between the two as transferred ArrayBuffers.
+// The index worker holds the visit (core's receiving lifecycle: when to connect,
+// reconnect or give up, the status words, the index and IndexedDB); the page
+// opens and closes the data links it asks for (signaling + the browser's
+// RTCPeerConnection and data channel, in wasm: Chromium cannot hand a data
+// channel to a worker) and shows what it says. Frames move between the two as
+// transferred ArrayBuffers.
 
-import type {
-  ConnectionInfo,
-  ConnectionStatus,
-  EntryRow,
-  IndexProgress,
-  ListPage,
-  ReadOptions,
-  ShareApi,
-  ShareEvent,
-  SearchHit,
-  SearchUpdate,
-  SortKey,
-  Transfer,
-  TransferDone,
-  TransferSource,
-  TransferTarget,
-  ZipFacts,
-} from './api';
-import type { FromWorker, IndexQuery, ShareStats, ToWorker, WorkerProgress } from './wasm/protocol';
 import {
-  type DataLink,
-  type LinkState,
-  openDataLink,
-  pageWasmMemoryBytes,
-  type ReconnectTimer,
-  reconnectSchedule,
-  startIndexWorker,
-  wasmSelfTest,
-} from './wasm/page';
+  type ConnectionInfo,
+  type ConnectionStatus,
+  type EntryId,
+  type EntryRow,
+  type IndexProgress,
+  type ListPage,
+  type ReadOptions,
+  ROOT_ID,
+  type ShareApi,
+  type ShareEvent,
+  type SearchUpdate,
+  type SortKey,
+  type Transfer,
+  type TransferDone,
+  type TransferSource,
+  type TransferTarget,
+  type ZipFacts,
+} from './api';
+import type { FromWorker, IndexQuery, QueryAnswer, ShareStats, ToWorker } from './wasm/protocol';
+import { type DataLink, type LinkState, openDataLink, pageWasmMemoryBytes, startIndexWorker, wasmSelfTest } from './wasm/page';
 
 /** The link's key part is malformed: the page says so instead of connecting. */
 export class InvalidLinkError extends Error {
@@ -49,16 +44,11 @@ declare global {
   }
 }
 
-/** How long to wait for the sharer before saying so. */
-const CONNECT_TIMEOUT_MS = 30_000;
-
-/** How long reconnect attempts wait for a sharer that is not there (it may be restarting). */
-const SHARER_RESTART_GRACE_MS = 60_000;
-
 const KEY_SHAPE = /^[A-Za-z0-9_-]{8,64}\.[A-Za-z0-9_-]{22}$/;
 
 interface PendingQuery {
-  resolve: (value: unknown) => void;
+  /** Takes the answer if it is the one asked for (else rejects). */
+  take: (answer: QueryAnswer) => void;
   reject: (error: Error) => void;
 }
 
@@ -76,11 +66,12 @@ interface PendingTransfer {
 }
 
 class WasmShare implements ShareApi {
-  readonly rootId = 0;
+  readonly rootId = ROOT_ID;
   private readonly worker: Worker;
+  /** The data link the visit asked for last (open, or being opened). */
   private dataLink: DataLink | null = null;
   private currentStatus: ConnectionStatus = { state: 'connecting', message: 'Opening the share…' };
-  private currentProgress: IndexProgress = { received: 0, announced: 0, complete: false, persisted: 0, fromCache: 0 };
+  private currentProgress: IndexProgress = { received: 0, announced: 0, complete: false, persisted: 0, fromCache: 0, loadingCache: false };
   private stats: ShareStats | null = null;
   private readonly listeners = new Set<(event: ShareEvent) => void>();
   private readonly queries = new Map<number, PendingQuery>();
@@ -88,16 +79,8 @@ class WasmShare implements ShareApi {
   private readonly transfers = new Map<string, PendingTransfer>();
   private search_: { id: number; onUpdate: (u: SearchUpdate) => void; resolve: () => void } | null = null;
   private nextId = 1;
-  private connectTimer: ReturnType<typeof setTimeout> | null = null;
   /** The link being followed (origin + fragment). */
   private link = '';
-  /** Core's reconnect schedule, once connecting started. */
-  private schedule: ReconnectTimer | null = null;
-  private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
-  /** Since when reconnect attempts found no sharer (it may be restarting). */
-  private goneSince: number | null = null;
-  /** The session is over for good (goodbye, given up, closed). */
-  private over = false;
 
   constructor(worker: Worker) {
     this.worker = worker;
@@ -121,100 +104,46 @@ class WasmShare implements ShareApi {
 
   private readyWaiter: { resolve: () => void; reject: (e: Error) => void } | null = null;
 
-  async connect(link: string): Promise<void> {
+  /** Follows `link` (origin + fragment): from now on the visit's requests for a data link are served. */
+  follow(link: string): void {
     this.link = link;
-    this.schedule = await reconnectSchedule();
-    const dataLink = await this.attempt(false);
-    this.connectTimer = setTimeout(() => {
-      if (this.currentStatus.state === 'connecting') {
-        dataLink.close();
-        this.over = true;
-        this.setStatus({
-          state: 'error',
-          message:
-            'Could not reach the sharer within 30 seconds. They may have stopped sharing, or your networks may not allow a direct connection (the relay needs a TURN server then). Reload to try again.',
-        });
-      }
-    }, CONNECT_TIMEOUT_MS);
   }
 
-  /** Opens one data link: the first, or (`again`) one after a link was lost. */
-  private async attempt(again: boolean): Promise<DataLink> {
-    const dataLink = await openDataLink(this.link, {
-      onStatus: (state: LinkState, message: string) => {
-        if (!again) {
-          this.onConnectionStatus(state, message);
-          return;
-        }
-        // While reconnecting the page keeps saying so until a link works or it gives up.
-        if (state === 'connected') {
-          this.schedule?.succeeded();
-          this.goneSince = null;
-          this.setStatus({ state, message });
-        } else if (state === 'invalid-link') {
-          this.giveUp(state, message);
-        } else if (state !== 'connecting') {
-          this.dataLink?.close();
-          if (state === 'sharer-gone') this.goneSince ??= performance.now();
-          this.retryLater(message);
-        }
-      },
-      onOpen: () => {
-        this.clearConnectTimer();
-        this.post({ type: 'channel-open' });
-      },
-      onFrame: (frame: ArrayBuffer) => this.post({ type: 'frame', frame }, [frame]),
-      // The worker says whether the session ended (a goodbye) or waits for a new link.
-      onClose: () => this.post({ type: 'channel-closed' }),
-    });
-    this.dataLink = dataLink;
-    return dataLink;
-  }
-
-  /** The link was lost (or an attempt failed): try again on core's schedule. */
-  private retryLater(reason: string | null): void {
-    if (this.over) return;
-    const gone = this.goneSince !== null && performance.now() - this.goneSince > SHARER_RESTART_GRACE_MS;
-    const wait = gone ? undefined : this.schedule?.failed(performance.now());
-    if (wait === undefined) {
-      this.giveUp(
-        'sharer-gone',
-        `Could not reconnect to the sharer${reason ? ` (${reason})` : ''}. You can still browse what was received; reopen the link when they share again.`,
-      );
+  /** Opens the data link the visit asked for, reporting what happens to it to the worker. */
+  private async openLink(): Promise<void> {
+    this.dropLink();
+    let dataLink: DataLink | null = null;
+    const current = (): boolean => dataLink !== null && this.dataLink === dataLink;
+    const pending: ToWorker[] = [];
+    // Until the link object exists, what it reports waits (its constructor may report at once).
+    const report = (message: ToWorker, transfer: Transferable[] = []): void => {
+      if (dataLink === null) pending.push(message);
+      else if (current()) this.post(message, transfer);
+    };
+    try {
+      dataLink = await openDataLink(this.link, {
+        onStatus: (state: LinkState, message: string) => report({ type: 'link-status', state, message }),
+        onOpen: () => report({ type: 'link-open' }),
+        onFrame: (frame: ArrayBuffer) => report({ type: 'frame', frame }, [frame]),
+        onClose: () => report({ type: 'link-closed' }),
+      });
+    } catch (error) {
+      const text = error instanceof Error ? error.message : String(error);
+      this.post({ type: 'link-status', state: 'error', message: `Could not connect to the sharer: ${text}` });
       return;
     }
-    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = null;
-      if (!this.over) void this.attempt(true);
-    }, wait);
+    this.dataLink = dataLink;
+    for (const m of pending) this.post(m);
   }
 
-  /** No more links: the worker's session ends, reads fail, the status is final. */
-  private giveUp(state: ConnectionStatus['state'], message: string): void {
-    this.over = true;
-    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
-    this.reconnectTimer = null;
-    this.dataLink?.close();
-    this.post({ type: 'give-up' });
-    this.setStatus({ state, message });
+  private dropLink(): void {
+    const old = this.dataLink;
+    this.dataLink = null;
+    old?.close();
   }
 
-  private clearConnectTimer(): void {
-    if (this.connectTimer !== null) clearTimeout(this.connectTimer);
-    this.connectTimer = null;
-  }
-
-  private onConnectionStatus(s: LinkState, message: string): void {
-    if (s !== 'connecting') this.clearConnectTimer();
-    // Once the sharer is gone, the closing of the channel does not change the words.
-    if (this.currentStatus.state === 'sharer-gone' && s === 'sharer-gone') return;
-    this.setStatus({ state: s, message });
-  }
-
-  /** Connecting failed before any data link existed (a bad link, no WebRTC here…). */
+  /** The page could not start at all (a bad link, no wasm here…): the status says so for good. */
   failToConnect(error: unknown): void {
-    this.over = true;
     const invalid = error instanceof InvalidLinkError;
     const text = error instanceof Error ? error.message : String(error);
     this.setStatus({ state: invalid ? 'invalid-link' : 'error', message: invalid ? text : `Could not connect to the sharer: ${text}` });
@@ -223,40 +152,16 @@ class WasmShare implements ShareApi {
   private setStatus(status: ConnectionStatus): void {
     this.currentStatus = status;
     this.emit({ type: 'status', status });
-    if (status.state !== 'connecting' && status.state !== 'connected' && status.state !== 'reconnecting') {
-      this.failPendingReads(status.message);
-    }
-  }
-
-  private failPendingReads(message: string): void {
-    for (const [id, r] of this.reads) {
-      r.reject(new Error(message));
-      this.reads.delete(id);
-    }
-    for (const [token, t] of this.transfers) {
-      t.ready.reject(new Error(message));
-      t.done.reject(new Error(message));
-      this.transfers.delete(token);
-      this.post({ type: 'serve-stop', token, reason: message });
-    }
   }
 
   private emit(event: ShareEvent): void {
     for (const l of this.listeners) l(event);
   }
 
-  private onProgress(progress: WorkerProgress, stats: ShareStats): void {
+  private onProgress(progress: IndexProgress, stats: ShareStats): void {
     this.stats = stats;
-    const p: IndexProgress = {
-      received: progress.received,
-      announced: progress.announced,
-      complete: progress.complete,
-      persisted: progress.persisted,
-      fromCache: progress.fromCache,
-      ...(progress.loadingCache ? { loadingCache: true } : {}),
-    };
-    this.currentProgress = p;
-    this.emit({ type: 'progress', progress: p });
+    this.currentProgress = progress;
+    this.emit({ type: 'progress', progress });
   }
 
   private onWorker(m: FromWorker): void {
@@ -283,38 +188,23 @@ class WasmShare implements ShareApi {
       case 'progress':
         this.onProgress(m.progress, m.stats);
         return;
+      case 'connect':
+        void this.openLink();
+        return;
+      case 'close-link':
+        this.dropLink();
+        return;
+      case 'status':
+        this.setStatus(m.status);
+        return;
       case 'reset':
         this.emit({ type: 'changed', dirs: [this.rootId], all: true });
         return;
       case 'changed':
         this.emit({ type: 'changed', dirs: m.dirs, all: m.all });
         return;
-      case 'link-lost':
-        if (this.over) return;
-        this.setStatus({
-          state: 'reconnecting',
-          message: 'Lost the connection to the sharer; reconnecting… Downloads continue once it is back.',
-        });
-        this.retryLater(null);
-        return;
-      case 'ended':
-        this.over = true;
-        if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
-        this.reconnectTimer = null;
-        if (m.gone) {
-          if (this.currentStatus.state !== 'sharer-gone') {
-            this.setStatus({
-              state: 'sharer-gone',
-              message: `${sentence(m.message)} You can still browse what was received; reopen the link when they share again.`,
-            });
-          }
-        } else {
-          this.setStatus({ state: 'error', message: m.message });
-        }
-        this.dataLink?.close();
-        return;
       case 'answer':
-        this.queries.get(m.id)?.resolve(m.value);
+        this.queries.get(m.id)?.take(m.answer);
         this.queries.delete(m.id);
         return;
       case 'query-failed':
@@ -336,7 +226,7 @@ class WasmShare implements ShareApi {
         const run = this.search_;
         if (!run || run.id !== m.id) return;
         const b = m.batch;
-        run.onUpdate({ hits: b.rows as SearchHit[], scanned: b.scanned, total: b.total, done: b.done, truncated: b.truncated });
+        run.onUpdate({ hits: b.rows, scanned: b.scanned, total: b.total, done: b.done, truncated: b.truncated });
         if (b.done) {
           this.search_ = null;
           run.resolve();
@@ -371,10 +261,16 @@ class WasmShare implements ShareApi {
     }
   }
 
-  private query<T>(query: IndexQuery): Promise<T> {
+  /** Asks the worker's index; `pick` returns the answer's value if it is the one asked for. */
+  private query<T>(query: IndexQuery, pick: (answer: QueryAnswer) => T | undefined): Promise<T> {
     const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.queries.set(id, { resolve: (v) => resolve(v as T), reject });
+    return new Promise((resolve, reject) => {
+      const take = (answer: QueryAnswer): void => {
+        const value = pick(answer);
+        if (value === undefined) reject(new Error(`the index worker answered '${answer.method}' to '${query.method}'`));
+        else resolve(value);
+      };
+      this.queries.set(id, { take, reject });
       this.post({ type: 'query', id, query });
     });
   }
@@ -399,28 +295,25 @@ class WasmShare implements ShareApi {
     return () => this.listeners.delete(listener);
   }
 
-  list(dir: number, sort: SortKey, descending: boolean, start: number, count: number): Promise<ListPage> {
-    return this.query<ListPage>({ method: 'list', dir, sort, descending, start, count });
+  list(dir: EntryId, sort: SortKey, descending: boolean, start: number, count: number): Promise<ListPage> {
+    return this.query({ method: 'list', dir, sort, descending, start, count }, (a) => (a.method === 'list' ? a.value : undefined));
   }
 
-  entry(id: number): Promise<EntryRow | null> {
-    return this.query<EntryRow | null>({ method: 'entry', id });
+  entry(id: EntryId): Promise<EntryRow | null> {
+    return this.query({ method: 'entry', id }, (a) => (a.method === 'entry' ? a.value : undefined));
   }
 
-  path(id: number): Promise<EntryRow[]> {
-    return this.query<EntryRow[]>({ method: 'path', id });
+  path(id: EntryId): Promise<EntryRow[]> {
+    return this.query({ method: 'path', id }, (a) => (a.method === 'path' ? a.value : undefined));
   }
 
   lookup(path: string): Promise<EntryRow | null> {
-    return this.query<EntryRow | null>({ method: 'lookup', path });
+    return this.query({ method: 'lookup', path }, (a) => (a.method === 'lookup' ? a.value : undefined));
   }
 
-  read(id: number, options: ReadOptions = {}): Promise<Blob> {
+  read(id: EntryId, options: ReadOptions = {}): Promise<Blob> {
     const { signal, onProgress } = options;
     if (signal?.aborted) return Promise.reject(abortError());
-    if (this.currentStatus.state !== 'connected' && this.currentStatus.state !== 'reconnecting') {
-      return Promise.reject(new Error(`Cannot read files now: ${this.currentStatus.message}`));
-    }
     const rid = this.nextId++;
     return new Promise<Blob>((resolve, reject) => {
       const pending: PendingRead = { resolve, reject };
@@ -469,8 +362,8 @@ class WasmShare implements ShareApi {
     return connectionOf(report);
   }
 
-  indexIn(dir: number, id: number, sort: SortKey, descending: boolean): Promise<number | null> {
-    return this.query<number | null>({ method: 'indexIn', dir, id, sort, descending });
+  indexIn(dir: EntryId, id: EntryId, sort: SortKey, descending: boolean): Promise<number | null> {
+    return this.query({ method: 'indexIn', dir, id, sort, descending }, (a) => (a.method === 'indexIn' ? a.value : undefined));
   }
 
   transfer(source: TransferSource, target: TransferTarget): Transfer {
@@ -498,23 +391,13 @@ class WasmShare implements ShareApi {
         t.done.reject(abortError(reason));
       },
     };
-    if (this.currentStatus.state !== 'connected' && this.currentStatus.state !== 'reconnecting') {
-      const error = new Error(`Cannot read files now: ${this.currentStatus.message}`);
-      readyHooks.reject(error);
-      doneHooks.reject(error);
-      return transfer;
-    }
     this.transfers.set(token, { transfer, ready: readyHooks, done: doneHooks });
-    const workerSource = source.kind === 'file' ? { kind: 'file' as const, entry: source.id } : { kind: 'zip' as const, roots: source.ids, name: source.name };
-    this.post({ type: 'serve', token, source: workerSource, target }, target.kind === 'port' ? [target.port] : []);
+    this.post({ type: 'serve', token, source, target }, target.kind === 'port' ? [target.port] : []);
     return transfer;
   }
 
   close(): void {
-    this.over = true;
-    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
-    this.clearConnectTimer();
-    this.dataLink?.close();
+    this.dropLink();
     this.worker.terminate();
   }
 }
@@ -551,12 +434,6 @@ function connectionOf(report: RTCStatsReport): ConnectionInfo | null {
   };
 }
 
-/** "the sharer stopped sharing" -> "The sharer stopped sharing." */
-function sentence(text: string): string {
-  const t = text.trim() || 'the sharer went away';
-  return `${t.charAt(0).toUpperCase()}${t.slice(1)}${/[.!?]$/.test(t) ? '' : '.'}`;
-}
-
 function abortError(message = 'The read was cancelled'): Error {
   return new DOMException(message, 'AbortError');
 }
@@ -572,10 +449,11 @@ export async function openShare(key: string): Promise<ShareApi> {
   const share = new WasmShare(startIndexWorker());
   window.linkfsStats = () => share.latestStats();
   window.linkfsSelfTest = wasmSelfTest;
+  share.follow(`${window.location.origin}/#${key}`);
   await share.ready(key);
   performance.mark('linkfs:index-ready');
   // The index (from IndexedDB on a return visit) is usable now: the page lists it
-  // while the connection is made, and a connection that fails says so in the status.
-  share.connect(`${window.location.origin}/#${key}`).catch((error: unknown) => share.failToConnect(error));
+  // while the visit connects (it asks the page for the data link), and a
+  // connection that fails says so in the status.
   return share;
 }

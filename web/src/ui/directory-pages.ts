@@ -5,7 +5,7 @@
 // changed, or the index grew) the old rows stay on screen until fresh ones replace
 // them, so the list does not flash.
 
-import type { EntryRow, ShareApi, SortKey } from '../api';
+import type { EntryId, EntryRow, ShareApi, SortKey } from '../api';
 
 export interface ListingOrder {
   sort: SortKey;
@@ -14,7 +14,7 @@ export interface ListingOrder {
 
 /** Rows of one directory as the listing sees them: by index, fetched on demand. */
 export interface RowSource {
-  readonly dir: number;
+  readonly dir: EntryId;
   /** Rows there are to show; null before the first answer. */
   readonly total: number | null;
   /** The latest failure, in words; null when the last request succeeded. */
@@ -62,7 +62,7 @@ export class DirectoryPages implements RowSource {
 
   constructor(
     private readonly api: ShareApi,
-    readonly dir: number,
+    readonly dir: EntryId,
     readonly order: ListingOrder,
     /** Called when rows or the total changed. */
     private readonly onChange: () => void,

@@ -5,7 +5,7 @@
 // Directories too tall for a browser's maximum element height are scrolled
 // proportionally: the scrollbar maps onto row indexes instead of onto pixels.
 
-import type { EntryRow, SortKey, ShareApi } from '../api';
+import type { EntryId, EntryRow, SortKey, ShareApi } from '../api';
 import { DirectoryPages, type ListingOrder, type RowSource } from './directory-pages';
 import { FilteredRows, type FilterProgress } from './name-filter';
 import { el } from './dom';
@@ -79,7 +79,7 @@ export class DirectoryListing {
   private emptyText = 'This folder is empty.';
   private reportedCount = '';
   /** Selected entries of the shown folder, by id, in the order they were selected. */
-  private readonly selected = new Map<number, EntryRow>();
+  private readonly selected = new Map<EntryId, EntryRow>();
   /** Where a Shift-click range starts (the last row clicked or toggled). */
   private anchor: number | null = null;
   private readonly selectAllBox: HTMLInputElement;
@@ -132,7 +132,7 @@ export class DirectoryListing {
   }
 
   /** Shows `dir` in `order`, scrolled to `scrollTop`, only names containing `filter`. */
-  show(dir: number, order: ListingOrder, scrollTop = 0, filter = ''): void {
+  show(dir: EntryId, order: ListingOrder, scrollTop = 0, filter = ''): void {
     this.order = order;
     this.pages?.dispose();
     const changed = (): void => this.schedule();
@@ -154,7 +154,7 @@ export class DirectoryListing {
     this.schedule();
   }
 
-  get dir(): number | null {
+  get dir(): EntryId | null {
     return this.pages?.dir ?? null;
   }
 

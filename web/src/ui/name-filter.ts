@@ -4,7 +4,7 @@
 // rows. A change to the directory rescans it; the old matches stay on screen until
 // the new scan is done.
 
-import type { EntryRow, ShareApi } from '../api';
+import type { EntryId, EntryRow, ShareApi } from '../api';
 import type { ListingOrder, RowSource } from './directory-pages';
 
 /** Rows per `list` call while scanning. */
@@ -35,7 +35,7 @@ export class FilteredRows implements RowSource {
 
   constructor(
     private readonly api: ShareApi,
-    readonly dir: number,
+    readonly dir: EntryId,
     private readonly order: ListingOrder,
     query: string,
     private readonly onChange: () => void,

@@ -3,7 +3,7 @@
 // panel, and the navigation between folders. The shown folder lives in the fragment
 // after the share key (`#<key>/photos/2024`), so back/forward and reload work.
 
-import type { ConnectionStatus, EntryRow, IndexProgress, ShareApi, ShareEvent } from '../api';
+import type { ConnectionStatus, EntryId, EntryRow, IndexProgress, ShareApi, ShareEvent } from '../api';
 import { Breadcrumbs } from './breadcrumbs';
 import type { ListingOrder } from './directory-pages';
 import { el } from './dom';
@@ -48,7 +48,7 @@ export class ShareView {
   private connectionInfo: ConnectionInfoView | null = null;
   private readonly searchSlot: HTMLElement;
   /** A search result to select once its folder is listed. */
-  private pendingReveal: { id: number; parent: number } | null = null;
+  private pendingReveal: { id: EntryId; parent: EntryId } | null = null;
   private readonly selectionBar: HTMLElement;
   private readonly selectionCount: HTMLElement;
   private readonly filterBox: HTMLInputElement;
@@ -68,7 +68,7 @@ export class ShareView {
   private waitingFor: string[] | null = null;
   private lastReceived = -1;
   private lastComplete = false;
-  private readonly scrolls = new Map<number, number>();
+  private readonly scrolls = new Map<EntryId, number>();
 
   private readonly progressRefresh = throttle(() => this.onIndexGrew(), PROGRESS_REFRESH_MS);
   private readonly changeRefresh = throttle(() => this.listing?.refresh(), CHANGE_REFRESH_MS);
@@ -304,7 +304,7 @@ export class ShareView {
     }
   }
 
-  private onChanged(dirs: number[], all: boolean): void {
+  private onChanged(dirs: EntryId[], all: boolean): void {
     const shown = this.shownDir?.id;
     if (shown === undefined) return;
     if (all || dirs.includes(shown)) this.changeRefresh.request();
@@ -495,7 +495,7 @@ export class ShareView {
     }
   }
 
-  private rememberScroll(dir: number, scrollTop: number): void {
+  private rememberScroll(dir: EntryId, scrollTop: number): void {
     this.scrolls.delete(dir);
     this.scrolls.set(dir, scrollTop);
     if (this.scrolls.size > REMEMBERED_SCROLLS) {

@@ -23,7 +23,8 @@
 
 import type { RangeReader } from './entry-stream';
 import { entryStream } from './entry-stream';
-import type { PlanMember, ZipPlan } from './zip-source';
+import type { ZipFacts } from '../api';
+import type { PlanMember } from './zip-source';
 import { portableName } from '../folder-names';
 
 /** Files up to this size are written several at once… */
@@ -60,7 +61,7 @@ class DirectorySaveError extends Error {
 
 export interface DirectoryJob {
   reader: RangeReader;
-  plan: ZipPlan;
+  plan: ZipFacts;
   members: PlanMember[];
   /** The chosen directory. */
   target: FileSystemDirectoryHandle;

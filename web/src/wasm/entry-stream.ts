@@ -6,6 +6,8 @@
 // session resumes them at their byte); a file that changes on the sharer's side,
 // or a session that ends, errors the stream with the reason.
 
+import type { EntryId, ReadHandle } from '../api';
+
 /** What a read delivers to (the worker routes the session's read events here). */
 export interface ReadSink {
   data(bytes: Uint8Array): void;
@@ -13,11 +15,11 @@ export interface ReadSink {
   failed(message: string): void;
 }
 
-/** Starting and cancelling range reads on the receiver session. */
+/** Starting and cancelling range reads on the visit. */
 export interface RangeReader {
   /** Starts reading [offset, offset+len) of `entry`; throws with the reason if it cannot. */
-  start(entry: number, offset: number, len: number, sink: ReadSink): number;
-  cancel(handle: number): void;
+  start(entry: EntryId, offset: number, len: number, sink: ReadSink): ReadHandle;
+  cancel(handle: ReadHandle): void;
 }
 
 /** How far a stream reads ahead of its reader. */
@@ -34,9 +36,11 @@ export const BULK: ReadAhead = { segment: 4 * 1024 * 1024, window: 12 * 1024 * 1
 export const MEDIA: ReadAhead = { segment: 512 * 1024, window: 1024 * 1024 };
 
 const MAX_SEGMENTS = 2;
+/** A segment's handle before its read started (the visit's handles start at 1). */
+const NO_HANDLE = 0 as ReadHandle;
 
 interface Segment {
-  handle: number;
+  handle: ReadHandle;
   len: number;
   /** Bytes delivered so far (parts held until the segments before are done). */
   got: number;
@@ -45,7 +49,7 @@ interface Segment {
 }
 
 /** Bytes [start, end) of file `entry`. */
-export function entryStream(reader: RangeReader, entry: number, start: number, end: number, ahead: ReadAhead = BULK): ReadableStream<Uint8Array> {
+export function entryStream(reader: RangeReader, entry: EntryId, start: number, end: number, ahead: ReadAhead = BULK): ReadableStream<Uint8Array> {
   const { segment: SEGMENT, window: WINDOW } = ahead;
   let next = start;
   const segments: Segment[] = [];
@@ -94,7 +98,7 @@ export function entryStream(reader: RangeReader, entry: number, start: number, e
     const queued = Math.max(0, WINDOW - (c.desiredSize ?? 0));
     while (next < end && segments.length < MAX_SEGMENTS && queued + inFlight() < WINDOW) {
       const len = Math.min(SEGMENT, end - next);
-      const segment: Segment = { handle: 0, len, got: 0, parts: [], finished: false };
+      const segment: Segment = { handle: NO_HANDLE, len, got: 0, parts: [], finished: false };
       const isHead = segments.length === 0;
       segments.push(segment);
       try {

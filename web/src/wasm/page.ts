@@ -1,6 +1,7 @@
-// The page's side of the wasm module: loads it (lazily, once), opens the data link
-// to the sharer (signaling + the browser's RTCPeerConnection, in wasm) and starts
-// the index worker (./worker.ts, the other module that touches the wasm).
+// The page's side of the wasm module: loads it (lazily, once), opens the data links
+// the worker's visit asks for (signaling + the browser's RTCPeerConnection, in
+// wasm) and starts the index worker (./worker.ts, the other module that touches
+// the wasm).
 
 import type { DataLink, DataLinkHandlers } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 
@@ -38,18 +39,6 @@ export function icePolicy(): 'relay' | 'all' {
 export async function openDataLink(link: string, handlers: DataLinkHandlers): Promise<DataLink> {
   const wasm = await loadWasm();
   return new wasm.DataLink(link, icePolicy(), handlers);
-}
-
-/** Core's reconnect schedule (the same backoff as the native receiver). */
-export interface ReconnectTimer {
-  /** The link was lost or an attempt failed: ms to wait, or undefined to give up. */
-  failed(nowMs: number): number | undefined;
-  succeeded(): void;
-}
-
-export async function reconnectSchedule(): Promise<ReconnectTimer> {
-  const wasm = await loadWasm();
-  return new wasm.ReconnectSchedule(Math.random() * 2 ** 52);
 }
 
 /** Decodes the protocol's test vectors with this page's wasm build; returns how many. */

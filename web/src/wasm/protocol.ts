@@ -1,9 +1,12 @@
 // Messages between the page (../share.ts, through ./page.ts) and the index worker
-// (./worker.ts). The page owns the data link; the worker owns the index and its
-// storage. The value types are the ones the wasm module generates (type-only
-// imports: nothing here loads the wasm).
+// (./worker.ts). The worker owns the visit (core's receiving lifecycle: when to
+// connect, the index, its storage); the page owns the data links the visit asks
+// for, since Chromium cannot hand a data channel to a worker. The value types are
+// the ones the wasm module generates (type-only imports: nothing here loads the wasm).
 
-import type { EntryPath, EntryRow, ListPage, Progress, SearchBatch, Stats } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import type { EntryId, EntryPath, EntryRow, ListPage, Progress, SearchBatch, SortKey, Stats } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import type { ConnectionStatus, TransferSource, TransferTarget, ZipFacts } from '../api';
+import type { LinkState } from './page';
 
 /** Figures the worker reports with every progress message (tests, benchmarks). */
 export interface ShareStats extends Stats {
@@ -14,67 +17,51 @@ export interface ShareStats extends Stats {
   workerOpenMs?: number;
 }
 
-export type WorkerProgress = Progress;
-
 /** Queries answered by the worker's index, and what each answers with. */
 export type IndexQuery =
-  | { method: 'list'; dir: number; sort: string; descending: boolean; start: number; count: number }
-  | { method: 'entry'; id: number }
-  | { method: 'path'; id: number }
+  | { method: 'list'; dir: EntryId; sort: SortKey; descending: boolean; start: number; count: number }
+  | { method: 'entry'; id: EntryId }
+  | { method: 'path'; id: EntryId }
   | { method: 'lookup'; path: string }
-  | { method: 'indexIn'; dir: number; id: number; sort: string; descending: boolean };
+  | { method: 'indexIn'; dir: EntryId; id: EntryId; sort: SortKey; descending: boolean };
 
-export type QueryAnswer = ListPage | EntryRow | EntryPath | number | null;
-
-/** What to serve or save: one file, or a ZIP of a selection (files and folders). */
-export type ServeSource = { kind: 'file'; entry: number } | { kind: 'zip'; roots: number[]; name: string };
-
-/** Where the bytes go. */
-export type ServeTarget =
-  /** To the service worker on this port; `once`: a download (ends with its one stream), else media. */
-  | { kind: 'port'; port: MessagePort; once: boolean }
-  /** Into a file the user chose (File System Access), from byte `resumeAt` on. */
-  | { kind: 'file'; handle: FileSystemFileHandle; resumeAt?: number }
-  /** Into a Blob in memory, refused above `cap` bytes (the last resort). */
-  | { kind: 'blob'; cap: number }
-  /** A ZIP source's members into `folder` in this directory (File System Access); `resume`: skip files there at full size. */
-  | { kind: 'directory'; handle: FileSystemDirectoryHandle; folder: string; resume: boolean };
-
-/** What the page learns of a ZIP before its first byte. */
-export interface ZipFacts {
-  size: number;
-  files: number;
-  folders: number;
-  contentBytes: number;
-  notes: string[];
-  notesTotal: number;
-}
+/** A query's answer, tagged with the query's method (the page checks it before use). */
+export type QueryAnswer =
+  | { method: 'list'; value: ListPage }
+  | { method: 'entry'; value: EntryRow | null }
+  | { method: 'path'; value: EntryPath }
+  | { method: 'lookup'; value: EntryRow | null }
+  | { method: 'indexIn'; value: number | null };
 
 export type ToWorker =
   | { type: 'open'; key: string }
-  | { type: 'channel-open' }
-  | { type: 'channel-closed' }
-  | { type: 'give-up' }
+  /** What the page's data link said: its handshake's progress, or why it failed. */
+  | { type: 'link-status'; state: LinkState; message: string }
+  | { type: 'link-open' }
+  | { type: 'link-closed' }
   | { type: 'frame'; frame: ArrayBuffer }
   | { type: 'query'; id: number; query: IndexQuery }
-  | { type: 'read'; id: number; entry: number }
+  | { type: 'read'; id: number; entry: EntryId }
   | { type: 'cancel-read'; id: number }
-  | { type: 'serve'; token: string; source: ServeSource; target: ServeTarget }
+  | { type: 'serve'; token: string; source: TransferSource; target: TransferTarget }
   | { type: 'serve-stop'; token: string; reason: string }
   /** Starts a whole-share search (replacing any other); results come as `search-results`. */
   | { type: 'search'; id: number; query: string }
   | { type: 'search-stop'; id: number };
 
 export type FromWorker =
-  | { type: 'ready'; progress: WorkerProgress; stats: ShareStats }
+  | { type: 'ready'; progress: Progress; stats: ShareStats }
   | { type: 'open-failed'; message: string }
+  /** Open a data link to the sharer (closing any other first) and report on it. */
+  | { type: 'connect' }
+  /** Close the data link, or drop the attempt under way. */
+  | { type: 'close-link' }
   | { type: 'send'; frames: ArrayBuffer[] }
-  | { type: 'progress'; progress: WorkerProgress; stats: ShareStats }
+  | { type: 'status'; status: ConnectionStatus }
+  | { type: 'progress'; progress: Progress; stats: ShareStats }
   | { type: 'reset' }
-  | { type: 'changed'; dirs: number[]; all: boolean }
-  | { type: 'link-lost' }
-  | { type: 'ended'; gone: boolean; message: string }
-  | { type: 'answer'; id: number; value: QueryAnswer }
+  | { type: 'changed'; dirs: EntryId[]; all: boolean }
+  | { type: 'answer'; id: number; answer: QueryAnswer }
   | { type: 'query-failed'; id: number; message: string }
   | { type: 'read-progress'; id: number; done: number; total: number }
   | { type: 'read-done'; id: number; blob: Blob }

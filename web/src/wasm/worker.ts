@@ -1,16 +1,18 @@
-// The index worker: the browser's drive loop around the wasm ReceiverSession
-// (core's persistent receiver: index, BLAKE3 checks, the storage policy, bound to
-// IndexedDB), off the main thread. The page forwards data-link frames here and
-// sends whatever this worker posts back as 'send'. One of the two modules that
-// touch the wasm (the other is ./page.ts).
+// The index worker: the browser's shell around the wasm Visit (core's receiving
+// lifecycle: when to connect and reconnect, the index, BLAKE3 checks, the storage
+// policy, bound to IndexedDB), off the main thread. It does what the visit's
+// `poll` says: frames to send and data links to open or close go to the page,
+// events go to their reads and to the page, and `tick` runs when asked. It
+// decides nothing about the connection. One of the two modules that touch the
+// wasm (the other is ./page.ts).
 
 /// <reference lib="webworker" />
 
-import init, { ReceiverSession, type SessionEvent } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import init, { Visit, type VisitOutput } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 import wasmUrl from '../../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url';
-import type { EntryRow } from '../api';
+import type { EntryId, EntryRow, ReadHandle, TransferSource } from '../api';
 import { entryStream, MEDIA, BULK, type RangeReader, type ReadSink } from './entry-stream';
-import type { FromWorker, IndexQuery, QueryAnswer, ServeSource, ShareStats, ToWorker, WorkerProgress } from './protocol';
+import type { FromWorker, IndexQuery, QueryAnswer, ShareStats, ToWorker } from './protocol';
 import { type ByteSource, messageOf, SourceServer } from './serve';
 import { saveToBlob, saveToFile } from './save-sinks';
 import { type PlanMember, planZip, zipSource } from './zip-source';
@@ -25,30 +27,33 @@ const DOWNLOAD_MESSAGE_BYTES = 512 * 1024;
 /** Read progress at most this often per read. */
 const READ_PROGRESS_EVERY_MS = 100;
 
-
-let session: ReceiverSession | null = null;
+let visit: Visit | null = null;
 let timer: ReturnType<typeof setTimeout> | null = null;
 let lastProgressAt = 0;
 let progressTimer: ReturnType<typeof setTimeout> | null = null;
-/** Where each read's events go, by the session's read handle. */
-const sinks = new Map<number, ReadSink>();
+/** Where each read's events go, by the visit's read handle. */
+const sinks = new Map<ReadHandle, ReadSink>();
 /** Whole-file reads the page asked for (previews), by the page's id: their handle. */
-const handleById = new Map<number, number>();
+const handleById = new Map<number, ReadHandle>();
 /** Resources being served or saved, by the page's token. */
 const serving = new Map<string, { stop(reason: string): void }>();
+/** Messages that came before the visit was open. */
 const early: ToWorker[] = [];
+/** Serves wait until the saved index is restored whole (a ZIP plan lists folders). */
+let restoring = true;
+const waitingForIndex: Extract<ToWorker, { type: 'serve' }>[] = [];
 
 function post(message: FromWorker, transfer: Transferable[] = []): void {
   self.postMessage(message, transfer);
 }
 
-function progressNow(s: ReceiverSession): { progress: WorkerProgress; stats: ShareStats } {
-  return { progress: s.progress(), stats: s.stats() };
+function progressNow(v: Visit): { progress: ReturnType<Visit['progress']>; stats: ShareStats } {
+  return { progress: v.progress(), stats: v.stats() };
 }
 
 function postProgress(force: boolean): void {
-  const s = session;
-  if (!s) return;
+  const v = visit;
+  if (!v) return;
   const now = performance.now();
   if (!force && now - lastProgressAt < PROGRESS_EVERY_MS) {
     progressTimer ??= setTimeout(() => {
@@ -58,71 +63,86 @@ function postProgress(force: boolean): void {
     return;
   }
   lastProgressAt = now;
-  post({ type: 'progress', ...progressNow(s) });
+  post({ type: 'progress', ...progressNow(v) });
 }
 
-/** Sends what the session wants sent, handles its events, re-arms its timer. */
+/** Does what the visit says now, and arms its timer. */
 function flush(): void {
-  const s = session;
-  if (!s) return;
-  const out = s.takeOutgoing();
-  if (out.length > 0) {
-    const frames = out.map((f) => f.buffer as ArrayBuffer);
+  const v = visit;
+  if (!v) return;
+  const { outputs, wakeInMs } = v.poll();
+  let frames: ArrayBuffer[] = [];
+  const sendFrames = (): void => {
+    if (frames.length === 0) return;
     post({ type: 'send', frames }, frames);
+    frames = [];
+  };
+  for (const out of outputs) {
+    if (out.type === 'send') {
+      frames.push(out.frame.buffer as ArrayBuffer);
+      continue;
+    }
+    sendFrames();
+    handleOutput(out, v);
   }
-  for (const ev of s.takeEvents()) {
-    handleEvent(ev);
-  }
+  sendFrames();
   if (timer !== null) clearTimeout(timer);
-  const wait = s.nextTimeout();
   timer =
-    wait === undefined
+    wakeInMs === undefined
       ? null
       : setTimeout(() => {
           timer = null;
-          s.tick();
+          v.tick();
           flush();
-        }, Math.max(0, wait));
+        }, Math.max(0, wakeInMs));
 }
 
-function handleEvent(ev: SessionEvent): void {
-  switch (ev.type) {
+function handleOutput(out: Exclude<VisitOutput, { type: 'send' }>, v: Visit): void {
+  switch (out.type) {
+    case 'connect':
+      post({ type: 'connect' });
+      return;
+    case 'close-link':
+      post({ type: 'close-link' });
+      return;
+    case 'status':
+      post({ type: 'status', status: { state: out.state, message: out.message } });
+      postProgress(true);
+      return;
     case 'data':
-      sinks.get(ev.handle)?.data(ev.bytes);
+      sinks.get(out.handle)?.data(out.bytes);
       return;
     case 'done': {
-      const sink = sinks.get(ev.handle);
-      sinks.delete(ev.handle);
+      const sink = sinks.get(out.handle);
+      sinks.delete(out.handle);
       sink?.done();
       return;
     }
     case 'failed': {
-      const sink = sinks.get(ev.handle);
-      sinks.delete(ev.handle);
-      sink?.failed(ev.message);
+      const sink = sinks.get(out.handle);
+      sinks.delete(out.handle);
+      sink?.failed(out.message);
       return;
     }
-    case 'ended':
-      post({ type: 'ended', gone: ev.gone, message: ev.message });
-      postProgress(true);
-      return;
     case 'reset':
       post({ type: 'reset' });
       return;
     case 'changed':
-      post({ type: 'changed', dirs: ev.dirs, all: ev.all });
+      post({ type: 'changed', dirs: out.dirs, all: out.all });
       return;
-    case 'link-lost':
-      post({ type: 'link-lost' });
+    case 'restored':
+      restoring = false;
+      postProgress(true);
+      for (const m of waitingForIndex.splice(0)) serve(m, v);
       return;
   }
 }
 
-/** Range reads on the session, their events routed to `sink`; `counted` hears every byte read. */
-function rangeReader(s: ReceiverSession, counted: (bytes: number) => void = () => undefined): RangeReader {
+/** Range reads on the visit, their events routed to `sink`; `counted` hears every byte read. */
+function rangeReader(v: Visit, counted: (bytes: number) => void = () => undefined): RangeReader {
   return {
     start(entry, offset, len, sink) {
-      const h = s.startReadRange(entry, offset, len);
+      const h = v.startRead(entry, offset, len);
       sinks.set(h, {
         data: (bytes) => {
           counted(bytes.byteLength);
@@ -137,7 +157,7 @@ function rangeReader(s: ReceiverSession, counted: (bytes: number) => void = () =
     },
     cancel(handle) {
       if (sinks.delete(handle)) {
-        s.cancelRead(handle);
+        v.cancelRead(handle);
         queueMicrotask(flush);
       }
     },
@@ -145,12 +165,14 @@ function rangeReader(s: ReceiverSession, counted: (bytes: number) => void = () =
 }
 
 /** A whole file read into a Blob (previews), with progress to the page. */
-function readWhole(id: number, entry: number, s: ReceiverSession): void {
-  const total = s.entry(entry)?.size ?? 0;
+function readWhole(id: number, entry: EntryId, v: Visit): void {
+  const row = v.entry(entry);
+  if (!row) throw new Error('This file is no longer in the share.');
+  const total = row.size;
   const parts: Uint8Array[] = [];
   let done = 0;
   let lastProgress = 0;
-  const h = s.startRead(entry);
+  const h = v.startRead(entry, 0, total);
   handleById.set(id, h);
   sinks.set(h, {
     data(bytes) {
@@ -176,47 +198,51 @@ function readWhole(id: number, entry: number, s: ReceiverSession): void {
 }
 
 /** All rows of one folder's window, for planning a ZIP. */
-function listChildren(s: ReceiverSession) {
-  return (dir: number, start: number, count: number): { total: number; rows: EntryRow[] } => {
-    const page = s.list(dir, 'name', false, start, count);
-    return { total: page.total, rows: page.rows as EntryRow[] };
+function listChildren(v: Visit) {
+  return (dir: EntryId, start: number, count: number): { total: number; rows: EntryRow[] } => {
+    const page = v.list(dir, 'name', false, start, count);
+    return { total: page.total, rows: page.rows };
   };
 }
 
 /** The byte source the page asked for, and what the page should know of it. */
 function sourceOf(
-  source: ServeSource,
-  s: ReceiverSession,
+  source: TransferSource,
+  v: Visit,
   media: boolean,
   counted: (bytes: number) => void,
 ): { bytes: ByteSource; name: string; zip?: ReturnType<typeof planZip>['plan']; members?: PlanMember[]; reader: RangeReader } {
-  const reader = rangeReader(s, counted);
+  const reader = rangeReader(v, counted);
   if (source.kind === 'file') {
-    const row = s.entry(source.entry);
+    const row = v.entry(source.id);
     if (!row) throw new Error('This file is no longer in the share.');
     if (row.kind !== 'file') throw new Error(`"${row.name}" is not a file.`);
     const size = row.size;
     const ahead = media ? MEDIA : BULK;
-    return { name: row.name, reader, bytes: { size, ownsChunks: true, open: (start, end) => entryStream(reader, source.entry, start, end, ahead) } };
+    return { name: row.name, reader, bytes: { size, ownsChunks: true, open: (start, end) => entryStream(reader, source.id, start, end, ahead) } };
   }
   const roots: EntryRow[] = [];
-  for (const id of source.roots) {
-    const row = s.entry(id);
+  for (const id of source.ids) {
+    const row = v.entry(id);
     if (!row) throw new Error('Part of the selection is no longer in the share.');
-    roots.push(row as EntryRow);
+    roots.push(row);
   }
-  const { plan, members } = planZip(roots, listChildren(s), source.name.replace(/\.zip$/i, ''));
+  const { plan, members } = planZip(roots, listChildren(v), source.name.replace(/\.zip$/i, ''));
   return { name: source.name, reader, bytes: zipSource(reader, plan, members), zip: plan, members };
 }
 
-function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession): void {
+function serve(message: Extract<ToWorker, { type: 'serve' }>, v: Visit): void {
+  if (restoring) {
+    waitingForIndex.push(message);
+    return;
+  }
   const { token } = message;
   let made: ReturnType<typeof sourceOf>;
   // Bytes read from the sharer for this transfer (with what the read-ahead took).
   let read = 0;
   const media = message.target.kind === 'port' && !message.target.once;
   try {
-    made = sourceOf(message.source, s, media, (n) => {
+    made = sourceOf(message.source, v, media, (n) => {
       read += n;
     });
   } catch (error) {
@@ -309,60 +335,60 @@ function serve(message: Extract<ToWorker, { type: 'serve' }>, s: ReceiverSession
   );
 }
 
-function answer(id: number, query: IndexQuery, s: ReceiverSession): void {
-  let value: QueryAnswer;
+function answer(id: number, query: IndexQuery, v: Visit): void {
+  let answer: QueryAnswer;
   switch (query.method) {
     case 'list':
-      value = s.list(query.dir, query.sort, query.descending, query.start, query.count);
-      firstListedAt ??= performance.now();
+      answer = { method: 'list', value: v.list(query.dir, query.sort, query.descending, query.start, query.count) };
       break;
     case 'entry':
-      value = s.entry(query.id) ?? null;
+      answer = { method: 'entry', value: v.entry(query.id) ?? null };
       break;
     case 'path':
-      value = s.path(query.id);
+      answer = { method: 'path', value: v.path(query.id) };
       break;
     case 'lookup':
-      value = s.lookup(query.path) ?? null;
+      answer = { method: 'lookup', value: v.lookup(query.path) ?? null };
       break;
     case 'indexIn':
-      value = s.indexIn(query.dir, query.id, query.sort, query.descending) ?? null;
+      answer = { method: 'indexIn', value: v.indexIn(query.dir, query.id, query.sort, query.descending) ?? null };
       break;
   }
-  post({ type: 'answer', id, value });
+  post({ type: 'answer', id, answer });
 }
 
-function handle(message: ToWorker, s: ReceiverSession): void {
+function handle(message: ToWorker, v: Visit): void {
   switch (message.type) {
     case 'open':
       return;
-    case 'channel-open':
-      s.channelOpened();
+    case 'link-status':
+      if (message.state === 'connecting') v.linkProgress(message.message);
+      else if (message.state !== 'connected') v.linkFailed(message.state, message.message);
       flush();
       return;
-    case 'channel-closed':
-      s.channelClosed();
+    case 'link-open':
+      v.linkOpened();
       flush();
       return;
-    case 'give-up':
-      s.giveUp();
+    case 'link-closed':
+      v.linkClosed();
       flush();
       return;
     case 'frame':
-      s.handleFrame(new Uint8Array(message.frame));
+      v.handleFrame(new Uint8Array(message.frame));
       flush();
       postProgress(false);
       return;
     case 'query':
       try {
-        answer(message.id, message.query, s);
+        answer(message.id, message.query, v);
       } catch (error) {
-        post({ type: 'query-failed', id: message.id, message: String(error) });
+        post({ type: 'query-failed', id: message.id, message: messageOf(error) });
       }
       return;
     case 'read':
       try {
-        readWhole(message.id, message.entry, s);
+        readWhole(message.id, message.entry, v);
       } catch (error) {
         post({ type: 'read-failed', id: message.id, message: messageOf(error) });
       }
@@ -372,19 +398,22 @@ function handle(message: ToWorker, s: ReceiverSession): void {
       if (h !== undefined) {
         handleById.delete(message.id);
         sinks.delete(h);
-        s.cancelRead(h);
+        v.cancelRead(h);
         flush();
       }
       return;
     }
     case 'serve':
-      serve(message, s);
+      serve(message, v);
       return;
-    case 'serve-stop':
+    case 'serve-stop': {
+      const waiting = waitingForIndex.findIndex((m) => m.token === message.token);
+      if (waiting >= 0) waitingForIndex.splice(waiting, 1);
       serving.get(message.token)?.stop(message.reason);
       return;
+    }
     case 'search':
-      startSearch(message.id, message.query, s);
+      startSearch(message.id, message.query, v);
       return;
     case 'search-stop':
       if (searching?.id === message.id) searching = null;
@@ -396,17 +425,19 @@ function handle(message: ToWorker, s: ReceiverSession): void {
 const SEARCH_STEP_SLOTS = 40_000;
 /** Hits per message to the page, at most. */
 const SEARCH_HITS_PER_MESSAGE = 250;
+/** How often a search asks again while the saved index is still being restored, ms. */
+const SEARCH_WAIT_MS = 20;
 let searching: { id: number; handle: number } | null = null;
 
 /** Runs a search step by step, posting what each step found, until done or replaced. */
-function startSearch(id: number, query: string, s: ReceiverSession): void {
-  const run = { id, handle: s.searchStart(query) };
+function startSearch(id: number, query: string, v: Visit): void {
+  const run = { id, handle: v.searchStart(query) };
   searching = run;
   const step = (): void => {
     if (searching !== run) return;
     let batch;
     try {
-      batch = s.searchStep(run.handle, SEARCH_STEP_SLOTS);
+      batch = v.searchStep(run.handle, SEARCH_STEP_SLOTS);
     } catch (error) {
       searching = null;
       post({ type: 'search-results', id, batch: { rows: [], scanned: 0, total: 0, done: true, truncated: false } });
@@ -415,6 +446,11 @@ function startSearch(id: number, query: string, s: ReceiverSession): void {
     }
     // At most SEARCH_HITS_PER_MESSAGE hits per message: the page decodes each
     // message on its main thread, which must never be busy for long.
+    // Nothing scanned and not done: the visit waits for the whole index.
+    if (!batch.done && batch.total === 0) {
+      setTimeout(step, SEARCH_WAIT_MS);
+      return;
+    }
     const rows = batch.rows;
     for (let at = 0; at + SEARCH_HITS_PER_MESSAGE < rows.length; at += SEARCH_HITS_PER_MESSAGE) {
       post({ type: 'search-results', id, batch: { ...batch, rows: rows.slice(at, at + SEARCH_HITS_PER_MESSAGE), done: false, truncated: false } });
@@ -429,77 +465,28 @@ function startSearch(id: number, query: string, s: ReceiverSession): void {
 
 async function open(key: string): Promise<void> {
   const t0 = performance.now();
+  let v: Visit;
   try {
     await init({ module_or_path: wasmUrl });
     wasmInitMs = performance.now() - t0;
-    session = await ReceiverSession.open(key, () => {
+    v = await Visit.open(key, () => {
       flush();
       postProgress(false);
     });
   } catch (error) {
-    post({ type: 'open-failed', message: error instanceof Error ? error.message : String(error) });
+    post({ type: 'open-failed', message: messageOf(error) });
     return;
   }
-  const ready = progressNow(session);
+  visit = v;
+  restoring = v.progress().loadingCache;
+  const ready = progressNow(v);
   post({ type: 'ready', ...ready, stats: { ...ready.stats, workerWasmInitMs: wasmInitMs, workerOpenMs: performance.now() - t0 } });
-  const s = session;
-  // The rest of the cached index, in steps: listings and lookups are answered in
-  // between (from the part loaded so far); what would touch the session proper
-  // (frames from the sharer, reads, saves) and searches wait until it is all loaded.
-  loadingCache = true;
-  for (const m of early.splice(0)) dispatch(m, s);
-  // The first screen before the rest: the page lists from what is loaded, and only
-  // then does loading the rest take a core (on 2 cores it delayed that first paint).
-  const openedAt = performance.now();
-  while (performance.now() - openedAt < FIRST_SCREEN_WAIT_MS && (firstListedAt === null || performance.now() - firstListedAt < FIRST_PAINT_MS)) {
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  const rest = s.loadRest();
-  while (!s.loadStep(LOAD_STEP_MS)) {
-    postProgress(false);
-    await nextTask();
-  }
-  await rest;
-  loadingCache = false;
-  postProgress(true);
-  for (const m of heldBack.splice(0)) handle(m, s);
+  for (const m of early.splice(0)) handle(m, v);
   flush();
 }
 
-/** When the page's first listing was answered (loading the rest of the cache waits for it). */
-let firstListedAt: number | null = null;
-/** Loading the rest of a cached index waits at most this long for the first listing… */
-const FIRST_SCREEN_WAIT_MS = 250;
-/** …and after it, about this long for the page to paint it. */
-const FIRST_PAINT_MS = 40;
-
 /** How long the worker's wasm took to instantiate (a figure for the reopen benchmark). */
 let wasmInitMs = 0;
-
-/** Loading the cached index: messages that need the session proper wait in `heldBack`. */
-let loadingCache = false;
-const heldBack: ToWorker[] = [];
-/** How long one step of loading the cached index runs, ms. */
-const LOAD_STEP_MS = 12;
-// Searches too: one run over a partly loaded index would miss names and never know.
-const WAITS_FOR_LOAD = new Set<ToWorker['type']>(['channel-open', 'channel-closed', 'give-up', 'frame', 'read', 'cancel-read', 'serve', 'serve-stop', 'search', 'search-stop']);
-
-function dispatch(message: ToWorker, s: ReceiverSession): void {
-  if (loadingCache && WAITS_FOR_LOAD.has(message.type)) heldBack.push(message);
-  else handle(message, s);
-}
-
-/** Resolves in a new task (after messages already queued), without timer clamping. */
-function nextTask(): Promise<void> {
-  return new Promise((resolve) => {
-    const c = new MessageChannel();
-    c.port1.onmessage = () => {
-      c.port1.close();
-      resolve();
-    };
-    c.port2.postMessage(0);
-  });
-}
 
 self.onmessage = (event: MessageEvent<ToWorker>) => {
   const message = event.data;
@@ -507,9 +494,9 @@ self.onmessage = (event: MessageEvent<ToWorker>) => {
     void open(message.key);
     return;
   }
-  if (!session) {
+  if (!visit) {
     early.push(message);
     return;
   }
-  dispatch(message, session);
+  handle(message, visit);
 };

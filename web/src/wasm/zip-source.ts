@@ -12,7 +12,7 @@
 // UTF-8 on the sharer's side arrive with U+FFFD and are reported.
 
 import { makeZip, predictLength } from 'client-zip';
-import type { EntryRow } from '../api';
+import type { EntryId, EntryRow, ZipFacts } from '../api';
 import type { RangeReader } from './entry-stream';
 import { entryStream } from './entry-stream';
 import type { ByteSource } from './serve';
@@ -21,28 +21,16 @@ import type { ByteSource } from './serve';
 export const MAX_ZIP_MEMBERS = 1_000_000;
 
 /** Lists one folder's children (the worker's index query). */
-export type ListChildren = (dir: number, start: number, count: number) => { total: number; rows: EntryRow[] };
+export type ListChildren = (dir: EntryId, start: number, count: number) => { total: number; rows: EntryRow[] };
 
 /** One file or folder of a ZIP or a folder save; `path` is `/`-separated, folders end in `/`. */
 export interface PlanMember {
   path: string;
-  id: number;
+  id: EntryId;
   size: number;
   mtime: number;
   mode: number;
   dir: boolean;
-}
-
-export interface ZipPlan {
-  /** Exact length of the ZIP in bytes. */
-  size: number;
-  files: number;
-  folders: number;
-  /** Bytes of file contents. */
-  contentBytes: number;
-  /** What was changed or left out, in words (at most 1,000 lines; `notesTotal` counts all). */
-  notes: string[];
-  notesTotal: number;
 }
 
 const MAX_NOTES = 1000;
@@ -74,7 +62,7 @@ const PAGE = 2000;
  * Plans the ZIP of `roots` (rows of the index; the share's root, which has no name,
  * is named `rootName`); throws with the reason if it cannot be made.
  */
-export function planZip(roots: EntryRow[], list: ListChildren, rootName: string): { plan: ZipPlan; members: PlanMember[] } {
+export function planZip(roots: EntryRow[], list: ListChildren, rootName: string): { plan: ZipFacts; members: PlanMember[] } {
   const members: PlanMember[] = [];
   const notes: string[] = [];
   let notesTotal = 0;
@@ -141,7 +129,7 @@ function metadataOf(m: PlanMember): { name: string } | { name: string; size: num
 }
 
 /** The ZIP of a plan as a byte source (whole only: a ZIP is not seekable here). */
-export function zipSource(reader: RangeReader, plan: ZipPlan, members: PlanMember[]): ByteSource {
+export function zipSource(reader: RangeReader, plan: ZipFacts, members: PlanMember[]): ByteSource {
   return {
     size: plan.size,
     ownsChunks: false,
