@@ -63,23 +63,6 @@ pub struct ShareLink {
     pub path: String,
 }
 
-const BASE32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-
-fn base32(bytes: &[u8; 10]) -> String {
-    let mut out = String::with_capacity(16);
-    let mut acc: u64 = 0;
-    let mut bits = 0;
-    for b in bytes {
-        acc = (acc << 8) | u64::from(*b);
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(BASE32[((acc >> bits) & 31) as usize] as char);
-        }
-    }
-    out
-}
-
 impl ShareLink {
     /// A new link for `origin` from 26 fresh random bytes (10 for the room, 16 for the secret).
     pub fn generate(origin: &str, random: [u8; 26]) -> ShareLink {
@@ -89,7 +72,7 @@ impl ShareLink {
         secret.copy_from_slice(&random[10..]);
         ShareLink {
             origin: origin.trim_end_matches('/').to_owned(),
-            room: base32(&room),
+            room: linkfs_proto::sharer_key::base32_10(&room),
             secret: ShareSecret(secret),
             path: String::new(),
         }

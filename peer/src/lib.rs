@@ -25,6 +25,7 @@
 //! The protocol logic itself is `linkfs-core` (sans-IO); everything here is
 //! IO around it. `main.rs` is the command-line glue.
 
+pub mod disk_entry;
 pub mod drive;
 pub mod local_addrs;
 pub mod random;

@@ -59,7 +59,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use linkfs_core::NewEntry;
 use linkfs_proto::{Entry, EntryId, EntryKind, Generation};
+
+use crate::disk_entry::DiskEntry;
 
 pub use problems::WalkProblem;
 
@@ -68,31 +71,16 @@ pub const CHUNK_LEN: usize = 1024;
 /// Batches the numbering thread may have waiting for the consumer.
 pub const OUTPUT_BATCHES: usize = 16;
 
-/// One entry found by the walk.
+/// One entry found by the walk: its number, its place, its name and what
+/// the disk says of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalkedEntry {
     pub id: EntryId,
     /// The folder holding it; the root is its own parent.
     pub parent: EntryId,
-    pub kind: EntryKind,
     /// The raw bytes of its name (a Linux name need not be UTF-8).
     pub name: Vec<u8>,
-    /// Bytes for files, 0 for folders, the target's length for symlinks.
-    pub size: u64,
-    /// Modification time: whole seconds since the Unix epoch ...
-    pub mtime: i64,
-    /// ... and nanoseconds within that second.
-    pub mtime_nsec: u32,
-    /// Permission bits (`st_mode & 0o7777`).
-    pub mode: u32,
-    /// Symlink target as stored in the link; empty for other kinds.
-    pub target: Vec<u8>,
-    /// Device and inode, for the watcher to recognise the entry later.
-    pub dev: u64,
-    pub ino: u64,
-    /// Status-change time (`linkfs_core::ctime_ns`): tells a rewrite that kept
-    /// the size and mtime from no change.
-    pub ctime_ns: i64,
+    pub disk: DiskEntry,
 }
 
 impl WalkedEntry {
@@ -101,74 +89,28 @@ impl WalkedEntry {
         Entry {
             id: self.id,
             parent: self.parent,
-            kind: self.kind,
+            kind: self.disk.kind,
             name: self.name.clone(),
-            size: self.size,
-            mtime: self.mtime,
-            mode: self.mode,
+            size: self.disk.size,
+            mtime: self.disk.mtime,
+            mode: self.disk.mode,
             generation: Generation(0),
-            target: self.target.clone(),
+            target: self.disk.target.clone(),
         }
     }
 
-    /// Builds an entry from `lstat` data; ids are filled in by the numbering thread.
-    fn from_metadata(
-        kind: EntryKind,
-        name: Vec<u8>,
-        target: Vec<u8>,
-        md: &std::fs::Metadata,
-    ) -> Self {
-        let size = match kind {
-            EntryKind::File => md.size(),
-            EntryKind::Dir => 0,
-            EntryKind::Symlink => target.len() as u64,
-        };
-        WalkedEntry {
-            id: EntryId::ROOT,
-            parent: EntryId::ROOT,
-            kind,
-            name,
-            size,
-            mtime: md.mtime(),
-            // st_mtime_nsec is always in 0..1e9; clamp rather than trust it.
-            mtime_nsec: u32::try_from(md.mtime_nsec()).unwrap_or(0).min(999_999_999),
-            mode: md.mode() & 0o7777,
-            target,
-            dev: md.dev(),
-            ino: md.ino(),
-            ctime_ns: linkfs_core::ctime_ns(md.ctime(), md.ctime_nsec()),
-        }
+    /// The entry for the share index.
+    pub fn new_entry(&self) -> NewEntry<'_> {
+        self.disk.new_entry(self.id, self.parent, &self.name)
     }
-}
 
-impl WalkedEntry {
-    /// The entry as `fstatat` found it.
-    fn from_stat(
-        kind: EntryKind,
-        name: Vec<u8>,
-        target: Vec<u8>,
-        st: &nix::sys::stat::FileStat,
-    ) -> Self {
-        let size = match kind {
-            EntryKind::File => st.st_size.max(0) as u64,
-            EntryKind::Dir => 0,
-            EntryKind::Symlink => target.len() as u64,
-        };
+    /// An entry as found; ids are filled in by the numbering thread.
+    fn found(name: Vec<u8>, disk: DiskEntry) -> Self {
         WalkedEntry {
             id: EntryId::ROOT,
             parent: EntryId::ROOT,
-            kind,
             name,
-            size,
-            mtime: st.st_mtime,
-            mtime_nsec: u32::try_from(st.st_mtime_nsec)
-                .unwrap_or(0)
-                .min(999_999_999),
-            mode: st.st_mode & 0o7777,
-            target,
-            dev: st.st_dev,
-            ino: st.st_ino,
-            ctime_ns: linkfs_core::ctime_ns(st.st_ctime, st.st_ctime_nsec),
+            disk,
         }
     }
 }
@@ -379,8 +321,10 @@ fn walk(root: &Path, options: WalkOptions) -> Result<WalkHandle, WalkError> {
     // Refuse an unlistable root now, rather than share an empty folder.
     drop(std::fs::read_dir(root).map_err(|e| root_error(root, e))?);
 
-    let mut root_entry =
-        WalkedEntry::from_metadata(EntryKind::Dir, root_name(root), Vec::new(), &md);
+    let mut root_entry = WalkedEntry::found(
+        root_name(root),
+        DiskEntry::from_metadata(EntryKind::Dir, Vec::new(), &md),
+    );
     root_entry.id = EntryId::ROOT;
     root_entry.parent = EntryId::ROOT;
 

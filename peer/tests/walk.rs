@@ -256,7 +256,7 @@ fn walk_all(root: &Path, options: WalkOptions) -> (Vec<WalkedEntry>, WalkSummary
         );
         if i == 0 {
             assert_eq!(e.parent, EntryId::ROOT, "the root is its own parent");
-            assert_eq!(e.kind, EntryKind::Dir);
+            assert_eq!(e.disk.kind, EntryKind::Dir);
         } else {
             assert!(
                 e.parent < e.id,
@@ -265,7 +265,7 @@ fn walk_all(root: &Path, options: WalkOptions) -> (Vec<WalkedEntry>, WalkSummary
                 e.id
             );
             assert_eq!(
-                entries[e.parent.index()].kind,
+                entries[e.parent.index()].disk.kind,
                 EntryKind::Dir,
                 "parent of {} is not a folder",
                 e.id
@@ -289,7 +289,16 @@ fn by_path(entries: &[WalkedEntry]) -> BTreeMap<Vec<u8>, Facts> {
             p
         };
         paths.push(path.clone());
-        let previous = out.insert(path, (e.kind, e.size, e.mtime, e.mode, e.target.clone()));
+        let previous = out.insert(
+            path,
+            (
+                e.disk.kind,
+                e.disk.size,
+                e.disk.mtime,
+                e.disk.mode,
+                e.disk.target.clone(),
+            ),
+        );
         assert!(previous.is_none(), "entry {} reported twice", e.id);
     }
     out
@@ -429,7 +438,7 @@ fn never_walks_behind_a_symlink() {
     let found = by_path(&entries);
     for e in &entries {
         assert!(
-            !outside.contains(&(e.dev, e.ino)),
+            !outside.contains(&(e.disk.dev, e.disk.ino)),
             "walked into the outside folder: {:?}",
             String::from_utf8_lossy(&e.name)
         );
@@ -628,7 +637,7 @@ fn to_entry_keeps_what_the_wire_needs() {
     let tmp = TempDir::new("to-entry");
     let root = hard_tree(&tmp);
     let (entries, _) = walk_all(&root, WalkOptions::default());
-    let kinds: HashMap<EntryId, EntryKind> = entries.iter().map(|e| (e.id, e.kind)).collect();
+    let kinds: HashMap<EntryId, EntryKind> = entries.iter().map(|e| (e.id, e.disk.kind)).collect();
     for e in &entries {
         let wire = e.to_entry();
         assert_eq!(
@@ -637,10 +646,10 @@ fn to_entry_keeps_what_the_wire_needs() {
         );
         assert_eq!(
             (wire.size, wire.mtime, wire.mode),
-            (e.size, e.mtime, e.mode)
+            (e.disk.size, e.disk.mtime, e.disk.mode)
         );
-        assert_eq!((&wire.name, &wire.target), (&e.name, &e.target));
-        assert_eq!(wire.wire_size(), e.size);
+        assert_eq!((&wire.name, &wire.target), (&e.name, &e.disk.target));
+        assert_eq!(wire.wire_size(), e.disk.size);
     }
 }
 
@@ -787,8 +796,8 @@ fn walks_a_generated_tree_to_the_generators_own_figures() {
     }
     let modes: HashSet<u32> = entries
         .iter()
-        .filter(|e| e.kind == EntryKind::File)
-        .map(|e| e.mode)
+        .filter(|e| e.disk.kind == EntryKind::File)
+        .map(|e| e.disk.mode)
         .collect();
     assert_eq!(modes, HashSet::from([0o644, 0o600, 0o755, 0o444, 0o640]));
     assert!(

@@ -197,44 +197,11 @@ impl Metrics {
     }
 }
 
-/// The fleet's figures, appended to the page.
-pub(crate) fn render_fleet(out: &mut String, fleet: &crate::fleet::Fleet) {
-    let m = fleet.metrics();
-    let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
-        let _ = write!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-        );
-    };
-    metric(
-        "linkfs_relay_redis_up",
-        "gauge",
-        "1 while Redis (the fleet's room directory) answers, else 0.",
-        u64::from(fleet.health().is_ok()),
-    );
-    metric(
-        "linkfs_relay_fleet_published_total",
-        "counter",
-        "Messages published to other relays of the fleet.",
-        m.published.load(Ordering::Relaxed),
-    );
-    metric(
-        "linkfs_relay_fleet_received_total",
-        "counter",
-        "Messages received from other relays of the fleet.",
-        m.received.load(Ordering::Relaxed),
-    );
-    metric(
-        "linkfs_relay_fleet_dropped_total",
-        "counter",
-        "Messages for other relays that could not be published (queue full or Redis unreachable).",
-        m.dropped.load(Ordering::Relaxed),
-    );
-    metric(
-        "linkfs_relay_redis_errors_total",
-        "counter",
-        "Redis calls that failed or timed out.",
-        m.redis_errors.load(Ordering::Relaxed),
+/// Appends one metric (help, type, value) in the Prometheus text format.
+pub(crate) fn write_metric(out: &mut String, name: &str, kind: &str, help: &str, value: u64) {
+    let _ = write!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
     );
 }
 

@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use axum::extract::ws::Utf8Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
+use crate::wire::SignalText;
 
 /// Identifies one WebSocket connection for the relay's lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,7 +32,7 @@ pub(crate) struct Closing {
 #[derive(Debug)]
 pub(crate) enum Outbound {
     /// A JSON text frame.
-    Text(Utf8Bytes),
+    Text(SignalText),
     /// Write this close frame, then end the connection.
     Close(Closing),
 }
@@ -84,7 +84,7 @@ pub(crate) fn outbox(conn: ConnId, limits: &Limits, kick: CancellationToken) -> 
 
 impl PeerLink {
     /// Queues a text frame, or disconnects the receiver if its queue is full.
-    pub fn push(&self, text: Utf8Bytes) -> Result<(), Overflow> {
+    pub fn push(&self, text: SignalText) -> Result<(), Overflow> {
         let len = text.len();
         let before = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
         if before + len > self.max_bytes {
@@ -100,7 +100,7 @@ impl PeerLink {
 
     /// Queues `last` and then a close frame: the receiver gets both, in order, after
     /// everything already queued. If they do not fit, it is disconnected at once.
-    pub fn push_then_close(&self, last: Utf8Bytes, closing: Closing) {
+    pub fn push_then_close(&self, last: SignalText, closing: Closing) {
         if self.push(last).is_ok() && self.tx.try_send(Outbound::Close(closing)).is_err() {
             self.kick.cancel();
         }

@@ -23,14 +23,13 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use axum::extract::ws::Utf8Bytes;
 use linkfs_proto::signal::{PeerId, RelayErrorCode, RelayToClient};
 
 use crate::config::Limits;
 use crate::metrics::RoomGauges;
 use crate::outbox::{Closing, ConnId, PeerLink};
 use crate::rate_limit::{RateLimiter, RateVerdict};
-use crate::wire;
+use crate::wire::{self, SignalText};
 
 /// Why a peer could not join.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,7 +301,7 @@ impl RoomRegistry {
         room: &str,
         from: PeerId,
         to: PeerId,
-        text: Utf8Bytes,
+        text: SignalText,
     ) -> Result<Routed, RouteRefusal> {
         let rooms = self.lock();
         let Some(entry) = rooms.by_id.get(room) else {
@@ -450,7 +449,7 @@ impl RoomRegistry {
     }
 
     /// Delivers a message another relay carried here to `to` in `room`.
-    pub fn deliver(&self, room: &str, to: PeerId, text: Utf8Bytes) -> Result<(), RouteRefusal> {
+    pub fn deliver(&self, room: &str, to: PeerId, text: SignalText) -> Result<(), RouteRefusal> {
         let rooms = self.lock();
         let entry = rooms.by_id.get(room).ok_or(RouteRefusal::UnknownPeer)?;
         let target = if to == PeerId::HOST {

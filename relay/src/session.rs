@@ -30,7 +30,7 @@ use crate::outbox::{Closing, ConnId, Outbound, Outbox, outbox};
 use crate::rate_limit::{RateLimiter, RateVerdict};
 use crate::rooms::{JoinRefusal, RouteRefusal, Routed};
 use crate::state::RelayState;
-use crate::wire::{self, close_code};
+use crate::wire::{self, SignalText, close_code};
 
 /// After the relay sends a close frame, how long it waits for the client's.
 const CLOSE_LINGER: Duration = Duration::from_secs(1);
@@ -479,10 +479,11 @@ where
 
     async fn send_text(
         &mut self,
-        text: Utf8Bytes,
+        text: SignalText,
         kick: &CancellationToken,
     ) -> Result<(), WriteFailed> {
-        self.send(Message::Text(text), kick).await
+        self.send(Message::Text(Utf8Bytes::from(text.as_str())), kick)
+            .await
     }
 
     async fn send_close(

@@ -144,7 +144,7 @@ impl RelayState {
     pub fn render_metrics(&self) -> String {
         let mut page = self.inner.metrics.render(self.inner.rooms.gauges());
         if let Some(fleet) = &self.inner.fleet {
-            crate::metrics::render_fleet(&mut page, fleet);
+            fleet.render_metrics(&mut page);
         }
         page
     }

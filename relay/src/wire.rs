@@ -3,13 +3,42 @@
 //! Every user-facing sentence the relay sends lives here, so they read alike and
 //! tests can compare against them.
 
-use axum::extract::ws::Utf8Bytes;
+use std::sync::Arc;
+
 use linkfs_proto::signal::{PeerId, RelayErrorCode, RelayToClient};
 
 use crate::config::Limits;
 
+/// One JSON text frame the relay sends to a peer, as the rooms and queues pass
+/// it around (cheap to clone; the socket writer turns it into a WebSocket frame).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SignalText(Arc<str>);
+
+impl SignalText {
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Bytes, as written to the socket.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl From<String> for SignalText {
+    fn from(text: String) -> SignalText {
+        SignalText(text.into())
+    }
+}
+
+impl From<&str> for SignalText {
+    fn from(text: &str) -> SignalText {
+        SignalText(text.into())
+    }
+}
+
 /// The JSON text frame for `msg`.
-pub(crate) fn encode(msg: &RelayToClient) -> Utf8Bytes {
+pub(crate) fn encode(msg: &RelayToClient) -> SignalText {
     // `RelayToClient` is plain enums, strings and numbers; serde_json only fails on
     // maps with non-string keys or failing `Serialize` impls, neither of which occurs.
     serde_json::to_string(msg)
@@ -18,13 +47,13 @@ pub(crate) fn encode(msg: &RelayToClient) -> Utf8Bytes {
 }
 
 /// An `error` frame.
-pub(crate) fn error(code: RelayErrorCode, message: String) -> Utf8Bytes {
+pub(crate) fn error(code: RelayErrorCode, message: String) -> SignalText {
     encode(&RelayToClient::Error { code, message })
 }
 
 /// A `msg` frame as the receiver sees it. `data` is copied verbatim: it is sealed
 /// ciphertext the relay neither reads nor logs.
-pub(crate) fn forwarded(from: PeerId, data: &str) -> Utf8Bytes {
+pub(crate) fn forwarded(from: PeerId, data: &str) -> SignalText {
     encode(&RelayToClient::Msg {
         from,
         data: data.to_owned(),

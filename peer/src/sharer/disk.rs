@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 use std::os::unix::ffi::OsStringExt;
 
 use linkfs_core::{CTIME_UNKNOWN, IoFailure, ReadIo, ReadTarget, ctime_ns};
+
+pub use crate::disk_entry::DiskEntry;
 use linkfs_proto::{EntryId, EntryKind, ReadErrorCode};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, open, openat, openat2, readlinkat};
@@ -153,23 +155,6 @@ impl ShareRoot {
 /// A folder's shareable entries: (name, what is there).
 pub type Listing = Vec<(Vec<u8>, DiskEntry)>;
 
-/// What the sharer finds on disk for one shareable entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiskEntry {
-    pub kind: EntryKind,
-    /// Bytes for files, 0 for folders, the target's length for symlinks.
-    pub size: u64,
-    pub mtime: i64,
-    pub mtime_nsec: u32,
-    pub mode: u32,
-    pub dev: u64,
-    pub ino: u64,
-    /// Status-change time (`linkfs_core::ctime_ns`).
-    pub ctime_ns: i64,
-    /// Symlinks only.
-    pub target: Vec<u8>,
-}
-
 /// Errors that mean "not there (any more), or not beneath the root".
 fn gone(e: Errno) -> bool {
     matches!(
@@ -185,12 +170,9 @@ fn stat_at(dir: &OwnedFd, name: &[u8]) -> io::Result<Option<DiskEntry>> {
         Err(e) if gone(e) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let kind = match st.st_mode & libc_mode::S_IFMT {
-        libc_mode::S_IFREG => EntryKind::File,
-        libc_mode::S_IFDIR => EntryKind::Dir,
-        libc_mode::S_IFLNK => EntryKind::Symlink,
-        // Sockets, fifos and devices are not shared.
-        _ => return Ok(None),
+    // Sockets, fifos and devices are not shared.
+    let Some(kind) = DiskEntry::kind_of(st.st_mode) else {
+        return Ok(None);
     };
     let target = if kind == EntryKind::Symlink {
         match readlinkat(dir, name) {
@@ -201,31 +183,7 @@ fn stat_at(dir: &OwnedFd, name: &[u8]) -> io::Result<Option<DiskEntry>> {
     } else {
         Vec::new()
     };
-    Ok(Some(DiskEntry {
-        kind,
-        size: match kind {
-            EntryKind::File => st.st_size.max(0) as u64,
-            EntryKind::Dir => 0,
-            EntryKind::Symlink => target.len() as u64,
-        },
-        mtime: st.st_mtime,
-        mtime_nsec: u32::try_from(st.st_mtime_nsec)
-            .unwrap_or(0)
-            .min(999_999_999),
-        mode: st.st_mode & 0o7777,
-        dev: st.st_dev,
-        ino: st.st_ino,
-        ctime_ns: linkfs_core::ctime_ns(st.st_ctime, st.st_ctime_nsec),
-        target,
-    }))
-}
-
-/// File type bits of `st_mode` (as in `<sys/stat.h>`).
-mod libc_mode {
-    pub const S_IFMT: u32 = 0o170_000;
-    pub const S_IFREG: u32 = 0o100_000;
-    pub const S_IFDIR: u32 = 0o040_000;
-    pub const S_IFLNK: u32 = 0o120_000;
+    Ok(Some(DiskEntry::from_stat(kind, target, &st)))
 }
 
 fn changed(message: impl Into<String>) -> IoFailure {

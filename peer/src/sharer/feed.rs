@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 
-use linkfs_core::{NewEntry, ShareIndex};
+use linkfs_core::ShareIndex;
 use tokio::sync::watch;
 
 use super::reconcile::ReconcileStats;
@@ -51,20 +51,7 @@ pub fn spawn_feed(
                 let entries = {
                     let mut ix = index.write().unwrap_or_else(|p| p.into_inner());
                     for e in &batch {
-                        let pushed = ix.push(&NewEntry {
-                            id: e.id,
-                            parent: e.parent,
-                            kind: e.kind,
-                            name: &e.name,
-                            size: e.size,
-                            mtime: e.mtime,
-                            mtime_nsec: e.mtime_nsec,
-                            mode: e.mode,
-                            target: &e.target,
-                            dev: e.dev,
-                            ino: e.ino,
-                            ctime_ns: e.ctime_ns,
-                        });
+                        let pushed = ix.push(&e.new_entry());
                         if let Err(err) = pushed {
                             failure = Some(err.to_string());
                             break;

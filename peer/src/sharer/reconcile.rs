@@ -91,20 +91,8 @@ fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
 }
 
 fn new_entry<'a>(parent: EntryId, name: &'a [u8], d: &'a DiskEntry) -> NewEntry<'a> {
-    NewEntry {
-        id: EntryId::ROOT,
-        parent,
-        kind: d.kind,
-        name,
-        size: d.size,
-        mtime: d.mtime,
-        mtime_nsec: d.mtime_nsec,
-        mode: d.mode,
-        target: &d.target,
-        dev: d.dev,
-        ino: d.ino,
-        ctime_ns: d.ctime_ns,
-    }
+    // The index numbers new entries; an update keeps the entry's id.
+    d.new_entry(EntryId::ROOT, parent, name)
 }
 
 /// A path that disappeared: its path, the entry that was there, its kind,

@@ -382,7 +382,7 @@ pub async fn get(
 
     // Fetch what is not complete, several files at once.
     bar.set_length(total);
-    let mut running: JoinSet<(Vec<u8>, Result<u64, String>)> = JoinSet::new();
+    let mut running: JoinSet<(Vec<u8>, Result<u64, FetchError>)> = JoinSet::new();
     let parallel = options.parallel_files.max(1);
     loop {
         while running.len() < parallel
@@ -460,6 +460,32 @@ fn make_symlink(
     }
 }
 
+/// Why one file could not be downloaded (the rest go on).
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    /// Something on this machine's side: what, and the system's words.
+    #[error("cannot {what}: {source}")]
+    Local {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Read(#[from] super::ReadError),
+    #[error("the sharer sent {got} bytes where {want} were asked for")]
+    WrongLength { got: usize, want: u64 },
+    #[error("a read task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Turns a local failure (an `io::Error` or an errno) into a [`FetchError`]
+/// that says what was being done.
+fn local<E: Into<std::io::Error>>(what: &'static str) -> impl FnOnce(E) -> FetchError {
+    move |e| FetchError::Local {
+        what,
+        source: e.into(),
+    }
+}
+
 /// Fetches one file into its part file and renames it into place. Returns the
 /// bytes fetched in this run.
 async fn fetch_file(
@@ -468,28 +494,24 @@ async fn fetch_file(
     job: FileJob,
     umask: u32,
     bar: &ProgressBar,
-) -> Result<u64, String> {
+) -> Result<u64, FetchError> {
     let part = part_name(&job.name, job.size, job.mtime);
     let part_os = std::ffi::OsStr::from_bytes(&part);
-    let dir = open_folder(out, &job.dir).map_err(|e| format!("cannot open its folder: {e}"))?;
+    let dir = open_folder(out, &job.dir).map_err(local("open its folder"))?;
     let fd = openat(
         &dir,
         part_os,
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::from_bits_truncate(0o600),
     )
-    .map_err(|e| format!("cannot create the part file: {e}"))?;
+    .map_err(local("create the part file"))?;
     let mut file = File::from(fd);
-    let have = file
-        .metadata()
-        .map_err(|e| format!("cannot read the part file: {e}"))?
-        .len();
+    let have = file.metadata().map_err(local("read the part file"))?.len();
     // Continue from the last whole piece written (earlier pieces were verified and written in order).
     let mut offset = (have / PIECE * PIECE).min(job.size);
-    file.set_len(offset)
-        .map_err(|e| format!("cannot trim the part file: {e}"))?;
+    file.set_len(offset).map_err(local("trim the part file"))?;
     file.seek(SeekFrom::Start(offset))
-        .map_err(|e| format!("cannot seek in the part file: {e}"))?;
+        .map_err(local("seek in the part file"))?;
     bar.inc(offset);
     let resumed = offset;
     let mut next = offset;
@@ -503,30 +525,26 @@ async fn fetch_file(
         let Some((len, read)) = in_flight.pop_front() else {
             break;
         };
-        let data = read
-            .await
-            .map_err(|e| format!("a read task failed: {e}"))?
-            .map_err(|e| e.to_string())?;
+        let data = read.await??;
         if data.len() as u64 != len {
-            return Err(format!(
-                "the sharer sent {} bytes where {len} were asked for",
-                data.len()
-            ));
+            return Err(FetchError::WrongLength {
+                got: data.len(),
+                want: len,
+            });
         }
-        file.write_all(&data)
-            .map_err(|e| format!("cannot write: {e}"))?;
+        file.write_all(&data).map_err(local("write"))?;
         offset += len;
         bar.inc(len);
     }
-    file.sync_data().map_err(|e| format!("cannot write: {e}"))?;
+    file.sync_data().map_err(local("write"))?;
     let mtime = UNIX_EPOCH + Duration::from_secs(job.mtime.max(0).unsigned_abs());
     file.set_modified(mtime)
-        .map_err(|e| format!("cannot set the modification time: {e}"))?;
+        .map_err(local("set the modification time"))?;
     file.set_permissions(std::fs::Permissions::from_mode(file_mode(job.mode, umask)))
-        .map_err(|e| format!("cannot set the mode: {e}"))?;
+        .map_err(local("set the mode"))?;
     drop(file);
     renameat(&dir, part_os, &dir, std::ffi::OsStr::from_bytes(&job.name))
-        .map_err(|e| format!("cannot move the finished file into place: {e}"))?;
+        .map_err(local("move the finished file into place"))?;
     Ok(job.size - resumed)
 }
 

@@ -23,12 +23,7 @@ use nix::sys::stat::{Mode, fstat, fstatat};
 use linkfs_proto::{EntryId, EntryKind};
 
 use super::{CHUNK_LEN, FolderJob, Shared, WalkedEntry, io_reason};
-
-/// File type bits of `st_mode` (as in `<sys/stat.h>`).
-const S_IFMT: u32 = 0o170_000;
-const S_IFREG: u32 = 0o100_000;
-const S_IFDIR: u32 = 0o040_000;
-const S_IFLNK: u32 = 0o120_000;
+use crate::disk_entry::DiskEntry;
 
 /// One entry found in a folder.
 #[derive(Debug)]
@@ -140,15 +135,10 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
                 continue;
             }
         };
-        let kind = match st.st_mode & S_IFMT {
-            S_IFREG => EntryKind::File,
-            S_IFDIR => EntryKind::Dir,
-            S_IFLNK => EntryKind::Symlink,
-            _ => {
-                // A socket, fifo or device: not shared.
-                chunk.skipped_special += 1;
-                continue;
-            }
+        let Some(kind) = DiskEntry::kind_of(st.st_mode) else {
+            // A socket, fifo or device: not shared.
+            chunk.skipped_special += 1;
+            continue;
         };
         let mut folder_path = None;
         let target = match kind {
@@ -167,7 +157,7 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
             EntryKind::File => Vec::new(),
         };
         chunk.found.push(Found {
-            entry: WalkedEntry::from_stat(kind, name.to_vec(), target, &st),
+            entry: WalkedEntry::found(name.to_vec(), DiskEntry::from_stat(kind, target, &st)),
             folder_path,
         });
         if chunk.found.len() == CHUNK_LEN {

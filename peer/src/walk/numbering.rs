@@ -92,7 +92,7 @@ impl Numbering {
         chunks: &Receiver<Chunk>,
     ) -> bool {
         let root = self.root.clone();
-        self.entered.insert((root.dev, root.ino));
+        self.entered.insert((root.disk.dev, root.disk.ino));
         if self.emit(root).is_err() {
             return false;
         }
@@ -143,12 +143,12 @@ impl Numbering {
         } = found;
         entry.parent = parent;
         if let Some(path) = folder_path {
-            if self.options.one_file_system && entry.dev != self.root.dev {
+            if self.options.one_file_system && entry.disk.dev != self.root.disk.dev {
                 shared.problem(
                     &path,
                     "not entered: another filesystem is mounted here".into(),
                 );
-            } else if !self.entered.insert((entry.dev, entry.ino)) {
+            } else if !self.entered.insert((entry.disk.dev, entry.disk.ino)) {
                 shared.problem(
                     &path,
                     "not entered: it is a folder already shared under another path (a bind mount)"
@@ -158,8 +158,8 @@ impl Numbering {
                 jobs.push(FolderJob {
                     id: EntryId(self.next_id),
                     path,
-                    dev: entry.dev,
-                    ino: entry.ino,
+                    dev: entry.disk.dev,
+                    ino: entry.disk.ino,
                 });
             }
         }
@@ -177,10 +177,10 @@ impl Numbering {
         self.next_id = after;
         let s = &mut self.summary;
         s.entries += 1;
-        match entry.kind {
+        match entry.disk.kind {
             EntryKind::File => {
                 s.files += 1;
-                s.bytes += entry.size;
+                s.bytes += entry.disk.size;
             }
             EntryKind::Dir => s.dirs += 1,
             EntryKind::Symlink => s.symlinks += 1,

@@ -42,7 +42,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-use axum::extract::ws::Utf8Bytes;
 use linkfs_proto::signal::PeerId;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{IntoConnectionInfo, PushInfo, PushKind, Value};
@@ -53,8 +52,10 @@ use bus::BusMessage;
 use scripts::{REFRESH_EVERY, ROOM_TTL};
 
 use crate::config::Limits;
+use crate::metrics::write_metric;
 use crate::outbox::ConnId;
 use crate::rooms::{JoinRefusal, RelayId, RoomRegistry};
+use crate::wire::SignalText;
 
 /// Messages waiting to be published, at most: 8,192. Beyond, a message is
 /// dropped (as a full outbox drops a slow peer's): its handshake retries.
@@ -184,6 +185,44 @@ impl Fleet {
         } else {
             Err(format!("cannot reach Redis at {}", self.inner.where_))
         }
+    }
+
+    /// The fleet's figures, appended to the relay's metrics page.
+    pub(crate) fn render_metrics(&self, out: &mut String) {
+        let m = self.metrics();
+        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
+            write_metric(out, name, kind, help, value);
+        };
+        metric(
+            "linkfs_relay_redis_up",
+            "gauge",
+            "1 while Redis (the fleet's room directory) answers, else 0.",
+            u64::from(self.health().is_ok()),
+        );
+        metric(
+            "linkfs_relay_fleet_published_total",
+            "counter",
+            "Messages published to other relays of the fleet.",
+            m.published.load(Ordering::Relaxed),
+        );
+        metric(
+            "linkfs_relay_fleet_received_total",
+            "counter",
+            "Messages received from other relays of the fleet.",
+            m.received.load(Ordering::Relaxed),
+        );
+        metric(
+            "linkfs_relay_fleet_dropped_total",
+            "counter",
+            "Messages for other relays that could not be published (queue full or Redis unreachable).",
+            m.dropped.load(Ordering::Relaxed),
+        );
+        metric(
+            "linkfs_relay_redis_errors_total",
+            "counter",
+            "Redis calls that failed or timed out.",
+            m.redis_errors.load(Ordering::Relaxed),
+        );
     }
 
     pub fn metrics(&self) -> &FleetMetrics {
@@ -450,7 +489,7 @@ impl Fleet {
         relay: &RelayId,
         room: &str,
         to: PeerId,
-        text: &Utf8Bytes,
+        text: &SignalText,
     ) -> bool {
         self.send(
             relay,

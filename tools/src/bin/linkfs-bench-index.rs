@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use linkfs_core::{
-    Index, Millis, NewEntry, Receiver, ReceiverConfig, Search, SenderConfig, SenderSession,
-    ShareIndex, SnapshotRestorer, SortKey,
+    Index, Millis, Receiver, ReceiverConfig, Search, SenderConfig, SenderSession, ShareIndex,
+    SnapshotRestorer, SortKey,
 };
 use linkfs_peer::walk::{WalkOptions, Walker};
 use linkfs_proto::{EntryId, Epoch};
@@ -36,20 +36,7 @@ fn main() -> anyhow::Result<()> {
     let mut index = ShareIndex::new(Epoch(1));
     while let Some(batch) = walk.recv() {
         for e in &batch {
-            index.push(&NewEntry {
-                id: e.id,
-                parent: e.parent,
-                kind: e.kind,
-                name: &e.name,
-                size: e.size,
-                mtime: e.mtime,
-                mtime_nsec: e.mtime_nsec,
-                mode: e.mode,
-                target: &e.target,
-                dev: e.dev,
-                ino: e.ino,
-                ctime_ns: e.ctime_ns,
-            })?;
+            index.push(&e.new_entry())?;
         }
     }
     let summary = walk.join();
