@@ -482,9 +482,14 @@ impl Visit {
                 let mut i = inner.borrow_mut();
                 i.load_ms += now_ms() - t;
                 let mut clock = now;
-                match loaded {
-                    Ok((_, parts, frames)) => i.visit.loaded_rest(parts, frames),
-                    Err(_) => i.visit.load_failed(&mut clock),
+                match (loaded, req) {
+                    (Ok((state, parts, frames)), LoadRequest::First { .. }) => {
+                        i.visit.loaded(&mut clock, state, parts, frames)
+                    }
+                    (Ok((_, parts, frames)), LoadRequest::Rest { .. }) => {
+                        i.visit.loaded_rest(parts, frames)
+                    }
+                    (Err(_), _) => i.visit.load_failed(&mut clock),
                 }
             }
             Self::notify(&inner);

@@ -397,8 +397,9 @@ impl<F: StoredFrame> Visit<F> {
         self.begin_restore(clock, Restore::first(state, parts, frames));
     }
 
-    /// The store could not be read (the words say why): the visit starts
-    /// from nothing, and says so if it was the first read.
+    /// The store could not be read: a failed first read starts from nothing;
+    /// a failed later read makes what was restored unusable (no resume point,
+    /// so the sharer sends everything again and the store starts over).
     pub fn load_failed(&mut self, clock: &mut dyn FnMut() -> Millis) {
         match &mut self.restore {
             Some(r) => {

@@ -233,7 +233,7 @@ async fn the_receiver_reconnects_after_cuts_and_resumes_its_index_and_reads() {
     let (a, b, cut) = MemoryLink::pair_with_cut(LinkModel::PERFECT, 1);
     cuts.lock().unwrap().push(cut);
     tokio::spawn(serve(a, shared.ctx.clone()));
-    let reconnect: linkfs_peer::visit::Reconnector<MemoryLink> = {
+    let reconnect: linkfs_peer::visit::Connector<MemoryLink> = {
         let (ctx, cuts, links) = (shared.ctx.clone(), cuts.clone(), links.clone());
         Box::new(move || {
             let (ctx, cuts, links) = (ctx.clone(), cuts.clone(), links.clone());

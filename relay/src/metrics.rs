@@ -137,11 +137,7 @@ impl Metrics {
     pub fn render(&self, rooms: RoomGauges) -> String {
         let mut out = String::with_capacity(2048);
         let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
-            // Writing to a String cannot fail.
-            let _ = write!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            );
+            write_metric(&mut out, name, kind, help, value);
         };
         metric(
             "linkfs_relay_rooms",
@@ -199,6 +195,7 @@ impl Metrics {
 
 /// Appends one metric (help, type, value) in the Prometheus text format.
 pub(crate) fn write_metric(out: &mut String, name: &str, kind: &str, help: &str, value: u64) {
+    // Writing to a String cannot fail.
     let _ = write!(
         out,
         "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"

@@ -67,7 +67,7 @@ pub struct Status {
 }
 
 /// Makes a data link to the sharer, each time the visit asks for one.
-pub type Reconnector<L> =
+pub type Connector<L> =
     Box<dyn FnMut() -> Pin<Box<dyn Future<Output = Result<L, VisitError>> + Send>> + Send>;
 
 /// Why a read failed, in words a user understands.
@@ -146,7 +146,7 @@ impl Client {
     pub fn start_with<L: FrameLink>(
         link: L,
         config: ReceiverConfig,
-        reconnect: Option<Reconnector<L>>,
+        reconnect: Option<Connector<L>>,
     ) -> Client {
         Self::spawn(Some(link), reconnect, config)
     }
@@ -154,7 +154,7 @@ impl Client {
     /// A session whose every link, the first included, `connect` makes;
     /// returns once the first is open, or with why it could not be made.
     pub async fn connect<L: FrameLink>(
-        connect: Reconnector<L>,
+        connect: Connector<L>,
         config: ReceiverConfig,
     ) -> Result<Client, VisitError> {
         let client = Self::spawn(None, Some(connect), config);
@@ -183,7 +183,7 @@ impl Client {
 
     fn spawn<L: FrameLink>(
         first: Option<L>,
-        connector: Option<Reconnector<L>>,
+        connector: Option<Connector<L>>,
         receiver: ReceiverConfig,
     ) -> Client {
         let clock = Clock::start();
@@ -691,7 +691,7 @@ impl DrivenSession for VisitShell {
 async fn run<L: FrameLink>(
     mut shell: VisitShell,
     mut first: Option<L>,
-    mut connector: Option<Reconnector<L>>,
+    mut connector: Option<Connector<L>>,
     cancel: CancellationToken,
 ) {
     let mut stopping = false;

@@ -22,7 +22,7 @@ pub mod listing;
 pub mod mount;
 
 pub use client::{
-    CHANGES_QUEUE, COMMAND_QUEUE, Client, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError, Reconnector,
+    CHANGES_QUEUE, COMMAND_QUEUE, Client, Connector, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError,
     Status, native_receiver_config,
 };
 pub use connect::connect;
@@ -89,7 +89,7 @@ pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, Vis
     // How the first link travelled, for the commands to say.
     let route: Arc<Mutex<Option<Option<Route>>>> = Arc::default();
     let first_route = route.clone();
-    let connect: Reconnector<crate::transport::DataLink> = Box::new(move || {
+    let connect: Connector<crate::transport::DataLink> = Box::new(move || {
         let (link, transport, route) = (link.clone(), transport.clone(), first_route.clone());
         Box::pin(async move {
             let data = connect(&link, &transport).await?;
