@@ -176,11 +176,14 @@ const tests: TestCase[] = [
       const loaders: string[] = [];
       for (const f of files) {
         const text = await readFile(path.join(webSrc, f), 'utf8');
-        // Any import of core-wasm/pkg that is not `import type`: static, dynamic or `?url`.
-        const loads = text
-          .split('\n')
-          .filter((line) => line.includes('core-wasm/pkg/') && !/^\s*(import|export) type /.test(line) && !/^\s*\/\//.test(line));
-        if (loads.length > 0) loaders.push(f);
+        // Any import of core-wasm/pkg that is not `import type` / `export type` (a
+        // statement may span lines): static, re-exported, dynamic or `?url`.
+        const code = text.replace(/^\s*\/\/.*$/gm, '');
+        const statics = [...code.matchAll(/(?:^|;|\n)\s*(import|export)\s+([^;]*?)\bfrom\s*['"]([^'"]*)['"]/g)].filter(
+          (m) => m[3]!.includes('core-wasm/pkg/') && !m[2]!.trimStart().startsWith('type '),
+        );
+        const dynamic = /\bimport\(\s*['"][^'"]*core-wasm\/pkg\//.test(code);
+        if (statics.length > 0 || dynamic) loaders.push(f);
       }
       const outside = loaders.filter((f) => !f.startsWith(`wasm${path.sep}`));
       assert(outside.length === 0, `modules outside web/src/wasm/ load the wasm: ${outside.join(', ')}`);
