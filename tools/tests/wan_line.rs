@@ -89,7 +89,16 @@ fn ping_ms(line: &Line) -> f64 {
 /// iperf3 from the near side to the far side for `secs`, Mbit/s received.
 fn iperf_mbit(line: &Line, secs: u32) -> f64 {
     let mut server = Command::new("ip")
-        .args(["netns", "exec", &line.near, "iperf3", "-s", "-1", "-B", "10.88.0.1"])
+        .args([
+            "netns",
+            "exec",
+            &line.near,
+            "iperf3",
+            "-s",
+            "-1",
+            "-B",
+            "10.88.0.1",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .expect("iperf3 -s starts");
