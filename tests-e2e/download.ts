@@ -2,9 +2,12 @@
 // way a user's click does, and reports it:
 //
 //   SHARE_DIR=DIR npm run e2e:download -- PATH [--zip] [--out FILE] [--drops N]
+//   LINK=URL npm run e2e:download -- PATH [--zip] [--out FILE]
 //
-// shares DIR with the real `linkfs share`, opens the link in Chromium, waits for the
-// complete index, clicks PATH's download button (a folder, or '' for the whole share,
+// shares DIR with the real `linkfs share` (or, with LINK, opens a link that is
+// already shared, somewhere this command did not start: across a network path,
+// say), opens the link in Chromium, waits for the complete index, clicks PATH's
+// download button (a folder, or '' for the whole share,
 // needs --zip and is saved as one ZIP), lets the browser write it, and moves it to
 // --out (default tests-e2e/out/download/<name>). --drops N drops the data channel
 // N times while it runs (SIGUSR1 to the sharer, spread over the transfer): the
@@ -59,25 +62,35 @@ async function waitComplete(page: import('playwright-core').Page, timeoutMs: num
 }
 
 async function main(): Promise<PageDownloadResult & { drops: number }> {
+  const link = process.env.LINK;
   const raw = process.env.SHARE_DIR;
-  if (!raw) throw new Error('SHARE_DIR is not set: SHARE_DIR=/some/dir npm run e2e:download -- PATH');
-  const dir = path.resolve(raw);
+  if (!raw && !link) throw new Error('neither SHARE_DIR nor LINK is set: SHARE_DIR=/some/dir npm run e2e:download -- PATH, or LINK=http://host:port/#room.secret npm run e2e:download -- PATH');
+  if (raw && link) throw new Error('set SHARE_DIR (share it here) or LINK (open a link shared elsewhere), not both');
   const args = parseArgs(process.argv.slice(2));
-  const source = await stat(path.join(dir, args.target)).catch(() => null);
-  if (source === null) throw new Error(`${path.join(dir, args.target)} does not exist`);
-  if (source.isDirectory() && !args.zip) throw new Error(`${args.target || 'the share'} is a folder: add --zip to download it as one ZIP`);
-  if (!source.isDirectory() && args.zip) throw new Error(`${args.target} is a file: --zip is for folders`);
-  const name = args.target === '' ? `${path.basename(dir)}.zip` : `${path.basename(args.target)}${args.zip ? '.zip' : ''}`;
+  if (link && args.drops > 0) throw new Error('--drops needs the sharer started here (SHARE_DIR): it drops the channel from the sharer\'s side');
+  const dir = raw ? path.resolve(raw) : null;
+  if (dir !== null) {
+    const source = await stat(path.join(dir, args.target)).catch(() => null);
+    if (source === null) throw new Error(`${path.join(dir, args.target)} does not exist`);
+    if (source.isDirectory() && !args.zip) throw new Error(`${args.target || 'the share'} is a folder: add --zip to download it as one ZIP`);
+    if (!source.isDirectory() && args.zip) throw new Error(`${args.target} is a file: --zip is for folders`);
+  }
+  const shareName = dir === null ? 'share' : path.basename(dir);
+  const name = args.target === '' ? `${shareName}.zip` : `${path.basename(args.target)}${args.zip ? '.zip' : ''}`;
   const out = path.resolve(args.out ?? path.join(outDir, 'download', name));
   await mkdir(path.dirname(out), { recursive: true });
 
   let share: ShareProcess | undefined;
   let chromium: ChromiumInstance | undefined;
   try {
-    chromium = await launchChromium({ name: 'download', log });
+    // A link to another machine's plain-http address is not a secure context (no
+    // service worker, so no streaming to disk): treated as one, as an https relay is.
+    const origin = link ? new URL(link).origin : null;
+    const local = origin === null || /^https:|^http:\/\/(127\.0\.0\.1|localhost)(:|$)/.test(origin);
+    chromium = await launchChromium({ name: 'download', log, ...(local ? {} : { secureOrigins: [origin] }) });
     const page = await chromium.page();
-    share = await startShare(dir, { name: 'share' });
-    await openLink(page, share.link, ['connected'], 60_000);
+    if (dir !== null) share = await startShare(dir, { name: 'share' });
+    await openLink(page, share?.link ?? link!, ['connected'], 60_000);
     await waitComplete(page, 10 * 60_000);
     const s = share;
     let dropped = 0;
@@ -91,7 +104,7 @@ async function main(): Promise<PageDownloadResult & { drops: number }> {
         if (dropped < args.drops && total > 1 && sent >= ((dropped + 1) / (args.drops + 1)) * total) {
           dropped += 1;
           log(`download: dropping the data channel (${dropped} of ${args.drops}) at ${sent} of ${total} bytes`);
-          process.kill(s.pid, 'SIGUSR1');
+          if (s) process.kill(s.pid, 'SIGUSR1');
         }
       },
     });
@@ -99,7 +112,7 @@ async function main(): Promise<PageDownloadResult & { drops: number }> {
     if (chromium.pageErrors.length > 0) throw new Error(`uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
     await chromium.close();
     chromium = undefined;
-    await share.stop();
+    await share?.stop();
     share = undefined;
     return { ...result, drops: dropped };
   } finally {

@@ -34,6 +34,11 @@ export interface ChromiumOptions {
   /** Prefix for every forwarded line, e.g. 'browser-a'. */
   name: string;
   log?: Log;
+  /**
+   * Plain-http origins to treat as secure contexts (service workers, File System
+   * Access), as an https relay would be: for a link to another machine's address.
+   */
+  secureOrigins?: string[];
 }
 
 export interface ChromiumInstance {
@@ -134,6 +139,9 @@ export async function launchChromium(options: ChromiumOptions): Promise<Chromium
   const theirs = await playwrightDisableFeatures;
   const features = [...(theirs ? theirs.slice('--disable-features='.length).split(',') : []), ...ourDisabledFeatures];
   const args = [...baseArgs, `--disable-features=${features.filter((f) => f !== '').join(',')}`];
+  if (options.secureOrigins && options.secureOrigins.length > 0) {
+    args.push(`--unsafely-treat-insecure-origin-as-secure=${options.secureOrigins.join(',')}`);
+  }
 
   await mkdir(scratchDir, { recursive: true });
   const userDataDir = await mkdtemp(path.join(scratchDir, `chromium-${name}-`));

@@ -20,9 +20,16 @@ async function isMounted(mountpoint: string): Promise<boolean> {
   return info.split('\n').some((l) => l.split(' ')[4] === mountpoint);
 }
 
-export async function startMount(link: string, mountpoint: string, timeoutMs = 60_000, args: string[] = []): Promise<MountProcess> {
+/**
+ * `netns`: run it in this named network namespace (`ip netns add NS`), entered with
+ * `nsenter --net` so that the mount is seen outside (`ip netns exec` gives the command a
+ * mount namespace of its own).
+ */
+export async function startMount(link: string, mountpoint: string, timeoutMs = 60_000, args: string[] = [], netns?: string): Promise<MountProcess> {
   await mkdir(mountpoint, { recursive: true });
-  const proc = spawnTracked('mount', binary('linkfs'), ['mount', link, mountpoint, ...args]);
+  const command = [binary('linkfs'), 'mount', link, mountpoint, ...args];
+  const full = netns === undefined ? command : ['nsenter', `--net=/run/netns/${netns}`, ...command];
+  const proc = spawnTracked('mount', full[0]!, full.slice(1));
   const started = performance.now();
   while (!(await isMounted(mountpoint))) {
     const exit = proc.exited();

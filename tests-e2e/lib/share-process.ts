@@ -18,6 +18,12 @@ export interface ShareOptions {
    * takes only spare CPU from the browser on this 2-core machine.
    */
   nice?: number;
+  /**
+   * Run it in this named network namespace (`ip netns add NS`), entered with `nsenter
+   * --net` (same pid, same mount namespace: unlike `ip netns exec`, a mount it makes is
+   * seen by everyone).
+   */
+  netns?: string;
 }
 
 export interface ShareProcess {
@@ -37,8 +43,9 @@ export interface ShareProcess {
 export async function startShare(dir: string, options: ShareOptions = {}): Promise<ShareProcess> {
   const name = options.name ?? 'share';
   const args = ['share', ...(options.args ?? []), dir];
-  const command = options.nice === undefined ? binary('linkfs') : 'nice';
-  const proc = spawnTracked(name, command, options.nice === undefined ? args : ['-n', String(options.nice), binary('linkfs'), ...args], options.env);
+  const niced = options.nice === undefined ? [binary('linkfs'), ...args] : ['nice', '-n', String(options.nice), binary('linkfs'), ...args];
+  const full = options.netns === undefined ? niced : ['nsenter', `--net=/run/netns/${options.netns}`, ...niced];
+  const proc = spawnTracked(name, full[0]!, full.slice(1), options.env);
   const timeoutMs = options.linkTimeoutMs ?? 20_000;
   const shown = `linkfs ${args.join(' ')}`;
 

@@ -1,0 +1,380 @@
+// Figures at a distance (npm run bench:wan = tests-e2e/run wan-bench): on each path
+// below, two network namespaces joined by linkfs-wan (delay each way, a bottleneck
+// with a drop-tail queue of one BDP, random loss), the sharer on the near side and
+// every receiver on the far side. One JSON object on the last stdout line, per path:
+//
+//   tcp_mb_per_s            iperf3 (CUBIC), near -> far, 8 s: the reference
+//   sshfs_mb_per_s          `cat` of the bulk file on an sshfs mount (Debian's sshd and sshfs)
+//   get_mb_per_s            `linkfs get` of the bulk file
+//   mount_mb_per_s          `cat` of the bulk file on a `linkfs mount`
+//   browser_mb_per_s        Chromium saving the bulk file through the page
+//                           (LINK=... npm run e2e:download, run in the far namespace)
+//   *_vs_tcp                each of those as a ratio to TCP in the same run
+//   first_byte_during_bulk_ms   {p50, p99} of opening and reading the first byte of 40
+//                           small files on the mount while a bulk read of another file runs
+//   small_files_200_seconds reading 200 small files one after another on the mount
+//   index_100k_seconds      a 100,000-file tree: `linkfs ls` until the index is complete
+//   sharer_peak_rss_mib / mount_peak_rss_mib    the processes' peak RSS after it all
+//
+// Paths (WAN_ONLY=name,... runs only those): rtt5_1g (5 ms, 1 Gbit/s), rtt20_200m,
+// rtt20_200m_loss0.1, rtt50_200m, rtt100_100m_loss0.5, rtt20_200m_turn (both peers
+// through coturn, on the near side). The bulk file is sized from TCP's rate on the
+// path (about 8 s of it, 16-256 MiB). WAN_SOCKETS=desktop caps UDP socket buffers at a
+// desktop's 212,992 bytes (net.core.rmem_max/wmem_max, restored afterwards) for the
+// run; WAN_SOCKETS=both runs every path both ways. Nothing is asserted but that each
+// step worked; a step that fails reports its error and the others go on.
+
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, open, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { exitWithin, killHard, spawnTracked } from './lib/child.ts';
+import { generatedTree } from './lib/gen-tree.ts';
+import { startMount } from './lib/mount-process.ts';
+import { binary, binDir, repoRoot, scratchDir } from './lib/paths.ts';
+import { startShare, type ShareProcess } from './lib/share-process.ts';
+
+const log = (line: string) => console.error(line);
+const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface WanPath {
+  name: string;
+  delayMs: number;
+  rateMbit: number;
+  lossPct: number;
+  /** Both peers only through coturn (on the near side). */
+  turn?: boolean;
+}
+
+const PATHS: WanPath[] = [
+  { name: 'rtt5_1g', delayMs: 2.5, rateMbit: 1000, lossPct: 0 },
+  { name: 'rtt20_200m', delayMs: 10, rateMbit: 200, lossPct: 0 },
+  { name: 'rtt20_200m_loss0.1', delayMs: 10, rateMbit: 200, lossPct: 0.1 },
+  { name: 'rtt50_200m', delayMs: 25, rateMbit: 200, lossPct: 0 },
+  { name: 'rtt100_100m_loss0.5', delayMs: 50, rateMbit: 100, lossPct: 0.5 },
+  { name: 'rtt20_200m_turn', delayMs: 10, rateMbit: 200, lossPct: 0, turn: true },
+];
+
+const NEAR_ADDR = '10.88.0.1';
+const FAR_ADDR = '10.88.0.2';
+const DESKTOP_SOCKET_MAX = 212_992;
+
+const cleanups: Array<() => unknown> = [];
+const later = (fn: () => unknown) => cleanups.push(fn);
+async function cleanUp(): Promise<void> {
+  for (const fn of cleanups.splice(0).reverse()) await Promise.resolve().then(fn).catch(() => undefined);
+}
+
+function run(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status ?? r.signal}): ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+/**
+ * A command in a namespace: `nsenter --net` (not `ip netns exec`, which gives the
+ * command a mount namespace of its own, so the mounts it makes would not be seen here).
+ */
+function inNs(ns: string, cmd: string, args: string[]): [string, string[]] {
+  return ['nsenter', [`--net=/run/netns/${ns}`, cmd, ...args]];
+}
+
+/** Runs a command in a namespace to its end (at most `ms`); its stdout. */
+async function runIn(ns: string, name: string, cmd: string, args: string[], ms: number): Promise<{ stdout: string; stderr: string; seconds: number }> {
+  const [c, a] = inNs(ns, cmd, args);
+  const t0 = performance.now();
+  const p = spawnTracked(name, c, a);
+  const exit = await exitWithin(p, ms);
+  if (exit === null) {
+    await killHard(p);
+    throw new Error(`${cmd} did not finish within ${ms / 1000} s`);
+  }
+  if (exit.code !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${String(exit.code)}): ${p.stderrTail()}`);
+  return { stdout: p.stdout.join('\n'), stderr: p.stderrTail(), seconds: (performance.now() - t0) / 1000 };
+}
+
+/** Two fresh namespaces and a linkfs-wan line between them, for one path. */
+async function line(p: WanPath): Promise<{ near: string; far: string }> {
+  const tag = `${process.pid}`;
+  const near = `wan-near-${tag}`;
+  const far = `wan-far-${tag}`;
+  for (const ns of [near, far]) {
+    spawnSync('ip', ['netns', 'del', ns]);
+    run('ip', ['netns', 'add', ns]);
+    later(() => spawnSync('ip', ['netns', 'del', ns]));
+  }
+  const args = ['--a', near, '--b', far, '--a-addr', NEAR_ADDR, '--b-addr', FAR_ADDR, '--delay-ms', String(p.delayMs), '--rate-mbit', String(p.rateMbit), '--loss', String(p.lossPct)];
+  const wan = spawnTracked('wan', path.join(binDir(), 'linkfs-wan'), args);
+  later(async () => {
+    wan.child.kill('SIGTERM');
+    if ((await exitWithin(wan, 3000)) === null) await killHard(wan);
+    const counts = wan.stdout.find((l) => l.startsWith('{'));
+    if (counts) log(`wan-bench: ${p.name}: the line carried ${counts}`);
+  });
+  const deadline = performance.now() + 10_000;
+  while (!wan.stdout.some((l) => l.startsWith('linkfs-wan: '))) {
+    if (wan.exited() !== null || performance.now() > deadline) throw new Error(`linkfs-wan did not start: ${wan.stderrTail()}`);
+    await sleep(20);
+  }
+  // A default route on each side: Chromium gathers no ICE candidates without one.
+  run('ip', ['-n', near, 'route', 'add', 'default', 'dev', `wan-a${wan.child.pid}`]);
+  run('ip', ['-n', far, 'route', 'add', 'default', 'dev', `wan-b${wan.child.pid}`]);
+  return { near, far };
+}
+
+/** iperf3 near -> far for 8 s: MB/s. */
+async function tcpRate(near: string, far: string): Promise<number> {
+  const [c, a] = inNs(near, 'iperf3', ['-s', '-1', '-B', NEAR_ADDR]);
+  const server = spawnTracked('iperf3-s', c, a);
+  later(() => killHard(server));
+  await sleep(400);
+  const r = await runIn(far, 'iperf3-c', 'iperf3', ['-c', NEAR_ADDR, '-R', '-J', '-t', '8'], 60_000);
+  const json = JSON.parse(r.stdout) as { end: { sum_received: { bits_per_second: number } } };
+  return json.end.sum_received.bits_per_second / 8e6;
+}
+
+/** A folder with two bulk files (random bytes) of `mib` MiB, and small files. */
+async function bulkDir(mib: number): Promise<string> {
+  const dir = path.join(scratchDir, `wan-bench-${mib}`);
+  const marker = `${dir}.done`;
+  if ((await readFile(marker, 'utf8').catch(() => '')) === 'v1') return dir;
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(path.join(dir, 'small'), { recursive: true });
+  for (const name of ['bulk.bin', 'bulk2.bin']) {
+    const f = await open(path.join(dir, name), 'w');
+    for (let i = 0; i < mib; i += 1) await f.write(randomBytes(1 << 20));
+    await f.close();
+  }
+  for (let i = 0; i < 300; i += 1) await writeFile(path.join(dir, 'small', `s${String(i).padStart(3, '0')}.txt`), randomBytes(1000 + (i % 7) * 400));
+  await writeFile(marker, 'v1');
+  return dir;
+}
+
+/** A share of `dir` on the near side, reachable at the near address. */
+async function share(near: string, dir: string, extra: string[]): Promise<ShareProcess> {
+  const s = await startShare(dir, { netns: near, name: 'share', args: ['--no-qr', '--bind', `${NEAR_ADDR}:0`, ...extra] });
+  later(() => s.kill());
+  return s;
+}
+
+function peakRssMib(pid: number): Promise<number | null> {
+  return readFile(`/proc/${pid}/status`, 'utf8')
+    .then((t) => {
+      const m = /VmHWM:\s+(\d+) kB/.exec(t);
+      return m ? round(Number(m[1]) / 1024, 1) : null;
+    })
+    .catch(() => null);
+}
+
+/** `linkfs get` of `rel` on the far side: MB/s as it reports it. */
+async function getRate(far: string, link: string, rel: string, extra: string[], ms: number): Promise<number> {
+  const out = await mkdtemp(path.join(scratchDir, 'wan-bench-get-'));
+  try {
+    const r = await runIn(far, 'get', binary('linkfs'), ['get', link, rel, '--out', out, ...extra], ms);
+    const m = /\(([\d.]+) MB\/s\)/.exec(r.stderr);
+    if (m === null) throw new Error(`no MB/s in linkfs get's output:\n${r.stderr}`);
+    return Number(m[1]);
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+}
+
+/** Reads a whole file through the page cache-less path of a mount: MB/s. */
+function catRate(file: string, bytes: number, ms: number): number {
+  const t0 = performance.now();
+  const r = spawnSync('cat', [file], { stdio: ['ignore', 'ignore', 'pipe'], timeout: ms });
+  if (r.status !== 0) throw new Error(`cat ${file} failed (${r.status ?? r.signal}): ${String(r.stderr)}`);
+  return bytes / 1e6 / ((performance.now() - t0) / 1000);
+}
+
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
+}
+
+/** sshd on the near side (a key made for this run), and an sshfs mount of `dir` on the far side. */
+async function sshfsMount(near: string, far: string, dir: string): Promise<string> {
+  if (spawnSync('which', ['sshfs']).status !== 0 || spawnSync('test', ['-x', '/usr/sbin/sshd']).status !== 0) {
+    throw new Error('sshfs or sshd is missing: apt-get install -y openssh-server sshfs');
+  }
+  const work = await mkdtemp(path.join(scratchDir, 'wan-bench-ssh-'));
+  later(() => rm(work, { recursive: true, force: true }));
+  run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(work, 'host')]);
+  run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(work, 'user')]);
+  await writeFile(path.join(work, 'authorized'), await readFile(path.join(work, 'user.pub')));
+  await writeFile(
+    path.join(work, 'sshd_config'),
+    [`ListenAddress ${NEAR_ADDR}:2222`, `HostKey ${work}/host`, `AuthorizedKeysFile ${work}/authorized`, 'PermitRootLogin prohibit-password', 'PasswordAuthentication no', 'StrictModes no', 'UsePAM no', `PidFile ${work}/sshd.pid`, 'Subsystem sftp internal-sftp', ''].join('\n'),
+  );
+  await mkdir('/run/sshd', { recursive: true });
+  const [c, a] = inNs(near, '/usr/sbin/sshd', ['-D', '-e', '-f', path.join(work, 'sshd_config')]);
+  const sshd = spawnTracked('sshd', c, a);
+  later(() => killHard(sshd));
+  await sleep(500);
+  const mnt = path.join(work, 'mnt');
+  await mkdir(mnt);
+  await runIn(far, 'sshfs', 'sshfs', [`root@${NEAR_ADDR}:${dir}`, mnt, '-p', '2222', '-o', `IdentityFile=${work}/user,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null`], 30_000);
+  later(() => spawnSync('umount', ['-l', mnt]));
+  return mnt;
+}
+
+/** Chromium in the far namespace saving `rel` through the page: MB/s. */
+async function browserRate(far: string, link: string, rel: string, ms: number): Promise<number> {
+  const out = await mkdtemp(path.join(scratchDir, 'wan-bench-browser-'));
+  try {
+    const tsx = path.join(repoRoot, 'node_modules', '.bin', 'tsx');
+    const r = await runIn(far, 'browser', 'env', [`LINK=${link}`, tsx, path.join(repoRoot, 'tests-e2e', 'download.ts'), rel, '--out', path.join(out, 'file')], ms);
+    const last = r.stdout.trim().split('\n').pop() ?? '';
+    const json = JSON.parse(last) as { mb_per_s: number | null; error: string | null };
+    if (json.mb_per_s === null) throw new Error(json.error ?? 'no figure');
+    return json.mb_per_s;
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+}
+
+/** Runs `fn`, recording its value or its error under `key`. */
+async function step<T>(figures: Record<string, unknown>, key: string, fn: () => Promise<T>): Promise<T | null> {
+  log(`wan-bench:   ${key} ...`);
+  try {
+    const v = await fn();
+    figures[key] = v;
+    log(`wan-bench:   ${key} = ${JSON.stringify(v)}`);
+    return v;
+  } catch (e) {
+    figures[key] = { error: e instanceof Error ? e.message.slice(0, 400) : String(e) };
+    log(`wan-bench:   ${key} failed: ${String(e)}`);
+    return null;
+  }
+}
+
+async function measure(p: WanPath): Promise<Record<string, unknown>> {
+  const f: Record<string, unknown> = { round_trip_ms: 2 * p.delayMs, rate_mbit: p.rateMbit, loss_percent: p.lossPct, turn: p.turn ?? false };
+  const { near, far } = await line(p);
+  const tcp = (await step(f, 'tcp_mb_per_s', async () => round(await tcpRate(near, far)))) ?? 10;
+  const mib = Math.min(256, Math.max(16, Math.round((tcp * 8) / 16) * 16));
+  f.bulk_mib = mib;
+  const dir = await bulkDir(mib);
+  const bytes = mib * 1048576;
+  // Generous: a tenth of TCP's rate, and a minute more.
+  const slow = Math.round((bytes / 1e6 / Math.max(0.5, tcp / 10)) * 1000) + 60_000;
+
+  let shareArgs: string[] = [];
+  let visitArgs: string[] = [];
+  if (p.turn) {
+    const secret = randomBytes(12).toString('hex');
+    const [c, a] = inNs(near, 'turnserver', [
+      '-n', `--listening-ip=${NEAR_ADDR}`, '--listening-port=3478', `--relay-ip=${NEAR_ADDR}`, '--use-auth-secret', `--static-auth-secret=${secret}`,
+      '--realm=linkfs.test', '--no-tls', '--no-dtls', '--no-tcp-relay', '--no-cli', '--log-file=stdout', '--min-port=40000', '--max-port=40999',
+    ]);
+    const turn = spawnTracked('coturn', c, a);
+    later(() => killHard(turn));
+    await sleep(700);
+    shareArgs = ['--turn-secret', secret, '--turn-url', `turn:${NEAR_ADDR}:3478`, '--ice-policy', 'relay'];
+    visitArgs = ['--ice-policy', 'relay'];
+  }
+
+  await step(f, 'sshfs_mb_per_s', async () => {
+    const mnt = await sshfsMount(near, far, dir);
+    return round(catRate(path.join(mnt, 'bulk.bin'), bytes, slow));
+  });
+
+  const s = await share(near, dir, shareArgs);
+  const link = p.turn ? `${s.link.split('#')[0]}?ice=relay#${s.link.split('#')[1]}` : s.link;
+  await step(f, 'get_mb_per_s', async () => getRate(far, s.link, 'bulk.bin', visitArgs, slow));
+  const mnt = await mkdtemp(path.join(scratchDir, 'wan-bench-mnt-'));
+  const m = await startMount(s.link, mnt, 120_000, visitArgs, far);
+  later(async () => {
+    await m.kill();
+    await rm(mnt, { recursive: true, force: true });
+  });
+  await step(f, 'mount_mb_per_s', async () => round(catRate(path.join(mnt, 'bulk.bin'), bytes, slow)));
+  await step(f, 'first_byte_during_bulk_ms', async () => {
+    const bulk = spawn('cat', [path.join(mnt, 'bulk2.bin')], { stdio: ['ignore', 'ignore', 'ignore'] });
+    try {
+      await sleep(1500);
+      const names = (await readdir(path.join(mnt, 'small'))).slice(0, 40);
+      const times: number[] = [];
+      for (const name of names) {
+        const t0 = performance.now();
+        const fh = await open(path.join(mnt, 'small', name), 'r');
+        await fh.read(Buffer.alloc(1), 0, 1, 0);
+        times.push(performance.now() - t0);
+        await fh.close();
+        if (bulk.exitCode !== null) throw new Error('the bulk read ended before the small reads did (file too small for this path)');
+      }
+      return { n: times.length, p50: round(quantile(times, 0.5), 1), p99: round(quantile(times, 0.99), 1) };
+    } finally {
+      bulk.kill('SIGKILL');
+    }
+  });
+  await step(f, 'small_files_200_seconds', async () => {
+    const names = (await readdir(path.join(mnt, 'small'))).slice(100, 300);
+    const t0 = performance.now();
+    for (const name of names) await readFile(path.join(mnt, 'small', name));
+    return round((performance.now() - t0) / 1000);
+  });
+  f.mount_peak_rss_mib = await peakRssMib(m.process.child.pid ?? 0);
+  await m.stop().catch(() => undefined);
+
+  await step(f, 'browser_mb_per_s', async () => browserRate(far, link, 'bulk.bin', slow + 120_000));
+  f.sharer_peak_rss_mib = await peakRssMib(s.pid);
+  await s.stop().catch(() => undefined);
+
+  await step(f, 'index_100k_seconds', async () => {
+    const tree = await generatedTree(100_000);
+    const t = await share(near, tree, shareArgs);
+    const r = await runIn(far, 'ls', binary('linkfs'), ['ls', t.link, ...visitArgs], 300_000);
+    const m2 = /index complete: \d+ entries in ([\d.]+) s/.exec(r.stderr);
+    await t.stop().catch(() => undefined);
+    if (m2 === null) throw new Error(`no index time in linkfs ls's output: ${r.stderr}`);
+    return Number(m2[1]);
+  });
+
+  for (const key of ['sshfs', 'get', 'mount', 'browser']) {
+    const v = f[`${key}_mb_per_s`];
+    if (typeof v === 'number' && tcp > 0) f[`${key}_vs_tcp`] = round(v / tcp);
+  }
+  return f;
+}
+
+function socketLimits(): { r: number; w: number } {
+  const get = (k: string) => Number(run('sysctl', ['-n', k]).trim());
+  return { r: get('net.core.rmem_max'), w: get('net.core.wmem_max') };
+}
+
+function setSocketLimits(r: number, w: number): void {
+  run('sysctl', ['-q', '-w', `net.core.rmem_max=${r}`, `net.core.wmem_max=${w}`]);
+}
+
+const only = process.env.WAN_ONLY?.split(',').filter((n) => n !== '');
+const modes = process.env.WAN_SOCKETS === 'both' ? ['machine', 'desktop'] : [process.env.WAN_SOCKETS === 'desktop' ? 'desktop' : 'machine'];
+const original = socketLimits();
+const result: Record<string, unknown> = { date: new Date().toISOString(), socket_limits_here: { rmem_max: original.r, wmem_max: original.w } };
+let code = 0;
+try {
+  for (const mode of modes) {
+    if (mode === 'desktop') setSocketLimits(DESKTOP_SOCKET_MAX, DESKTOP_SOCKET_MAX);
+    else setSocketLimits(original.r, original.w);
+    const paths: Record<string, unknown> = {};
+    for (const p of PATHS) {
+      if (only && !only.includes(p.name)) continue;
+      log(`wan-bench: ${p.name} (${mode} socket limits) ...`);
+      try {
+        paths[p.name] = await measure(p);
+      } catch (e) {
+        paths[p.name] = { error: e instanceof Error ? e.message : String(e) };
+        code = 1;
+      }
+      log(`wan-bench: ${p.name}: ${JSON.stringify(paths[p.name])}`);
+      await cleanUp();
+    }
+    result[mode === 'desktop' ? 'desktop_sockets' : 'machine_sockets'] = paths;
+  }
+} finally {
+  await cleanUp();
+  setSocketLimits(original.r, original.w);
+}
+console.log(JSON.stringify(result));
+process.exit(code);
