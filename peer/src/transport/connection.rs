@@ -145,10 +145,24 @@ pub(crate) async fn route_of(pc: &dyn PeerConnection) -> Option<Route> {
     })
 }
 
+/// The round trip of the selected candidate pair, as ICE's checks last measured it.
+pub(crate) async fn round_trip_of(pc: &dyn PeerConnection) -> Option<std::time::Duration> {
+    use webrtc::peer_connection::StatsSelector;
+    let report = pc
+        .get_stats(std::time::Instant::now(), StatsSelector::None)
+        .await;
+    let pair_id = report.transport()?.selected_candidate_pair_id.clone();
+    let pair = report.candidate_pairs().find(|p| p.stats.id == pair_id)?;
+    let rtt = pair.current_round_trip_time;
+    (rtt.is_finite() && rtt > 0.0).then(|| std::time::Duration::from_secs_f64(rtt))
+}
+
 /// Owner of one peer connection; closes it when dropped.
 pub(crate) struct Connection {
     pub(crate) pc: Arc<dyn PeerConnection>,
     pub(crate) ending: Ending,
+    /// How its link keeps bytes in flight.
+    pub(crate) send_window: super::SendWindow,
 }
 
 impl std::fmt::Debug for Connection {
@@ -193,6 +207,7 @@ pub(crate) async fn open_connection(
         .native_peer
         .filter(|_| native_peer)
         .unwrap_or_default();
+    let send_window = tuning.send_window.unwrap_or(config.send_window);
     if config.udp_bind.is_empty() {
         return Err(TransportError::NoBindAddress);
     }
@@ -258,9 +273,7 @@ pub(crate) async fn open_connection(
         .with_setting_engine(settings.build())
         .with_handler(handler)
         .with_udp_addrs(config.udp_bind.clone())
-        .with_data_channel_send_buffer_limit(
-            tuning.send_buffer_limit.unwrap_or(config.send_buffer_limit),
-        )
+        .with_data_channel_send_buffer_limit(send_window.channel_limit())
         .build()
         .await
         .map_err(TransportError::Setup)?;
@@ -268,6 +281,7 @@ pub(crate) async fn open_connection(
     let connection = Arc::new(Connection {
         pc: Arc::new(pc),
         ending,
+        send_window,
     });
     Ok((
         connection,

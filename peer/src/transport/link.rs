@@ -1,11 +1,13 @@
 //! [`DataLink`]: frames over one open linkfs data channel.
 //!
 //! Sending: [`LinkSender`] (cloneable) puts frames into a bounded outbox of
-//! [`OUTBOX_FRAMES`] frames; one writer task per link hands them to the data channel,
-//! whose `send` waits while the channel has [`TransportConfig::send_buffer_limit`]
-//! bytes unacknowledged. So at most `OUTBOX_FRAMES` frames plus the send-buffer limit
-//! plus one frame are held per link, and a slow receiver slows the sender down, never
-//! piles up memory. The outbox makes sending cancel-safe: [`LinkSender::reserve`] waits
+//! [`OUTBOX_FRAMES`] frames; one writer task per link hands them to the data channel
+//! while fewer than the link's window of bytes are unacknowledged
+//! ([`TransportConfig::send_window`]: fixed, or sized to the path and paced by a
+//! [`Pacer`] that measures the rate the other side acknowledges and the round trip
+//! ICE measures). So at most `OUTBOX_FRAMES` frames plus the window plus one frame
+//! are held per link, and a slow receiver slows the sender down, never piles up
+//! memory. The outbox makes sending cancel-safe: [`LinkSender::reserve`] waits
 //! for room without committing a frame, so a `select!` loop can wait for room and for
 //! incoming frames at once and lose nothing.
 //!
@@ -24,7 +26,7 @@
 //! [`LinkError::Closed`], and [`LinkSender::close_reason`] says why. The peer connection
 //! is closed as soon as the link ends (or all handles are dropped).
 //!
-//! [`TransportConfig::send_buffer_limit`]: super::TransportConfig::send_buffer_limit
+//! [`TransportConfig::send_window`]: super::TransportConfig::send_window
 //! [`TransportConfig::lost_after`]: super::TransportConfig::lost_after
 
 use std::sync::Arc;
@@ -35,8 +37,10 @@ use linkfs_proto::MAX_FRAME_LEN;
 use tokio::sync::{mpsc, oneshot, watch};
 use webrtc::data_channel::{DataChannel, DataChannelEvent};
 
-use super::connection::{Connection, Route, ended, route_of};
+use super::SendWindow;
+use super::connection::{Connection, Route, ended, round_trip_of, route_of};
 use super::error::{LinkClosed, LinkError};
+use super::pace::{PaceConfig, Pacer};
 
 /// Frames waiting in a link's outbox for the writer task: 4 (up to 240 KiB).
 pub const OUTBOX_FRAMES: usize = 4;
@@ -47,6 +51,12 @@ pub const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How often `close()` checks whether everything sent was acknowledged.
 const FLUSH_POLL: Duration = Duration::from_millis(5);
+
+/// How often a paced link asks ICE for the round trip.
+const RTT_EVERY: Duration = Duration::from_secs(1);
+
+/// How often a paced link waiting for room in its window looks again.
+const WINDOW_POLL: Duration = Duration::from_millis(1);
 
 /// What goes through the outbox.
 enum Outgoing {
@@ -334,17 +344,53 @@ fn checked(frame: Bytes) -> Result<Bytes, LinkError> {
 /// gone. Closes the connection when the link has ended, so its sockets go at once.
 async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>) {
     let mut ending = shared.connection.ending.subscribe();
+    let mut pacing = match shared.connection.send_window {
+        SendWindow::Paced(config) => Some(Pacing::new(config)),
+        // The channel's own send-buffer limit is the window.
+        SendWindow::Fixed(_) => None,
+    };
     loop {
-        let outgoing = tokio::select! {
-            biased;
-            outgoing = queued.recv() => outgoing,
-            reason = ended(&mut ending) => {
-                shared.shut(reason).await;
-                return;
+        let outgoing = match queued.try_recv() {
+            Ok(outgoing) => Some(outgoing),
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                // Nothing to send: what goes next measures this side's pace.
+                let idle_since = tokio::time::Instant::now();
+                if let Some(p) = &mut pacing {
+                    p.pacer.idle();
+                }
+                let outgoing = tokio::select! {
+                    biased;
+                    outgoing = queued.recv() => outgoing,
+                    reason = ended(&mut ending) => {
+                        shared.shut(reason).await;
+                        return;
+                    }
+                };
+                if let Some(p) = &mut pacing {
+                    p.idle += idle_since.elapsed();
+                }
+                outgoing
             }
         };
+        if shared.close_reason().is_some() {
+            if let Some(reason) = shared.close_reason() {
+                shared.shut(reason).await;
+            }
+            return;
+        }
         match outgoing {
             Some(Outgoing::Frame(frame)) => {
+                if let Some(p) = &mut pacing {
+                    tokio::select! {
+                        () = p.wait_for_room(&shared, frame.len()) => {}
+                        reason = ended(&mut ending) => {
+                            shared.shut(reason).await;
+                            return;
+                        }
+                    }
+                }
+                let len = frame.len();
                 let sent = tokio::select! {
                     sent = shared.channel.send(BytesMut::from(frame)) => sent,
                     reason = ended(&mut ending) => {
@@ -356,6 +402,9 @@ async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>)
                     shared.shut(LinkClosed::SendFailed(error.to_string())).await;
                     return;
                 }
+                if let Some(p) = &mut pacing {
+                    p.sent(len);
+                }
             }
             Some(Outgoing::Close(done)) => {
                 flush(&shared).await;
@@ -366,6 +415,85 @@ async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>)
             // Every sender is gone; the receiver (if any) keeps the connection.
             None => return,
         }
+    }
+}
+
+/// A paced link's writer state: the [`Pacer`] and what it is fed.
+struct Pacing {
+    pacer: Pacer,
+    start: tokio::time::Instant,
+    /// Bytes handed to the channel in all.
+    sent: u64,
+    next_rtt: tokio::time::Instant,
+    /// Time spent waiting for frames, and for room (figures for the log).
+    idle: Duration,
+    held: Duration,
+}
+
+impl Pacing {
+    fn new(config: PaceConfig) -> Pacing {
+        let now = tokio::time::Instant::now();
+        Pacing {
+            pacer: Pacer::new(config),
+            start: now,
+            sent: 0,
+            next_rtt: now,
+            idle: Duration::ZERO,
+            held: Duration::ZERO,
+        }
+    }
+
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// Waits until a frame of `len` bytes fits the window and the pacing rate.
+    /// Cancel-safe (nothing is committed until `sent`).
+    async fn wait_for_room(&mut self, shared: &Shared, len: usize) {
+        loop {
+            if tokio::time::Instant::now() >= self.next_rtt {
+                self.next_rtt = tokio::time::Instant::now() + RTT_EVERY;
+                if let Some(rtt) = round_trip_of(shared.connection.pc.as_ref()).await {
+                    let now = self.now();
+                    self.pacer.round_trip(now, rtt);
+                }
+                tracing::debug!(
+                    rate = self.pacer.bottleneck_rate(),
+                    rtt_us = self.pacer.rtt().as_micros() as u64,
+                    window = self.pacer.window(),
+                    starting = self.pacer.starting(),
+                    sent = self.sent,
+                    idle_ms = self.idle.as_millis() as u64,
+                    held_ms = self.held.as_millis() as u64,
+                    "pacing"
+                );
+                self.idle = Duration::ZERO;
+                self.held = Duration::ZERO;
+            }
+            let outstanding = shared.channel.outstanding_bytes().await.unwrap_or(0) as u64;
+            let now = self.now();
+            self.pacer
+                .delivered(now, self.sent.saturating_sub(outstanding), false);
+            // A frame goes while less than the window is unacknowledged (so at
+            // most a window and a frame are): a window smaller than a frame must
+            // not leave a single frame in flight, whose last packets the other
+            // side acknowledges only after its delayed-ack timer (200 ms).
+            let room = (outstanding as usize) < self.pacer.window();
+            let at = self.pacer.ready_at(now, len);
+            if room && at <= now {
+                return;
+            }
+            let wait = if room { at - now } else { WINDOW_POLL };
+            let t0 = tokio::time::Instant::now();
+            tokio::time::sleep(wait.max(WINDOW_POLL)).await;
+            self.held += t0.elapsed();
+        }
+    }
+
+    fn sent(&mut self, len: usize) {
+        let now = self.now();
+        self.pacer.sent(now, len);
+        self.sent += len as u64;
     }
 }
 

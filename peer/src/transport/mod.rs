@@ -37,7 +37,7 @@
 //! | what | bound |
 //! | --- | --- |
 //! | frame | [`linkfs_proto::MAX_FRAME_LEN`] (60 KiB) each way; larger is refused (send) or ends the link (receive) |
-//! | unacknowledged bytes per channel | [`TransportConfig::send_buffer_limit`] (32 KiB toward browsers, 64 KiB between native peers, 256 KiB with [`NativeTuning::SAME_HOST`]) + one frame |
+//! | unacknowledged bytes per channel | [`TransportConfig::send_window`]: paced, sized to the path, 32 KiB to 4 MiB toward browsers and 64 KiB to 8 MiB between native peers; a fixed 256 KiB with [`NativeTuning::SAME_HOST`]; + one frame |
 //! | outbox per link | [`OUTBOX_FRAMES`] frames |
 //! | received, unread | webrtc-rs's two 256-message queues + the 1 MiB SCTP window (about 33 MiB with full frames) |
 //! | local candidates waiting | [`LOCAL_CANDIDATE_QUEUE`] |
@@ -63,13 +63,14 @@ mod connection;
 mod error;
 mod handshake;
 mod link;
+pub mod pace;
 mod pair;
 mod relay_pump;
 mod sockets;
 
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, DEFAULT_SOCKET_BUFFER,
-    IcePolicy, NativeTuning, TransportConfig, default_bind_addrs,
+    IcePolicy, NativeTuning, SendWindow, TransportConfig, default_bind_addrs,
 };
 pub use connection::{LOCAL_CANDIDATE_QUEUE, Route};
 pub use error::{LinkClosed, LinkError, TransportError};

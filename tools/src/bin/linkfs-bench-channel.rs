@@ -30,7 +30,7 @@ use anyhow::{Context, bail};
 use bytes::{Bytes, BytesMut};
 use clap::Parser;
 use linkfs_peer::transport::{
-    LinkReceiver, LinkSender, NativeTuning, TransportConfig, connect_in_process,
+    LinkReceiver, LinkSender, NativeTuning, SendWindow, TransportConfig, connect_in_process,
 };
 use linkfs_proto::MAX_FRAME_LEN;
 
@@ -49,8 +49,8 @@ struct Args {
     /// Connections sending at once, one data channel each.
     #[arg(long, default_value_t = 1)]
     links: usize,
-    /// Per-channel send-buffer limit in bytes (default: what the transport uses toward
-    /// this kind of peer, 64 KiB native, 32 KiB browser).
+    /// A fixed window of this many unacknowledged bytes per channel (default: what the
+    /// transport uses toward this kind of peer: paced, sized to the path).
     #[arg(long)]
     send_buffer: Option<usize>,
     /// SCTP packet size (native <-> native only; webrtc-rs default 1191).
@@ -80,6 +80,13 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    // LINKFS_LOG=linkfs_peer::transport=debug: what the transport says, on stderr.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("LINKFS_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args = Args::parse();
     if !(8..=MAX_FRAME_LEN).contains(&args.frame) {
         bail!("--frame must be 8 ..= {MAX_FRAME_LEN}");
@@ -121,7 +128,7 @@ async fn stdio_answerer(args: Args) -> anyhow::Result<()> {
         TransportConfig::default()
     };
     let config = TransportConfig {
-        send_buffer_limit: args.send_buffer.unwrap_or(base.send_buffer_limit),
+        send_window: args.send_buffer.map_or(base.send_window, SendWindow::Fixed),
         socket_buffer: args.socket_buffer.or(base.socket_buffer),
         ..base
     };
@@ -197,7 +204,7 @@ async fn stdio_answerer(args: Args) -> anyhow::Result<()> {
         "mib": args.mib,
         "runs": args.runs,
         "frame_bytes": args.frame,
-        "send_buffer_limit": config.send_buffer_limit,
+        "send_window": format!("{:?}", config.send_window),
         "socket_buffer": config.socket_buffer,
         "bind": config.udp_bind.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "connect_ms": round1(connect_ms),
@@ -222,9 +229,10 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         NativeTuning {
             sctp_mtu: args.sctp_mtu,
             sctp_receive_window: args.sctp_window,
-            send_buffer_limit: args
+            send_window: args
                 .send_buffer
-                .or(NativeTuning::ANY_PATH.send_buffer_limit),
+                .map(SendWindow::Fixed)
+                .or(NativeTuning::ANY_PATH.send_window),
             socket_buffer: args.socket_buffer,
         }
     };
@@ -285,7 +293,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         "runs": args.runs,
         "frame_bytes": args.frame,
         "links": args.links,
-        "send_buffer_limit": tuning.send_buffer_limit.unwrap_or(config.send_buffer_limit),
+        "send_window": format!("{:?}", tuning.send_window.unwrap_or(config.send_window)),
         "sctp_mtu": tuning.sctp_mtu,
         "sctp_window": tuning.sctp_receive_window,
         "socket_buffer": tuning.socket_buffer.or(config.socket_buffer),
