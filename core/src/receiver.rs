@@ -1029,6 +1029,9 @@ impl Receiver {
             .filter(|(_, r)| now.0 >= self.stalls_at(r))
             .map(|(id, _)| *id)
             .collect();
+        // A job's requests that stall together (the link went quiet) are one
+        // retry of the job, not one per request in flight.
+        let mut retried: Vec<ReadHandle> = Vec::new();
         for id in stalled {
             let Some(req) = self.requests.remove(&id) else {
                 continue;
@@ -1039,7 +1042,10 @@ impl Receiver {
             let Some(job) = self.jobs.get_mut(&req.job) else {
                 continue;
             };
-            job.retries += 1;
+            if !retried.contains(&req.job) {
+                retried.push(req.job);
+                job.retries += 1;
+            }
             if job.retries > self.config.max_retries {
                 self.fail_job(req.job, ReadFailure::TimedOut);
                 continue;

@@ -130,4 +130,14 @@ impl SimLink {
     pub fn next_delivery(&self) -> Option<u64> {
         self.in_flight.iter().map(|(at, _, _)| *at).min()
     }
+
+    /// A quiet spell: nothing in flight or sent from now on arrives before
+    /// `until`, then everything arrives in order (a transport retransmitting
+    /// after timeouts, a radio out of reach for a while).
+    pub fn pause_until(&mut self, until: u64) {
+        for (at, _, _) in &mut self.in_flight {
+            *at = (*at).max(until);
+        }
+        self.busy_until = self.busy_until.max(until.saturating_sub(self.model.latency_ms));
+    }
 }

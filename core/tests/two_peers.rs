@@ -324,6 +324,41 @@ fn a_big_read_over_a_slow_link_is_not_given_up_while_data_keeps_coming() {
 }
 
 #[test]
+fn a_big_read_survives_one_quiet_spell_of_the_link() {
+    // Broke in the browser: SCTP backing off after losses kept a 64 MiB read's
+    // link quiet for a little over retry_ms once; each of its many requests in
+    // flight counted as a retry of the read, which failed at once with 'the
+    // sharer did not answer the read'. One quiet spell is one retry.
+    let link = LinkModel {
+        latency_ms: 5,
+        bytes_per_ms: 20_000,
+        ..LinkModel::PERFECT
+    };
+    let (ix, files) = build_tree(1, 1, 0, |_| 64 << 20);
+    let want = files.values().next().unwrap().clone();
+    let mut sharer = Sharer::new(ix, files, SenderConfig::default());
+    let mut v = visitor(false, None, Index::new());
+    let mut net = Net::new(19, link);
+    progress(&mut net, &mut sharer, &mut v, 10_000);
+    let big = v
+        .receiver
+        .index_mut()
+        .lookup(b"dir 0000/file-00000.txt")
+        .unwrap();
+    let h = read_all(&mut v, big);
+    progress(&mut net, &mut sharer, &mut v, 200);
+    assert!(!v.reads.get(&h).is_none_or(Vec::is_empty), "the read got going");
+    let config = ReceiverConfig::default();
+    let until = net.now + config.retry_ms + 1_000;
+    net.to_receiver.pause_until(until);
+    net.to_sender.pause_until(until);
+    progress(&mut net, &mut sharer, &mut v, 600_000);
+    assert_eq!(v.failed, Vec::new(), "one quiet spell must not fail the read");
+    assert!(v.done.contains(&h));
+    assert!(v.reads[&h] == want, "the bytes read are the file's");
+}
+
+#[test]
 fn a_file_changed_on_disk_fails_the_read_with_a_clear_error() {
     let (ix, files) = build_tree(1, 3, 0, |_| 200_000);
     let mut sharer = Sharer::new(ix, files, SenderConfig::default());
