@@ -138,6 +138,8 @@ impl SimLink {
         for (at, _, _) in &mut self.in_flight {
             *at = (*at).max(until);
         }
-        self.busy_until = self.busy_until.max(until.saturating_sub(self.model.latency_ms));
+        self.busy_until = self
+            .busy_until
+            .max(until.saturating_sub(self.model.latency_ms));
     }
 }

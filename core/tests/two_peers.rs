@@ -347,13 +347,20 @@ fn a_big_read_survives_one_quiet_spell_of_the_link() {
         .unwrap();
     let h = read_all(&mut v, big);
     progress(&mut net, &mut sharer, &mut v, 200);
-    assert!(!v.reads.get(&h).is_none_or(Vec::is_empty), "the read got going");
+    assert!(
+        !v.reads.get(&h).is_none_or(Vec::is_empty),
+        "the read got going"
+    );
     let config = ReceiverConfig::default();
     let until = net.now + config.retry_ms + 1_000;
     net.to_receiver.pause_until(until);
     net.to_sender.pause_until(until);
     progress(&mut net, &mut sharer, &mut v, 600_000);
-    assert_eq!(v.failed, Vec::new(), "one quiet spell must not fail the read");
+    assert_eq!(
+        v.failed,
+        Vec::new(),
+        "one quiet spell must not fail the read"
+    );
     assert!(v.done.contains(&h));
     assert!(v.reads[&h] == want, "the bytes read are the file's");
 }
