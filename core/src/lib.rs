@@ -70,7 +70,8 @@ pub use receiver::{
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use search::{MAX_RESULTS, NamePattern, Search, SearchStep};
 pub use sender::{
-    IoFailure, MAX_RETRANSMITS, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError,
+    IoFailure, MAX_RETRANSMITS, ReadIo, SHORT_READ, SHORT_READ_EXTRA_IO, SenderConfig,
+    SenderSession, SenderStats, SessionError,
 };
 pub use settle::{Ready, SettleConfig, Settler};
 pub use share_index::{

@@ -27,11 +27,16 @@
 //! before it is queued; at most `max_reads` are queued. The session hands the
 //! shell one chunk-sized piece of file IO at a time, round-robin over the queued
 //! reads so that a small file is not stuck behind a large one, with at most
-//! `max_pending_io` pieces read or framed but not yet sent. Sending alternates
-//! between read chunks and index batches when both are ready.
+//! `max_pending_io` pieces read or framed but not yet sent. Short requests (at
+//! most [`SHORT_READ`] bytes: a small file, asked for whole) go first: their IO
+//! is handed out before longer reads' (with [`SHORT_READ_EXTRA_IO`] pieces of
+//! room of their own) and their chunks go ahead of longer reads' queued ones,
+//! so opening a small file during a bulk read waits for the path, not for the
+//! bulk read's queue. Sending alternates between read chunks and index batches
+//! when both are ready.
 //!
 //! Memory per session is bounded by `window_bytes` (unacknowledged batches)
-//! + `max_pending_io` chunks + `MAX_CONTROL_FRAMES` small frames.
+//! + `max_pending_io` + [`SHORT_READ_EXTRA_IO`] chunks + `MAX_CONTROL_FRAMES` small frames.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -84,6 +89,11 @@ impl Default for SenderConfig {
     }
 }
 
+/// Requests of at most this many bytes are served before longer ones.
+pub const SHORT_READ: u64 = 256 * 1024;
+/// Pieces of IO short requests may have pending beyond `max_pending_io`.
+pub const SHORT_READ_EXTRA_IO: usize = 4;
+
 /// One chunk of file IO for the shell: read `len` bytes at `offset` of
 /// `target.path` after checking the file still is what `target` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +106,9 @@ pub struct ReadIo {
     pub target: ReadTarget,
     /// No more IO will be asked for this read after this one.
     pub last: bool,
+    /// Part of a short request ([`SHORT_READ`]): its chunk goes ahead of
+    /// longer reads' queued chunks.
+    pub short: bool,
 }
 
 /// Why the shell could not read a chunk.
@@ -156,6 +169,7 @@ struct ActiveRead {
     next: u64,
     end: u64,
     target: ReadTarget,
+    short: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +201,8 @@ pub struct SenderSession {
     reads: VecDeque<ActiveRead>,
     io_in_flight: usize,
     chunks: VecDeque<Vec<u8>>,
+    /// How many chunks at the front of `chunks` are short requests'.
+    short_chunks: usize,
     chunk_turn: bool,
     /// Entries sent ahead of their place as some entry's ancestor, with the
     /// position of the state sent (so that place is skipped).
@@ -215,6 +231,7 @@ impl SenderSession {
             reads: VecDeque::new(),
             io_in_flight: 0,
             chunks: VecDeque::new(),
+            short_chunks: 0,
             chunk_turn: false,
             early: HashMap::new(),
             stats: SenderStats::default(),
@@ -288,6 +305,7 @@ impl SenderSession {
         self.unacked_bytes = 0;
         self.reads.clear();
         self.chunks.clear();
+        self.short_chunks = 0;
     }
 
     /// Ends the session, telling the receiver why (for example, sharing stopped).
@@ -489,17 +507,25 @@ impl SenderSession {
             next: req.offset,
             end,
             target,
+            short: u64::from(req.len) <= SHORT_READ,
         });
     }
 
     /// The next piece of file IO to do, if the session has room for its result.
     pub fn poll_io(&mut self) -> Option<ReadIo> {
-        if self.state != State::Open
-            || self.io_in_flight + self.chunks.len() >= self.config.max_pending_io
-        {
+        if self.state != State::Open {
             return None;
         }
-        let mut r = self.reads.pop_front()?;
+        let pending = self.io_in_flight + self.chunks.len();
+        let short = (pending < self.config.max_pending_io + SHORT_READ_EXTRA_IO)
+            .then(|| self.reads.iter().position(|r| r.short))
+            .flatten();
+        let at = match short {
+            Some(at) => at,
+            None if pending < self.config.max_pending_io => 0,
+            None => return None,
+        };
+        let mut r = self.reads.remove(at)?;
         let len = (r.end - r.next).min(CHUNK_LEN as u64) as u32;
         let io = ReadIo {
             read: r.read,
@@ -509,9 +535,12 @@ impl SenderSession {
             len,
             target: r.target.clone(),
             last: r.next + u64::from(len) >= r.end,
+            short: r.short,
         };
         r.next += u64::from(len);
-        if r.next < r.end {
+        if r.next < r.end && r.short {
+            self.reads.push_front(r);
+        } else if r.next < r.end {
             self.reads.push_back(r);
         }
         self.io_in_flight += 1;
@@ -538,7 +567,12 @@ impl SenderSession {
                         data: &data,
                     },
                 );
-                self.chunks.push_back(frame);
+                if io.short {
+                    self.chunks.insert(self.short_chunks, frame);
+                    self.short_chunks += 1;
+                } else {
+                    self.chunks.push_back(frame);
+                }
             }
             Ok(data) => {
                 self.reads.retain(|r| r.read != io.read);
@@ -697,6 +731,7 @@ impl SenderSession {
             self.chunk_turn = false;
             self.stats.chunks_sent += 1;
             let f = self.chunks.pop_front()?;
+            self.short_chunks = self.short_chunks.saturating_sub(1);
             self.stats.chunk_bytes_sent += f.len() as u64;
             return Some(f);
         }

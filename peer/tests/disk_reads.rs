@@ -50,6 +50,7 @@ fn a_fifo_swapped_in_for_a_listed_file_is_refused_without_blocking_the_reader() 
             ctime_ns: linkfs_core::ctime_ns(md.ctime(), md.ctime_nsec()),
         },
         last: true,
+        short: true,
     };
     fs::remove_file(&file).unwrap();
     nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
@@ -118,6 +119,7 @@ fn a_read_in_flight_across_a_same_size_same_mtime_rewrite_ends_changed_while_rea
         len: 64 * 1024,
         target: target.clone(),
         last,
+        short: false,
     };
     let root = ShareRoot::open(&tmp.0).unwrap();
     let mut files = OpenFiles::default();
