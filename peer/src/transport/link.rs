@@ -55,7 +55,10 @@ const FLUSH_POLL: Duration = Duration::from_millis(5);
 /// How often a paced link asks ICE for the round trip.
 const RTT_EVERY: Duration = Duration::from_secs(1);
 
-/// How often a paced link waiting for room in its window looks again.
+/// How often a paced link waiting for room in its window looks again if no
+/// buffered-amount-low event wakes it first. (Woken only by this 1 ms timer, a
+/// 32 KiB window toward Chromium on one host saved files at 15 MB/s instead
+/// of 22.)
 const WINDOW_POLL: Duration = Duration::from_millis(1);
 
 /// What goes through the outbox.
@@ -68,6 +71,9 @@ enum Outgoing {
 struct Shared {
     connection: Arc<Connection>,
     channel: Arc<dyn DataChannel>,
+    /// Told when the channel's buffered amount falls below its low threshold
+    /// (the paced writer sets that to its window): there is room again.
+    room: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -114,6 +120,7 @@ impl DataLink {
         let shared = Arc::new(Shared {
             connection,
             channel,
+            room: tokio::sync::Notify::new(),
         });
         let (outbox, queued) = mpsc::channel(OUTBOX_FRAMES);
         tokio::spawn(write_frames(shared.clone(), queued));
@@ -315,6 +322,10 @@ impl LinkReceiver {
                     }
                 }
                 Some(DataChannelEvent::OnClose) => LinkClosed::PeerClosed,
+                Some(DataChannelEvent::OnBufferedAmountLow) => {
+                    self.shared.room.notify_one();
+                    continue;
+                }
                 None => LinkClosed::ConnectionClosed,
                 Some(_) => continue,
             };
@@ -428,6 +439,8 @@ struct Pacing {
     /// Time spent waiting for frames, and for room (figures for the log).
     idle: Duration,
     held: Duration,
+    /// The channel's buffered-amount-low threshold as last set (the window).
+    threshold: usize,
 }
 
 impl Pacing {
@@ -440,6 +453,7 @@ impl Pacing {
             next_rtt: now,
             idle: Duration::ZERO,
             held: Duration::ZERO,
+            threshold: 0,
         }
     }
 
@@ -470,6 +484,20 @@ impl Pacing {
                 self.idle = Duration::ZERO;
                 self.held = Duration::ZERO;
             }
+            // Set before looking, so an acknowledgement that makes room after
+            // the look still wakes the wait below.
+            let window = self.pacer.window();
+            if window != self.threshold {
+                let threshold = u32::try_from(window).unwrap_or(u32::MAX);
+                if shared
+                    .channel
+                    .set_buffered_amount_low_threshold(threshold)
+                    .await
+                    .is_ok()
+                {
+                    self.threshold = window;
+                }
+            }
             let outstanding = shared.channel.outstanding_bytes().await.unwrap_or(0) as u64;
             let now = self.now();
             self.pacer
@@ -483,9 +511,15 @@ impl Pacing {
             if room && at <= now {
                 return;
             }
-            let wait = if room { at - now } else { WINDOW_POLL };
             let t0 = tokio::time::Instant::now();
-            tokio::time::sleep(wait.max(WINDOW_POLL)).await;
+            if room {
+                tokio::time::sleep((at - now).max(WINDOW_POLL)).await;
+            } else {
+                tokio::select! {
+                    () = shared.room.notified() => {}
+                    () = tokio::time::sleep(WINDOW_POLL) => {}
+                }
+            }
             self.held += t0.elapsed();
         }
     }

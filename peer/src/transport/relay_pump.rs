@@ -34,9 +34,6 @@ pub(crate) fn start(connection: &Arc<Connection>, channel: Arc<dyn DataChannel>)
 }
 
 async fn pump(connection: Weak<Connection>, channel: Arc<dyn DataChannel>) {
-    let Ok(threshold) = channel.buffered_amount_low_threshold().await else {
-        return;
-    };
     let mut every = tokio::time::interval(PUMP_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut next_check = tokio::time::Instant::now() + CHECK_EVERY;
@@ -60,6 +57,10 @@ async fn pump(connection: Weak<Connection>, channel: Arc<dyn DataChannel>) {
             }
         }
         drop(conn);
+        // What it is now: a paced link's writer moves it with its window.
+        let Ok(threshold) = channel.buffered_amount_low_threshold().await else {
+            return;
+        };
         if channel
             .set_buffered_amount_low_threshold(threshold)
             .await
