@@ -933,3 +933,69 @@ fn a_mount_rides_out_dropped_links_and_reads_stay_whole() {
     mount.stop();
     share.stop();
 }
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn small_files_read_one_after_another_are_already_fetched_when_the_reader_gets_to_them() {
+    // `cat *`, `tar c`, `grep -r`, a build: a folder's small files one after
+    // another. Each used to cost a round trip to the sharer. The first read
+    // fetches the next ones ahead, so with the sharer frozen (SIGSTOP: nothing
+    // more can come) the next ones still read, whole and at once.
+    use linkfs_peer::visit::mount::FILES_AHEAD;
+    let tmp = TempDir::new("files-ahead");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(src.join("many")).unwrap();
+    let n = FILES_AHEAD + 20;
+    let files: Vec<(String, Vec<u8>)> = (0..n)
+        .map(|i| {
+            let bytes = random_bytes(1_000 + i * 997, i as u64);
+            (format!("f{i:03}.txt"), bytes)
+        })
+        .collect();
+    for (name, bytes) in &files {
+        std::fs::write(src.join("many").join(name), bytes).unwrap();
+    }
+    // A big file and a folder among them are passed over, not fetched ahead.
+    std::fs::write(src.join("many/f005.bin"), random_bytes(3 << 20, 99)).unwrap();
+    std::fs::create_dir_all(src.join("many/f006.dir")).unwrap();
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    let dir = mount.mnt.join("many");
+    assert_eq!(std::fs::read(dir.join(&files[0].0)).unwrap(), files[0].1);
+    // The files ahead arrive over loopback in well under this.
+    std::thread::sleep(Duration::from_secs(1));
+    kill(&share.child, "-STOP");
+    let reader = {
+        let dir = dir.clone();
+        let files = files[1..=FILES_AHEAD].to_vec();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for (name, want) in files {
+                let got = std::fs::read(dir.join(&name)).map_err(|e| e.to_string());
+                let _ = tx.send((name, got.map(|g| g == want)));
+            }
+        });
+        rx
+    };
+    let mut read = 0;
+    while read < FILES_AHEAD {
+        match reader.recv_timeout(Duration::from_secs(5)) {
+            Ok((_, Ok(true))) => read += 1,
+            Ok((name, Ok(false))) => panic!("{name}: other bytes than the sharer's"),
+            Ok((name, Err(e))) => panic!("{name}: {e}"),
+            Err(_) => {
+                kill(&share.child, "-CONT");
+                panic!(
+                    "file {} of the folder was not fetched ahead: it waits for the (frozen) sharer",
+                    read + 1
+                );
+            }
+        }
+    }
+    kill(&share.child, "-CONT");
+    // Beyond the window, the sharer answers again.
+    let last = &files[n - 1];
+    assert_eq!(std::fs::read(dir.join(&last.0)).unwrap(), last.1);
+    mount.stop();
+    share.stop();
+}

@@ -7,7 +7,12 @@
 //! - read goes through a [`BlockCache`] of 1 MiB blocks keyed by (entry,
 //!   generation, block): a block is fetched once with the same verified,
 //!   pipelined reads the browser uses, and a sequential reader gets the next
-//!   [`MountOptions::readahead_blocks`] blocks fetched ahead. A block that cannot
+//!   [`MountOptions::readahead_blocks`] blocks fetched ahead. A small file read
+//!   from its start gets the next small files of its folder (in listing order,
+//!   the order `cat *`, `tar c`, `grep -r` and `cp -r` read them) fetched
+//!   ahead, at most [`FILES_AHEAD`] files and [`FILES_AHEAD_BYTES`] bytes: a
+//!   folder of small files read one after another costs about one round trip
+//!   per [`FILES_AHEAD`] files, not one per file. A block that cannot
 //!   be fetched makes the read fail with EIO (and a log line): never zeros,
 //!   never a short file.
 //! - No extended attributes: getxattr and listxattr are left unimplemented
@@ -37,6 +42,10 @@ use super::Client;
 pub const ATTR_TTL: Duration = Duration::from_secs(1);
 /// Bytes per cached block.
 pub const BLOCK: u64 = 1 << 20;
+/// Small files of a folder fetched ahead of a reader going through them.
+pub const FILES_AHEAD: usize = 32;
+/// At most this many bytes of them.
+pub const FILES_AHEAD_BYTES: u64 = 8 << 20;
 /// How long a FUSE request waits for a block before it fails with EIO.
 pub const BLOCK_WAIT: Duration = Duration::from_secs(60);
 
@@ -189,6 +198,48 @@ fn file_bytes(ix: &Index) -> u64 {
     total
 }
 
+/// A small file to fetch ahead (block 0 holds all of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NextFile {
+    entry: u32,
+    generation: u32,
+    size: u64,
+}
+
+/// The small files after `id` in its folder's listing order, within
+/// [`FILES_AHEAD`] files and [`FILES_AHEAD_BYTES`] bytes. Folders and large
+/// files are passed over (a reader may skip them), looking at most
+/// 4 × [`FILES_AHEAD`] entries on.
+fn next_small_files(ix: &Index, id: EntryId) -> Vec<NextFile> {
+    let Some(parent) = ix.get(id).map(|e| e.parent) else {
+        return Vec::new();
+    };
+    let siblings = ix.children(parent);
+    let Some(at) = siblings.iter().position(|&c| c == id.0) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut bytes = 0u64;
+    for &c in siblings[at + 1..].iter().take(4 * FILES_AHEAD) {
+        let Some(e) = ix.get(EntryId(c)) else {
+            continue;
+        };
+        if e.kind != EntryKind::File || e.size == 0 || e.size > BLOCK {
+            continue;
+        }
+        if out.len() >= FILES_AHEAD || bytes + e.size > FILES_AHEAD_BYTES {
+            break;
+        }
+        bytes += e.size;
+        out.push(NextFile {
+            entry: c,
+            generation: e.generation.0,
+            size: e.size,
+        });
+    }
+    out
+}
+
 /// The filesystem fuser calls.
 pub struct LinkFs {
     client: Client,
@@ -268,6 +319,7 @@ impl LinkFs {
         file_size: u64,
         offset: u64,
         size: u32,
+        next_files: &[NextFile],
     ) -> Result<Vec<u8>, String> {
         let end = offset.saturating_add(u64::from(size)).min(file_size);
         if offset >= end {
@@ -295,6 +347,15 @@ impl LinkFs {
                 },
                 file_size,
             );
+        }
+        // After this file's own blocks: the next small files of its folder.
+        for f in next_files {
+            let key = BlockKey {
+                entry: f.entry,
+                generation: f.generation,
+                block: 0,
+            };
+            self.fetch(&mut s, key, f.size);
         }
         let deadline = std::time::Instant::now() + BLOCK_WAIT;
         for block in first..=last {
@@ -426,7 +487,13 @@ impl Filesystem for LinkFs {
             return reply.error(Errno::EISDIR);
         }
         let entry = id_of(ino).map_or(0, |id| id.0);
-        match self.read_range(entry, generation, file_size, offset, size) {
+        let next_files = if offset == 0 && file_size <= BLOCK {
+            self.client
+                .with_index(|ix| next_small_files(ix, EntryId(entry)))
+        } else {
+            Vec::new()
+        };
+        match self.read_range(entry, generation, file_size, offset, size, &next_files) {
             Ok(data) => reply.data(&data),
             Err(e) => {
                 tracing::error!(
@@ -605,5 +672,75 @@ fn invalidate(notifier: &fuser::Notifier, batch: &super::IndexChanges) {
             let _ = notifier.inval_inode(ino_of(parent.0), 0, 0);
         }
         let _ = notifier.inval_inode(ino_of(c.id.0), 0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linkfs_proto::{EntryView, Generation as EntryGeneration, OpView};
+
+    fn put(ix: &mut Index, id: u32, parent: u32, kind: EntryKind, name: &str, size: u64) {
+        ix.apply(OpView::Upsert(EntryView {
+            id: EntryId(id),
+            parent: EntryId(parent),
+            kind,
+            name: name.as_bytes(),
+            size,
+            mtime: 0,
+            mode: 0o644,
+            generation: EntryGeneration(id),
+            target: b"",
+        }))
+        .unwrap();
+    }
+
+    fn names(ix: &Index, files: &[NextFile]) -> Vec<String> {
+        files
+            .iter()
+            .map(|f| String::from_utf8_lossy(ix.get(EntryId(f.entry)).unwrap().name).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_next_small_files_of_the_folder_come_in_listing_order_passing_over_big_ones_and_folders()
+    {
+        let mut ix = Index::new();
+        put(&mut ix, 0, 0, EntryKind::Dir, "", 0);
+        put(&mut ix, 1, 0, EntryKind::Dir, "src", 0);
+        put(&mut ix, 2, 1, EntryKind::File, "a.c", 100);
+        put(&mut ix, 3, 1, EntryKind::File, "b.c", 200);
+        put(&mut ix, 4, 1, EntryKind::File, "c.iso", BLOCK + 1);
+        put(&mut ix, 5, 1, EntryKind::File, "d.c", 300);
+        put(&mut ix, 6, 1, EntryKind::File, "empty", 0);
+        put(&mut ix, 7, 1, EntryKind::Dir, "zz", 0);
+        put(&mut ix, 8, 7, EntryKind::File, "inner.c", 10);
+        put(&mut ix, 9, 0, EntryKind::File, "other.c", 10);
+        let next = next_small_files(&ix, EntryId(2));
+        assert_eq!(names(&ix, &next), ["b.c", "d.c"]);
+        assert_eq!(next[0].generation, 3, "fetched as the index has it");
+        assert_eq!(
+            names(&ix, &next_small_files(&ix, EntryId(5))),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn files_fetched_ahead_stay_within_their_count_and_bytes() {
+        let mut ix = Index::new();
+        put(&mut ix, 0, 0, EntryKind::Dir, "", 0);
+        for i in 1..=200u32 {
+            put(&mut ix, i, 0, EntryKind::File, &format!("f{i:03}"), 1000);
+        }
+        let next = next_small_files(&ix, EntryId(1));
+        assert_eq!(next.len(), FILES_AHEAD);
+        assert_eq!(next[0].entry, 2);
+        let mut ix = Index::new();
+        put(&mut ix, 0, 0, EntryKind::Dir, "", 0);
+        for i in 1..=40u32 {
+            put(&mut ix, i, 0, EntryKind::File, &format!("f{i:03}"), BLOCK);
+        }
+        let next = next_small_files(&ix, EntryId(1));
+        assert_eq!(next.len() as u64, FILES_AHEAD_BYTES / BLOCK);
     }
 }
