@@ -12,6 +12,7 @@
 //   *_vs_tcp                each of those as a ratio to TCP in the same run
 //   first_byte_during_bulk_ms   {p50, p99} of opening and reading the first byte of 40
 //                           small files on the mount while a bulk read of another file runs
+//                           (last to first, so the mount's fetching ahead never serves one)
 //   small_files_200_seconds reading 200 small files one after another on the mount
 //   index_100k_seconds      a 100,000-file tree: `linkfs ls` until the index is complete
 //   sharer_peak_rss_mib / mount_peak_rss_mib    the processes' peak RSS after it all
@@ -294,7 +295,9 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     const bulk = spawn('cat', [path.join(mnt, 'bulk2.bin')], { stdio: ['ignore', 'ignore', 'ignore'] });
     try {
       await sleep(1500);
-      const names = (await readdir(path.join(mnt, 'small'))).slice(0, 40);
+      // Last to first: the mount fetches the small files after the one read ahead
+      // of the reader, so in this order every first byte crosses the path.
+      const names = (await readdir(path.join(mnt, 'small'))).slice(0, 40).reverse();
       const times: number[] = [];
       for (const name of names) {
         const t0 = performance.now();
