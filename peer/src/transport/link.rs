@@ -489,6 +489,10 @@ impl Pacing {
             let window = self.pacer.window();
             if window != self.threshold {
                 let threshold = u32::try_from(window).unwrap_or(u32::MAX);
+                shared
+                    .connection
+                    .low_threshold
+                    .store(threshold, std::sync::atomic::Ordering::Relaxed);
                 if shared
                     .channel
                     .set_buffered_amount_low_threshold(threshold)

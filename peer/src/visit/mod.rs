@@ -109,9 +109,10 @@ pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, Vis
 }
 
 /// The route a new link settled on: ICE may settle on its pair a moment
-/// after the channel opens.
+/// after the channel opens (asked for up to a second: on a busy machine,
+/// 200 ms was once not enough, and `linkfs get` did not say how it went).
 async fn settled_route(data: &crate::transport::DataLink) -> Option<Route> {
-    for _ in 0..10 {
+    for _ in 0..50 {
         if let Some(route) = data.route().await {
             return Some(route);
         }
