@@ -163,10 +163,6 @@ pub(crate) struct Connection {
     pub(crate) ending: Ending,
     /// How its link keeps bytes in flight.
     pub(crate) send_window: super::SendWindow,
-    /// The data channel's buffered-amount-low threshold as its writer last
-    /// set it (the relay pump sets it again to wake the driver, and must not
-    /// take the channel's lock a second time each millisecond to learn it).
-    pub(crate) low_threshold: std::sync::atomic::AtomicU32,
 }
 
 impl std::fmt::Debug for Connection {
@@ -286,7 +282,6 @@ pub(crate) async fn open_connection(
         pc: Arc::new(pc),
         ending,
         send_window,
-        low_threshold: std::sync::atomic::AtomicU32::new(0),
     });
     Ok((
         connection,

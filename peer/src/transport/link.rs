@@ -56,7 +56,8 @@ const FLUSH_POLL: Duration = Duration::from_millis(5);
 const RTT_EVERY: Duration = Duration::from_secs(1);
 
 /// How often a paced link waiting for room in its window looks again if no
-/// buffered-amount-low event wakes it first. (Woken only by this 1 ms timer, a
+/// buffered-amount-low event wakes it first (on a relayed link the relay pump
+/// keeps the threshold where it found it, so there this timer is the wake). (Woken only by this 1 ms timer, a
 /// 32 KiB window toward Chromium on one host saved files at 15 MB/s instead
 /// of 22.)
 const WINDOW_POLL: Duration = Duration::from_millis(1);
@@ -489,10 +490,6 @@ impl Pacing {
             let window = self.pacer.window();
             if window != self.threshold {
                 let threshold = u32::try_from(window).unwrap_or(u32::MAX);
-                shared
-                    .connection
-                    .low_threshold
-                    .store(threshold, std::sync::atomic::Ordering::Relaxed);
                 if shared
                     .channel
                     .set_buffered_amount_low_threshold(threshold)

@@ -34,18 +34,9 @@ pub(crate) fn start(connection: &Arc<Connection>, channel: Arc<dyn DataChannel>)
 }
 
 async fn pump(connection: Weak<Connection>, channel: Arc<dyn DataChannel>) {
-    // The channel's threshold as it starts; a paced writer moves it later.
-    if let (Ok(threshold), Some(conn)) = (
-        channel.buffered_amount_low_threshold().await,
-        connection.upgrade(),
-    ) {
-        let _ = conn.low_threshold.compare_exchange(
-            0,
-            threshold,
-            std::sync::atomic::Ordering::Relaxed,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
+    let Ok(threshold) = channel.buffered_amount_low_threshold().await else {
+        return;
+    };
     let mut every = tokio::time::interval(PUMP_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut next_check = tokio::time::Instant::now() + CHECK_EVERY;
@@ -68,10 +59,6 @@ async fn pump(connection: Weak<Connection>, channel: Arc<dyn DataChannel>) {
                 return;
             }
         }
-        // What it is now: a paced link's writer moves it with its window.
-        let threshold = conn
-            .low_threshold
-            .load(std::sync::atomic::Ordering::Relaxed);
         drop(conn);
         if channel
             .set_buffered_amount_low_threshold(threshold)
