@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, statusText, waitForState, type ChromiumInstance } from './lib/chromium.ts';
 import { makeBigFileFixture, makeFixture, makeSmallFixture, type Fixture } from './lib/fixture.ts';
-import type { EntryId, EntryRow } from './lib/page-api.ts';
+import type { EntryId, EntryRow, IndexProgress } from './lib/page-api.ts';
 import { startRelay } from './lib/relay-process.ts';
 import { assert, fail, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { startShare, truncatedLink, withWrongSecret, type ShareOptions, type ShareProcess } from './lib/share-process.ts';
@@ -83,6 +83,14 @@ function assertNoPageErrors(chromium: ChromiumInstance): void {
 
 async function lookup(page: Page, path: string): Promise<EntryRow | null> {
   return page.evaluate((p: string) => window.linkfsShare!.lookup(p), path);
+}
+
+/** Progress once the reopened page has restored its cache: it restores in
+ *  short steps (the first screens show while the rest is applied), and until
+ *  it is done progress counts what is restored so far. */
+async function restoredProgress(page: Page): Promise<IndexProgress> {
+  await page.waitForFunction(() => window.linkfsShare!.progress().loadingCache !== true, null, { timeout: 10_000 });
+  return page.evaluate(() => window.linkfsShare!.progress());
 }
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -330,7 +338,7 @@ const tests: TestCase[] = [
       await page.reload();
       // Before the sharer answers, the tree is already there from the cache.
       await page.waitForFunction(() => window.linkfsShare !== undefined, null, { timeout: 15_000 });
-      const cached = await page.evaluate(() => window.linkfsShare!.progress());
+      const cached = await restoredProgress(page);
       assert(cached.fromCache === tree.entries.length + 1, `after reopening, ${cached.fromCache} entries came from IndexedDB, expected ${tree.entries.length + 1}`);
       await waitForState(page, ['connected'], 20_000);
       // The sharer answers the resume with just the batch that says "complete".
@@ -622,7 +630,7 @@ const tests: TestCase[] = [
       assert(s2.link === s1.link, `restarting printed another link:\n  before ${s1.link}\n  after  ${s2.link}`);
       await page.reload();
       await page.waitForFunction(() => window.linkfsShare !== undefined, null, { timeout: 15_000 });
-      const cached = await page.evaluate(() => window.linkfsShare!.progress());
+      const cached = await restoredProgress(page);
       assert(cached.fromCache === entries, `after the restart ${cached.fromCache} entries came from IndexedDB at once, expected ${entries}`);
       await waitForState(page, ['connected'], 20_000);
       await waitForComplete(page, s2.spawnedAt, 30_000);
