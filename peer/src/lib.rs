@@ -8,6 +8,8 @@
 //!   on it is `linkfs_core::signaling`'s business (the handshake, once).
 //! - [`drive`]: the one loop that runs any core session (the sharer's or the
 //!   receiver's) over any data link (WebRTC, or in memory for tests).
+//! - [`lanes`]: one session's read chunks over several peer connections, so
+//!   a lossy long path is filled (a loss halves one window of several).
 //! - [`random`]: the system's random source, in one place.
 //! - [`local_addrs`]: this machine's addresses: which one a link to a relay on
 //!   every interface names (the default route's), and what WebRTC binds.
@@ -27,6 +29,7 @@
 
 pub mod disk_entry;
 pub mod drive;
+pub mod lanes;
 pub mod local_addrs;
 pub mod random;
 pub mod relay_client;

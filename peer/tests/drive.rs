@@ -4,16 +4,22 @@
 //! disk are shared and read back.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use linkfs_core::sim::LinkModel;
 use linkfs_core::{EndReason, FailureKind, ReceiverConfig, SenderConfig, SessionError, ShareIndex};
-use linkfs_peer::drive::memory::MemoryLink;
-use linkfs_peer::sharer::{ServeContext, ServeEnd, ShareRoot, WalkProgress, serve, spawn_feed};
+use linkfs_peer::drive::memory::{MemoryLink, MemoryReceiver, MemorySender};
+use linkfs_peer::drive::{FrameLink, FrameReceiver, FrameSender};
+use linkfs_peer::lanes::{LANE_AFTER_BYTES, LaneBoard, LaneMaker, LanedLink, MAX_LANES};
+use linkfs_peer::sharer::{
+    ServeContext, ServeEnd, Served, ShareRoot, WalkProgress, serve, serve_link, spawn_feed,
+};
 use linkfs_peer::visit::{Client, ReadError, native_receiver_config};
 use linkfs_peer::walk::{WalkOptions, Walker};
-use linkfs_proto::{EntryId, EntryKind, Epoch};
+use linkfs_proto::{EntryId, EntryKind, Epoch, FRAME_READ_CHUNK, LaneJoin, LaneToken};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -274,4 +280,291 @@ async fn the_receiver_reconnects_after_cuts_and_resumes_its_index_and_reads() {
     assert!(status.ended.is_none());
     assert_eq!(client.status().received, shared.entries);
     client.shutdown().await;
+}
+
+// ------------------------------------------------------------------ lanes
+
+/// A memory link whose receiving half counts the chunk bytes it delivers.
+struct Counted {
+    link: MemoryLink,
+    chunk_bytes: Arc<AtomicU64>,
+}
+
+struct CountedReceiver {
+    inner: MemoryReceiver,
+    chunk_bytes: Arc<AtomicU64>,
+}
+
+impl FrameLink for Counted {
+    type Sender = MemorySender;
+    type Receiver = CountedReceiver;
+    fn split(self) -> (MemorySender, CountedReceiver) {
+        let (tx, rx) = self.link.split();
+        (
+            tx,
+            CountedReceiver {
+                inner: rx,
+                chunk_bytes: self.chunk_bytes,
+            },
+        )
+    }
+}
+
+impl FrameReceiver for CountedReceiver {
+    async fn recv(&mut self) -> Option<Bytes> {
+        let frame = self.inner.recv().await?;
+        if frame.first() == Some(&FRAME_READ_CHUNK) {
+            self.chunk_bytes
+                .fetch_add(frame.len() as u64, Ordering::Relaxed);
+        }
+        Some(frame)
+    }
+
+    fn closed_reason(&self) -> linkfs_peer::drive::LinkClosed {
+        self.inner.closed_reason()
+    }
+}
+
+/// A path of 5 ms each way, 8 MB/s per connection, nothing lost.
+const DISTANT: LinkModel = LinkModel {
+    latency_ms: 5,
+    jitter_ms: 0,
+    loss: 0.0,
+    duplicate: 0.0,
+    bytes_per_ms: 8_000,
+};
+
+/// A sharer that takes lanes (or not), and a visitor whose links it serves.
+struct LanedShare {
+    shared: Shared,
+    board: Option<LaneBoard<MemorySender>>,
+    /// Chunk bytes that came on session links, and on lanes.
+    primary_bytes: Arc<AtomicU64>,
+    lane_bytes: Arc<AtomicU64>,
+    lanes_made: Arc<AtomicU32>,
+    lane_cuts: Arc<std::sync::Mutex<Vec<linkfs_peer::drive::memory::Cut>>>,
+}
+
+impl LanedShare {
+    async fn new(root: &Path, takes_lanes: bool) -> LanedShare {
+        LanedShare {
+            shared: index_of(root, quick_sender()).await,
+            board: takes_lanes.then(LaneBoard::new),
+            primary_bytes: Arc::default(),
+            lane_bytes: Arc::default(),
+            lanes_made: Arc::default(),
+            lane_cuts: Arc::default(),
+        }
+    }
+
+    /// A link from the visitor, served as the real sharer serves one.
+    fn link(&self, seed: u64, counter: &Arc<AtomicU64>) -> Counted {
+        let (a, b, cut) = MemoryLink::pair_with_cut(DISTANT, seed);
+        if Arc::ptr_eq(counter, &self.lane_bytes) {
+            self.lane_cuts.lock().unwrap().push(cut);
+        }
+        let (ctx, board) = (self.shared.ctx.clone(), self.board.clone());
+        tokio::spawn(async move { serve_link(a, ctx, board.as_ref(), async {}).await });
+        Counted {
+            link: b,
+            chunk_bytes: counter.clone(),
+        }
+    }
+
+    /// A visitor that opens up to `lanes` lanes on a path of `rtt`.
+    async fn visit(self: &Arc<Self>, lanes: u8, rtt: Duration) -> Client {
+        let links = Arc::new(AtomicU32::new(0));
+        let share = self.clone();
+        let maker = LaneMaker::<Counted> {
+            connect: Arc::new(move || {
+                let share = share.clone();
+                Box::pin(async move {
+                    let n = share.lanes_made.fetch_add(1, Ordering::Relaxed);
+                    Ok(share.link(1000 + u64::from(n), &share.lane_bytes))
+                })
+            }),
+            round_trip: Arc::new(move || Box::pin(async move { Some(rtt) })),
+            lanes,
+        };
+        let share = self.clone();
+        let connect: linkfs_peer::visit::Connector<LanedLink<Counted>> = Box::new(move || {
+            let (share, maker, links) = (share.clone(), maker.clone(), links.clone());
+            Box::pin(async move {
+                let n = links.fetch_add(1, Ordering::Relaxed);
+                let link = share.link(u64::from(n), &share.primary_bytes);
+                Ok(LanedLink::new(link, Some(maker)))
+            })
+        });
+        let client = Client::connect(connect, quick_receiver()).await.unwrap();
+        client.wait_complete().await.unwrap();
+        client
+    }
+}
+
+/// The 16 MiB file of a tree made for the lane tests.
+fn big_file(root: &Path) -> Vec<u8> {
+    let data = bytes(99, 16 << 20);
+    std::fs::write(root.join("big.bin"), &data).unwrap();
+    std::fs::write(root.join("small.txt"), b"small").unwrap();
+    data
+}
+
+async fn read_file(client: &Client, rel: &str) -> Vec<u8> {
+    let (id, size) = client.with_index(|ix| {
+        let id = ix.lookup(rel.as_bytes()).expect(rel);
+        (id, ix.get(id).expect(rel).size)
+    });
+    tokio::time::timeout(Duration::from_secs(60), read_whole(client, id, size))
+        .await
+        .expect("the read finishes within 60 s")
+        .unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_read_at_a_distance_spreads_over_lanes_and_arrives_byte_for_byte() {
+    let dir = TempDir::new("lanes");
+    let want = big_file(&dir.0);
+    let share = Arc::new(LanedShare::new(&dir.0, true).await);
+    let client = share.visit(MAX_LANES, Duration::from_millis(10)).await;
+    let got = read_file(&client, "big.bin").await;
+    assert!(got == want, "the bytes are the file's");
+    let (primary, lanes) = (
+        share.primary_bytes.load(Ordering::Relaxed),
+        share.lane_bytes.load(Ordering::Relaxed),
+    );
+    assert_eq!(
+        share.lanes_made.load(Ordering::Relaxed),
+        u32::from(MAX_LANES)
+    );
+    // (A memory link takes frames as fast as they come, so the session's own
+    // link has room more often than a real one's window: lanes take less here.)
+    assert!(
+        lanes >= 1 << 20,
+        "lanes carried {lanes} of {} chunk bytes",
+        primary + lanes
+    );
+    assert!(
+        primary >= LANE_AFTER_BYTES,
+        "the first bytes came before any lane"
+    );
+    assert_eq!(client.status().reconnects, 0);
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_path_opens_no_lanes() {
+    let dir = TempDir::new("lanes-short");
+    let want = big_file(&dir.0);
+    let share = Arc::new(LanedShare::new(&dir.0, true).await);
+    let client = share.visit(MAX_LANES, Duration::from_millis(1)).await;
+    assert!(read_file(&client, "big.bin").await == want);
+    assert_eq!(share.lanes_made.load(Ordering::Relaxed), 0);
+    assert_eq!(share.lane_bytes.load(Ordering::Relaxed), 0);
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharer_that_offers_no_lanes_serves_a_visitor_that_would_open_them() {
+    let dir = TempDir::new("lanes-none");
+    let want = big_file(&dir.0);
+    let share = Arc::new(LanedShare::new(&dir.0, false).await);
+    let client = share.visit(MAX_LANES, Duration::from_millis(10)).await;
+    assert!(read_file(&client, "big.bin").await == want);
+    assert_eq!(
+        share.lanes_made.load(Ordering::Relaxed),
+        0,
+        "no offer, no lanes"
+    );
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_that_breaks_takes_its_link_and_the_read_resumes_on_a_new_one() {
+    let dir = TempDir::new("lanes-cut");
+    let want = big_file(&dir.0);
+    let share = Arc::new(LanedShare::new(&dir.0, true).await);
+    let client = share.visit(MAX_LANES, Duration::from_millis(10)).await;
+    let id = client.with_index(|ix| ix.lookup(b"big.bin")).unwrap();
+    let reading = {
+        let client = client.clone();
+        let len = want.len() as u64;
+        tokio::spawn(async move { read_whole(&client, id, len).await })
+    };
+    // Once lanes carry chunks, one of them breaks.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while share.lane_bytes.load(Ordering::Relaxed) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no lane carried a chunk"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    share.lane_cuts.lock().unwrap()[0].cut();
+    let got = tokio::time::timeout(Duration::from_secs(60), reading)
+        .await
+        .expect("the read finishes after the reconnect")
+        .unwrap()
+        .expect("the read succeeds");
+    assert!(got == want, "the bytes are the file's");
+    assert!(client.status().reconnects >= 1, "{:?}", client.status());
+    assert!(client.status().ended.is_none());
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_that_names_no_session_is_closed() {
+    let dir = TempDir::new("lanes-stranger");
+    big_file(&dir.0);
+    let shared = index_of(&dir.0, quick_sender()).await;
+    let board = LaneBoard::<MemorySender>::new();
+    let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
+    let served =
+        tokio::spawn(
+            async move { serve_link(a, shared.ctx.clone(), Some(&board), async {}).await },
+        );
+    let (mut tx, mut rx) = b.split();
+    tx.ready().await.unwrap();
+    tx.send(Bytes::from(
+        LaneJoin {
+            token: LaneToken([5; 16]),
+        }
+        .encode(),
+    ))
+    .unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), served)
+        .await
+        .expect("the stranger is turned away at once")
+        .unwrap();
+    assert!(matches!(outcome, Served::Lane(None)), "{outcome:?}");
+    let frame = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("the lane closes");
+    assert!(
+        frame.is_none(),
+        "nothing is sent on a lane that named no session"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_sharer_with_lanes_open_ends_its_visitor_with_its_goodbye() {
+    let dir = TempDir::new("lanes-stop");
+    let want = big_file(&dir.0);
+    let share = Arc::new(LanedShare::new(&dir.0, true).await);
+    let client = share.visit(MAX_LANES, Duration::from_millis(10)).await;
+    assert!(read_file(&client, "big.bin").await == want);
+    assert!(
+        share.lane_bytes.load(Ordering::Relaxed) > 0,
+        "lanes were open"
+    );
+
+    share.shared.ctx.cancel.cancel();
+    let end = tokio::time::timeout(Duration::from_secs(10), client.ended())
+        .await
+        .expect("the visitor hears the goodbye");
+    assert!(matches!(end, EndReason::SharerGoodbye(_)), "{end:?}");
+    assert_eq!(
+        client.status().reconnects,
+        0,
+        "the lanes' ends are not a lost link"
+    );
 }

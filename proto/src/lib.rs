@@ -34,6 +34,7 @@ pub mod entry;
 pub mod error;
 pub mod frame;
 pub mod ids;
+pub mod lane;
 pub mod sharer_key;
 pub mod signal;
 pub mod varint;
@@ -47,6 +48,7 @@ pub use frame::{
     ReceiverToSender, SenderToReceiver, Welcome, chunk_hash,
 };
 pub use ids::{EntryId, Epoch, Generation, ReadId, Seq};
+pub use lane::{FRAME_LANE_JOIN, FRAME_LANE_OFFER, LaneJoin, LaneOffer, LaneToken};
 
 /// Version of the data-channel protocol. Both sides must speak the same one.
 pub const PROTOCOL_VERSION: u16 = 1;

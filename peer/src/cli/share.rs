@@ -339,6 +339,8 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
                     let line = format!("a visitor connected ({visitors} connected)");
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
                 }
+                // A lane is not a visitor: its visitor's own link says it all.
+                ShareEvent::VisitorLeft { end: linkfs_peer::sharer::VisitorEnd::Lane, .. } => {}
                 ShareEvent::VisitorLeft { visitors, end, .. } => {
                     // The visitor's own goodbye text is in `end`: escaped.
                     let line = format!(

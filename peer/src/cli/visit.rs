@@ -30,6 +30,11 @@ pub struct ConnectArgs {
     /// `all` (default): direct when possible.
     #[arg(long, value_name = "POLICY", default_value = "all", global = true)]
     ice_policy: IcePolicy,
+    /// More connections to open beside the first for bulk reads on a path
+    /// with a round trip of 4 ms or more (a loss then slows only one of
+    /// them); 0: one connection only.
+    #[arg(long, value_name = "N", default_value_t = linkfs_peer::lanes::MAX_LANES, global = true)]
+    lanes: u8,
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,6 +87,7 @@ fn transport(args: &ConnectArgs) -> TransportConfig {
         t.udp_bind = args.webrtc_bind.clone();
     }
     t.ice_policy = args.ice_policy;
+    t.lanes = args.lanes.min(linkfs_peer::lanes::MAX_LANES);
     t
 }
 

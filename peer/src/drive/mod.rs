@@ -73,6 +73,12 @@ pub enum LinkClosed {
 pub trait FrameSender: Send + 'static {
     /// Waits until one frame can be queued. Cancel-safe.
     fn ready(&mut self) -> impl Future<Output = Result<(), LinkClosed>> + Send;
+    /// [`ready`](Self::ready) for a frame whose type byte is `kind` (a link
+    /// of several connections picks one by it). Cancel-safe.
+    fn ready_for(&mut self, kind: u8) -> impl Future<Output = Result<(), LinkClosed>> + Send {
+        let _ = kind;
+        self.ready()
+    }
     /// Queues one frame; call after `ready` resolved.
     fn send(&mut self, frame: Bytes) -> Result<(), LinkClosed>;
     /// Sends what is queued (bounded in time), then closes the link.
@@ -186,7 +192,7 @@ where
                 session.stop();
                 stopping_since = Some(Instant::now());
             }
-            ready = tx.ready(), if pending.is_some() && link_open => {
+            ready = tx.ready_for(pending.as_ref().and_then(|f| f.first().copied()).unwrap_or(0)), if pending.is_some() && link_open => {
                 let sent = ready.and_then(|()| match pending.take() {
                     Some(frame) => tx.send(frame),
                     None => Ok(()),

@@ -46,7 +46,7 @@ pub use feed::{CheckSummary, WalkProgress, spawn_feed};
 pub use host::HostRelay;
 pub use live_index::{IndexStart, LiveIndex};
 pub use relay::{EmbeddedRelayConfig, RelayChoice, RelayInUse};
-pub use serve::{ServeContext, ServeEnd, ServeOutcome, ServedSession, serve};
+pub use serve::{ServeContext, ServeEnd, ServeOutcome, Served, ServedSession, serve, serve_link};
 pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visitors};
 
 use crate::random::{RandomError, random_bytes};
@@ -279,11 +279,19 @@ pub async fn share(
     };
     let (news_tx, mut news_rx) = mpsc::channel::<VisitorNews>(256);
     let mut visitors = Visitors::new();
+    let lanes = crate::lanes::LaneBoard::new();
     loop {
         for action in host.flush().await {
             match action {
                 HostAction::Answer { peer, offer } => {
-                    visitors.admit(peer, offer, transport.clone(), ctx.clone(), news_tx.clone());
+                    visitors.admit(
+                        peer,
+                        offer,
+                        transport.clone(),
+                        ctx.clone(),
+                        lanes.clone(),
+                        news_tx.clone(),
+                    );
                 }
                 HostAction::AddCandidate { peer, candidate } => {
                     visitors.add_candidate(peer, candidate);

@@ -6,17 +6,23 @@
 //! the share index grows (the walk, or later a change), the session is woken to
 //! cut new batches.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
+
+use bytes::Bytes;
 
 use linkfs_core::{
     IoFailure, Millis, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError, ShareIndex,
 };
-use linkfs_proto::ReadErrorCode;
+use linkfs_proto::{LaneJoin, LaneToken, ReadErrorCode};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::disk::{OpenFiles, ShareRoot};
-use crate::drive::{Clock, DrivenSession, FrameLink, LinkClosed, drive};
+use crate::drive::{
+    Clock, DrivenSession, FrameLink, FrameReceiver, FrameSender, LinkClosed, drive,
+};
+use crate::lanes::{LaneBoard, LanedSender, MAX_LANES, hold_lane};
 
 /// Why serving one receiver ended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -224,4 +230,83 @@ const STOPPED: &str = "the sharer stopped sharing";
 pub async fn serve(link: impl FrameLink, ctx: ServeContext) -> ServeOutcome {
     let mut session = ServedSession::new(&ctx);
     drive(&mut session, link, ctx.cancel.clone(), Clock::start()).await
+}
+
+/// What a visitor's link turned out to be.
+#[derive(Debug)]
+pub enum Served {
+    /// A session (the visitor's own link), and how it ended.
+    Session(ServeOutcome),
+    /// A lane of another link's session ([`crate::lanes`]); why it ended,
+    /// if it did before its session.
+    Lane(Option<LinkClosed>),
+}
+
+/// Serves a visitor's data link: a session that offers lanes on `board`
+/// (`announce` runs once it is known to be one), or, when its first frame
+/// says so, a lane of a session already served.
+pub async fn serve_link<L: FrameLink>(
+    link: L,
+    ctx: ServeContext,
+    board: Option<&LaneBoard<L::Sender>>,
+    announce: impl Future<Output = ()>,
+) -> Served {
+    let (tx, mut rx) = link.split();
+    let first = tokio::select! {
+        first = rx.recv() => first,
+        () = ctx.cancel.cancelled() => None,
+    };
+    if let Some(join) = first
+        .as_deref()
+        .and_then(|f| LaneJoin::decode(f).ok().flatten())
+    {
+        return match board.and_then(|b| b.admit(&join.token)) {
+            Some(admission) => {
+                Served::Lane(hold_lane(Halves(tx, rx), admission, ctx.cancel.clone()).await)
+            }
+            None => {
+                tracing::debug!("a lane named no session that takes one: closed");
+                tx.close().await;
+                Served::Lane(None)
+            }
+        };
+    }
+    announce.await;
+    let lanes = board.and_then(|b| {
+        let token = crate::random::random_bytes::<16>().ok()?;
+        Some(b.open(LaneToken(token), MAX_LANES))
+    });
+    let link = Halves(LanedSender::new(tx, lanes), FirstThen { first, rest: rx });
+    let mut session = ServedSession::new(&ctx);
+    Served::Session(drive(&mut session, link, ctx.cancel.clone(), Clock::start()).await)
+}
+
+/// A link from its two halves.
+struct Halves<S, R>(S, R);
+
+impl<S: FrameSender, R: FrameReceiver> FrameLink for Halves<S, R> {
+    type Sender = S;
+    type Receiver = R;
+    fn split(self) -> (S, R) {
+        (self.0, self.1)
+    }
+}
+
+/// A receiving half whose first frame was already read.
+struct FirstThen<R> {
+    first: Option<Bytes>,
+    rest: R,
+}
+
+impl<R: FrameReceiver> FrameReceiver for FirstThen<R> {
+    async fn recv(&mut self) -> Option<Bytes> {
+        match self.first.take() {
+            Some(frame) => Some(frame),
+            None => self.rest.recv().await,
+        }
+    }
+
+    fn closed_reason(&self) -> LinkClosed {
+        self.rest.closed_reason()
+    }
 }

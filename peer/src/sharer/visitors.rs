@@ -17,8 +17,11 @@ use linkfs_proto::signal::PeerId;
 use tokio::sync::mpsc;
 use tokio::task::{Id, JoinSet};
 
-use super::serve::{ServeContext, ServeOutcome, serve};
-use crate::transport::{Handshake, HandshakeEvent, TransportConfig, TransportError};
+use super::serve::{ServeContext, ServeOutcome, Served, serve_link};
+use crate::lanes::LaneBoard;
+use crate::transport::{
+    DataLinkSender, Handshake, HandshakeEvent, TransportConfig, TransportError,
+};
 
 /// Remote candidates queued for one visitor's handshake.
 pub const CANDIDATE_QUEUE: usize = linkfs_core::signaling::CANDIDATES_PER_VISITOR;
@@ -41,6 +44,9 @@ pub enum VisitorEnd {
     Served(ServeOutcome),
     #[error("sharing stopped before it connected")]
     Cancelled,
+    /// It was a lane of another visitor's link (`crate::lanes`), not a visitor.
+    #[error("a lane of another visitor's link closed")]
+    Lane,
     /// A bug: the task panicked. Its slot is freed all the same.
     #[error("its task failed: {0}")]
     Panicked(String),
@@ -82,6 +88,7 @@ impl Visitors {
         offer: String,
         transport: TransportConfig,
         ctx: ServeContext,
+        lanes: LaneBoard<DataLinkSender>,
         news: mpsc::Sender<VisitorNews>,
     ) {
         let (cand_tx, cand_rx) = mpsc::channel(CANDIDATE_QUEUE);
@@ -93,8 +100,16 @@ impl Visitors {
             };
             match link {
                 Ok(link) => {
-                    let _ = news.send(VisitorNews::Connected(peer)).await;
-                    VisitorEnd::Served(serve(link, ctx).await)
+                    let announce = async {
+                        let _ = news.send(VisitorNews::Connected(peer)).await;
+                    };
+                    match serve_link(link, ctx, Some(&lanes), announce).await {
+                        Served::Session(outcome) => VisitorEnd::Served(outcome),
+                        Served::Lane(reason) => {
+                            tracing::debug!(peer = peer.0, ?reason, "a lane ended");
+                            VisitorEnd::Lane
+                        }
+                    }
                 }
                 Err(e) => VisitorEnd::Failed(e),
             }

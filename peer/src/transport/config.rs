@@ -117,6 +117,9 @@ pub struct TransportConfig {
     /// the native-peer marker ([`NATIVE_PEER_MARKER`](super::NATIVE_PEER_MARKER)), so
     /// browser visitors keep the browser-safe settings.
     pub native_peer: Option<NativeTuning>,
+    /// Lanes a visitor opens beside its link to a sharer at a distance, for
+    /// bulk reads ([`crate::lanes`]; 0: none). Not used by a sharer.
+    pub lanes: u8,
 }
 
 /// Which candidate pairs ICE may use (the browser's `iceTransportPolicy`).
@@ -199,6 +202,7 @@ impl Default for TransportConfig {
             lost_after: DEFAULT_LOST_AFTER,
             socket_buffer: Some(DEFAULT_SOCKET_BUFFER),
             native_peer: Some(NativeTuning::ANY_PATH),
+            lanes: crate::lanes::MAX_LANES,
         }
     }
 }

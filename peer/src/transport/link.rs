@@ -144,6 +144,12 @@ impl DataLink {
         (self.sender, self.receiver)
     }
 
+    /// Asks this link's connection for its round trip, also after the link
+    /// is split (it does not keep the connection open).
+    pub fn path_probe(&self) -> PathProbe {
+        PathProbe(Arc::downgrade(&self.sender.shared.connection))
+    }
+
     /// See [`LinkSender::send`].
     pub async fn send(&self, frame: impl Into<Bytes>) -> Result<(), LinkError> {
         self.sender.send(frame).await
@@ -162,6 +168,19 @@ impl DataLink {
     /// See [`LinkSender::close`].
     pub async fn close(self) {
         self.sender.close().await;
+    }
+}
+
+/// See [`DataLink::path_probe`].
+#[derive(Debug, Clone)]
+pub struct PathProbe(std::sync::Weak<Connection>);
+
+impl PathProbe {
+    /// The round trip ICE last measured on the selected pair; `None` while
+    /// unknown or once the connection is gone.
+    pub async fn round_trip(&self) -> Option<Duration> {
+        let connection = self.0.upgrade()?;
+        round_trip_of(connection.pc.as_ref()).await
     }
 }
 

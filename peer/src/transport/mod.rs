@@ -77,7 +77,7 @@ pub use error::{LinkClosed, LinkError, TransportError};
 pub use handshake::{Handshake, HandshakeEvent, NATIVE_PEER_MARKER, is_from_native_peer};
 pub use link::{
     CLOSE_FLUSH_TIMEOUT, DataLink, DataLinkSender, LinkReceiver, LinkSender, OUTBOX_FRAMES,
-    SendPermit,
+    PathProbe, SendPermit,
 };
 pub use linkfs_core::IceCandidate;
 pub use pair::connect_in_process;

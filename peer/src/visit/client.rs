@@ -123,11 +123,13 @@ impl std::fmt::Debug for Client {
 }
 
 /// The receiver settings of a native visitor: nothing is persisted (the index
-/// lives in memory for the life of the command), reads pipeline 8 MiB.
+/// lives in memory for the life of the command); up to 32 MiB of requests in
+/// flight, 8 MiB for any one read (enough to keep the other lanes busy while
+/// one waits out a loss: see [`crate::lanes`]).
 pub fn native_receiver_config() -> ReceiverConfig {
     ReceiverConfig {
         ack_after_persist: false,
-        max_in_flight_bytes: 16 << 20,
+        max_in_flight_bytes: 32 << 20,
         max_job_in_flight_bytes: 8 << 20,
         ..ReceiverConfig::default()
     }

@@ -52,7 +52,7 @@ use super::Client;
 /// Bytes per read request of a download.
 pub const PIECE: u64 = 4 << 20;
 /// Reads in flight per file.
-pub const PIPELINE: usize = 4;
+pub const PIPELINE: usize = 6;
 
 #[derive(Debug, Clone)]
 pub struct GetOptions {

@@ -32,7 +32,13 @@ use linkfs_core::{EndReason, FailureKind, GuestFailure, LinkError, ShareLink};
 
 use std::sync::{Arc, Mutex};
 
+use crate::lanes::{LaneMaker, LanedLink};
 use crate::random::RandomError;
+use crate::transport::DataLink;
+
+/// A lane's handshake under way.
+type LaneConnecting =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<DataLink, String>> + Send>>;
 use crate::relay_client::RelayClientError;
 use crate::transport::{Route, TransportConfig, TransportError};
 
@@ -89,8 +95,14 @@ pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, Vis
     // How the first link travelled, for the commands to say.
     let route: Arc<Mutex<Option<Option<Route>>>> = Arc::default();
     let first_route = route.clone();
-    let connect: Connector<crate::transport::DataLink> = Box::new(move || {
+    let lane_link = (link.clone(), transport.clone());
+    let lane_connect: Arc<dyn Fn() -> LaneConnecting + Send + Sync> = Arc::new(move || {
+        let (link, transport) = lane_link.clone();
+        Box::pin(async move { connect(&link, &transport).await.map_err(|e| e.to_string()) })
+    });
+    let connect: Connector<LanedLink<DataLink>> = Box::new(move || {
         let (link, transport, route) = (link.clone(), transport.clone(), first_route.clone());
+        let lane_connect = lane_connect.clone();
         Box::pin(async move {
             let data = connect(&link, &transport).await?;
             let first = route.lock().map(|r| r.is_none()).unwrap_or(false);
@@ -100,7 +112,16 @@ pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, Vis
                     *r = Some(found);
                 }
             }
-            Ok(data)
+            let probe = data.path_probe();
+            let maker = LaneMaker {
+                connect: lane_connect,
+                round_trip: Arc::new(move || {
+                    let probe = probe.clone();
+                    Box::pin(async move { probe.round_trip().await })
+                }),
+                lanes: transport.lanes,
+            };
+            Ok(LanedLink::new(data, Some(maker)))
         })
     });
     let client = Client::connect(connect, native_receiver_config()).await?;

@@ -61,7 +61,7 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             cache_bytes: 64 << 20,
-            readahead_blocks: 8,
+            readahead_blocks: 16,
         }
     }
 }

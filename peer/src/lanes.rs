@@ -1,0 +1,576 @@
+//! Lanes: one session's read chunks over several peer connections (the wire
+//! side, and why, is [`linkfs_proto::lane`]).
+//!
+//! ```text
+//! sharer                                        visitor
+//!  a session's link: LaneOffer ---------------> LanedReceiver takes it out of the stream;
+//!                                               on a long path (round trip >= LANE_MIN_RTT),
+//!                                               once a bulk read runs (LANE_AFTER_BYTES of
+//!                                               chunks), it connects up to `lanes` more links
+//!  a link whose first frame is LaneJoin <------ LaneJoin {token}, on each
+//!  LaneBoard: token -> that session's LanedSender
+//!  LanedSender: a ReadChunk goes on whichever   LanedReceiver: the frames of every link,
+//!  link has room first (the session's own        as one stream
+//!  first); every other frame on the session's
+//!  own link, in order
+//! ```
+//!
+//! Only `ReadChunk` frames ever travel on a lane, and a chunk names its read,
+//! offset and hash: the receiving session takes chunks in any order, so the
+//! sessions on both sides know nothing of lanes. What it costs: a handshake
+//! per lane, once per link, off the path of any read; memory for a peer
+//! connection per lane on both sides. Not on one host or a LAN (a round trip
+//! under [`LANE_MIN_RTT`]), where one association already fills the path.
+//!
+//! Bounds: a sharer takes at most [`MAX_LANES`] per session (and every lane
+//! is a visitor slot, under `--max-visitors`, while it lasts); a visitor opens
+//! at most what it was offered and what it asked for.
+//!
+//! Failure: a lane that ends takes the visitor's whole link with it, after
+//! [`LANE_END_GRACE`] for the session link's own end (a goodbye) to arrive
+//! first: the chunks the lane carried are lost, and the visit reconnects and
+//! asks again for every byte it has not delivered (as after any lost link).
+//! On the sharer's side a lane that cannot send is dropped; the visitor sees
+//! it end. A lane whose token names no live session is closed at once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::{join_all, select_all};
+use linkfs_proto::{FRAME_READ_CHUNK, LaneJoin, LaneOffer, LaneToken};
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::drive::{FrameLink, FrameReceiver, FrameSender, LinkClosed};
+
+/// Most lanes a sharer takes for one session (so at most this many + 1
+/// connections per visitor): at 0.1 % loss one association moves about a
+/// tenth of what TCP does (measured: 2.2 MB/s of 23.7 at 20 ms), and N of
+/// them about N times that (6 moved 11.7 MB/s).
+pub const MAX_LANES: u8 = 7;
+/// A visitor opens lanes only when its link's round trip is at least this
+/// (on one host or a LAN one association fills the path).
+pub const LANE_MIN_RTT: Duration = Duration::from_millis(4);
+/// ...and only once this many chunk bytes came on the session's link (a bulk
+/// read, not a listing or a few small files).
+pub const LANE_AFTER_BYTES: u64 = 2 << 20;
+/// How long a visitor waits, after a lane ended, for the session link to say
+/// why (a goodbye) before it counts the whole link as lost.
+pub const LANE_END_GRACE: Duration = Duration::from_millis(500);
+
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+// ---------------------------------------------------------------- sharer side
+
+struct Door<S> {
+    joiner: mpsc::Sender<S>,
+    over: CancellationToken,
+    /// Lanes this session may still take.
+    left: u8,
+}
+
+/// The sharer's sessions that take lanes, by token. Cloning shares it.
+pub struct LaneBoard<S> {
+    doors: Arc<Mutex<HashMap<LaneToken, Door<S>>>>,
+}
+
+impl<S> Clone for LaneBoard<S> {
+    fn clone(&self) -> Self {
+        LaneBoard {
+            doors: self.doors.clone(),
+        }
+    }
+}
+
+impl<S> Default for LaneBoard<S> {
+    fn default() -> Self {
+        LaneBoard {
+            doors: Arc::default(),
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for LaneBoard<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = self.doors.lock().map(|d| d.len()).unwrap_or(0);
+        f.debug_struct("LaneBoard").field("open", &open).finish()
+    }
+}
+
+/// A lane that found its session: hand the lane's sending half to `joiner`;
+/// `over` fires when the session ends.
+pub struct LaneAdmission<S> {
+    pub joiner: mpsc::Sender<S>,
+    pub over: CancellationToken,
+}
+
+impl<S: Send + 'static> LaneBoard<S> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A session takes up to `lanes` lanes from now on, until the returned
+    /// door is dropped; the offer tells its visitor how to join.
+    pub fn open(&self, token: LaneToken, lanes: u8) -> (LaneOffer, LaneDoor<S>) {
+        let (joiner, joined) = mpsc::channel(usize::from(lanes.max(1)));
+        let over = CancellationToken::new();
+        if let Ok(mut doors) = self.doors.lock() {
+            doors.insert(
+                token,
+                Door {
+                    joiner,
+                    over: over.clone(),
+                    left: lanes,
+                },
+            );
+        }
+        let door = LaneDoor {
+            doors: self.doors.clone(),
+            token,
+            joined,
+            _over: over.drop_guard(),
+        };
+        (LaneOffer { token, lanes }, door)
+    }
+
+    /// The session a lane names, if it is live and takes one more.
+    pub fn admit(&self, token: &LaneToken) -> Option<LaneAdmission<S>> {
+        let mut doors = self.doors.lock().ok()?;
+        let door = doors.get_mut(token)?;
+        if door.left == 0 {
+            return None;
+        }
+        door.left -= 1;
+        Some(LaneAdmission {
+            joiner: door.joiner.clone(),
+            over: door.over.clone(),
+        })
+    }
+}
+
+/// A session's registration on the [`LaneBoard`]: lanes arrive through it;
+/// dropping it closes the door and ends the session's lanes.
+pub struct LaneDoor<S> {
+    doors: Arc<Mutex<HashMap<LaneToken, Door<S>>>>,
+    token: LaneToken,
+    joined: mpsc::Receiver<S>,
+    _over: DropGuard,
+}
+
+impl<S> Drop for LaneDoor<S> {
+    fn drop(&mut self) {
+        if let Ok(mut doors) = self.doors.lock() {
+            doors.remove(&self.token);
+        }
+    }
+}
+
+/// Serves a lane the sharer admitted: hands its sending half to the session
+/// and holds the lane open until it ends, the session ends or `cancel` fires.
+pub async fn hold_lane<L: FrameLink>(
+    link: L,
+    admission: LaneAdmission<L::Sender>,
+    cancel: CancellationToken,
+) -> Option<LinkClosed> {
+    let (tx, mut rx) = link.split();
+    if admission.joiner.send(tx).await.is_err() {
+        return None;
+    }
+    tokio::select! {
+        () = async { while rx.recv().await.is_some() {} } => Some(rx.closed_reason()),
+        () = admission.over.cancelled() => None,
+        () = cancel.cancelled() => None,
+    }
+}
+
+/// The sending half of a session's link with its lanes: see the module docs.
+pub struct LanedSender<S> {
+    primary: S,
+    lanes: Vec<S>,
+    door: Option<LaneDoor<S>>,
+    /// The offer, until it went out (first, on the session's link).
+    offer: Option<Bytes>,
+    /// Where the next `send` goes: a lane, or the session's link.
+    pick: Option<usize>,
+}
+
+impl<S: FrameSender> LanedSender<S> {
+    /// `primary` alone, or with lanes through `door` (its offer is sent first).
+    pub fn new(primary: S, lanes: Option<(LaneOffer, LaneDoor<S>)>) -> Self {
+        let (offer, door) = match lanes {
+            Some((offer, door)) => (Some(Bytes::from(offer.encode())), Some(door)),
+            None => (None, None),
+        };
+        LanedSender {
+            primary,
+            lanes: Vec::new(),
+            door,
+            offer,
+            pick: None,
+        }
+    }
+
+    /// Lanes joined so far and still open.
+    pub fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    fn take_joined(&mut self) {
+        if let Some(door) = self.door.as_mut() {
+            while let Ok(lane) = door.joined.try_recv() {
+                self.lanes.push(lane);
+            }
+        }
+    }
+
+    async fn send_offer(&mut self) -> Result<(), LinkClosed> {
+        if let Some(offer) = self.offer.take() {
+            self.primary.ready().await?;
+            self.primary.send(offer)?;
+        }
+        Ok(())
+    }
+}
+
+enum Ready<S> {
+    Link(usize, Result<(), LinkClosed>),
+    Joined(S),
+    DoorShut,
+}
+
+impl<S: FrameSender> FrameSender for LanedSender<S> {
+    async fn ready(&mut self) -> Result<(), LinkClosed> {
+        self.ready_for(0).await
+    }
+
+    async fn ready_for(&mut self, kind: u8) -> Result<(), LinkClosed> {
+        self.pick = None;
+        self.send_offer().await?;
+        self.take_joined();
+        if kind != FRAME_READ_CHUNK || (self.lanes.is_empty() && self.door.is_none()) {
+            return self.primary.ready().await;
+        }
+        loop {
+            let ready = {
+                let (primary, lanes, door) = (&mut self.primary, &mut self.lanes, &mut self.door);
+                let mut waits: Vec<Boxed<'_, Ready<S>>> = Vec::with_capacity(lanes.len() + 2);
+                waits.push(Box::pin(
+                    async move { Ready::Link(0, primary.ready().await) },
+                ));
+                for (i, lane) in lanes.iter_mut().enumerate() {
+                    waits.push(Box::pin(
+                        async move { Ready::Link(i + 1, lane.ready().await) },
+                    ));
+                }
+                if let Some(door) = door.as_mut() {
+                    waits.push(Box::pin(async move {
+                        match door.joined.recv().await {
+                            Some(lane) => Ready::Joined(lane),
+                            None => Ready::DoorShut,
+                        }
+                    }));
+                }
+                select_all(waits).await.0
+            };
+            match ready {
+                Ready::Link(0, result) => return result,
+                Ready::Link(i, Ok(())) => {
+                    self.pick = Some(i - 1);
+                    return Ok(());
+                }
+                Ready::Link(i, Err(reason)) => {
+                    tracing::debug!(%reason, "a lane ended; its chunks go on the others");
+                    self.lanes.remove(i - 1);
+                }
+                Ready::Joined(lane) => self.lanes.push(lane),
+                Ready::DoorShut => self.door = None,
+            }
+            if self.lanes.is_empty() && self.door.is_none() {
+                return self.primary.ready().await;
+            }
+        }
+    }
+
+    fn send(&mut self, frame: Bytes) -> Result<(), LinkClosed> {
+        match self.pick.take() {
+            Some(i) if i < self.lanes.len() => {
+                if let Err(reason) = self.lanes[i].send(frame) {
+                    // Lost with the lane; the visitor asks again for it.
+                    tracing::debug!(%reason, "a lane failed to take a chunk");
+                    self.lanes.remove(i);
+                }
+                Ok(())
+            }
+            _ => self.primary.send(frame),
+        }
+    }
+
+    async fn close(self) {
+        // The door first: no lane joins a session that is closing.
+        drop(self.door);
+        join_all(self.lanes.into_iter().map(|l| l.close())).await;
+        self.primary.close().await;
+    }
+}
+
+// --------------------------------------------------------------- visitor side
+
+/// How a visitor makes its lanes.
+pub struct LaneMaker<L> {
+    /// One more link to the same sharer (its handshake through the relay).
+    pub connect: Arc<dyn Fn() -> Boxed<'static, Result<L, String>> + Send + Sync>,
+    /// The session link's round trip, as ICE measured it.
+    pub round_trip: Arc<dyn Fn() -> Boxed<'static, Option<Duration>> + Send + Sync>,
+    /// Most lanes to open (fewer if the sharer offers fewer; 0: none).
+    pub lanes: u8,
+}
+
+impl<L> Clone for LaneMaker<L> {
+    fn clone(&self) -> Self {
+        LaneMaker {
+            connect: self.connect.clone(),
+            round_trip: self.round_trip.clone(),
+            lanes: self.lanes,
+        }
+    }
+}
+
+/// A visitor's session link that opens lanes when they help: a
+/// [`FrameLink`] whose receiving half reads every lane too.
+pub struct LanedLink<L> {
+    link: L,
+    maker: Option<LaneMaker<L>>,
+}
+
+impl<L: FrameLink> LanedLink<L> {
+    /// `link`, with lanes from `maker` (none without one).
+    pub fn new(link: L, maker: Option<LaneMaker<L>>) -> Self {
+        LanedLink { link, maker }
+    }
+
+    pub fn link(&self) -> &L {
+        &self.link
+    }
+}
+
+impl<L: FrameLink> FrameLink for LanedLink<L> {
+    type Sender = L::Sender;
+    type Receiver = LanedReceiver<L>;
+
+    fn split(self) -> (L::Sender, LanedReceiver<L>) {
+        let (tx, rx) = self.link.split();
+        let (joiner, joined) = mpsc::channel(usize::from(MAX_LANES));
+        (
+            tx,
+            LanedReceiver {
+                primary: rx,
+                lanes: Vec::new(),
+                joined,
+                joiner: Some(joiner),
+                maker: self.maker,
+                offer: None,
+                chunk_bytes: 0,
+                opening: None,
+                lane_ended: None,
+                ended: None,
+                turn: 0,
+            },
+        )
+    }
+}
+
+/// The receiving half of a [`LanedLink`]: see the module docs.
+pub struct LanedReceiver<L: FrameLink> {
+    primary: L::Receiver,
+    /// Open lanes (the sending half only keeps the connection).
+    lanes: Vec<(L::Sender, L::Receiver)>,
+    joined: mpsc::Receiver<(L::Sender, L::Receiver)>,
+    /// Handed to the opener once it starts.
+    joiner: Option<mpsc::Sender<(L::Sender, L::Receiver)>>,
+    maker: Option<LaneMaker<L>>,
+    offer: Option<LaneOffer>,
+    chunk_bytes: u64,
+    /// Stops the opener when this half goes.
+    opening: Option<DropGuard>,
+    /// A lane ended (when, and why): the link ends after the grace.
+    lane_ended: Option<(tokio::time::Instant, LinkClosed)>,
+    ended: Option<LinkClosed>,
+    /// Which link is looked at first, in turn (a busy one must not starve
+    /// the others: their windows would close).
+    turn: usize,
+}
+
+enum Got<L: FrameLink> {
+    Primary(Option<Bytes>),
+    Lane(usize, Option<Bytes>),
+    Joined((L::Sender, L::Receiver)),
+    JoinerGone,
+    GraceOver,
+}
+
+impl<L: FrameLink> LanedReceiver<L> {
+    /// Lanes open now.
+    pub fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// After a chunk on the session's link: start opening lanes if they help.
+    fn maybe_open_lanes(&mut self) {
+        if self.chunk_bytes < LANE_AFTER_BYTES || self.opening.is_some() {
+            return;
+        }
+        let (Some(offer), Some(maker), Some(joiner)) =
+            (self.offer, self.maker.clone(), self.joiner.take())
+        else {
+            return;
+        };
+        let count = offer.lanes.min(maker.lanes).min(MAX_LANES);
+        if count == 0 {
+            return;
+        }
+        let cancel = CancellationToken::new();
+        self.opening = Some(cancel.clone().drop_guard());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = open_lanes(maker, offer, count, joiner) => {}
+                () = cancel.cancelled() => {}
+            }
+        });
+    }
+}
+
+/// Connects `count` lanes at once; each joins with `offer`'s token and goes
+/// to `joiner` as it opens.
+async fn open_lanes<L: FrameLink>(
+    maker: LaneMaker<L>,
+    offer: LaneOffer,
+    count: u8,
+    joiner: mpsc::Sender<(L::Sender, L::Receiver)>,
+) {
+    match (maker.round_trip)().await {
+        Some(rtt) if rtt >= LANE_MIN_RTT => {
+            tracing::debug!(rtt_ms = rtt.as_millis() as u64, count, "opening lanes");
+        }
+        rtt => {
+            tracing::debug!(?rtt, "a short path: no lanes");
+            return;
+        }
+    }
+    let join = Bytes::from(LaneJoin { token: offer.token }.encode());
+    join_all((0..count).map(|_| {
+        let (maker, joiner, join) = (maker.clone(), joiner.clone(), join.clone());
+        async move {
+            let link = match (maker.connect)().await {
+                Ok(link) => link,
+                Err(why) => {
+                    tracing::debug!(%why, "a lane could not connect");
+                    return;
+                }
+            };
+            let (mut tx, rx) = link.split();
+            let sent = match tx.ready().await {
+                Ok(()) => tx.send(join),
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(()) => {
+                    let _ = joiner.send((tx, rx)).await;
+                }
+                Err(reason) => tracing::debug!(%reason, "a lane closed before it joined"),
+            }
+        }
+    }))
+    .await;
+}
+
+impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
+    async fn recv(&mut self) -> Option<Bytes> {
+        loop {
+            if self.ended.is_some() {
+                return None;
+            }
+            let grace_until = self.lane_ended.as_ref().map(|(at, _)| *at + LANE_END_GRACE);
+            if grace_until.is_some_and(|t| tokio::time::Instant::now() >= t) {
+                self.ended = self.lane_ended.take().map(|(_, reason)| reason);
+                return None;
+            }
+            let turn = self.turn;
+            self.turn = self.turn.wrapping_add(1);
+            let got = {
+                let (primary, lanes, joined) =
+                    (&mut self.primary, &mut self.lanes, &mut self.joined);
+                let joining = self.joiner.is_some() || self.opening.is_some();
+                let mut waits: Vec<Boxed<'_, Got<L>>> = Vec::with_capacity(lanes.len() + 3);
+                waits.push(Box::pin(async move { Got::Primary(primary.recv().await) }));
+                for (i, (_, lane)) in lanes.iter_mut().enumerate() {
+                    waits.push(Box::pin(async move { Got::Lane(i, lane.recv().await) }));
+                }
+                if joining {
+                    waits.push(Box::pin(async move {
+                        match joined.recv().await {
+                            Some(lane) => Got::Joined(lane),
+                            None => Got::JoinerGone,
+                        }
+                    }));
+                }
+                if let Some(t) = grace_until {
+                    waits.push(Box::pin(async move {
+                        tokio::time::sleep_until(t).await;
+                        Got::GraceOver
+                    }));
+                }
+                let n = waits.len();
+                waits.rotate_left(turn % n);
+                select_all(waits).await.0
+            };
+            match got {
+                Got::Primary(Some(frame)) => {
+                    match LaneOffer::decode(&frame) {
+                        Ok(Some(offer)) => {
+                            self.offer = Some(offer);
+                            continue;
+                        }
+                        Ok(None) => {}
+                        // A malformed offer: no lanes, nothing else changes.
+                        Err(_) => continue,
+                    }
+                    if frame.first() == Some(&FRAME_READ_CHUNK) {
+                        self.chunk_bytes += frame.len() as u64;
+                        self.maybe_open_lanes();
+                    }
+                    return Some(frame);
+                }
+                Got::Primary(None) => {
+                    self.ended = Some(self.primary.closed_reason());
+                    return None;
+                }
+                // A lane carries chunks only; anything else on one is dropped.
+                Got::Lane(_, Some(frame)) if frame.first() == Some(&FRAME_READ_CHUNK) => {
+                    return Some(frame);
+                }
+                Got::Lane(_, Some(_)) => {}
+                Got::Lane(i, None) => {
+                    let (_, lane) = self.lanes.remove(i);
+                    let reason = lane.closed_reason();
+                    tracing::debug!(%reason, "a lane ended; the link follows unless the sharer says why");
+                    self.lane_ended
+                        .get_or_insert((tokio::time::Instant::now(), reason));
+                }
+                Got::Joined(lane) => self.lanes.push(lane),
+                Got::JoinerGone => self.opening = None,
+                Got::GraceOver => {}
+            }
+        }
+    }
+
+    fn closed_reason(&self) -> LinkClosed {
+        match &self.ended {
+            Some(reason) => reason.clone(),
+            None => self.primary.closed_reason(),
+        }
+    }
+}
