@@ -4,7 +4,7 @@
 // audio/video played with seeking, the whole-share search, in Chromium and in
 // Firefox ESR. Run with `bash tests-e2e/run content` (LINKFS_E2E_ONLY picks tests,
 // as in e2e.ts). Sizes: LINKFS_CONTENT_HUGE_GIB (the file saved alone, default
-// 4.1), LINKFS_CONTENT_BIG_GIB (the file in the ZIP, default 4.5),
+// 4.1), LINKFS_CONTENT_BIG_GIB (the file in the ZIP, default 4.1),
 // LINKFS_CONTENT_FIREFOX_GIB (Firefox's, default 0.6).
 
 import { createHash, randomBytes } from 'node:crypto';
@@ -199,7 +199,7 @@ const VIDEO_KBPS = 1000;
 /** The huge file saved alone (GiB; over 4 GiB: past every 32-bit size). */
 const hugeGib = Number(process.env.LINKFS_CONTENT_HUGE_GIB ?? '4.1');
 /** The big file inside the ZIP (GiB; over 4 GiB, so the ZIP needs Zip64). */
-const bigGib = Number(process.env.LINKFS_CONTENT_BIG_GIB ?? '4.5');
+const bigGib = Number(process.env.LINKFS_CONTENT_BIG_GIB ?? '4.1');
 /**
  * Firefox's huge file and ZIP (GiB). Smaller by default to keep the suite within CI's
  * time: the bytes and the ZIP come from the same code in both browsers; what Firefox
