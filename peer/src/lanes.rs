@@ -4,9 +4,10 @@
 //! ```text
 //! sharer                                        visitor
 //!  a session's link: LaneOffer ---------------> LanedReceiver takes it out of the stream;
-//!                                               on a long path (round trip >= LANE_MIN_RTT),
-//!                                               once a bulk read runs (LANE_AFTER_BYTES of
-//!                                               chunks), it connects up to `lanes` more links
+//!                                               on a long path (round trip >= LANE_MIN_RTT)
+//!                                               whose one link moves a bulk read slowly
+//!                                               (under LANE_BELOW_RATE), it connects up to
+//!                                               `lanes` more links
 //!  a link whose first frame is LaneJoin <------ LaneJoin {token}, on each
 //!  LaneBoard: token -> that session's LanedSender
 //!  LanedSender: a ReadChunk goes on whichever   LanedReceiver: the frames of every link,
@@ -19,8 +20,10 @@
 //! offset and hash: the receiving session takes chunks in any order, so the
 //! sessions on both sides know nothing of lanes. What it costs: a handshake
 //! per lane, once per link, off the path of any read; memory for a peer
-//! connection per lane on both sides. Not on one host or a LAN (a round trip
-//! under [`LANE_MIN_RTT`]), where one association already fills the path.
+//! connection per lane on both sides. Not where one association already
+//! fills the path: on one host or a LAN (a round trip under [`LANE_MIN_RTT`]),
+//! or where the session's own link moves a bulk read at [`LANE_BELOW_RATE`] or
+//! more (there more connections only overflow the bottleneck's queue).
 //!
 //! Bounds: a sharer takes at most [`MAX_LANES`] per session (and every lane
 //! is a visitor slot, under `--max-visitors`, while it lasts); a visitor opens
@@ -56,8 +59,18 @@ pub const MAX_LANES: u8 = 7;
 /// (on one host or a LAN one association fills the path).
 pub const LANE_MIN_RTT: Duration = Duration::from_millis(4);
 /// ...and only once this many chunk bytes came on the session's link (a bulk
-/// read, not a listing or a few small files).
+/// read, not a listing or a few small files),
 pub const LANE_AFTER_BYTES: u64 = 2 << 20;
+/// ...and only if the session's link then moves less than this (bytes/s),
+/// measured over the next [`LANE_SAMPLE_BYTES`] or [`LANE_SAMPLE_TIME`],
+/// whichever comes first. One association that fills the path is faster
+/// alone: at 20 ms and 5 ms without loss, eight connections overflowed the
+/// bottleneck's queue and moved 13.4 and 42 MB/s where one moved 21 and 62.
+/// One that a loss rate holds back moves far less (2.2 MB/s at 20 ms and
+/// 0.1 %), and there lanes multiply it.
+pub const LANE_BELOW_RATE: f64 = 8e6;
+pub const LANE_SAMPLE_BYTES: u64 = 6 << 20;
+pub const LANE_SAMPLE_TIME: Duration = Duration::from_secs(3);
 /// How long a visitor waits, after a lane ended, for the session link to say
 /// why (a goodbye) before it counts the whole link as lost.
 pub const LANE_END_GRACE: Duration = Duration::from_millis(500);
@@ -374,6 +387,8 @@ impl<L: FrameLink> FrameLink for LanedLink<L> {
                 maker: self.maker,
                 offer: None,
                 chunk_bytes: 0,
+                sample_from: None,
+                decided: false,
                 opening: None,
                 lane_ended: None,
                 ended: None,
@@ -394,6 +409,10 @@ pub struct LanedReceiver<L: FrameLink> {
     maker: Option<LaneMaker<L>>,
     offer: Option<LaneOffer>,
     chunk_bytes: u64,
+    /// When the chunk bytes passed [`LANE_AFTER_BYTES`], and how many there were.
+    sample_from: Option<(tokio::time::Instant, u64)>,
+    /// Whether lanes were decided on (opened, or not wanted) for this link.
+    decided: bool,
     /// Stops the opener when this half goes.
     opening: Option<DropGuard>,
     /// A lane ended (when, and why): the link ends after the grace.
@@ -420,7 +439,19 @@ impl<L: FrameLink> LanedReceiver<L> {
 
     /// After a chunk on the session's link: start opening lanes if they help.
     fn maybe_open_lanes(&mut self) {
-        if self.chunk_bytes < LANE_AFTER_BYTES || self.opening.is_some() {
+        if self.decided || self.chunk_bytes < LANE_AFTER_BYTES || self.offer.is_none() {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        let (since, from) = *self.sample_from.get_or_insert((now, self.chunk_bytes));
+        let (bytes, elapsed) = (self.chunk_bytes - from, now - since);
+        if bytes < LANE_SAMPLE_BYTES && elapsed < LANE_SAMPLE_TIME {
+            return;
+        }
+        self.decided = true;
+        let rate = bytes as f64 / elapsed.as_secs_f64().max(0.001);
+        if rate >= LANE_BELOW_RATE {
+            tracing::debug!(rate, "one connection moves enough: no lanes");
             return;
         }
         let (Some(offer), Some(maker), Some(joiner)) =

@@ -325,18 +325,20 @@ impl FrameReceiver for CountedReceiver {
     }
 }
 
-/// A path of 5 ms each way, 8 MB/s per connection, nothing lost.
+/// A path of 5 ms each way, 4 MB/s per connection (as if a loss rate held
+/// each back), nothing lost.
 const DISTANT: LinkModel = LinkModel {
     latency_ms: 5,
     jitter_ms: 0,
     loss: 0.0,
     duplicate: 0.0,
-    bytes_per_ms: 8_000,
+    bytes_per_ms: 4_000,
 };
 
 /// A sharer that takes lanes (or not), and a visitor whose links it serves.
 struct LanedShare {
     shared: Shared,
+    model: LinkModel,
     board: Option<LaneBoard<MemorySender>>,
     /// Chunk bytes that came on session links, and on lanes.
     primary_bytes: Arc<AtomicU64>,
@@ -347,8 +349,13 @@ struct LanedShare {
 
 impl LanedShare {
     async fn new(root: &Path, takes_lanes: bool) -> LanedShare {
+        Self::over(root, takes_lanes, DISTANT).await
+    }
+
+    async fn over(root: &Path, takes_lanes: bool, model: LinkModel) -> LanedShare {
         LanedShare {
             shared: index_of(root, quick_sender()).await,
+            model,
             board: takes_lanes.then(LaneBoard::new),
             primary_bytes: Arc::default(),
             lane_bytes: Arc::default(),
@@ -359,7 +366,7 @@ impl LanedShare {
 
     /// A link from the visitor, served as the real sharer serves one.
     fn link(&self, seed: u64, counter: &Arc<AtomicU64>) -> Counted {
-        let (a, b, cut) = MemoryLink::pair_with_cut(DISTANT, seed);
+        let (a, b, cut) = MemoryLink::pair_with_cut(self.model, seed);
         if Arc::ptr_eq(counter, &self.lane_bytes) {
             self.lane_cuts.lock().unwrap().push(cut);
         }
@@ -460,6 +467,25 @@ async fn a_short_path_opens_no_lanes() {
     assert!(read_file(&client, "big.bin").await == want);
     assert_eq!(share.lanes_made.load(Ordering::Relaxed), 0);
     assert_eq!(share.lane_bytes.load(Ordering::Relaxed), 0);
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_one_connection_fills_opens_no_lanes() {
+    let dir = TempDir::new("lanes-fast");
+    let want = big_file(&dir.0);
+    let fast = LinkModel {
+        bytes_per_ms: 0,
+        ..DISTANT
+    };
+    let share = Arc::new(LanedShare::over(&dir.0, true, fast).await);
+    let client = share.visit(MAX_LANES, Duration::from_millis(10)).await;
+    assert!(read_file(&client, "big.bin").await == want);
+    assert_eq!(
+        share.lanes_made.load(Ordering::Relaxed),
+        0,
+        "one link moved it fast enough"
+    );
     client.shutdown().await;
 }
 
