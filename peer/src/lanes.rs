@@ -67,10 +67,11 @@ pub const LANE_AFTER_BYTES: u64 = 2 << 20;
 /// alone: at 20 ms and 5 ms without loss, eight connections overflowed the
 /// bottleneck's queue and moved 13.4 and 42 MB/s where one moved 21 and 62.
 /// One that a loss rate holds back moves far less (2.2 MB/s at 20 ms and
-/// 0.1 %), and there lanes multiply it.
-pub const LANE_BELOW_RATE: f64 = 8e6;
+/// 0.1 %), and there lanes multiply it; through coturn one moved 11.7 MB/s
+/// and eight 14.9.
+pub const LANE_BELOW_RATE: f64 = 12e6;
 pub const LANE_SAMPLE_BYTES: u64 = 6 << 20;
-pub const LANE_SAMPLE_TIME: Duration = Duration::from_secs(3);
+pub const LANE_SAMPLE_TIME: Duration = Duration::from_millis(1500);
 /// How long a visitor waits, after a lane ended, for the session link to say
 /// why (a goodbye) before it counts the whole link as lost.
 pub const LANE_END_GRACE: Duration = Duration::from_millis(500);
