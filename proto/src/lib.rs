@@ -15,6 +15,11 @@
 //!   |<-- Goodbye / --> Goodbye -----------------------------|
 //! ```
 //!
+//! Lanes ([`lane`]): a sharer's first frame on a session's link may be a
+//! `LaneOffer`; a receiver at a distance may then open more connections whose
+//! only frame is `LaneJoin` and which carry `ReadChunk`s of that session. Both
+//! frames are the shells'; sessions decode them as `Unknown`.
+//!
 //! Every frame is one data-channel message of at most [`MAX_FRAME_LEN`] bytes
 //! (60 KiB: below the 64 KiB `max-message-size` webrtc-rs advertises, with room
 //! to spare). Every frame begins with a type byte; unknown types decode as
