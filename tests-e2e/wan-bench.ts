@@ -9,6 +9,11 @@
 //   mount_mb_per_s          `cat` of the bulk file on a `linkfs mount`
 //   browser_mb_per_s        Chromium saving the bulk file through the page
 //                           (LINK=... npm run e2e:download, run in the far namespace)
+//   browser_pair_mb_per_s   the browser's own ceiling: Chromium to Chromium over a plain
+//                           data channel, as many bytes (tests-e2e/browser-pair.ts; not
+//                           through coturn)
+//   far_udp_receive_drops   per step, datagrams the far side's UDP sockets dropped for a
+//                           full receive buffer (a receiver that did not keep up)
 //   *_vs_tcp                each of those as a ratio to TCP in the same run
 //   first_byte_during_bulk_ms   {p50, p99} of opening and reading the first byte of 40
 //                           small files on the mount while a bulk read of another file runs
@@ -17,6 +22,8 @@
 //   index_100k_seconds      a 100,000-file tree: `linkfs ls` until the index is complete
 //   sharer_peak_rss_mib / mount_peak_rss_mib    the processes' peak RSS after it all
 //
+// Steps (WAN_STEPS=sshfs,get,mount,browser,browser_pair,index runs only those; TCP always
+// runs, it sizes the bulk file; `mount` covers the mount's three figures).
 // Paths (WAN_ONLY=name,... runs only those): rtt5_1g (5 ms, 1 Gbit/s), rtt20_200m,
 // rtt20_200m_loss0.1, rtt50_200m, rtt100_100m_loss0.5, rtt20_200m_turn (both peers
 // through coturn, on the near side). The bulk file is sized from TCP's rate on the
@@ -79,6 +86,19 @@ function run(cmd: string, args: string[]): string {
  */
 function inNs(ns: string, cmd: string, args: string[]): [string, string[]] {
   return ['nsenter', [`--net=/run/netns/${ns}`, cmd, ...args]];
+}
+
+/** The far namespace of the path being measured. */
+let farNs: string | null = null;
+
+/** Datagrams the namespace's UDP sockets dropped for a full receive buffer (RcvbufErrors). */
+function udpReceiveDrops(ns: string): number {
+  const [c, a] = inNs(ns, 'cat', ['/proc/net/snmp']);
+  const lines = run(c, a).split('\n').filter((l) => l.startsWith('Udp: '));
+  const names = lines[0]?.split(/\s+/) ?? [];
+  const values = lines[1]?.split(/\s+/) ?? [];
+  const i = names.indexOf('RcvbufErrors');
+  return i < 0 ? 0 : Number(values[i]);
 }
 
 /** Runs a command in a namespace to its end (at most `ms`); its stdout. */
@@ -235,9 +255,36 @@ async function browserRate(far: string, link: string, rel: string, ms: number): 
   }
 }
 
-/** Runs `fn`, recording its value or its error under `key`. */
+/** Chromium in the near namespace sending `mib` to Chromium in the far one over a plain data channel: MB/s. */
+async function browserPairRate(near: string, far: string, mib: number, ms: number): Promise<number> {
+  const signal = await mkdtemp(path.join(scratchDir, 'wan-bench-pair-'));
+  const tsx = path.join(repoRoot, 'node_modules', '.bin', 'tsx');
+  const script = path.join(repoRoot, 'tests-e2e', 'browser-pair.ts');
+  const args = ['--signal', signal, '--mib', String(mib)];
+  const [c, a] = inNs(near, tsx, [script, 'send', ...args]);
+  const sender = spawnTracked('pair-send', c, a);
+  try {
+    const r = await runIn(far, 'pair-receive', tsx, [script, 'receive', ...args], ms);
+    const json = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as { mb_per_s: number };
+    return json.mb_per_s;
+  } finally {
+    if ((await exitWithin(sender, 10_000)) === null) await killHard(sender);
+    await rm(signal, { recursive: true, force: true });
+  }
+}
+
+const onlySteps = process.env.WAN_STEPS?.split(',').filter((n) => n !== '');
+/** Whether the step group `name` runs (WAN_STEPS). */
+const wanted = (name: string) => onlySteps === undefined || onlySteps.includes(name);
+
+/**
+ * Runs `fn`, recording its value or its error under `key`, and what the far side's UDP
+ * sockets dropped meanwhile under `far_udp_receive_drops` (a receiver that could not keep up).
+ */
 async function step<T>(figures: Record<string, unknown>, key: string, fn: () => Promise<T>): Promise<T | null> {
   log(`wan-bench:   ${key} ...`);
+  const dropsBefore = farNs === null ? 0 : udpReceiveDrops(farNs);
+  const drops = (figures.far_udp_receive_drops ??= {}) as Record<string, number>;
   try {
     const v = await fn();
     figures[key] = v;
@@ -247,12 +294,15 @@ async function step<T>(figures: Record<string, unknown>, key: string, fn: () => 
     figures[key] = { error: e instanceof Error ? e.message.slice(0, 400) : String(e) };
     log(`wan-bench:   ${key} failed: ${String(e)}`);
     return null;
+  } finally {
+    if (farNs !== null) drops[key] = udpReceiveDrops(farNs) - dropsBefore;
   }
 }
 
 async function measure(p: WanPath): Promise<Record<string, unknown>> {
   const f: Record<string, unknown> = { round_trip_ms: 2 * p.delayMs, rate_mbit: p.rateMbit, loss_percent: p.lossPct, turn: p.turn ?? false };
   const { near, far } = await line(p);
+  farNs = far;
   const tcp = (await step(f, 'tcp_mb_per_s', async () => round(await tcpRate(near, far)))) ?? 10;
   const mib = Math.min(256, Math.max(16, Math.round((tcp * 8) / 16) * 16));
   f.bulk_mib = mib;
@@ -276,66 +326,73 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     visitArgs = ['--ice-policy', 'relay'];
   }
 
-  await step(f, 'sshfs_mb_per_s', async () => {
-    const mnt = await sshfsMount(near, far, dir);
-    return round(catRate(path.join(mnt, 'bulk.bin'), bytes, slow));
-  });
+  if (wanted('sshfs')) {
+    await step(f, 'sshfs_mb_per_s', async () => {
+      const mnt = await sshfsMount(near, far, dir);
+      return round(catRate(path.join(mnt, 'bulk.bin'), bytes, slow));
+    });
+  }
 
   const s = await share(near, dir, shareArgs);
   const link = p.turn ? `${s.link.split('#')[0]}?ice=relay#${s.link.split('#')[1]}` : s.link;
-  await step(f, 'get_mb_per_s', async () => getRate(far, s.link, 'bulk.bin', visitArgs, slow));
-  const mnt = await mkdtemp(path.join(scratchDir, 'wan-bench-mnt-'));
-  const m = await startMount(s.link, mnt, 120_000, visitArgs, far);
-  later(async () => {
-    await m.kill();
-    await rm(mnt, { recursive: true, force: true });
-  });
-  await step(f, 'mount_mb_per_s', async () => round(catRate(path.join(mnt, 'bulk.bin'), bytes, slow)));
-  await step(f, 'first_byte_during_bulk_ms', async () => {
-    const bulk = spawn('cat', [path.join(mnt, 'bulk2.bin')], { stdio: ['ignore', 'ignore', 'ignore'] });
-    try {
-      await sleep(1500);
-      // Last to first: the mount fetches the small files after the one read ahead
-      // of the reader, so in this order every first byte crosses the path.
-      const names = (await readdir(path.join(mnt, 'small'))).slice(0, 40).reverse();
-      const times: number[] = [];
-      for (const name of names) {
-        const t0 = performance.now();
-        const fh = await open(path.join(mnt, 'small', name), 'r');
-        await fh.read(Buffer.alloc(1), 0, 1, 0);
-        times.push(performance.now() - t0);
-        await fh.close();
-        if (bulk.exitCode !== null) throw new Error('the bulk read ended before the small reads did (file too small for this path)');
+  if (wanted('get')) await step(f, 'get_mb_per_s', async () => getRate(far, s.link, 'bulk.bin', visitArgs, slow));
+  if (wanted('mount')) {
+    const mnt = await mkdtemp(path.join(scratchDir, 'wan-bench-mnt-'));
+    const m = await startMount(s.link, mnt, 120_000, visitArgs, far);
+    later(async () => {
+      await m.kill();
+      await rm(mnt, { recursive: true, force: true });
+    });
+    await step(f, 'mount_mb_per_s', async () => round(catRate(path.join(mnt, 'bulk.bin'), bytes, slow)));
+    await step(f, 'first_byte_during_bulk_ms', async () => {
+      const bulk = spawn('cat', [path.join(mnt, 'bulk2.bin')], { stdio: ['ignore', 'ignore', 'ignore'] });
+      try {
+        await sleep(1500);
+        // Last to first: the mount fetches the small files after the one read ahead
+        // of the reader, so in this order every first byte crosses the path.
+        const names = (await readdir(path.join(mnt, 'small'))).slice(0, 40).reverse();
+        const times: number[] = [];
+        for (const name of names) {
+          const t0 = performance.now();
+          const fh = await open(path.join(mnt, 'small', name), 'r');
+          await fh.read(Buffer.alloc(1), 0, 1, 0);
+          times.push(performance.now() - t0);
+          await fh.close();
+          if (bulk.exitCode !== null) throw new Error('the bulk read ended before the small reads did (file too small for this path)');
+        }
+        return { n: times.length, p50: round(quantile(times, 0.5), 1), p99: round(quantile(times, 0.99), 1) };
+      } finally {
+        bulk.kill('SIGKILL');
       }
-      return { n: times.length, p50: round(quantile(times, 0.5), 1), p99: round(quantile(times, 0.99), 1) };
-    } finally {
-      bulk.kill('SIGKILL');
-    }
-  });
-  await step(f, 'small_files_200_seconds', async () => {
-    const names = (await readdir(path.join(mnt, 'small'))).slice(100, 300);
-    const t0 = performance.now();
-    for (const name of names) await readFile(path.join(mnt, 'small', name));
-    return round((performance.now() - t0) / 1000);
-  });
-  f.mount_peak_rss_mib = await peakRssMib(m.process.child.pid ?? 0);
-  await m.stop().catch(() => undefined);
+    });
+    await step(f, 'small_files_200_seconds', async () => {
+      const names = (await readdir(path.join(mnt, 'small'))).slice(100, 300);
+      const t0 = performance.now();
+      for (const name of names) await readFile(path.join(mnt, 'small', name));
+      return round((performance.now() - t0) / 1000);
+    });
+    f.mount_peak_rss_mib = await peakRssMib(m.process.child.pid ?? 0);
+    await m.stop().catch(() => undefined);
+  }
 
-  await step(f, 'browser_mb_per_s', async () => browserRate(far, link, 'bulk.bin', slow + 120_000));
+  if (wanted('browser')) await step(f, 'browser_mb_per_s', async () => browserRate(far, link, 'bulk.bin', slow + 120_000));
+  if (wanted('browser_pair') && !p.turn) await step(f, 'browser_pair_mb_per_s', async () => browserPairRate(near, far, mib, slow + 60_000));
   f.sharer_peak_rss_mib = await peakRssMib(s.pid);
   await s.stop().catch(() => undefined);
 
-  await step(f, 'index_100k_seconds', async () => {
-    const tree = await generatedTree(100_000);
-    const t = await share(near, tree, shareArgs);
-    const r = await runIn(far, 'ls', binary('linkfs'), ['ls', t.link, ...visitArgs], 300_000);
-    const m2 = /index complete: \d+ entries in ([\d.]+) s/.exec(r.stderr);
-    await t.stop().catch(() => undefined);
-    if (m2 === null) throw new Error(`no index time in linkfs ls's output: ${r.stderr}`);
-    return Number(m2[1]);
-  });
+  if (wanted('index')) {
+    await step(f, 'index_100k_seconds', async () => {
+      const tree = await generatedTree(100_000);
+      const t = await share(near, tree, shareArgs);
+      const r = await runIn(far, 'ls', binary('linkfs'), ['ls', t.link, ...visitArgs], 300_000);
+      const m2 = /index complete: \d+ entries in ([\d.]+) s/.exec(r.stderr);
+      await t.stop().catch(() => undefined);
+      if (m2 === null) throw new Error(`no index time in linkfs ls's output: ${r.stderr}`);
+      return Number(m2[1]);
+    });
+  }
 
-  for (const key of ['sshfs', 'get', 'mount', 'browser']) {
+  for (const key of ['sshfs', 'get', 'mount', 'browser', 'browser_pair']) {
     const v = f[`${key}_mb_per_s`];
     if (typeof v === 'number' && tcp > 0) f[`${key}_vs_tcp`] = round(v / tcp);
   }

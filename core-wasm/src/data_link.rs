@@ -15,14 +15,30 @@
 //!
 //! Chromium cannot hand a data channel to a worker, so frames are passed to
 //! JavaScript (`onFrame`), which forwards them to the worker.
+//!
+//! **Lanes** (`linkfs_core::lanes`, `linkfs_proto::lane`): a link at a
+//! distance whose bulk reads move slowly opens more peer connections to the
+//! same sharer, each through its own relay WebSocket and handshake, and joins
+//! them to its session (`LaneJoin`, first frame). The read chunks that come on
+//! them go to the same `onFrame`: the page and the worker never see lanes.
+//! Measured why: Chromium's UDP socket drops datagrams when its network thread
+//! is busy (293 per 192 MiB at 20 ms), each loss halves the sender's SCTP
+//! window, and one association then moves a quarter of the path. A lane that
+//! ends ends the link after `LANE_END_GRACE` (the visit reconnects and asks
+//! again for what it lacks); closing the link closes its lanes.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use js_sys::ArrayBuffer;
-use linkfs_core::{GuestAction, GuestFailure, GuestSignaling, IceCandidate, ShareLink};
+use std::rc::Weak;
+
+use linkfs_core::lanes::{
+    FRAME_HEAD_BYTES, GateSays, LANE_END_GRACE, LANE_MIN_RTT, LaneGate, MAX_LANES, lane_may_carry,
+};
+use linkfs_core::{GuestAction, GuestFailure, GuestSignaling, IceCandidate, Millis, ShareLink};
 use linkfs_proto::signal::{IceServer, Role};
-use linkfs_proto::{CHANNEL_LABEL, MAX_FRAME_LEN};
+use linkfs_proto::{CHANNEL_LABEL, LaneJoin, LaneOffer, MAX_FRAME_LEN};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, spawn_local};
@@ -99,11 +115,35 @@ fn sentence(text: &str) -> String {
     s
 }
 
+/// Most lanes a page opens for one link.
+const PAGE_LANES: u8 = MAX_LANES;
+
+/// Where a link's events go.
+enum Reports {
+    /// The session's own link: everything to the page.
+    Page {
+        handlers: DataLinkHandlers,
+        gate: LaneGate,
+        /// To connect lanes: the share, and when the gate's clock started.
+        link: ShareLink,
+        started_ms: f64,
+        /// Lanes opened (or opening) for this link.
+        lanes: Vec<Shared>,
+        /// A lane ended: the link ends after the grace, unless first.
+        lane_ended: bool,
+    },
+    /// A lane: only its read chunks, to the page through its session link.
+    Lane {
+        session: Weak<RefCell<Inner>>,
+        join: Vec<u8>,
+    },
+}
+
 struct Inner {
     machine: GuestSignaling,
     /// Connect only through a TURN relay (`?ice=relay` in the page's address).
     relay_only: bool,
-    handlers: DataLinkHandlers,
+    reports: Reports,
     ws: Option<WebSocket>,
     pc: Option<RtcPeerConnection>,
     dc: Option<RtcDataChannel>,
@@ -120,9 +160,21 @@ pub struct DataLink {
     inner: Shared,
 }
 
-fn handlers(inner: &Shared) -> DataLinkHandlers {
-    let h: JsValue = inner.borrow().handlers.clone();
-    h.unchecked_into()
+/// The page's handlers, for the session's own link (a lane reports nothing).
+fn handlers(inner: &Shared) -> Option<DataLinkHandlers> {
+    match &inner.borrow().reports {
+        Reports::Page { handlers, .. } => {
+            let h: JsValue = (**handlers).clone();
+            Some(h.unchecked_into())
+        }
+        Reports::Lane { .. } => None,
+    }
+}
+
+fn report_status(inner: &Shared, state: &str, message: &str) {
+    if let Some(h) = handlers(inner) {
+        h.on_status(state, message);
+    }
 }
 
 /// Unhooks every browser event handler, then closes the socket, channel and
@@ -131,6 +183,13 @@ fn handlers(inner: &Shared) -> DataLinkHandlers {
 /// `finished` and does nothing.
 fn detach(i: &mut Inner) {
     i.finished = true;
+    if let Reports::Page { lanes, .. } = &mut i.reports {
+        for lane in lanes.drain(..) {
+            if let Ok(mut lane) = lane.try_borrow_mut() {
+                detach(&mut lane);
+            }
+        }
+    }
     close_relay(i);
     if let Some(dc) = i.dc.take() {
         dc.set_onopen(None);
@@ -162,7 +221,7 @@ fn finish(inner: &Shared, state: &str, message: &str) {
         }
         detach(&mut i);
     }
-    handlers(inner).on_status(state, message);
+    report_status(inner, state, message);
 }
 
 fn js_message(e: &JsValue) -> String {
@@ -194,7 +253,7 @@ fn pump(inner: &Shared) {
                 if relay_only && !ice_servers.iter().any(IceServer::is_turn) {
                     return finish(inner, "error", words::NO_TURN_FOR_RELAY_ONLY);
                 }
-                handlers(inner).on_status("connecting", words::CONNECTING_SHARER);
+                report_status(inner, "connecting", words::CONNECTING_SHARER);
                 if let Err(e) = start_peer(inner, &ice_servers, relay_only) {
                     let m = format!(
                         "This browser could not start a WebRTC connection: {}",
@@ -233,47 +292,15 @@ impl DataLink {
     ) -> Result<DataLink, JsError> {
         crate::install_panic_hook();
         let link = ShareLink::parse(link).map_err(|e| JsError::new(&e.to_string()))?;
-        let mut seed = [0u8; 16];
-        getrandom::getrandom(&mut seed).map_err(|_| {
-            JsError::new("this browser has no secure random numbers (crypto.getRandomValues)")
-        })?;
-        let ws = WebSocket::new(&link.signal_url(Role::Guest))
-            .map_err(|_| JsError::new("could not open a WebSocket to the relay"))?;
-        let inner = Rc::new(RefCell::new(Inner {
-            machine: GuestSignaling::new(&link, seed),
-            relay_only: ice_policy == "relay",
+        let reports = Reports::Page {
             handlers,
-            ws: Some(ws.clone()),
-            pc: None,
-            dc: None,
-            opened: false,
-            finished: false,
-            keep: Vec::new(),
-        }));
-        self::handlers(&inner).on_status("connecting", words::CONNECTING_RELAY);
-
-        let weak = Rc::downgrade(&inner);
-        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-            let Some(inner) = weak.upgrade() else { return };
-            if let Some(text) = ev.data().as_string() {
-                inner.borrow_mut().machine.handle_relay_text(&text);
-                pump(&inner);
-            }
-        });
-        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        let weak = Rc::downgrade(&inner);
-        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
-            let Some(inner) = weak.upgrade() else { return };
-            inner.borrow_mut().ws = None;
-            inner.borrow_mut().machine.relay_closed();
-            pump(&inner);
-        });
-        ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
-        {
-            let mut i = inner.borrow_mut();
-            i.keep.push(Box::new(on_message));
-            i.keep.push(Box::new(on_close));
-        }
+            gate: LaneGate::new(PAGE_LANES),
+            link: link.clone(),
+            started_ms: js_sys::Date::now(),
+            lanes: Vec::new(),
+            lane_ended: false,
+        };
+        let inner = connect(&link, ice_policy == "relay", reports)?;
         Ok(DataLink { inner })
     }
 
@@ -314,6 +341,52 @@ impl DataLink {
     pub fn close(&self) {
         detach(&mut self.inner.borrow_mut());
     }
+}
+
+/// Starts a link to the sharer of `link` through the relay, reporting to `reports`.
+fn connect(link: &ShareLink, relay_only: bool, reports: Reports) -> Result<Shared, JsError> {
+    let mut seed = [0u8; 16];
+    getrandom::getrandom(&mut seed).map_err(|_| {
+        JsError::new("this browser has no secure random numbers (crypto.getRandomValues)")
+    })?;
+    let ws = WebSocket::new(&link.signal_url(Role::Guest))
+        .map_err(|_| JsError::new("could not open a WebSocket to the relay"))?;
+    let inner = Rc::new(RefCell::new(Inner {
+        machine: GuestSignaling::new(link, seed),
+        relay_only,
+        reports,
+        ws: Some(ws.clone()),
+        pc: None,
+        dc: None,
+        opened: false,
+        finished: false,
+        keep: Vec::new(),
+    }));
+    report_status(&inner, "connecting", words::CONNECTING_RELAY);
+
+    let weak = Rc::downgrade(&inner);
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+        let Some(inner) = weak.upgrade() else { return };
+        if let Some(text) = ev.data().as_string() {
+            inner.borrow_mut().machine.handle_relay_text(&text);
+            pump(&inner);
+        }
+    });
+    ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    let weak = Rc::downgrade(&inner);
+    let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_ev: CloseEvent| {
+        let Some(inner) = weak.upgrade() else { return };
+        inner.borrow_mut().ws = None;
+        inner.borrow_mut().machine.relay_closed();
+        pump(&inner);
+    });
+    ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    {
+        let mut i = inner.borrow_mut();
+        i.keep.push(Box::new(on_message));
+        i.keep.push(Box::new(on_close));
+    }
+    Ok(inner)
 }
 
 fn rtc_configuration(ice_servers: &[IceServer], relay_only: bool) -> RtcConfiguration {
@@ -393,9 +466,13 @@ fn start_peer(inner: &Shared, ice_servers: &[IceServer], relay_only: bool) -> Re
         }
         // Signaling is done: the machine closes the relay socket (frees its slot).
         pump(&inner);
-        let h = handlers(&inner);
-        h.on_status("connected", words::CONNECTED);
-        h.on_open();
+        match handlers(&inner) {
+            Some(h) => {
+                h.on_status("connected", words::CONNECTED);
+                h.on_open();
+            }
+            None => join_lane(&inner),
+        }
     });
     dc.set_onopen(Some(on_open.as_ref().unchecked_ref()));
 
@@ -406,7 +483,7 @@ fn start_peer(inner: &Shared, ice_servers: &[IceServer], relay_only: bool) -> Re
             return;
         }
         if let Ok(buf) = ev.data().dyn_into::<ArrayBuffer>() {
-            handlers(&inner).on_frame(buf);
+            deliver(&inner, buf);
         }
     });
     dc.set_onmessage(Some(on_frame.as_ref().unchecked_ref()));
@@ -480,14 +557,159 @@ fn apply_answer(inner: &Shared, sdp: String) {
 /// The open channel closed (or the connection failed after it opened): the
 /// page decides, with the worker, whether to reconnect.
 fn channel_closed(inner: &Shared) {
-    {
+    let session = {
         let mut i = inner.borrow_mut();
         if i.finished {
             return;
         }
         detach(&mut i);
+        match &i.reports {
+            Reports::Lane { session, .. } => Some(session.clone()),
+            Reports::Page { .. } => None,
+        }
+    };
+    match session {
+        None => {
+            if let Some(h) = handlers(inner) {
+                h.on_close(words::CHANNEL_CLOSED);
+            }
+        }
+        Some(session) => lane_ended(&session),
     }
-    handlers(inner).on_close(words::CHANNEL_CLOSED);
+}
+
+/// One frame from the sharer: to the page, past the lane rule.
+fn deliver(inner: &Shared, buf: ArrayBuffer) {
+    let len = buf.byte_length() as usize;
+    let head_len = len.min(FRAME_HEAD_BYTES);
+    let mut head = [0u8; FRAME_HEAD_BYTES];
+    js_sys::Uint8Array::new_with_byte_offset_and_length(&buf, 0, head_len as u32)
+        .copy_to(&mut head[..head_len]);
+    let head = &head[..head_len];
+    let (says, to) = {
+        let mut i = inner.borrow_mut();
+        match &mut i.reports {
+            Reports::Page {
+                gate, started_ms, ..
+            } => {
+                let now = Millis((js_sys::Date::now() - *started_ms).max(0.0) as u64);
+                (gate.on_frame_head(now, head, len), None)
+            }
+            // A lane carries read chunks only; anything else on one is dropped.
+            Reports::Lane { .. } if !lane_may_carry(head) => return,
+            Reports::Lane { session, .. } => (GateSays::Pass, session.upgrade()),
+        }
+    };
+    let to = to.unwrap_or_else(|| inner.clone());
+    if to.borrow().finished {
+        return;
+    }
+    match says {
+        GateSays::Skip => return,
+        GateSays::Pass => {}
+        GateSays::Open { offer, count } => open_lanes(inner, offer, count),
+    }
+    if let Some(h) = handlers(&to) {
+        h.on_frame(buf);
+    }
+}
+
+/// Opens `count` lanes joining `offer` beside the session link `session`,
+/// if its path is long enough for them to help.
+fn open_lanes(session: &Shared, offer: LaneOffer, count: u8) {
+    let Some(pc) = session.borrow().pc.clone() else {
+        return;
+    };
+    let weak = Rc::downgrade(session);
+    spawn_local(async move {
+        let rtt = round_trip(&pc).await;
+        let Some(session) = weak.upgrade() else {
+            return;
+        };
+        let (link, relay_only) = {
+            let i = session.borrow();
+            match &i.reports {
+                Reports::Page { link, .. } if !i.finished => (link.clone(), i.relay_only),
+                _ => return,
+            }
+        };
+        match rtt {
+            Some(rtt) if rtt >= LANE_MIN_RTT.as_secs_f64() => {}
+            _ => return,
+        }
+        let join = LaneJoin { token: offer.token }.encode();
+        for _ in 0..count {
+            let reports = Reports::Lane {
+                session: Rc::downgrade(&session),
+                join: join.clone(),
+            };
+            let Ok(lane) = connect(&link, relay_only, reports) else {
+                return;
+            };
+            if let Reports::Page { lanes, .. } = &mut session.borrow_mut().reports {
+                lanes.push(lane);
+            }
+        }
+    });
+}
+
+/// A lane's channel opened: its first frame names the session it joins.
+fn join_lane(lane: &Shared) {
+    let i = lane.borrow();
+    if let (Reports::Lane { join, .. }, Some(dc)) = (&i.reports, &i.dc) {
+        // A lane that cannot say so carries nothing: the sharer closes it.
+        let _ = dc.send_with_u8_array(join);
+    }
+}
+
+/// A lane of `session` ended: its chunks are lost, so the link ends too,
+/// after [`LANE_END_GRACE`] for the sharer's own word on the session link.
+fn lane_ended(session: &Weak<RefCell<Inner>>) {
+    let Some(inner) = session.upgrade() else {
+        return;
+    };
+    {
+        let mut i = inner.borrow_mut();
+        if i.finished {
+            return;
+        }
+        match &mut i.reports {
+            Reports::Page { lane_ended, .. } if !*lane_ended => *lane_ended = true,
+            _ => return,
+        }
+    }
+    let weak = session.clone();
+    let end = Closure::once_into_js(move || {
+        if let Some(inner) = weak.upgrade() {
+            channel_closed(&inner);
+        }
+    });
+    let global: web_sys::Window = js_sys::global().unchecked_into();
+    let _ = global.set_timeout_with_callback_and_timeout_and_arguments_0(
+        end.unchecked_ref(),
+        LANE_END_GRACE.as_millis() as i32,
+    );
+}
+
+/// The round trip of the connection's selected candidate pair (seconds), as
+/// the browser measured it.
+async fn round_trip(pc: &RtcPeerConnection) -> Option<f64> {
+    let report = JsFuture::from(pc.get_stats()).await.ok()?;
+    let report: js_sys::Map = report.unchecked_into();
+    let mut best: Option<f64> = None;
+    report.for_each(&mut |value: JsValue, _key: JsValue| {
+        let get = |k: &str| js_sys::Reflect::get(&value, &JsValue::from_str(k)).ok();
+        let is_pair = get("type").and_then(|t| t.as_string()).as_deref() == Some("candidate-pair");
+        let chosen = get("nominated").and_then(|n| n.as_bool()) == Some(true)
+            && get("state").and_then(|s| s.as_string()).as_deref() == Some("succeeded");
+        if is_pair
+            && chosen
+            && let Some(rtt) = get("currentRoundTripTime").and_then(|r| r.as_f64())
+        {
+            best = Some(best.map_or(rtt, |b: f64| b.min(rtt)));
+        }
+    });
+    best
 }
 
 async fn add_candidate(pc: &RtcPeerConnection, c: IceCandidate) {

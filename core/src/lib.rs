@@ -29,6 +29,8 @@
 //! - [`seal`] and [`link`]: share links and the sealing of signaling payloads
 //!   with a key derived from the link's secret.
 //!
+//! - [`lanes::LaneGate`]: when a receiver opens lanes (more peer connections
+//!   for one session's read chunks), for the native receiver and the page.
 //! - [`backoff::Backoff`]: when to try again after a lost connection (the
 //!   browser, the native receiver and the sharer's relay connection share it).
 //! - [`settle::Settler`]: changes on disk settle before they are announced (a
@@ -41,6 +43,7 @@
 
 pub mod backoff;
 pub mod index;
+pub mod lanes;
 pub mod link;
 pub mod persist;
 pub mod receiver;
@@ -57,6 +60,10 @@ pub use backoff::{Backoff, BackoffConfig, Retry};
 pub use index::{
     EntryRef, Index, IndexChange, IndexError, JOURNAL_LIMIT, Place, SnapshotError, SnapshotParts,
     SnapshotRestorer, SortKey, UnknownSortKey,
+};
+pub use lanes::{
+    FRAME_HEAD_BYTES, GateSays, LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT,
+    LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LaneGate, MAX_LANES, lane_may_carry,
 };
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use persist::{

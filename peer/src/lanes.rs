@@ -50,31 +50,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::drive::{FrameLink, FrameReceiver, FrameSender, LinkClosed};
 
-/// Most lanes a sharer takes for one session (so at most this many + 1
-/// connections per visitor): at 0.1 % loss one association moves about a
-/// tenth of what TCP does (measured: 2.2 MB/s of 23.7 at 20 ms), and N of
-/// them about N times that (6 moved 11.7 MB/s).
-pub const MAX_LANES: u8 = 7;
-/// A visitor opens lanes only when its link's round trip is at least this
-/// (on one host or a LAN one association fills the path).
-pub const LANE_MIN_RTT: Duration = Duration::from_millis(4);
-/// ...and only once this many chunk bytes came on the session's link (a bulk
-/// read, not a listing or a few small files),
-pub const LANE_AFTER_BYTES: u64 = 2 << 20;
-/// ...and only if the session's link then moves less than this (bytes/s),
-/// measured over the next [`LANE_SAMPLE_BYTES`] or [`LANE_SAMPLE_TIME`],
-/// whichever comes first. One association that fills the path is faster
-/// alone: at 20 ms and 5 ms without loss, eight connections overflowed the
-/// bottleneck's queue and moved 13.4 and 42 MB/s where one moved 21 and 62.
-/// One that a loss rate holds back moves far less (2.2 MB/s at 20 ms and
-/// 0.1 %), and there lanes multiply it; through coturn one moved 11.7 MB/s
-/// and eight 14.9.
-pub const LANE_BELOW_RATE: f64 = 12e6;
-pub const LANE_SAMPLE_BYTES: u64 = 6 << 20;
-pub const LANE_SAMPLE_TIME: Duration = Duration::from_millis(1500);
-/// How long a visitor waits, after a lane ended, for the session link to say
-/// why (a goodbye) before it counts the whole link as lost.
-pub const LANE_END_GRACE: Duration = Duration::from_millis(500);
+pub use linkfs_core::lanes::{
+    LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT, LANE_SAMPLE_BYTES,
+    LANE_SAMPLE_TIME, MAX_LANES,
+};
+use linkfs_core::lanes::{GateSays, LaneGate, lane_may_carry};
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -385,11 +365,9 @@ impl<L: FrameLink> FrameLink for LanedLink<L> {
                 lanes: Vec::new(),
                 joined,
                 joiner: Some(joiner),
+                gate: LaneGate::new(self.maker.as_ref().map_or(0, |m| m.lanes)),
+                clock: tokio::time::Instant::now(),
                 maker: self.maker,
-                offer: None,
-                chunk_bytes: 0,
-                sample_from: None,
-                decided: false,
                 opening: None,
                 lane_ended: None,
                 ended: None,
@@ -408,12 +386,10 @@ pub struct LanedReceiver<L: FrameLink> {
     /// Handed to the opener once it starts.
     joiner: Option<mpsc::Sender<(L::Sender, L::Receiver)>>,
     maker: Option<LaneMaker<L>>,
-    offer: Option<LaneOffer>,
-    chunk_bytes: u64,
-    /// When the chunk bytes passed [`LANE_AFTER_BYTES`], and how many there were.
-    sample_from: Option<(tokio::time::Instant, u64)>,
-    /// Whether lanes were decided on (opened, or not wanted) for this link.
-    decided: bool,
+    /// When to open lanes (the rule the page follows too).
+    gate: LaneGate,
+    /// The gate's clock starts with the link.
+    clock: tokio::time::Instant,
     /// Stops the opener when this half goes.
     opening: Option<DropGuard>,
     /// A lane ended (when, and why): the link ends after the grace.
@@ -438,32 +414,11 @@ impl<L: FrameLink> LanedReceiver<L> {
         self.lanes.len()
     }
 
-    /// After a chunk on the session's link: start opening lanes if they help.
-    fn maybe_open_lanes(&mut self) {
-        if self.decided || self.chunk_bytes < LANE_AFTER_BYTES || self.offer.is_none() {
-            return;
-        }
-        let now = tokio::time::Instant::now();
-        let (since, from) = *self.sample_from.get_or_insert((now, self.chunk_bytes));
-        let (bytes, elapsed) = (self.chunk_bytes - from, now - since);
-        if bytes < LANE_SAMPLE_BYTES && elapsed < LANE_SAMPLE_TIME {
-            return;
-        }
-        self.decided = true;
-        let rate = bytes as f64 / elapsed.as_secs_f64().max(0.001);
-        if rate >= LANE_BELOW_RATE {
-            tracing::debug!(rate, "one connection moves enough: no lanes");
-            return;
-        }
-        let (Some(offer), Some(maker), Some(joiner)) =
-            (self.offer, self.maker.clone(), self.joiner.take())
-        else {
+    /// Starts opening `count` lanes joining `offer` (the gate said they help).
+    fn open_lanes(&mut self, offer: LaneOffer, count: u8) {
+        let (Some(maker), Some(joiner)) = (self.maker.clone(), self.joiner.take()) else {
             return;
         };
-        let count = offer.lanes.min(maker.lanes).min(MAX_LANES);
-        if count == 0 {
-            return;
-        }
         let cancel = CancellationToken::new();
         self.opening = Some(cancel.clone().drop_guard());
         tokio::spawn(async move {
@@ -561,18 +516,11 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
             };
             match got {
                 Got::Primary(Some(frame)) => {
-                    match LaneOffer::decode(&frame) {
-                        Ok(Some(offer)) => {
-                            self.offer = Some(offer);
-                            continue;
-                        }
-                        Ok(None) => {}
-                        // A malformed offer: no lanes, nothing else changes.
-                        Err(_) => continue,
-                    }
-                    if frame.first() == Some(&FRAME_READ_CHUNK) {
-                        self.chunk_bytes += frame.len() as u64;
-                        self.maybe_open_lanes();
+                    let now = linkfs_core::Millis(self.clock.elapsed().as_millis() as u64);
+                    match self.gate.on_session_frame(now, &frame) {
+                        GateSays::Skip => continue,
+                        GateSays::Pass => {}
+                        GateSays::Open { offer, count } => self.open_lanes(offer, count),
                     }
                     return Some(frame);
                 }
@@ -581,7 +529,7 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                     return None;
                 }
                 // A lane carries chunks only; anything else on one is dropped.
-                Got::Lane(_, Some(frame)) if frame.first() == Some(&FRAME_READ_CHUNK) => {
+                Got::Lane(_, Some(frame)) if lane_may_carry(&frame) => {
                     return Some(frame);
                 }
                 Got::Lane(_, Some(_)) => {}
