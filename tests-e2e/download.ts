@@ -16,7 +16,9 @@
 // The LAST stdout line is one JSON object: bytes, seconds, mb_per_s, sha256 (of the
 // file written), browser_peak_bytes (page + worker + service worker JS heaps + both
 // wasm memories, at their highest), browser_growth_bytes (that minus just before the
-// click), route, drops, zip_files, zip_notes, error. Exit status 1 on any failure.
+// click), route, lanes (the most extra connections the page showed carrying the
+// transfer, [data-testid=connection-info]), drops, zip_files, zip_notes, error. Exit
+// status 1 on any failure.
 
 import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -61,7 +63,27 @@ async function waitComplete(page: import('playwright-core').Page, timeoutMs: num
   }
 }
 
-async function main(): Promise<PageDownloadResult & { drops: number }> {
+/** Watches the page's connection info for the most lanes it shows, until stopped. */
+function watchLanes(page: import('playwright-core').Page): { stop: () => number } {
+  let most = 0;
+  const timer = setInterval(() => {
+    page
+      .locator('[data-testid=connection-info]')
+      .getAttribute('data-lanes', { timeout: 1000 })
+      .then((v) => {
+        most = Math.max(most, Number(v ?? 0) || 0);
+      })
+      .catch(() => undefined);
+  }, 500);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      return most;
+    },
+  };
+}
+
+async function main(): Promise<PageDownloadResult & { drops: number; lanes: number }> {
   const link = process.env.LINK;
   const raw = process.env.SHARE_DIR;
   if (!raw && !link) throw new Error('neither SHARE_DIR nor LINK is set: SHARE_DIR=/some/dir npm run e2e:download -- PATH, or LINK=http://host:port/#room.secret npm run e2e:download -- PATH');
@@ -94,6 +116,7 @@ async function main(): Promise<PageDownloadResult & { drops: number }> {
     await waitComplete(page, 10 * 60_000);
     const s = share;
     let dropped = 0;
+    const lanes = watchLanes(page);
     const result = await downloadThroughPage(page, {
       target: args.target,
       out,
@@ -108,13 +131,14 @@ async function main(): Promise<PageDownloadResult & { drops: number }> {
         }
       },
     });
+    const mostLanes = lanes.stop();
     if (dropped < args.drops) throw new Error(`only ${dropped} of ${args.drops} drops happened before the download finished (too small a file to drop it that often)`);
     if (chromium.pageErrors.length > 0) throw new Error(`uncaught errors in the page: ${chromium.pageErrors.join('; ')}`);
     await chromium.close();
     chromium = undefined;
     await share?.stop();
     share = undefined;
-    return { ...result, drops: dropped };
+    return { ...result, drops: dropped, lanes: mostLanes };
   } finally {
     await chromium?.close().catch(() => undefined);
     await share?.kill();

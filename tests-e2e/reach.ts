@@ -9,6 +9,8 @@
 //   c: three relays + Redis + haproxy: sharer on the first, a browser on the second,
 //      `linkfs get` on the third; the sharer's relay is killed and the sharer comes back on
 //      another; Redis stops for a few seconds: /healthz says so and recovers, no restarts
+//   e: at a distance (linkfs-wan: 20 ms round trip, 0.1% loss) the page opens lanes: a
+//      download arrives whole over more than one connection, and Chromium's figures say so
 //   d: (last: it adds an IPv6 address to the namespace) --bind [::] names the IPv6
 //      default-route address, and a native visitor bound only to IPv6 connects directly
 
@@ -20,12 +22,13 @@ import { spawnTracked, exitWithin, killHard } from './lib/child.ts';
 import { launchChromium, openLink, screenshot, type ChromiumInstance } from './lib/chromium.ts';
 import { makeBigFileFixture, makeSmallFixture, type Fixture } from './lib/fixture.ts';
 import type { Page } from 'playwright-core';
-import { binary, scratchDir } from './lib/paths.ts';
+import { binary, repoRoot, scratchDir } from './lib/paths.ts';
 import { freePort, startRelay, type RelayProcess } from './lib/relay-process.ts';
 import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { allocates, nsAddr, startCoturn, startHaproxy, startRedis, turnCredentials } from './lib/services.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
 import { readInPage, waitForComplete } from './lib/verify.ts';
+import { inNs, NEAR_ADDR, openWanLine } from './lib/wan-line.ts';
 
 const log = (line: string) => console.log(line);
 
@@ -202,6 +205,33 @@ const tests: TestCase[] = [
         const ls = await linkfs(['ls', at(r3.url, s.link)], 20_000);
         return ls.code === 0 && ls.stdout.includes('random.bin');
       });
+    },
+  },
+  {
+    name: 'e: at a distance (20 ms, 0.1% loss) the page opens lanes and a download arrives whole',
+    timeoutMs: 240_000,
+    async run(t) {
+      const wan = await openWanLine({ delayMs: 10, rateMbit: 200, lossPct: 0.1 }, 'reach-e');
+      t.defer(async () => log(`    the line carried ${(await wan.close()) ?? '(no counts)'}`));
+      const fixture = await makeBigFileFixture(48 << 20);
+      t.defer(() => fixture.remove());
+      const s = await startShare(fixture.dir, { netns: wan.near, args: ['--no-qr', '--bind', `${NEAR_ADDR}:0`] });
+      t.defer(() => s.kill());
+      t.onFailure(() => log(`    sharer stderr tail:\n${s.process.stderrTail().replace(/^/gm, '      ')}`));
+      const out = await mkdtemp(path.join(scratchDir, 'reach-e-'));
+      t.defer(() => rm(out, { recursive: true, force: true }));
+      // The browser on the far side, through the page's own save path.
+      const tsx = path.join(repoRoot, 'node_modules', '.bin', 'tsx');
+      const [cmd, args] = inNs(wan.far, 'env', [`LINK=${s.link}`, tsx, path.join(repoRoot, 'tests-e2e', 'download.ts'), 'big.bin', '--out', path.join(out, 'big.bin')]);
+      const dl = spawnTracked('download', cmd, args);
+      const exit = await exitWithin(dl, 200_000);
+      if (exit === null) await killHard(dl);
+      const result = JSON.parse(dl.stdout.at(-1) ?? '{}') as { sha256?: string; mb_per_s?: number; lanes?: number; error?: string | null };
+      assert(exit?.code === 0 && !result.error, `the download through the page failed: ${result.error ?? `exit ${JSON.stringify(exit)}`}\n${dl.stderrTail()}`);
+      const want = createHash('sha256').update(await readFile(path.join(fixture.dir, 'big.bin'))).digest('hex');
+      assert(result.sha256 === want, `the saved file's SHA-256 is ${String(result.sha256)}, the shared file's ${want}`);
+      assert((result.lanes ?? 0) >= 1, `the page showed no lanes beside its link at 20 ms with 0.1% loss (${JSON.stringify(result)})`);
+      log(`    saved 48 MiB at ${String(result.mb_per_s)} MB/s over ${String((result.lanes ?? 0) + 1)} connections`);
     },
   },
   {

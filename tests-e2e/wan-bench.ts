@@ -41,6 +41,7 @@ import { generatedTree } from './lib/gen-tree.ts';
 import { startMount } from './lib/mount-process.ts';
 import { binary, binDir, repoRoot, scratchDir } from './lib/paths.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
+import { inNs, NEAR_ADDR, openWanLine } from './lib/wan-line.ts';
 
 const log = (line: string) => console.error(line);
 const round = (x: number, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits;
@@ -64,8 +65,6 @@ const PATHS: WanPath[] = [
   { name: 'rtt20_200m_turn', delayMs: 10, rateMbit: 200, lossPct: 0, turn: true },
 ];
 
-const NEAR_ADDR = '10.88.0.1';
-const FAR_ADDR = '10.88.0.2';
 const DESKTOP_SOCKET_MAX = 212_992;
 
 const cleanups: Array<() => unknown> = [];
@@ -78,14 +77,6 @@ function run(cmd: string, args: string[]): string {
   const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status ?? r.signal}): ${r.stderr.trim()}`);
   return r.stdout;
-}
-
-/**
- * A command in a namespace: `nsenter --net` (not `ip netns exec`, which gives the
- * command a mount namespace of its own, so the mounts it makes would not be seen here).
- */
-function inNs(ns: string, cmd: string, args: string[]): [string, string[]] {
-  return ['nsenter', [`--net=/run/netns/${ns}`, cmd, ...args]];
 }
 
 /** The far namespace of the path being measured. */
@@ -117,31 +108,12 @@ async function runIn(ns: string, name: string, cmd: string, args: string[], ms: 
 
 /** Two fresh namespaces and a linkfs-wan line between them, for one path. */
 async function line(p: WanPath): Promise<{ near: string; far: string }> {
-  const tag = `${process.pid}`;
-  const near = `wan-near-${tag}`;
-  const far = `wan-far-${tag}`;
-  for (const ns of [near, far]) {
-    spawnSync('ip', ['netns', 'del', ns]);
-    run('ip', ['netns', 'add', ns]);
-    later(() => spawnSync('ip', ['netns', 'del', ns]));
-  }
-  const args = ['--a', near, '--b', far, '--a-addr', NEAR_ADDR, '--b-addr', FAR_ADDR, '--delay-ms', String(p.delayMs), '--rate-mbit', String(p.rateMbit), '--loss', String(p.lossPct)];
-  const wan = spawnTracked('wan', path.join(binDir(), 'linkfs-wan'), args);
+  const l = await openWanLine(p);
   later(async () => {
-    wan.child.kill('SIGTERM');
-    if ((await exitWithin(wan, 3000)) === null) await killHard(wan);
-    const counts = wan.stdout.find((l) => l.startsWith('{'));
+    const counts = await l.close();
     if (counts) log(`wan-bench: ${p.name}: the line carried ${counts}`);
   });
-  const deadline = performance.now() + 10_000;
-  while (!wan.stdout.some((l) => l.startsWith('linkfs-wan: '))) {
-    if (wan.exited() !== null || performance.now() > deadline) throw new Error(`linkfs-wan did not start: ${wan.stderrTail()}`);
-    await sleep(20);
-  }
-  // A default route on each side: Chromium gathers no ICE candidates without one.
-  run('ip', ['-n', near, 'route', 'add', 'default', 'dev', `wan-a${wan.child.pid}`]);
-  run('ip', ['-n', far, 'route', 'add', 'default', 'dev', `wan-b${wan.child.pid}`]);
-  return { near, far };
+  return l;
 }
 
 /** iperf3 near -> far for 8 s: MB/s. */

@@ -149,6 +149,8 @@ struct Inner {
     dc: Option<RtcDataChannel>,
     opened: bool,
     finished: bool,
+    /// Bytes of the frames this connection delivered.
+    frame_bytes: u64,
     keep: Vec<Box<dyn std::any::Any>>,
 }
 
@@ -337,6 +339,32 @@ impl DataLink {
         self.inner.borrow().pc.as_ref().map(|pc| pc.get_stats())
     }
 
+    /// Lanes open beside this link now (more connections carrying its reads).
+    #[wasm_bindgen(js_name = lanesOpen)]
+    pub fn lanes_open(&self) -> u32 {
+        match &self.inner.borrow().reports {
+            Reports::Page { lanes, .. } => lanes
+                .iter()
+                .filter(|l| l.try_borrow().is_ok_and(|l| l.opened && !l.finished))
+                .count() as u32,
+            Reports::Lane { .. } => 0,
+        }
+    }
+
+    /// Bytes of every frame delivered so far, over this link and its lanes.
+    #[wasm_bindgen(js_name = frameBytes)]
+    pub fn frame_bytes(&self) -> f64 {
+        let i = self.inner.borrow();
+        let lanes = match &i.reports {
+            Reports::Page { lanes, .. } => lanes
+                .iter()
+                .filter_map(|l| l.try_borrow().ok().map(|l| l.frame_bytes))
+                .sum(),
+            Reports::Lane { .. } => 0,
+        };
+        (i.frame_bytes + lanes) as f64
+    }
+
     /// Closes everything; no more callbacks.
     pub fn close(&self) {
         detach(&mut self.inner.borrow_mut());
@@ -360,6 +388,7 @@ fn connect(link: &ShareLink, relay_only: bool, reports: Reports) -> Result<Share
         dc: None,
         opened: false,
         finished: false,
+        frame_bytes: 0,
         keep: Vec::new(),
     }));
     report_status(&inner, "connecting", words::CONNECTING_RELAY);
@@ -588,6 +617,7 @@ fn deliver(inner: &Shared, buf: ArrayBuffer) {
     let head = &head[..head_len];
     let (says, to) = {
         let mut i = inner.borrow_mut();
+        i.frame_bytes += len as u64;
         match &mut i.reports {
             Reports::Page {
                 gate, started_ms, ..

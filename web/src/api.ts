@@ -131,8 +131,13 @@ export interface ConnectionInfo {
   protocol: string;
   /** Current round-trip time, if measured. */
   rttMs: number | null;
-  /** Bytes received on this pair so far (for the speed). */
+  /** Bytes received so far, over every connection (for the speed). */
   bytesReceived: number;
+  /**
+   * More connections (lanes) carrying this link's reads: opened at a distance when
+   * one connection moves a big read slowly.
+   */
+  lanes: number;
 }
 
 export interface ShareApi {

@@ -357,9 +357,12 @@ class WasmShare implements ShareApi {
   }
 
   async connection(): Promise<ConnectionInfo | null> {
-    const report = (await this.dataLink?.statsReport()) as RTCStatsReport | undefined;
-    if (!report) return null;
-    return connectionOf(report);
+    const link = this.dataLink;
+    const report = (await link?.statsReport()) as RTCStatsReport | undefined;
+    if (!report || !link) return null;
+    const info = connectionOf(report);
+    // Lanes carry reads too: the speed counts every connection's frames.
+    return info === null ? null : { ...info, lanes: link.lanesOpen(), bytesReceived: link.frameBytes() };
   }
 
   indexIn(dir: EntryId, id: EntryId, sort: SortKey, descending: boolean): Promise<number | null> {
@@ -431,6 +434,7 @@ function connectionOf(report: RTCStatsReport): ConnectionInfo | null {
     protocol: String(local?.protocol ?? 'udp'),
     rttMs: rtt,
     bytesReceived: typeof pair.bytesReceived === 'number' ? pair.bytesReceived : 0,
+    lanes: 0,
   };
 }
 

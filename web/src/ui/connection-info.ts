@@ -51,10 +51,12 @@ export class ConnectionInfoView {
     this.last = { at: now, bytes: info.bytesReceived };
     const route = info.route === 'relayed' ? 'Through a relay (TURN)' : 'Direct';
     const rtt = info.rttMs === null ? '' : ` · ${info.rttMs < 1 ? '<1' : Math.round(info.rttMs)} ms`;
-    this.element.textContent = `${route}${rtt}${speed}`;
+    const lanes = info.lanes > 0 ? ` · ${info.lanes + 1} connections` : '';
+    this.element.textContent = `${route}${rtt}${speed}${lanes}`;
     this.element.title = `Connection: ${info.localType} ⇄ ${info.remoteType} candidates over ${info.protocol}${info.rttMs === null ? '' : `, round trip ${info.rttMs.toFixed(1)} ms`}`;
     this.element.dataset.route = info.route;
     this.element.dataset.rttMs = info.rttMs === null ? '' : String(info.rttMs);
+    this.element.dataset.lanes = String(info.lanes);
     this.element.hidden = false;
   }
 }
