@@ -561,6 +561,10 @@ pub struct HostSignaling {
     registered: bool,
     relay_open: bool,
     slots: BTreeMap<PeerId, Slot>,
+    /// Admitted connections that turned out to be lanes of a visitor's link:
+    /// they hold no visitor slot (the sharer admits at most its offer of
+    /// lanes per session, so they are bounded by the slots).
+    lanes: BTreeSet<PeerId>,
     /// Challenges sent to guests not yet admitted.
     challenges: BTreeMap<u32, Challenge>,
     refused: BTreeSet<u32>,
@@ -586,6 +590,7 @@ impl HostSignaling {
             registered: false,
             relay_open: true,
             slots: BTreeMap::new(),
+            lanes: BTreeSet::new(),
             challenges: BTreeMap::new(),
             refused: BTreeSet::new(),
             actions: VecDeque::new(),
@@ -757,7 +762,10 @@ impl HostSignaling {
         };
         match payload {
             SignalPayload::Offer { sdp } => {
-                if self.slots.contains_key(&from) || self.refused.contains(&from.0) {
+                if self.slots.contains_key(&from)
+                    || self.lanes.contains(&from)
+                    || self.refused.contains(&from.0)
+                {
                     return;
                 }
                 if self.slots.len() >= self.max_visitors {
@@ -825,10 +833,20 @@ impl HostSignaling {
         }
     }
 
+    /// `peer`'s link is a lane of another visitor's (its first frame joined
+    /// a session): it gives back its visitor slot, so a visitor's lanes never
+    /// turn another visitor away.
+    pub fn visitor_is_lane(&mut self, peer: PeerId) {
+        if self.slots.remove(&peer).is_some() {
+            self.lanes.insert(peer);
+        }
+    }
+
     /// `peer` is gone (its handshake failed, its link closed, or its task
     /// ended in any other way): its slot is free.
     pub fn visitor_ended(&mut self, peer: PeerId) {
         self.slots.remove(&peer);
+        self.lanes.remove(&peer);
     }
 
     /// The relay socket closed: visitors already connected stay; nothing more

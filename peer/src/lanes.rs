@@ -50,11 +50,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::drive::{FrameLink, FrameReceiver, FrameSender, LinkClosed};
 
+use linkfs_core::lanes::{GateSays, LaneGate, lane_may_carry};
 pub use linkfs_core::lanes::{
     LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT, LANE_SAMPLE_BYTES,
     LANE_SAMPLE_TIME, MAX_LANES,
 };
-use linkfs_core::lanes::{GateSays, LaneGate, lane_may_carry};
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

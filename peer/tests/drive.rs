@@ -371,7 +371,7 @@ impl LanedShare {
             self.lane_cuts.lock().unwrap().push(cut);
         }
         let (ctx, board) = (self.shared.ctx.clone(), self.board.clone());
-        tokio::spawn(async move { serve_link(a, ctx, board.as_ref(), async {}).await });
+        tokio::spawn(async move { serve_link(a, ctx, board.as_ref(), |_| async {}).await });
         Counted {
             link: b,
             chunk_bytes: counter.clone(),
@@ -546,7 +546,7 @@ async fn a_lane_that_names_no_session_is_closed() {
     let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
     let served =
         tokio::spawn(
-            async move { serve_link(a, shared.ctx.clone(), Some(&board), async {}).await },
+            async move { serve_link(a, shared.ctx.clone(), Some(&board), |_| async {}).await },
         );
     let (mut tx, mut rx) = b.split();
     tx.ready().await.unwrap();

@@ -469,6 +469,35 @@ fn the_host_admits_at_most_max_visitors_and_frees_ended_slots() {
 }
 
 #[test]
+fn a_visitors_lanes_never_turn_another_visitor_away() {
+    let mut h = host(2);
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(1))[..],
+        [HostAction::Answer { .. }]
+    ));
+    // Visitor 1's lane connects (a slot while it is unknown), then joins its session.
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(2))[..],
+        [HostAction::Answer { .. }]
+    ));
+    h.visitor_is_lane(PeerId(2));
+    assert_eq!(h.admitted(), 1);
+    // Another visitor still gets in.
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(3))[..],
+        [HostAction::Answer { .. }]
+    ));
+    assert_eq!(h.admitted(), 2);
+    // A lane's offer again changes nothing; its end frees nothing twice.
+    assert!(offer_from(&mut h, PeerId(2)).is_empty());
+    h.visitor_ended(PeerId(2));
+    assert_eq!(h.admitted(), 2);
+    // Not admitted: no lane.
+    h.visitor_is_lane(PeerId(9));
+    assert_eq!(h.admitted(), 2);
+}
+
+#[test]
 fn the_host_takes_a_bounded_number_of_candidates_per_visitor() {
     let mut h = host(2);
     let peer = PeerId(1);

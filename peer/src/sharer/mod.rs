@@ -46,7 +46,9 @@ pub use feed::{CheckSummary, WalkProgress, spawn_feed};
 pub use host::HostRelay;
 pub use live_index::{IndexStart, LiveIndex};
 pub use relay::{EmbeddedRelayConfig, RelayChoice, RelayInUse};
-pub use serve::{ServeContext, ServeEnd, ServeOutcome, Served, ServedSession, serve, serve_link};
+pub use serve::{
+    LinkIs, ServeContext, ServeEnd, ServeOutcome, Served, ServedSession, serve, serve_link,
+};
 pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visitors};
 
 use crate::random::{RandomError, random_bytes};
@@ -315,6 +317,7 @@ pub async fn share(
             Some(news) = news_rx.recv() => match news {
                 VisitorNews::Answer(peer, sdp) => host.machine().answer_made(peer, sdp),
                 VisitorNews::LocalCandidate(peer, c) => host.machine().local_candidate(peer, c),
+                VisitorNews::Lane(peer) => host.machine().visitor_is_lane(peer),
                 VisitorNews::Connected(peer) => {
                     host.machine().visitor_connected(peer);
                     let visitors = host.machine().connected();

@@ -242,14 +242,23 @@ pub enum Served {
     Lane(Option<LinkClosed>),
 }
 
-/// Serves a visitor's data link: a session that offers lanes on `board`
-/// (`announce` runs once it is known to be one), or, when its first frame
-/// says so, a lane of a session already served.
-pub async fn serve_link<L: FrameLink>(
+/// What a visitor's link turned out to be, once its first frame said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkIs {
+    /// A visitor's session.
+    Session,
+    /// A lane admitted to another link's session: not a visitor of its own.
+    Lane,
+}
+
+/// Serves a visitor's data link: a session that offers lanes on `board`,
+/// or, when its first frame says so, a lane of a session already served.
+/// `announce` runs once it is known which.
+pub async fn serve_link<L: FrameLink, F: Future<Output = ()>>(
     link: L,
     ctx: ServeContext,
     board: Option<&LaneBoard<L::Sender>>,
-    announce: impl Future<Output = ()>,
+    announce: impl FnOnce(LinkIs) -> F,
 ) -> Served {
     let (tx, mut rx) = link.split();
     let first = tokio::select! {
@@ -262,6 +271,7 @@ pub async fn serve_link<L: FrameLink>(
     {
         return match board.and_then(|b| b.admit(&join.token)) {
             Some(admission) => {
+                announce(LinkIs::Lane).await;
                 Served::Lane(hold_lane(Halves(tx, rx), admission, ctx.cancel.clone()).await)
             }
             None => {
@@ -271,7 +281,7 @@ pub async fn serve_link<L: FrameLink>(
             }
         };
     }
-    announce.await;
+    announce(LinkIs::Session).await;
     let lanes = board.and_then(|b| {
         let token = crate::random::random_bytes::<16>().ok()?;
         Some(b.open(LaneToken(token), MAX_LANES))

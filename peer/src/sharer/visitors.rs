@@ -17,7 +17,7 @@ use linkfs_proto::signal::PeerId;
 use tokio::sync::mpsc;
 use tokio::task::{Id, JoinSet};
 
-use super::serve::{ServeContext, ServeOutcome, Served, serve_link};
+use super::serve::{LinkIs, ServeContext, ServeOutcome, Served, serve_link};
 use crate::lanes::LaneBoard;
 use crate::transport::{
     DataLinkSender, Handshake, HandshakeEvent, TransportConfig, TransportError,
@@ -32,6 +32,8 @@ pub enum VisitorNews {
     Answer(PeerId, String),
     LocalCandidate(PeerId, IceCandidate),
     Connected(PeerId),
+    /// Its link is a lane of another visitor's: it holds no visitor slot.
+    Lane(PeerId),
 }
 
 /// How a visitor's task ended.
@@ -100,8 +102,12 @@ impl Visitors {
             };
             match link {
                 Ok(link) => {
-                    let announce = async {
-                        let _ = news.send(VisitorNews::Connected(peer)).await;
+                    let announce = |is: LinkIs| async move {
+                        let said = match is {
+                            LinkIs::Session => VisitorNews::Connected(peer),
+                            LinkIs::Lane => VisitorNews::Lane(peer),
+                        };
+                        let _ = news.send(said).await;
                     };
                     match serve_link(link, ctx, Some(&lanes), announce).await {
                         Served::Session(outcome) => VisitorEnd::Served(outcome),
