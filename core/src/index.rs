@@ -666,7 +666,7 @@ impl Index {
     }
 
     /// Where `child` sits among the children of `dir`, if it is there.
-    fn child_position(&self, d: &Dir, child: u32) -> Option<usize> {
+    fn position_in(&self, d: &Dir, child: u32) -> Option<usize> {
         let i = child as usize;
         let in_tail = d.children[d.sorted..]
             .iter()
@@ -689,7 +689,7 @@ impl Index {
 
     fn unlink_child(&mut self, dir: u32, child: u32) {
         let Some(d) = self.dirs.get(&dir) else { return };
-        let Some(pos) = self.child_position(d, child) else {
+        let Some(pos) = self.position_in(d, child) else {
             return;
         };
         let is_dir = self.is_dir_at(child as usize);
@@ -898,6 +898,12 @@ impl Index {
     /// Children of `dir` in display order (directories first, then by name).
     pub fn children(&self, dir: EntryId) -> &[u32] {
         self.dirs.get(&dir.0).map_or(&[], |d| &d.children[..])
+    }
+
+    /// Where `id` sits in [`children`](Self::children)`(dir)` (a binary
+    /// search by name, not a scan of a big folder).
+    pub fn child_position(&self, dir: EntryId, id: EntryId) -> Option<usize> {
+        self.position_in(self.dirs.get(&dir.0)?, id.0)
     }
 
     /// Number of children of `dir`.

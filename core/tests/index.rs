@@ -112,6 +112,15 @@ fn check(index: &mut Index, model: &HashMap<u32, ModelEntry>) {
                 );
             }
         }
+        // Every child's place in the listing is found.
+        let children = index.children(EntryId(*id));
+        for (at, c) in children.iter().enumerate() {
+            assert_eq!(
+                index.child_position(EntryId(*id), EntryId(*c)),
+                Some(at),
+                "place of {c} in {id}"
+            );
+        }
         // By size: directories first, then by size, ties in name order.
         let by_size: Vec<u32> = index
             .list(EntryId(*id), SortKey::Size, false, 0, usize::MAX)

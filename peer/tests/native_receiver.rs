@@ -938,9 +938,10 @@ fn a_mount_rides_out_dropped_links_and_reads_stay_whole() {
 #[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
 fn small_files_read_one_after_another_are_already_fetched_when_the_reader_gets_to_them() {
     // `cat *`, `tar c`, `grep -r`, a build: a folder's small files one after
-    // another. Each used to cost a round trip to the sharer. The first read
-    // fetches the next ones ahead, so with the sharer frozen (SIGSTOP: nothing
-    // more can come) the next ones still read, whole and at once.
+    // another. Each used to cost a round trip to the sharer. A read right
+    // after the one before it in the folder fetches the next ones ahead, so
+    // with the sharer frozen (SIGSTOP: nothing more can come) the next ones
+    // still read, whole and at once.
     use linkfs_peer::visit::mount::FILES_AHEAD;
     let tmp = TempDir::new("files-ahead");
     let src = tmp.0.join("src");
@@ -962,12 +963,13 @@ fn small_files_read_one_after_another_are_already_fetched_when_the_reader_gets_t
     let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
     let dir = mount.mnt.join("many");
     assert_eq!(std::fs::read(dir.join(&files[0].0)).unwrap(), files[0].1);
+    assert_eq!(std::fs::read(dir.join(&files[1].0)).unwrap(), files[1].1);
     // The files ahead arrive over loopback in well under this.
     std::thread::sleep(Duration::from_secs(1));
     kill(&share.child, "-STOP");
     let reader = {
         let dir = dir.clone();
-        let files = files[1..=FILES_AHEAD].to_vec();
+        let files = files[2..=FILES_AHEAD + 1].to_vec();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for (name, want) in files {
@@ -987,7 +989,7 @@ fn small_files_read_one_after_another_are_already_fetched_when_the_reader_gets_t
                 kill(&share.child, "-CONT");
                 panic!(
                     "file {} of the folder was not fetched ahead: it waits for the (frozen) sharer",
-                    read + 1
+                    read + 2
                 );
             }
         }
