@@ -134,13 +134,21 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
     let started = std::time::Instant::now();
     eprintln!("linkfs: connecting to the sharer ...");
     let client = open(&args.link, &transport(args)).await?;
-    if let Some(route) = client.route() {
-        eprintln!("linkfs: connected to the sharer {route}");
-    }
     report_reconnects(&client);
     let b = bar("{spinner} index: {pos}/{len} entries {wide_bar} {elapsed}");
+    // How the link travels is said once ICE says; the index does not wait for it.
+    let mut route_said = false;
+    let say_route = |route: Option<linkfs_peer::transport::Route>, b: &ProgressBar| {
+        if let Some(route) = route {
+            b.suspend(|| eprintln!("linkfs: connected to the sharer {route}"));
+        }
+    };
     let mut watch = client.watch();
     let done = loop {
+        if !route_said && let Some(route) = client.route_now() {
+            route_said = true;
+            say_route(route, &b);
+        }
         let s = watch.borrow_and_update().clone();
         b.set_length(s.announced.max(s.received));
         b.set_position(s.received);
@@ -156,6 +164,9 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
         }
     };
     b.finish_and_clear();
+    if !route_said {
+        say_route(client.settled_route().await, &b);
+    }
     match done {
         Ok(entries) => {
             eprintln!(

@@ -182,6 +182,12 @@ impl PathProbe {
         let connection = self.0.upgrade()?;
         round_trip_of(connection.pc.as_ref()).await
     }
+
+    /// The route of the selected candidate pair, once ICE has chosen one.
+    pub async fn route(&self) -> Option<Route> {
+        let connection = self.0.upgrade()?;
+        route_of(connection.pc.as_ref()).await
+    }
 }
 
 /// The sending half of a [`DataLink`]. Clones share one outbox.

@@ -110,9 +110,13 @@ pub struct Client {
     commands: mpsc::Sender<ReadCommand>,
     status: watch::Receiver<Status>,
     cancel: CancellationToken,
-    /// How the first data link travelled (directly or through TURN), if known.
-    route: Option<crate::transport::Route>,
+    /// How the first data link travelled (directly or through TURN): `None`
+    /// until ICE says (a moment after the link opens), then what it said.
+    route: RouteCell,
 }
+
+/// Where the first link's route lands once known (see [`Client::settled_route`]).
+pub type RouteCell = Arc<std::sync::Mutex<Option<Option<crate::transport::Route>>>>;
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -228,17 +232,29 @@ impl Client {
             commands,
             status,
             cancel,
-            route: None,
+            route: RouteCell::default(),
         }
     }
 
-    /// How the first data link travelled (directly or through TURN), if known.
-    pub fn route(&self) -> Option<&crate::transport::Route> {
-        self.route.as_ref()
+    /// How the first data link travelled (directly or through TURN), once ICE
+    /// has said (`None` if it does not within about a second of the link
+    /// opening). The session does not wait for it.
+    pub async fn settled_route(&self) -> Option<crate::transport::Route> {
+        loop {
+            if let Some(route) = self.route.lock().ok().and_then(|r| r.clone()) {
+                return route;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
-    /// Records how the first data link travelled.
-    pub fn with_route(mut self, route: Option<crate::transport::Route>) -> Self {
+    /// The route, if ICE has said by now (see [`Client::settled_route`]).
+    pub fn route_now(&self) -> Option<Option<crate::transport::Route>> {
+        self.route.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// Where the first data link's route will land.
+    pub fn with_route(mut self, route: RouteCell) -> Self {
         self.route = route;
         self
     }

@@ -23,14 +23,14 @@ pub mod mount;
 
 pub use client::{
     CHANGES_QUEUE, COMMAND_QUEUE, Client, Connector, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError,
-    Status, native_receiver_config,
+    RouteCell, Status, native_receiver_config,
 };
 pub use connect::connect;
 pub use linkfs_core::IndexChanges;
 
 use linkfs_core::{EndReason, FailureKind, GuestFailure, LinkError, ShareLink};
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::lanes::{LaneMaker, LanedLink};
 use crate::random::RandomError;
@@ -92,9 +92,11 @@ impl VisitError {
 pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, VisitError> {
     let link = ShareLink::parse(link)?;
     let transport = transport.clone();
-    // How the first link travelled, for the commands to say.
-    let route: Arc<Mutex<Option<Option<Route>>>> = Arc::default();
+    // How the first link travelled, for the commands to say (found beside the
+    // session, never before it: ICE may take a while to say, or never).
+    let route = RouteCell::default();
     let first_route = route.clone();
+    let first_link = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let lane_link = (link.clone(), transport.clone());
     let lane_connect: Arc<dyn Fn() -> LaneConnecting + Send + Sync> = Arc::new(move || {
         let (link, transport) = lane_link.clone();
@@ -102,17 +104,20 @@ pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, Vis
     });
     let connect: Connector<LanedLink<DataLink>> = Box::new(move || {
         let (link, transport, route) = (link.clone(), transport.clone(), first_route.clone());
+        let first_link = first_link.clone();
         let lane_connect = lane_connect.clone();
         Box::pin(async move {
             let data = connect(&link, &transport).await?;
-            let first = route.lock().map(|r| r.is_none()).unwrap_or(false);
-            if first {
-                let found = settled_route(&data).await;
-                if let Ok(mut r) = route.lock() {
-                    *r = Some(found);
-                }
-            }
             let probe = data.path_probe();
+            if first_link.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                let probe = probe.clone();
+                tokio::spawn(async move {
+                    let found = settled_route(&probe).await;
+                    if let Ok(mut r) = route.lock() {
+                        *r = Some(found);
+                    }
+                });
+            }
             let maker = LaneMaker {
                 connect: lane_connect,
                 round_trip: Arc::new(move || {
@@ -125,19 +130,20 @@ pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, Vis
         })
     });
     let client = Client::connect(connect, native_receiver_config()).await?;
-    let route = route.lock().ok().and_then(|mut r| r.take()).flatten();
     Ok(client.with_route(route))
 }
 
 /// The route a new link settled on: ICE may settle on its pair a moment
 /// after the channel opens (asked for up to a second: on a busy machine,
 /// 200 ms was once not enough, and `linkfs get` did not say how it went).
-async fn settled_route(data: &crate::transport::DataLink) -> Option<Route> {
+/// Asked beside the session: awaited before it, it held up a 204k-entry
+/// index on one host by a second whenever ICE did not say.
+async fn settled_route(probe: &crate::transport::PathProbe) -> Option<Route> {
     for _ in 0..50 {
-        if let Some(route) = data.route().await {
+        if let Some(route) = probe.route().await {
             return Some(route);
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    data.route().await
+    probe.route().await
 }
