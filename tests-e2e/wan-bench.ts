@@ -241,6 +241,8 @@ async function browserPairRate(near: string, far: string, mib: number, ms: numbe
     return json.mb_per_s;
   } finally {
     if ((await exitWithin(sender, 10_000)) === null) await killHard(sender);
+    // A script killed on a timeout leaves its Chromium behind: its profile names it.
+    spawnSync('pkill', ['-f', 'user-data-dir=.*chromium-pair-']);
     await rm(signal, { recursive: true, force: true });
   }
 }
