@@ -11,19 +11,34 @@
 //!                                        path's round trip is >= LANE_MIN_RTT
 //! ```
 //!
-//! The rule: after [`LANE_AFTER_BYTES`] of chunks on the session's link (a
-//! bulk read, not a listing or a few small files), watch the next
-//! [`LANE_SAMPLE_BYTES`] or [`LANE_SAMPLE_TIME`], whichever comes first; if
-//! the link moved them at under [`LANE_BELOW_RATE`], open lanes, up to what
-//! the sharer offered and the shell wants. Decided once per link.
+//! The rule, in steps:
+//! 1. **One link first.** After [`LANE_AFTER_BYTES`] of chunks on the
+//!    session's link (a bulk read, not a listing or a few small files), or
+//!    [`LANE_WARM_TIME`] after its first chunk if [`LANE_MIN_SAMPLE_BYTES`]
+//!    came by then (a slow path brings 2 MiB only after many seconds), watch
+//!    the next [`LANE_SAMPLE_BYTES`] or [`LANE_SAMPLE_TIME`], whichever comes
+//!    first. If the link moved them at under [`LANE_BELOW_RATE`], open
+//!    [`FIRST_LANES`] lanes (all of them at once under
+//!    [`LANES_AT_ONCE_BELOW`]); otherwise never.
+//! 2. **More while they add up.** [`LANE_STEP_SETTLE`] after lanes were
+//!    asked for (they connect and start), measure every connection's chunks
+//!    together for [`LANE_STEP_SAMPLE`]. If they moved at least
+//!    [`LANE_STEP_GAIN`] times what the one link moved, times the number of
+//!    connections, the path is not full: losses, not the bottleneck, hold
+//!    each connection back. Then double the connections (up to
+//!    [`MAX_LANES`] lanes, what the sharer offered and the shell wants) and
+//!    measure again; otherwise stop where they are.
 //!
 //! Why these numbers (measured on `linkfs-wan`, docs/webrtc-notes.md): one
 //! association that fills the path is faster alone (at 20 ms and 5 ms without
 //! loss, eight connections overflowed the bottleneck's queue and moved 13.4 and
 //! 42 MB/s where one moved 21 and 62). One that losses hold back moves far
-//! less (2.2 MB/s at 20 ms and 0.1 % random loss; toward Chromium, whose UDP
-//! socket overflows when its network thread is busy, 5.5 MB/s at 20 ms with no
-//! loss on the line), and there lanes multiply it.
+//! less (2.2 MB/s at 20 ms and 0.1 % random loss; about 0.15 at 100 ms and
+//! 0.5 %; toward Chromium, whose UDP socket overflows when its network thread
+//! is busy, 5.5 MB/s at 20 ms with no loss on the line), and there lanes
+//! multiply it, each about as much as the first, until the path is full. A
+//! path that the first eight already fill (or a receiver that cannot take
+//! more, like Chromium) shows it at the first measurement and gets no more.
 
 use std::time::Duration;
 
@@ -32,20 +47,42 @@ use linkfs_proto::{FRAME_READ_CHUNK, LaneOffer};
 use crate::Millis;
 
 /// Most lanes a sharer takes for one session (so at most this many + 1
-/// connections per visitor): at 0.1 % loss one association moves about a
-/// tenth of what TCP does (measured: 2.2 MB/s of 23.7 at 20 ms), and N of
-/// them about N times that (6 moved 11.7 MB/s).
-pub const MAX_LANES: u8 = 7;
+/// connections per visitor): at 100 ms and 0.5 % loss one association moves
+/// about 0.15 MB/s and TCP about 10; 32 connections moved 5-9 MB/s there.
+pub const MAX_LANES: u8 = 31;
+/// Lanes opened by the first step (so 8 connections)...
+pub const FIRST_LANES: u8 = 7;
+/// ...or all of them at once where one link moves less than this (bytes/s):
+/// there the steps would take longer than most reads (a step is
+/// [`LANE_STEP_SETTLE`] + [`LANE_STEP_SAMPLE`]), and a path that slow in all
+/// is served as well by 32 connections as by one.
+pub const LANES_AT_ONCE_BELOW: f64 = LANE_BELOW_RATE / 16.0;
+/// Lanes a receiver connects at once (the relay admits 16 guests of one room
+/// from one address at a time, and the sharer counts a lane as a visitor
+/// until it joins).
+pub const LANES_CONNECTING_AT_ONCE: usize = 8;
 /// Lanes open only where the link's round trip is at least this (on one host
 /// or a LAN one association fills the path).
 pub const LANE_MIN_RTT: Duration = Duration::from_millis(4);
 /// ...and only once this many chunk bytes came on the session's link,
 pub const LANE_AFTER_BYTES: u64 = 2 << 20;
+/// ...or this long after its first chunk, if [`LANE_MIN_SAMPLE_BYTES`] came
+/// by then,
+pub const LANE_WARM_TIME: Duration = Duration::from_millis(500);
+pub const LANE_MIN_SAMPLE_BYTES: u64 = 256 << 10;
 /// ...and only if the session's link then moves less than this (bytes/s),
 /// measured over the next [`LANE_SAMPLE_BYTES`] or [`LANE_SAMPLE_TIME`].
 pub const LANE_BELOW_RATE: f64 = 12e6;
 pub const LANE_SAMPLE_BYTES: u64 = 6 << 20;
-pub const LANE_SAMPLE_TIME: Duration = Duration::from_millis(1500);
+pub const LANE_SAMPLE_TIME: Duration = Duration::from_millis(1000);
+/// After lanes were asked for, how long before their chunks are measured
+/// (a lane connects through the relay in a few round trips, then starts).
+pub const LANE_STEP_SETTLE: Duration = Duration::from_millis(1000);
+/// How long every connection's chunks are measured together.
+pub const LANE_STEP_SAMPLE: Duration = Duration::from_millis(1500);
+/// More lanes only if the connections moved at least this share of what the
+/// one link moved, times their number.
+pub const LANE_STEP_GAIN: f64 = 0.6;
 /// How long a receiver waits, after a lane ended, for the session link to say
 /// why (a goodbye) before it counts the whole link as lost.
 pub const LANE_END_GRACE: Duration = Duration::from_millis(500);
@@ -61,9 +98,32 @@ pub enum GateSays {
     Skip,
     /// For the session.
     Pass,
-    /// For the session; and open this many lanes joining `offer` now, if the
-    /// path's round trip is at least [`LANE_MIN_RTT`].
+    /// For the session; and open this many more lanes joining `offer` now, if
+    /// the path's round trip is at least [`LANE_MIN_RTT`].
     Open { offer: LaneOffer, count: u8 },
+}
+
+/// Where the rule stands (module docs).
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Before the one link's sample: since its first chunk.
+    Warming {
+        first: Option<Millis>,
+    },
+    /// The one link measured from `since`, when `from` chunk bytes had come.
+    Sampling {
+        since: Millis,
+        from: u64,
+    },
+    /// `asked` lanes asked for at `asked_at`; one link alone moved
+    /// `one_link` bytes/s; every connection measured from `sample`.
+    Growing {
+        asked: u8,
+        asked_at: Millis,
+        one_link: f64,
+        sample: Option<(Millis, u64)>,
+    },
+    Decided,
 }
 
 /// The lane rule for one session link (module docs).
@@ -72,10 +132,9 @@ pub struct LaneGate {
     /// Most lanes the shell opens (0: never).
     wanted: u8,
     offer: Option<LaneOffer>,
+    /// Chunk bytes on the session's link and its lanes.
     chunk_bytes: u64,
-    /// When the chunk bytes passed [`LANE_AFTER_BYTES`], and how many there were.
-    sample_from: Option<(Millis, u64)>,
-    decided: bool,
+    step: Step,
 }
 
 impl LaneGate {
@@ -85,8 +144,7 @@ impl LaneGate {
             wanted,
             offer: None,
             chunk_bytes: 0,
-            sample_from: None,
-            decided: false,
+            step: Step::Warming { first: None },
         }
     }
 
@@ -115,34 +173,112 @@ impl LaneGate {
                 }
                 GateSays::Skip
             }
-            Some(&FRAME_READ_CHUNK) => {
-                self.chunk_bytes += len as u64;
-                self.decide(now)
-            }
+            Some(&FRAME_READ_CHUNK) => self.on_chunk(now, len),
             _ => GateSays::Pass,
         }
     }
 
+    /// A read chunk of `len` bytes that came on a lane at `now` (never
+    /// [`GateSays::Skip`]).
+    pub fn on_lane_chunk(&mut self, now: Millis, len: usize) -> GateSays {
+        self.on_chunk(now, len)
+    }
+
+    fn on_chunk(&mut self, now: Millis, len: usize) -> GateSays {
+        self.chunk_bytes += len as u64;
+        self.decide(now)
+    }
+
+    /// Most lanes there may be in all.
+    fn cap(&self, offer: LaneOffer) -> u8 {
+        offer.lanes.min(self.wanted).min(MAX_LANES)
+    }
+
     fn decide(&mut self, now: Millis) -> GateSays {
-        if self.decided || self.chunk_bytes < LANE_AFTER_BYTES {
-            return GateSays::Pass;
-        }
+        let since = |t: Millis| Duration::from_millis(now.0.saturating_sub(t.0));
         let Some(offer) = self.offer else {
             return GateSays::Pass;
         };
-        let (since, from) = *self.sample_from.get_or_insert((now, self.chunk_bytes));
-        let bytes = self.chunk_bytes - from;
-        let elapsed = Duration::from_millis(now.0.saturating_sub(since.0));
-        if bytes < LANE_SAMPLE_BYTES && elapsed < LANE_SAMPLE_TIME {
-            return GateSays::Pass;
+        match self.step {
+            Step::Decided => GateSays::Pass,
+            Step::Warming { first } => {
+                let first = first.unwrap_or(now);
+                self.step = Step::Warming { first: Some(first) };
+                let warm = self.chunk_bytes >= LANE_AFTER_BYTES
+                    || (since(first) >= LANE_WARM_TIME
+                        && self.chunk_bytes >= LANE_MIN_SAMPLE_BYTES);
+                if warm {
+                    self.step = Step::Sampling {
+                        since: now,
+                        from: self.chunk_bytes,
+                    };
+                }
+                GateSays::Pass
+            }
+            Step::Sampling { since: t, from } => {
+                let bytes = self.chunk_bytes - from;
+                let elapsed = since(t);
+                if bytes < LANE_SAMPLE_BYTES && elapsed < LANE_SAMPLE_TIME {
+                    return GateSays::Pass;
+                }
+                let rate = bytes as f64 / elapsed.as_secs_f64().max(0.001);
+                let first = if rate < LANES_AT_ONCE_BELOW {
+                    MAX_LANES
+                } else {
+                    FIRST_LANES
+                };
+                let count = first.min(self.cap(offer));
+                if rate >= LANE_BELOW_RATE || count == 0 {
+                    self.step = Step::Decided;
+                    return GateSays::Pass;
+                }
+                self.step = Step::Growing {
+                    asked: count,
+                    asked_at: now,
+                    one_link: rate,
+                    sample: None,
+                };
+                GateSays::Open { offer, count }
+            }
+            Step::Growing {
+                asked,
+                asked_at,
+                one_link,
+                sample,
+            } => {
+                if since(asked_at) < LANE_STEP_SETTLE {
+                    return GateSays::Pass;
+                }
+                let Some((t, from)) = sample else {
+                    self.step = Step::Growing {
+                        asked,
+                        asked_at,
+                        one_link,
+                        sample: Some((now, self.chunk_bytes)),
+                    };
+                    return GateSays::Pass;
+                };
+                let elapsed = since(t);
+                if elapsed < LANE_STEP_SAMPLE {
+                    return GateSays::Pass;
+                }
+                let rate = (self.chunk_bytes - from) as f64 / elapsed.as_secs_f64();
+                let links = f64::from(asked) + 1.0;
+                let cap = self.cap(offer);
+                let more = asked.saturating_mul(2).saturating_add(1).min(cap) - asked.min(cap);
+                if rate < LANE_STEP_GAIN * links * one_link || more == 0 {
+                    self.step = Step::Decided;
+                    return GateSays::Pass;
+                }
+                self.step = Step::Growing {
+                    asked: asked + more,
+                    asked_at: now,
+                    one_link,
+                    sample: None,
+                };
+                GateSays::Open { offer, count: more }
+            }
         }
-        self.decided = true;
-        let rate = bytes as f64 / elapsed.as_secs_f64().max(0.001);
-        let count = offer.lanes.min(self.wanted).min(MAX_LANES);
-        if rate >= LANE_BELOW_RATE || count == 0 {
-            return GateSays::Pass;
-        }
-        GateSays::Open { offer, count }
     }
 }
 
@@ -220,7 +356,96 @@ mod tests {
     fn a_few_small_reads_decide_nothing() {
         let mut gate = LaneGate::new(7);
         gate.on_session_frame(Millis(0), &OFFER.encode());
-        assert_eq!(feed(&mut gate, 1e6, LANE_AFTER_BYTES - 64 * 1024), None);
+        // Under the least sample, however long it takes.
+        assert_eq!(
+            feed(&mut gate, 20e3, LANE_MIN_SAMPLE_BYTES - 64 * 1024),
+            None
+        );
+    }
+
+    #[test]
+    fn a_slow_link_is_judged_within_seconds_not_after_2_mib() {
+        let mut gate = LaneGate::new(7);
+        gate.on_session_frame(Millis(0), &OFFER.encode());
+        // 0.2 MB/s: 2 MiB would take ten seconds.
+        let frame = chunk(60 * 1024);
+        let mut sent = 0u64;
+        let opened_at = loop {
+            sent += frame.len() as u64;
+            let now = Millis((sent as f64 / 0.2e6 * 1000.0) as u64);
+            if let GateSays::Open { count, .. } = gate.on_session_frame(now, &frame) {
+                assert_eq!(count, FIRST_LANES);
+                break now;
+            }
+            assert!(sent < LANE_AFTER_BYTES, "no lanes before 2 MiB");
+        };
+        // The first chunk at 0.3 s, then the warm-up and the sample.
+        assert!(opened_at.0 <= 3_500, "opened at {opened_at:?}");
+    }
+
+    /// A path where each connection moves `per_link` bytes/s and all of them
+    /// together at most `path`: chunks come at that rate, lanes count from
+    /// when they are asked for. Returns the connections at the end of `secs`.
+    fn connections_on(per_link: f64, path: f64, wanted: u8, secs: u64) -> u32 {
+        let mut gate = LaneGate::new(wanted);
+        gate.on_session_frame(Millis(0), &OFFER_ALL.encode());
+        let mut links = 1u32;
+        let mut t = 0.0f64;
+        let len = 60 * 1024;
+        while t < secs as f64 {
+            let rate = (f64::from(links) * per_link).min(path);
+            t += len as f64 / rate;
+            let now = Millis((t * 1000.0) as u64);
+            let says = if links == 1 {
+                gate.on_session_frame(now, &chunk(len))
+            } else {
+                gate.on_lane_chunk(now, len)
+            };
+            if let GateSays::Open { count, .. } = says {
+                links += u32::from(count);
+            }
+        }
+        links
+    }
+
+    const OFFER_ALL: LaneOffer = LaneOffer {
+        token: LaneToken([9; 16]),
+        lanes: MAX_LANES,
+    };
+
+    #[test]
+    fn lanes_grow_while_each_adds_about_as_much_as_the_first() {
+        // 100 ms, 0.5 % loss: 0.15 MB/s a connection, a 12 MB/s path.
+        assert_eq!(connections_on(0.15e6, 12e6, MAX_LANES, 60), 32);
+        // Never more than the shell wants.
+        assert_eq!(connections_on(0.15e6, 12e6, 10, 60), 11);
+    }
+
+    #[test]
+    fn lanes_stop_growing_once_the_path_is_full() {
+        // 20 ms, 0.1 % loss: 2.2 MB/s a connection, a 10 MB/s path: the
+        // first eight fill it.
+        assert_eq!(connections_on(2.2e6, 10e6, MAX_LANES, 60), 8);
+        // 1 MB/s a connection: a 6 MB/s path took 16, and 16 did not add
+        // up; a 12 MB/s path took 16, and 32 did not (the step that did not
+        // help stays).
+        assert_eq!(connections_on(1e6, 6e6, MAX_LANES, 60), 16);
+        assert_eq!(connections_on(1e6, 12e6, MAX_LANES, 60), 32);
+        assert_eq!(connections_on(1e6, 20e6, MAX_LANES, 60), 32);
+    }
+
+    #[test]
+    fn a_very_slow_link_gets_every_lane_at_once() {
+        // Whether losses hold each connection back or the path itself is
+        // that slow, steps would take longer than most reads.
+        assert_eq!(connections_on(0.15e6, 0.15e6, MAX_LANES, 20), 32);
+        assert_eq!(connections_on(0.15e6, 12e6, 3, 20), 4);
+    }
+
+    #[test]
+    fn a_receiver_that_cannot_take_more_gets_only_the_first_lanes() {
+        // Chromium at 20 ms: one connection 5.5 MB/s, eight 8.9 together.
+        assert_eq!(connections_on(5.5e6, 8.9e6, MAX_LANES, 60), 8);
     }
 
     #[test]

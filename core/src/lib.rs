@@ -71,8 +71,8 @@ pub use persist::{
     StoreWrite, StoredEvent, StoredFrame, StoredProgress, StoredSnapshot, StoredState, rebuild,
 };
 pub use receiver::{
-    BatchBytes, EndReason, FailureKind, Progress, ReadEvent, ReadFailure, ReadHandle, Receiver,
-    ReceiverConfig, ReceiverEvent, STALL_CAP, StartReadError,
+    BatchBytes, EndReason, FailureKind, HEDGE_MAX_BYTES, Progress, ReadEvent, ReadFailure,
+    ReadHandle, Receiver, ReceiverConfig, ReceiverEvent, STALL_CAP, StartReadError,
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use search::{MAX_RESULTS, NamePattern, Search, SearchStep};

@@ -29,6 +29,17 @@
 //! `retry_ms` either is asked again for what is missing, at most `max_retries`
 //! times per read (a request waiting its turn behind others on a slow link is
 //! not stalled).
+//!
+//! Held-up bytes are asked for again sooner. The sender serves a file's
+//! bytes nearest its start first, so when a read's next bytes are the
+//! file's first outstanding ones and do not come for `hedge_ms` while later
+//! bytes of the same file keep coming, they were lost or held up on the way:
+//! over several connections (lanes), a chunk waiting out a retransmission
+//! timeout on one of them (at least a second in webrtc-rs's SCTP, doubling
+//! while it lasts) while the others move on. Then up to [`HEDGE_MAX_BYTES`]
+//! from there are handed to a new request (within the sender's limit on
+//! requests); the old request no longer waits for them, and a late copy is
+//! dropped as a duplicate. Over one ordered link this never happens.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -40,6 +51,9 @@ use linkfs_proto::{
 
 use crate::Millis;
 use crate::index::{Index, IndexError};
+
+/// Most bytes one hedge asks for again (four chunks).
+pub const HEDGE_MAX_BYTES: u32 = 4 * CHUNK_LEN as u32;
 
 /// A request without progress for this many `retry_ms` is stalled even while
 /// the sender keeps sending other things (see `Receiver::stalls_at`).
@@ -59,6 +73,9 @@ pub struct ReceiverConfig {
     pub max_reads: usize,
     pub retry_ms: u64,
     pub max_retries: u32,
+    /// A read's next bytes held up this long while later bytes of its file
+    /// came are asked for again (module docs; 0: never).
+    pub hedge_ms: u64,
 }
 
 impl Default for ReceiverConfig {
@@ -72,6 +89,10 @@ impl Default for ReceiverConfig {
             max_reads: 4096,
             retry_ms: 5000,
             max_retries: 4,
+            // Over eight or more connections at 100 ms a chunk often comes
+            // half a second after later ones; one waiting out a timeout (at
+            // least 1 s) comes later, and then often several seconds late.
+            hedge_ms: 1000,
         }
     }
 }
@@ -255,6 +276,10 @@ struct Job {
     end: u64,
     next_request: u64,
     delivered: u64,
+    /// When `delivered` last moved (or its first request went).
+    delivered_at: Option<Millis>,
+    /// When a chunk of it last came.
+    heard_at: Millis,
     in_flight: u64,
     pending: BTreeMap<u64, Vec<u8>>,
     retries: u32,
@@ -269,6 +294,26 @@ struct Request {
     received: Vec<(u64, u32)>,
     received_bytes: u32,
     last_progress: Millis,
+}
+
+impl Request {
+    /// The missing piece that starts at `at` (within this request), up to
+    /// the next piece that came or its end.
+    fn missing_from(&self, at: u64) -> Option<(u64, u32)> {
+        let end = self.offset + u64::from(self.len);
+        if at < self.offset || at >= end {
+            return None;
+        }
+        let pos = self.received.partition_point(|(o, _)| *o <= at);
+        if pos > 0 && {
+            let (o, l) = self.received[pos - 1];
+            at < o + u64::from(l)
+        } {
+            return None;
+        }
+        let until = self.received.get(pos).map_or(end, |(o, _)| *o);
+        Some((at, (until - at) as u32))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -769,6 +814,8 @@ impl Receiver {
                 end,
                 next_request: offset,
                 delivered: offset,
+                delivered_at: None,
+                heard_at: Millis(0),
                 in_flight: 0,
                 pending: BTreeMap::new(),
                 retries: 0,
@@ -842,6 +889,13 @@ impl Receiver {
         if req.received.get(pos).is_some_and(|(o, _)| *o == offset) {
             return; // duplicate
         }
+        // Inside a hole handed to another request: a late copy.
+        if pos > 0 && {
+            let (o, l) = req.received[pos - 1];
+            offset + len <= o + u64::from(l)
+        } {
+            return;
+        }
         let overlaps_prev =
             pos > 0 && req.received[pos - 1].0 + u64::from(req.received[pos - 1].1) > offset;
         let overlaps_next = req
@@ -869,10 +923,12 @@ impl Receiver {
             return;
         };
         job.in_flight -= len;
+        job.heard_at = now;
         job.pending.insert(offset, data.to_vec());
         while let Some(data) = job.pending.remove(&job.delivered) {
             let at = job.delivered;
             job.delivered += data.len() as u64;
+            job.delivered_at = Some(now);
             self.events.push_back(ReceiverEvent::Read(ReadEvent::Data {
                 handle,
                 offset: at,
@@ -880,7 +936,12 @@ impl Receiver {
             }));
         }
         if job.delivered >= job.end {
+            let entry = job.entry;
             self.jobs.remove(&handle);
+            // Its file's other reads heard from the file now.
+            for j in self.jobs.values_mut().filter(|j| j.entry == entry) {
+                j.heard_at = j.heard_at.max(now);
+            }
             self.events
                 .push_back(ReceiverEvent::Read(ReadEvent::Done { handle }));
         }
@@ -915,6 +976,7 @@ impl Receiver {
             let Some(job) = self.jobs.get_mut(&handle) else {
                 break;
             };
+            job.delivered_at.get_or_insert(now);
             let len = (job.end - job.next_request).min(request_len) as u32;
             let offset = job.next_request;
             job.next_request += u64::from(len);
@@ -982,10 +1044,77 @@ impl Receiver {
         if self.state == State::AwaitingWelcome {
             return Some(Millis(self.hello_sent_at.0 + self.config.retry_ms));
         }
+        let hedge = self.held_up_reads().into_iter().map(|(_, at)| at).min();
         self.requests
             .values()
             .map(|r| Millis(self.stalls_at(r)))
             .min()
+            .into_iter()
+            .chain(hedge)
+            .min()
+    }
+
+    /// Reads whose next bytes are their file's first outstanding ones while
+    /// later bytes of the file came since they last moved, and when they are
+    /// due to be asked for again (module docs).
+    fn held_up_reads(&self) -> Vec<(ReadHandle, Millis)> {
+        if self.config.hedge_ms == 0 || self.requests.len() >= self.max_requests {
+            return Vec::new();
+        }
+        // Per file: its read furthest behind, and when any of its chunks last came.
+        let mut files: HashMap<EntryId, (ReadHandle, u64, Millis, Millis)> = HashMap::new();
+        for (h, j) in &self.jobs {
+            let Some(moved) = j.delivered_at.filter(|_| j.delivered < j.end) else {
+                continue;
+            };
+            let f = files
+                .entry(j.entry)
+                .or_insert((*h, j.delivered, moved, j.heard_at));
+            f.3 = f.3.max(j.heard_at);
+            if j.delivered < f.1 {
+                (f.0, f.1, f.2) = (*h, j.delivered, moved);
+            }
+        }
+        files
+            .into_values()
+            .filter(|(_, _, moved, heard)| heard.0 > moved.0)
+            .map(|(h, _, moved, _)| (h, Millis(moved.0.saturating_add(self.config.hedge_ms))))
+            .collect()
+    }
+
+    /// Asks again, in a new request, for the next bytes of reads held up for
+    /// `hedge_ms` (module docs).
+    fn hedge_held_up(&mut self, now: Millis) {
+        for (handle, due) in self.held_up_reads() {
+            if now < due || self.requests.len() >= self.max_requests {
+                continue;
+            }
+            let Some(job) = self.jobs.get_mut(&handle) else {
+                continue;
+            };
+            job.delivered_at = Some(now);
+            let (at, entry, generation) = (job.delivered, job.entry, job.generation);
+            let Some((id, (offset, len))) = self
+                .requests
+                .iter()
+                .filter(|(_, r)| r.job == handle)
+                .find_map(|(id, r)| r.missing_from(at).map(|m| (*id, m)))
+            else {
+                continue;
+            };
+            let len = len.min(HEDGE_MAX_BYTES);
+            let Some(req) = self.requests.get_mut(&id) else {
+                continue;
+            };
+            let pos = req.received.partition_point(|(o, _)| *o < offset);
+            req.received.insert(pos, (offset, len));
+            req.received_bytes += len;
+            if req.received_bytes == req.len {
+                self.requests.remove(&id);
+            }
+            self.in_flight -= u64::from(len);
+            self.send_request(now, handle, entry, generation, offset, len);
+        }
     }
 
     /// When `req` counts as stalled: `retry_ms` after its own last progress
@@ -1011,7 +1140,8 @@ impl Receiver {
         quiet.min(cap)
     }
 
-    /// Asks again for whatever a stalled request is missing.
+    /// Asks again for whatever a stalled request is missing, and for the
+    /// next bytes of reads held up for `hedge_ms`.
     pub fn handle_timeout(&mut self, now: Millis) {
         if self.state == State::AwaitingWelcome
             && now.0 >= self.hello_sent_at.0 + self.config.retry_ms
@@ -1023,6 +1153,7 @@ impl Receiver {
         if self.state != State::Open {
             return;
         }
+        self.hedge_held_up(now);
         let stalled: Vec<ReadId> = self
             .requests
             .iter()

@@ -26,7 +26,8 @@
 //! Reads: a request is checked against the index (id, kind, generation, range)
 //! before it is queued; at most `max_reads` are queued. The session hands the
 //! shell one chunk-sized piece of file IO at a time, round-robin over the queued
-//! reads so that a small file is not stuck behind a large one, with at most
+//! reads so that a small file is not stuck behind a large one (a file's own
+//! reads are served nearest its start first within the turns they get), with at most
 //! `max_pending_io` pieces read or framed but not yet sent. Short requests (at
 //! most [`SHORT_READ`] bytes: a small file, asked for whole) go first: their IO
 //! is handed out before longer reads' (with [`SHORT_READ_EXTRA_IO`] pieces of
@@ -526,6 +527,18 @@ impl SenderSession {
             None => return None,
         };
         let mut r = self.reads.remove(at)?;
+        // The turn is this read's; the bytes go to the read of the same
+        // file nearest its start, so a file's reads end in the order of
+        // their bytes (a download that writes pieces in order never waits
+        // on its first while the others are done).
+        let first = self
+            .reads
+            .iter_mut()
+            .filter(|o| o.entry == r.entry && o.short == r.short && o.next < r.next)
+            .min_by_key(|o| o.next);
+        if let Some(first) = first {
+            std::mem::swap(&mut r, first);
+        }
         let len = (r.end - r.next).min(CHUNK_LEN as u64) as u32;
         let io = ReadIo {
             read: r.read,

@@ -146,3 +146,50 @@ fn short_reads_first_never_starves_a_bulk_read_of_its_bytes() {
     }
     const { assert!(SMALL <= SHORT_READ && (1 << 20) > SHORT_READ) };
 }
+
+#[test]
+fn a_files_reads_end_in_the_order_of_their_bytes() {
+    // A download keeps several pieces of one file in flight and writes them
+    // in order: the first must not end last, even when it was asked for
+    // last (a hole asked for again). Regression: the reads of one
+    // file were served turn by turn, so all of them ended together and the
+    // download's pipeline emptied while it waited for its first piece.
+    let ix = share();
+    let mut s = open_session(&ix);
+    for i in [1u32, 2, 0, 3, 4, 5] {
+        ask(&mut s, &ix, 10 + i, 1, u64::from(i) << 20, 1 << 20);
+    }
+    let per_read = (1u64 << 20).div_ceil(linkfs_proto::CHUNK_LEN as u64) as usize;
+    let order = next_chunks(&mut s, &ix, 6 * per_read);
+    assert_eq!(order.len(), 6 * per_read);
+    let ends: Vec<u32> = (0..6u32)
+        .map(|i| {
+            order
+                .iter()
+                .rposition(|r| r.0 == 10 + i)
+                .expect("every read sent") as u32
+        })
+        .collect();
+    assert!(
+        ends.windows(2).all(|w| w[0] < w[1]),
+        "the reads end in order: {ends:?}"
+    );
+    assert!(
+        order[..per_read].iter().all(|r| r.0 == 10),
+        "the first read's bytes come first: {:?}",
+        &order[..per_read]
+    );
+}
+
+#[test]
+fn a_small_file_still_gets_its_turn_beside_a_files_many_reads() {
+    let ix = share();
+    let mut s = open_session(&ix);
+    for i in 0..8u32 {
+        ask(&mut s, &ix, 10 + i, 1, u64::from(i) << 20, 1 << 20);
+    }
+    assert_eq!(next_chunks(&mut s, &ix, 3).len(), 3);
+    ask(&mut s, &ix, 99, 2, 0, SMALL);
+    let order = next_chunks(&mut s, &ix, 8);
+    assert!(order.contains(&ReadId(99)), "{order:?}");
+}

@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use futures_util::future::{join_all, select_all};
 use linkfs_proto::{FRAME_READ_CHUNK, LaneJoin, LaneOffer, LaneToken};
 use tokio::sync::mpsc;
@@ -50,11 +51,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::drive::{FrameLink, FrameReceiver, FrameSender, LinkClosed};
 
-use linkfs_core::lanes::{GateSays, LaneGate, lane_may_carry};
 pub use linkfs_core::lanes::{
-    LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT, LANE_SAMPLE_BYTES,
-    LANE_SAMPLE_TIME, MAX_LANES,
+    FIRST_LANES, LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT,
+    LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LANES_CONNECTING_AT_ONCE, MAX_LANES,
 };
+use linkfs_core::lanes::{GateSays, LaneGate, lane_may_carry};
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -358,17 +359,19 @@ impl<L: FrameLink> FrameLink for LanedLink<L> {
     fn split(self) -> (L::Sender, LanedReceiver<L>) {
         let (tx, rx) = self.link.split();
         let (joiner, joined) = mpsc::channel(usize::from(MAX_LANES));
+        let opening = CancellationToken::new();
         (
             tx,
             LanedReceiver {
                 primary: rx,
                 lanes: Vec::new(),
                 joined,
-                joiner: Some(joiner),
+                joiner,
                 gate: LaneGate::new(self.maker.as_ref().map_or(0, |m| m.lanes)),
                 clock: tokio::time::Instant::now(),
                 maker: self.maker,
-                opening: None,
+                opening: opening.clone(),
+                _stop_opening: opening.drop_guard(),
                 lane_ended: None,
                 ended: None,
                 turn: 0,
@@ -383,15 +386,17 @@ pub struct LanedReceiver<L: FrameLink> {
     /// Open lanes (the sending half only keeps the connection).
     lanes: Vec<(L::Sender, L::Receiver)>,
     joined: mpsc::Receiver<(L::Sender, L::Receiver)>,
-    /// Handed to the opener once it starts.
-    joiner: Option<mpsc::Sender<(L::Sender, L::Receiver)>>,
+    /// A clone goes to each opener.
+    joiner: mpsc::Sender<(L::Sender, L::Receiver)>,
     maker: Option<LaneMaker<L>>,
     /// When to open lanes (the rule the page follows too).
     gate: LaneGate,
     /// The gate's clock starts with the link.
     clock: tokio::time::Instant,
-    /// Stops the opener when this half goes.
-    opening: Option<DropGuard>,
+    /// Stops the openers...
+    opening: CancellationToken,
+    /// ...when this half goes.
+    _stop_opening: DropGuard,
     /// A lane ended (when, and why): the link ends after the grace.
     lane_ended: Option<(tokio::time::Instant, LinkClosed)>,
     ended: Option<LinkClosed>,
@@ -404,7 +409,6 @@ enum Got<L: FrameLink> {
     Primary(Option<Bytes>),
     Lane(usize, Option<Bytes>),
     Joined((L::Sender, L::Receiver)),
-    JoinerGone,
     GraceOver,
 }
 
@@ -414,13 +418,12 @@ impl<L: FrameLink> LanedReceiver<L> {
         self.lanes.len()
     }
 
-    /// Starts opening `count` lanes joining `offer` (the gate said they help).
+    /// Starts opening `count` more lanes joining `offer` (the gate said they help).
     fn open_lanes(&mut self, offer: LaneOffer, count: u8) {
-        let (Some(maker), Some(joiner)) = (self.maker.clone(), self.joiner.take()) else {
+        let Some(maker) = self.maker.clone() else {
             return;
         };
-        let cancel = CancellationToken::new();
-        self.opening = Some(cancel.clone().drop_guard());
+        let (joiner, cancel) = (self.joiner.clone(), self.opening.clone());
         tokio::spawn(async move {
             tokio::select! {
                 () = open_lanes(maker, offer, count, joiner) => {}
@@ -430,8 +433,8 @@ impl<L: FrameLink> LanedReceiver<L> {
     }
 }
 
-/// Connects `count` lanes at once; each joins with `offer`'s token and goes
-/// to `joiner` as it opens.
+/// Connects `count` lanes, [`LANES_CONNECTING_AT_ONCE`] at a time; each
+/// joins with `offer`'s token and goes to `joiner` as it opens.
 async fn open_lanes<L: FrameLink>(
     maker: LaneMaker<L>,
     offer: LaneOffer,
@@ -448,7 +451,7 @@ async fn open_lanes<L: FrameLink>(
         }
     }
     let join = Bytes::from(LaneJoin { token: offer.token }.encode());
-    join_all((0..count).map(|_| {
+    futures_util::stream::iter((0..count).map(|_| {
         let (maker, joiner, join) = (maker.clone(), joiner.clone(), join.clone());
         async move {
             let link = match (maker.connect)().await {
@@ -471,6 +474,8 @@ async fn open_lanes<L: FrameLink>(
             }
         }
     }))
+    .buffer_unordered(LANES_CONNECTING_AT_ONCE)
+    .for_each(|()| async {})
     .await;
 }
 
@@ -490,20 +495,18 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
             let got = {
                 let (primary, lanes, joined) =
                     (&mut self.primary, &mut self.lanes, &mut self.joined);
-                let joining = self.joiner.is_some() || self.opening.is_some();
                 let mut waits: Vec<Boxed<'_, Got<L>>> = Vec::with_capacity(lanes.len() + 3);
                 waits.push(Box::pin(async move { Got::Primary(primary.recv().await) }));
                 for (i, (_, lane)) in lanes.iter_mut().enumerate() {
                     waits.push(Box::pin(async move { Got::Lane(i, lane.recv().await) }));
                 }
-                if joining {
-                    waits.push(Box::pin(async move {
-                        match joined.recv().await {
-                            Some(lane) => Got::Joined(lane),
-                            None => Got::JoinerGone,
-                        }
-                    }));
-                }
+                // Never ends: this half keeps a joiner.
+                waits.push(Box::pin(async move {
+                    match joined.recv().await {
+                        Some(lane) => Got::Joined(lane),
+                        None => Got::GraceOver,
+                    }
+                }));
                 if let Some(t) = grace_until {
                     waits.push(Box::pin(async move {
                         tokio::time::sleep_until(t).await;
@@ -530,6 +533,12 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                 }
                 // A lane carries chunks only; anything else on one is dropped.
                 Got::Lane(_, Some(frame)) if lane_may_carry(&frame) => {
+                    let now = linkfs_core::Millis(self.clock.elapsed().as_millis() as u64);
+                    if let GateSays::Open { offer, count } =
+                        self.gate.on_lane_chunk(now, frame.len())
+                    {
+                        self.open_lanes(offer, count);
+                    }
                     return Some(frame);
                 }
                 Got::Lane(_, Some(_)) => {}
@@ -541,7 +550,6 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                         .get_or_insert((tokio::time::Instant::now(), reason));
                 }
                 Got::Joined(lane) => self.lanes.push(lane),
-                Got::JoinerGone => self.opening = None,
                 Got::GraceOver => {}
             }
         }

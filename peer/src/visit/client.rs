@@ -133,7 +133,7 @@ impl std::fmt::Debug for Client {
 pub fn native_receiver_config() -> ReceiverConfig {
     ReceiverConfig {
         ack_after_persist: false,
-        max_in_flight_bytes: 32 << 20,
+        max_in_flight_bytes: 64 << 20,
         max_job_in_flight_bytes: 8 << 20,
         ..ReceiverConfig::default()
     }
