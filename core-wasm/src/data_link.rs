@@ -25,7 +25,9 @@
 //! is busy (293 per 192 MiB at 20 ms), each loss halves the sender's SCTP
 //! window, and one association then moves a quarter of the path. A lane that
 //! ends ends the link after `LANE_END_GRACE` (the visit reconnects and asks
-//! again for what it lacks); closing the link closes its lanes.
+//! again for what it lacks); closing the link closes its lanes. Lanes are
+//! connected `LANES_CONNECTING_AT_ONCE` at a time, and the gate sees every
+//! lane's chunks too, so it can ask for more while they add up.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -34,7 +36,8 @@ use js_sys::ArrayBuffer;
 use std::rc::Weak;
 
 use linkfs_core::lanes::{
-    FRAME_HEAD_BYTES, GateSays, LANE_END_GRACE, LANE_MIN_RTT, LaneGate, MAX_LANES, lane_may_carry,
+    FRAME_HEAD_BYTES, GateSays, LANE_END_GRACE, LANE_MIN_RTT, LANES_CONNECTING_AT_ONCE, LaneGate,
+    MAX_LANES, lane_may_carry,
 };
 use linkfs_core::{GuestAction, GuestFailure, GuestSignaling, IceCandidate, Millis, ShareLink};
 use linkfs_proto::signal::{IceServer, Role};
@@ -129,6 +132,10 @@ enum Reports {
         started_ms: f64,
         /// Lanes opened (or opening) for this link.
         lanes: Vec<Shared>,
+        /// Lanes still to connect ([`LANES_CONNECTING_AT_ONCE`] at a time),
+        /// and the frame they join with.
+        queued: u8,
+        join: Vec<u8>,
         /// A lane ended: the link ends after the grace, unless first.
         lane_ended: bool,
     },
@@ -224,6 +231,18 @@ fn finish(inner: &Shared, state: &str, message: &str) {
         detach(&mut i);
     }
     report_status(inner, state, message);
+    next_lanes_of(inner);
+}
+
+/// If `inner` is a lane, its session may connect the next queued lanes.
+fn next_lanes_of(inner: &Shared) {
+    let session = match &inner.borrow().reports {
+        Reports::Lane { session, .. } => session.upgrade(),
+        Reports::Page { .. } => None,
+    };
+    if let Some(session) = session {
+        connect_lanes(&session);
+    }
 }
 
 fn js_message(e: &JsValue) -> String {
@@ -300,6 +319,8 @@ impl DataLink {
             link: link.clone(),
             started_ms: js_sys::Date::now(),
             lanes: Vec::new(),
+            queued: 0,
+            join: Vec::new(),
             lane_ended: false,
         };
         let inner = connect(&link, ice_policy == "relay", reports)?;
@@ -500,7 +521,10 @@ fn start_peer(inner: &Shared, ice_servers: &[IceServer], relay_only: bool) -> Re
                 h.on_status("connected", words::CONNECTED);
                 h.on_open();
             }
-            None => join_lane(&inner),
+            None => {
+                join_lane(&inner);
+                next_lanes_of(&inner);
+            }
         }
     });
     dc.set_onopen(Some(on_open.as_ref().unchecked_ref()));
@@ -603,7 +627,12 @@ fn channel_closed(inner: &Shared) {
                 h.on_close(words::CHANNEL_CLOSED);
             }
         }
-        Some(session) => lane_ended(&session),
+        Some(session) => {
+            lane_ended(&session);
+            if let Some(session) = session.upgrade() {
+                connect_lanes(&session);
+            }
+        }
     }
 }
 
@@ -615,37 +644,52 @@ fn deliver(inner: &Shared, buf: ArrayBuffer) {
     js_sys::Uint8Array::new_with_byte_offset_and_length(&buf, 0, head_len as u32)
         .copy_to(&mut head[..head_len]);
     let head = &head[..head_len];
-    let (says, to) = {
+    let lane_of = {
         let mut i = inner.borrow_mut();
         i.frame_bytes += len as u64;
+        match &i.reports {
+            Reports::Page { .. } => None,
+            // A lane carries read chunks only; anything else on one is dropped.
+            Reports::Lane { .. } if !lane_may_carry(head) => return,
+            Reports::Lane { session, .. } => match session.upgrade() {
+                Some(session) => Some(session),
+                None => return,
+            },
+        }
+    };
+    let to = lane_of.unwrap_or_else(|| inner.clone());
+    let says = {
+        let mut i = to.borrow_mut();
+        if i.finished {
+            return;
+        }
+        let is_lane = !Rc::ptr_eq(&to, inner);
         match &mut i.reports {
             Reports::Page {
                 gate, started_ms, ..
             } => {
                 let now = Millis((js_sys::Date::now() - *started_ms).max(0.0) as u64);
-                (gate.on_frame_head(now, head, len), None)
+                if is_lane {
+                    gate.on_lane_chunk(now, len)
+                } else {
+                    gate.on_frame_head(now, head, len)
+                }
             }
-            // A lane carries read chunks only; anything else on one is dropped.
-            Reports::Lane { .. } if !lane_may_carry(head) => return,
-            Reports::Lane { session, .. } => (GateSays::Pass, session.upgrade()),
+            Reports::Lane { .. } => GateSays::Pass,
         }
     };
-    let to = to.unwrap_or_else(|| inner.clone());
-    if to.borrow().finished {
-        return;
-    }
     match says {
         GateSays::Skip => return,
         GateSays::Pass => {}
-        GateSays::Open { offer, count } => open_lanes(inner, offer, count),
+        GateSays::Open { offer, count } => open_lanes(&to, offer, count),
     }
     if let Some(h) = handlers(&to) {
         h.on_frame(buf);
     }
 }
 
-/// Opens `count` lanes joining `offer` beside the session link `session`,
-/// if its path is long enough for them to help.
+/// Queues `count` more lanes joining `offer` beside the session link
+/// `session`, if its path is long enough for them to help.
 fn open_lanes(session: &Shared, offer: LaneOffer, count: u8) {
     let Some(pc) = session.borrow().pc.clone() else {
         return;
@@ -656,31 +700,60 @@ fn open_lanes(session: &Shared, offer: LaneOffer, count: u8) {
         let Some(session) = weak.upgrade() else {
             return;
         };
-        let (link, relay_only) = {
-            let i = session.borrow();
-            match &i.reports {
-                Reports::Page { link, .. } if !i.finished => (link.clone(), i.relay_only),
-                _ => return,
-            }
-        };
         match rtt {
             Some(rtt) if rtt >= LANE_MIN_RTT.as_secs_f64() => {}
             _ => return,
         }
-        let join = LaneJoin { token: offer.token }.encode();
-        for _ in 0..count {
-            let reports = Reports::Lane {
-                session: Rc::downgrade(&session),
-                join: join.clone(),
-            };
-            let Ok(lane) = connect(&link, relay_only, reports) else {
+        if session.borrow().finished {
+            return;
+        }
+        if let Reports::Page { queued, join, .. } = &mut session.borrow_mut().reports {
+            *queued = queued.saturating_add(count);
+            *join = LaneJoin { token: offer.token }.encode();
+        }
+        connect_lanes(&session);
+    });
+}
+
+/// Connects queued lanes of `session` while fewer than
+/// [`LANES_CONNECTING_AT_ONCE`] are connecting (the relay admits 16 guests
+/// of a room from one address at a time).
+fn connect_lanes(session: &Shared) {
+    loop {
+        let (link, relay_only, join) = {
+            let mut i = session.borrow_mut();
+            let (finished, relay_only) = (i.finished, i.relay_only);
+            let Reports::Page {
+                link,
+                lanes,
+                queued,
+                join,
+                ..
+            } = &mut i.reports
+            else {
                 return;
             };
-            if let Reports::Page { lanes, .. } = &mut session.borrow_mut().reports {
-                lanes.push(lane);
+            let connecting = lanes
+                .iter()
+                .filter(|l| l.try_borrow().is_ok_and(|l| !l.opened && !l.finished))
+                .count();
+            if finished || *queued == 0 || connecting >= LANES_CONNECTING_AT_ONCE {
+                return;
             }
+            *queued -= 1;
+            (link.clone(), relay_only, join.clone())
+        };
+        let reports = Reports::Lane {
+            session: Rc::downgrade(session),
+            join,
+        };
+        let Ok(lane) = connect(&link, relay_only, reports) else {
+            return;
+        };
+        if let Reports::Page { lanes, .. } = &mut session.borrow_mut().reports {
+            lanes.push(lane);
         }
-    });
+    }
 }
 
 /// A lane's channel opened: its first frame names the session it joins.
