@@ -127,20 +127,24 @@ async function tcpRate(near: string, far: string): Promise<number> {
   return json.end.sum_received.bits_per_second / 8e6;
 }
 
-/** A folder with two bulk files (random bytes) of `mib` MiB, and small files. */
+/**
+ * A folder with a bulk file (random bytes) of `mib` MiB, a second one of twice that
+ * (read while the small files' first bytes are timed: it must outlast 40 of them on
+ * a lossy path), and small files.
+ */
 async function bulkDir(mib: number): Promise<string> {
   const dir = path.join(scratchDir, `wan-bench-${mib}`);
   const marker = `${dir}.done`;
-  if ((await readFile(marker, 'utf8').catch(() => '')) === 'v1') return dir;
+  if ((await readFile(marker, 'utf8').catch(() => '')) === 'v2') return dir;
   await rm(dir, { recursive: true, force: true });
   await mkdir(path.join(dir, 'small'), { recursive: true });
-  for (const name of ['bulk.bin', 'bulk2.bin']) {
+  for (const [name, size] of [['bulk.bin', mib], ['bulk2.bin', 2 * mib]] as const) {
     const f = await open(path.join(dir, name), 'w');
-    for (let i = 0; i < mib; i += 1) await f.write(randomBytes(1 << 20));
+    for (let i = 0; i < size; i += 1) await f.write(randomBytes(1 << 20));
     await f.close();
   }
   for (let i = 0; i < 300; i += 1) await writeFile(path.join(dir, 'small', `s${String(i).padStart(3, '0')}.txt`), randomBytes(1000 + (i % 7) * 400));
-  await writeFile(marker, 'v1');
+  await writeFile(marker, 'v2');
   return dir;
 }
 

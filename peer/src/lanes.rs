@@ -6,8 +6,9 @@
 //!  a session's link: LaneOffer ---------------> LanedReceiver takes it out of the stream;
 //!                                               on a long path (round trip >= LANE_MIN_RTT)
 //!                                               whose one link moves a bulk read slowly
-//!                                               (under LANE_BELOW_RATE), it connects up to
-//!                                               `lanes` more links
+//!                                               (under LANE_BELOW_RATE), it connects more
+//!                                               links in steps while they add up (the rule:
+//!                                               core::lanes), at most `lanes`, 8 at a time
 //!  a link whose first frame is LaneJoin <------ LaneJoin {token}, on each
 //!  LaneBoard: token -> that session's LanedSender
 //!  LanedSender: a ReadChunk goes on whichever   LanedReceiver: the frames of every link,
@@ -26,8 +27,9 @@
 //! more (there more connections only overflow the bottleneck's queue).
 //!
 //! Bounds: a sharer takes at most [`MAX_LANES`] per session (and every lane
-//! is a visitor slot, under `--max-visitors`, while it lasts); a visitor opens
-//! at most what it was offered and what it asked for.
+//! is a visitor slot, under `--max-visitors`, until it joins); a visitor opens
+//! at most what it was offered and what it asked for, connecting
+//! [`LANES_CONNECTING_AT_ONCE`] at a time.
 //!
 //! Failure: a lane that ends takes the visitor's whole link with it, after
 //! [`LANE_END_GRACE`] for the session link's own end (a goodbye) to arrive
