@@ -55,7 +55,7 @@ use web_sys::{
 #[wasm_bindgen(typescript_custom_section)]
 const HANDLERS_TS: &str = r#"
 /** The states a data link reports. */
-export type LinkState = 'connecting' | 'connected' | 'sharer-gone' | 'invalid-link' | 'error';
+export type LinkState = 'connecting' | 'connected' | 'sharer-gone' | 'invalid-link' | 'link-ended' | 'error';
 
 /** Callbacks a DataLink reports to. */
 export interface DataLinkHandlers {
@@ -104,6 +104,9 @@ fn failure_status(f: &GuestFailure) -> (&'static str, String) {
         GuestFailure::SharerGone => ("sharer-gone", words::SHARER_GONE.into()),
         GuestFailure::RelayLost => ("error", words::RELAY_LOST.into()),
         GuestFailure::Refused(reason) => ("error", reason.clone()),
+        GuestFailure::LinkWithdrawn(words) | GuestFailure::LinkExpired(words) => {
+            ("link-ended", sentence(words))
+        }
         other => ("error", sentence(&other.to_string())),
     }
 }

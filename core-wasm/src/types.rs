@@ -209,6 +209,8 @@ pub enum ConnectionState {
     Reconnecting,
     SharerGone,
     InvalidLink,
+    /// The sharer withdrew this link, or its time ran out.
+    LinkEnded,
     Error,
 }
 

@@ -202,7 +202,8 @@ impl Visit {
     }
 
     /// The data link the visit asked for could not be made: the page's
-    /// `LinkState` for it ('sharer-gone', 'invalid-link', or 'error') and its words.
+    /// `LinkState` for it ('sharer-gone', 'invalid-link', 'link-ended' or
+    /// 'error') and its words.
     #[wasm_bindgen(js_name = linkFailed)]
     pub fn link_failed(
         &self,
@@ -212,6 +213,7 @@ impl Visit {
         let kind = match state {
             "sharer-gone" => FailureKind::SharerGone,
             "invalid-link" => FailureKind::InvalidLink,
+            "link-ended" => FailureKind::LinkEnded,
             _ => FailureKind::Unreachable,
         };
         self.inner
@@ -640,6 +642,7 @@ fn words_of(status: &VisitStatus) -> (ConnectionState, String) {
             let words = sentence(&reason.to_string());
             match (reason.kind(), browsable) {
                 (FailureKind::InvalidLink, _) => (ConnectionState::InvalidLink, words),
+                (FailureKind::LinkEnded, _) => (ConnectionState::LinkEnded, words),
                 (FailureKind::SharerGone | FailureKind::Unreachable, true) => {
                     (ConnectionState::SharerGone, format!("{words} {BROWSE}"))
                 }

@@ -87,7 +87,7 @@ pub use share_index::{
 };
 pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
-    IceCandidate, Refusal,
+    IceCandidate, LinkEnd, LinkId, MAX_LINK_KEYS, Refusal, TooManyLinks,
 };
 pub use visit::{
     IndexChanges, LoadRequest, Output, SnapshotFigures, Storage, StoreJob, Visit, VisitConfig,

@@ -202,6 +202,8 @@ pub enum FailureKind {
     Unreachable,
     /// This side closed the session.
     Closed,
+    /// The sharer withdrew the link, or its time ran out: it will not open again.
+    LinkEnded,
     /// Anything else (a protocol error, another version, a local failure).
     Other,
 }

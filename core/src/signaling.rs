@@ -5,8 +5,9 @@
 //! ```text
 //! guest machine                         relay                         host machine
 //!   <- welcome {peer N, ice_servers}     |             welcome -> Registered {ice_servers}
-//!   MakeOffer -> shell: offer_made(sdp)  |  joined {N} -> host: a fresh challenge for N
-//!   (the offer waits) <----------------- | <------------------ Send(seal_N(challenge))
+//!   MakeOffer -> shell: offer_made(sdp)  |  joined {N} (nothing yet)
+//!   Send(seal_N(knock)) ---------------> | ----> the knock opens with link L's key:
+//!   (the offer waits) <----------------- | <------------ Send(seal_N(challenge)) with L's key
 //!   Send(seal_N,c(offer)) -------------> | ------------------------> Answer {peer, offer}
 //!                                        |     shell: answer_made(peer, sdp)
 //!   ApplyAnswer <----------------------- | <------------------------- Send(seal(answer))
@@ -24,7 +25,14 @@
 //!
 //! Every payload between guest and host is sealed with the key derived from
 //! the link's secret ([`crate::seal`]); nonces come from one [`NonceSequence`]
-//! per machine. Each is also *bound* to the guest: its peer number and, after
+//! per machine. A share may have several links (one room, a secret each,
+//! [`HostSignaling::add_link`]): the guest's first message, its knock, tells
+//! the host which one by the key it opens with, so the relay never learns
+//! which link a guest holds, nor how many there are. A knock that opens with
+//! no key gets a challenge sealed with a key no one has (the guest fails as
+//! an invalid link after the same one message every guest gets); one that
+//! opens with a withdrawn or expired link's key gets that reason, sealed
+//! ([`LinkEnd`]). Each is also *bound* to the guest: its peer number and, after
 //! the first message, a challenge the host made fresh for that guest. The
 //! host's first message to a guest is that challenge; the guest sends its
 //! offer (and everything after) only once it has it, bound to it. So an offer
@@ -50,13 +58,13 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use linkfs_proto::signal::{
-    ClientToRelay, IceServer, MAX_SIGNAL_MESSAGE, PeerId, RelayErrorCode, RelayToClient,
-    SignalPayload,
+    ClientToRelay, IceServer, MAX_SIGNAL_MESSAGE, PeerId, RejectCode, RelayErrorCode,
+    RelayToClient, SignalPayload,
 };
 
 use linkfs_proto::sharer_key::{SharerKey, answer_message, challenge_message, verify_for_room};
 
-use crate::link::ShareLink;
+use crate::link::{ShareLink, ShareSecret};
 use crate::seal::{Direction, NonceSequence, SignalKey};
 
 /// Most remote candidates a guest keeps before the answer is applied (and
@@ -202,6 +210,12 @@ pub enum GuestFailure {
     /// The relay socket closed before the sharer's answer arrived.
     #[error("lost the connection to the relay before the sharer answered")]
     RelayLost,
+    /// The sharer withdrew this link (the sharer's words).
+    #[error("{0}")]
+    LinkWithdrawn(String),
+    /// This link's time ran out (the sharer's words, with when).
+    #[error("{0}")]
+    LinkExpired(String),
 }
 
 impl GuestFailure {
@@ -211,6 +225,9 @@ impl GuestFailure {
             GuestFailure::InvalidLink => crate::FailureKind::InvalidLink,
             GuestFailure::SharerGone => crate::FailureKind::SharerGone,
             GuestFailure::RelayLost => crate::FailureKind::Unreachable,
+            GuestFailure::LinkWithdrawn(_) | GuestFailure::LinkExpired(_) => {
+                crate::FailureKind::LinkEnded
+            }
             GuestFailure::Refused(_) | GuestFailure::Relay { .. } | GuestFailure::NotTheSharer => {
                 crate::FailureKind::Other
             }
@@ -327,6 +344,8 @@ impl GuestSignaling {
                 self.stage = GuestStage::MakingOffer;
                 self.actions
                     .push_back(GuestAction::MakeOffer { ice_servers });
+                // First, so the host knows which of its links this is.
+                self.send_sealed(&SignalPayload::Knock { pad: String::new() });
             }
             RelayToClient::Msg { from, data } if from == PeerId::HOST => {
                 self.handle_host_message(&data)
@@ -411,7 +430,11 @@ impl GuestSignaling {
                     self.early_remote.push(c);
                 }
             }
-            SignalPayload::Reject { reason } => self.fail(GuestFailure::Refused(reason)),
+            SignalPayload::Reject { reason, code } => self.fail(match code {
+                Some(RejectCode::LinkWithdrawn) => GuestFailure::LinkWithdrawn(reason),
+                Some(RejectCode::LinkExpired) => GuestFailure::LinkExpired(reason),
+                _ => GuestFailure::Refused(reason),
+            }),
             // A second answer, an offer from the host: not part of this handshake.
             _ => {}
         }
@@ -487,18 +510,50 @@ impl GuestSignaling {
 // Host
 // ---------------------------------------------------------------------------
 
+/// Names one of a share's links on the sharer's side. Never on the wire:
+/// a guest's link is known by the key its knock opens with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LinkId(pub u32);
+
+impl std::fmt::Display for LinkId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Why a link no longer admits anyone, with the words its guests are told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LinkEnd {
+    Withdrawn { words: String },
+    Expired { words: String },
+}
+
+/// A host holds [`MAX_LINK_KEYS`] link keys already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a share has at most {MAX_LINK_KEYS} links (live and ended ones kept)")]
+pub struct TooManyLinks;
+
+/// Most link keys a host tries a knock with (live links and ended ones it
+/// still answers with their reason): 256.
+pub const MAX_LINK_KEYS: usize = 256;
+
 /// Why the host turned a guest away.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Refusal {
     /// Every visitor slot is taken.
     Full { max: usize },
+    /// The guest's link was withdrawn or has expired.
+    LinkEnded(LinkEnd),
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refusal::Full { max } => write!(f, "{max} visitors are connected, the most allowed"),
+            Refusal::LinkEnded(LinkEnd::Withdrawn { .. }) => write!(f, "its link was withdrawn"),
+            Refusal::LinkEnded(LinkEnd::Expired { .. }) => write!(f, "its link has expired"),
         }
     }
 }
@@ -525,10 +580,14 @@ pub enum HostAction {
     /// Fresh ICE servers from the relay (short-lived TURN credentials renewed,
     /// or a new relay connection's): use them for visitors from now on.
     IceServers { ice_servers: Vec<IceServer> },
-    /// A visitor was admitted (its slot is held): answer its offer, then call
-    /// [`HostSignaling::answer_made`]; call [`HostSignaling::visitor_ended`]
-    /// when it is gone, whatever happened.
-    Answer { peer: PeerId, offer: String },
+    /// A visitor was admitted (its slot is held) through `link`: answer its
+    /// offer, then call [`HostSignaling::answer_made`]; call
+    /// [`HostSignaling::visitor_ended`] when it is gone, whatever happened.
+    Answer {
+        peer: PeerId,
+        offer: String,
+        link: LinkId,
+    },
     /// A candidate of an admitted visitor's, for its connection.
     AddCandidate {
         peer: PeerId,
@@ -547,13 +606,23 @@ struct Slot {
     candidates: usize,
     connected: bool,
     challenge: Challenge,
+    link: LinkId,
+}
+
+/// One link's key, and whether it still admits anyone.
+#[derive(Debug)]
+struct LinkKey {
+    id: LinkId,
+    key: SignalKey,
+    ended: Option<LinkEnd>,
 }
 
 /// The host's side of the handshake for every guest of one room. See the module docs.
 #[derive(Debug)]
 pub struct HostSignaling {
     room: String,
-    key: SignalKey,
+    /// Every link's key, the first link first.
+    links: Vec<LinkKey>,
     /// The sharer's key: it signs challenges and answers.
     sharer: SharerKey,
     nonces: NonceSequence,
@@ -565,8 +634,8 @@ pub struct HostSignaling {
     /// they hold no visitor slot (the sharer admits at most its offer of
     /// lanes per session, so they are bounded by the slots).
     lanes: BTreeSet<PeerId>,
-    /// Challenges sent to guests not yet admitted.
-    challenges: BTreeMap<u32, Challenge>,
+    /// Challenges sent to guests not yet admitted, and their links.
+    challenges: BTreeMap<u32, (Challenge, LinkId)>,
     refused: BTreeSet<u32>,
     actions: VecDeque<HostAction>,
 }
@@ -574,6 +643,7 @@ pub struct HostSignaling {
 impl HostSignaling {
     /// The host of `link`'s room (which `sharer` holds: see
     /// [`ShareLink::of_sharer`]), admitting at most `max_visitors` at once;
+    /// `link` is its link [`LinkId`]`(0)` (more: [`add_link`](Self::add_link)).
     /// `nonce_seed` must be fresh random bytes.
     pub fn new(
         link: &ShareLink,
@@ -583,7 +653,11 @@ impl HostSignaling {
     ) -> Self {
         HostSignaling {
             room: link.room.clone(),
-            key: SignalKey::from_secret(&link.secret),
+            links: vec![LinkKey {
+                id: LinkId(0),
+                key: SignalKey::from_secret(&link.secret),
+                ended: None,
+            }],
             sharer,
             nonces: NonceSequence::new(nonce_seed),
             max_visitors: max_visitors.max(1),
@@ -615,32 +689,97 @@ impl HostSignaling {
         self.registered
     }
 
-    /// The challenge of guest `peer`, if one was sent.
-    fn challenge_of(&self, peer: PeerId) -> Option<Challenge> {
+    /// Admits guests of another link of the same room (its own secret)
+    /// from now on, under `id`. Another secret under an `id` already known
+    /// replaces it. Refused past [`MAX_LINK_KEYS`].
+    pub fn add_link(&mut self, id: LinkId, secret: &ShareSecret) -> Result<(), TooManyLinks> {
+        let key = SignalKey::from_secret(secret);
+        if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
+            (l.key, l.ended) = (key, None);
+            return Ok(());
+        }
+        if self.links.len() >= MAX_LINK_KEYS {
+            return Err(TooManyLinks);
+        }
+        self.links.push(LinkKey {
+            id,
+            key,
+            ended: None,
+        });
+        Ok(())
+    }
+
+    /// Link `id` admits no one from now on: its guests that knock are told
+    /// `why` (sealed with its key). Visitors already admitted are the
+    /// shell's to end.
+    pub fn end_link(&mut self, id: LinkId, why: LinkEnd) {
+        if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
+            l.ended = Some(why);
+        }
+        // Guests of it still in their handshake get no further.
+        let waiting: Vec<u32> = self
+            .challenges
+            .iter()
+            .filter(|(_, (_, link))| *link == id)
+            .map(|(peer, _)| *peer)
+            .collect();
+        for peer in waiting {
+            self.challenges.remove(&peer);
+        }
+    }
+
+    /// Forgets link `id` altogether: its guests are told the link is not valid.
+    pub fn forget_link(&mut self, id: LinkId) {
+        self.end_link(
+            id,
+            LinkEnd::Withdrawn {
+                words: String::new(),
+            },
+        );
+        self.links.retain(|l| l.id != id);
+    }
+
+    /// The link of an admitted visitor.
+    pub fn link_of(&self, peer: PeerId) -> Option<LinkId> {
+        self.slots.get(&peer).map(|s| s.link)
+    }
+
+    /// The challenge of guest `peer`, if one was sent, and its link.
+    fn challenge_of(&self, peer: PeerId) -> Option<(Challenge, LinkId)> {
         self.slots
             .get(&peer)
-            .map(|s| s.challenge)
+            .map(|s| (s.challenge, s.link))
             .or_else(|| self.challenges.get(&peer.0).copied())
+    }
+
+    fn key_of(&self, link: LinkId) -> Option<&SignalKey> {
+        self.links.iter().find(|l| l.id == link).map(|l| &l.key)
     }
 
     fn send_sealed(&mut self, to: PeerId, payload: &SignalPayload) {
         if !self.relay_open {
             return;
         }
-        let bound = binding(to, self.challenge_of(to).as_ref());
-        let data = self.key.seal_payload_bound(
-            &self.room,
-            Direction::HostToGuest,
-            &bound,
-            self.nonces.next_nonce(),
-            payload,
-        );
+        let Some((challenge, link)) = self.challenge_of(to) else {
+            return;
+        };
+        let bound = binding(to, Some(&challenge));
+        let nonce = self.nonces.next_nonce();
+        let Some(key) = self.key_of(link) else {
+            return;
+        };
+        let data =
+            key.seal_payload_bound(&self.room, Direction::HostToGuest, &bound, nonce, payload);
         self.actions
             .push_back(HostAction::Send(relay_text(to, data)));
     }
 
-    /// Sends `peer` a fresh challenge, once.
-    fn challenge(&mut self, peer: PeerId) {
+    /// A guest with no challenge yet sent `data`: its knock, if it opens
+    /// with one of the links' keys. A live link's guest gets a challenge
+    /// sealed with that key; an ended link's is told why; anything else gets
+    /// a challenge sealed with a key no one has (it fails as an invalid
+    /// link, after the same one message every guest gets).
+    fn knocked(&mut self, peer: PeerId, data: &str) {
         if peer == PeerId::HOST
             || !self.relay_open
             || self.slots.contains_key(&peer)
@@ -649,6 +788,63 @@ impl HostSignaling {
         {
             return;
         }
+        let bound = binding(peer, None);
+        let opened = self.links.iter().find_map(|l| {
+            match l
+                .key
+                .open_payload_bound(&self.room, Direction::GuestToHost, &bound, data)
+            {
+                Ok(SignalPayload::Knock { .. }) => Some((l.id, l.ended.clone())),
+                _ => None,
+            }
+        });
+        match opened {
+            Some((link, None)) => self.challenge(peer, Some(link)),
+            Some((link, Some(why))) => {
+                self.remember_refused(peer);
+                let (reason, code) = match &why {
+                    LinkEnd::Withdrawn { words } => (words.clone(), RejectCode::LinkWithdrawn),
+                    LinkEnd::Expired { words } => (words.clone(), RejectCode::LinkExpired),
+                };
+                let payload = SignalPayload::Reject {
+                    reason,
+                    code: Some(code),
+                };
+                let nonce = self.nonces.next_nonce();
+                if let Some(key) = self.key_of(link) {
+                    let data = key.seal_payload_bound(
+                        &self.room,
+                        Direction::HostToGuest,
+                        &binding(peer, None),
+                        nonce,
+                        &payload,
+                    );
+                    self.actions
+                        .push_back(HostAction::Send(relay_text(peer, data)));
+                }
+                self.actions.push_back(HostAction::Refused {
+                    peer,
+                    why: Refusal::LinkEnded(why),
+                });
+            }
+            None => {
+                self.remember_refused(peer);
+                self.challenge(peer, None);
+            }
+        }
+    }
+
+    fn remember_refused(&mut self, peer: PeerId) {
+        self.refused.insert(peer.0);
+        if self.refused.len() > REFUSALS_REMEMBERED {
+            // Peer numbers only grow: forget the oldest.
+            self.refused.pop_first();
+        }
+    }
+
+    /// Sends `peer` a fresh challenge for `link`, sealed with its key (or,
+    /// for no link, with a key no one has).
+    fn challenge(&mut self, peer: PeerId, link: Option<LinkId>) {
         // Unique per guest: a hash of this machine's next nonce (random prefix, counter).
         let fresh = blake3::hash(&self.nonces.next_nonce());
         let mut challenge = [0u8; 16];
@@ -667,37 +863,50 @@ impl HostSignaling {
             key: self.sharer.public_text(),
             sig,
         };
-        let data = self.key.seal_payload_bound(
+        let nonce = self.nonces.next_nonce();
+        let nobodys;
+        let key = match link.and_then(|l| self.key_of(l)) {
+            Some(key) => key,
+            None => {
+                let fresh = blake3::hash(&self.nonces.next_nonce());
+                let mut secret = [0u8; 16];
+                secret.copy_from_slice(&fresh.as_bytes()[16..]);
+                nobodys = SignalKey::from_secret(&ShareSecret::from_bytes(secret));
+                &nobodys
+            }
+        };
+        let data = key.seal_payload_bound(
             &self.room,
             Direction::HostToGuest,
             &binding(peer, None),
-            self.nonces.next_nonce(),
+            nonce,
             &payload,
         );
         self.actions
             .push_back(HostAction::Send(relay_text(peer, data)));
-        self.challenges.insert(peer.0, challenge);
-        while self.challenges.len() > CHALLENGES_KEPT {
-            self.challenges.pop_first();
+        if let Some(link) = link {
+            self.challenges.insert(peer.0, (challenge, link));
+            while self.challenges.len() > CHALLENGES_KEPT {
+                self.challenges.pop_first();
+            }
         }
     }
 
-    /// Tells `peer` why it is turned away, once per guest.
-    fn refuse(&mut self, peer: PeerId, why: Refusal) {
-        if !self.refused.insert(peer.0) {
+    /// Tells `peer` (which has a challenge) it is turned away for lack of
+    /// room, once per guest.
+    fn refuse_full(&mut self, peer: PeerId, max: usize) {
+        if self.refused.contains(&peer.0) {
             return;
         }
-        if self.refused.len() > REFUSALS_REMEMBERED {
-            // Peer numbers only grow: forget the oldest.
-            self.refused.pop_first();
-        }
-        let reason = match &why {
-            Refusal::Full { max } => format!(
-                "The sharer already has {max} visitors connected, the most it allows. Try again later."
-            ),
-        };
-        self.send_sealed(peer, &SignalPayload::Reject { reason });
-        self.actions.push_back(HostAction::Refused { peer, why });
+        let reason = format!(
+            "The sharer already has {max} visitors connected, the most it allows. Try again later."
+        );
+        self.send_sealed(peer, &SignalPayload::Reject { reason, code: None });
+        self.remember_refused(peer);
+        self.actions.push_back(HostAction::Refused {
+            peer,
+            why: Refusal::Full { max },
+        });
     }
 
     /// One text frame from the relay (skipped if too long or not understood).
@@ -728,7 +937,8 @@ impl HostSignaling {
                 // Not admitted yet: its challenge is of no more use.
                 self.challenges.remove(&peer.0);
             }
-            RelayToClient::Joined { peer } => self.challenge(peer),
+            // Its knock says which link it holds: nothing to do before it.
+            RelayToClient::Joined { .. } => {}
             RelayToClient::Error { code, message } => {
                 if !self.registered {
                     self.actions
@@ -746,17 +956,15 @@ impl HostSignaling {
         if from == PeerId::HOST {
             return;
         }
-        let Some(challenge) = self.challenge_of(from) else {
-            // The relay's "joined" did not reach us (or its challenge was
-            // forgotten): challenge it now; what it sent cannot be trusted.
-            return self.challenge(from);
+        let Some((challenge, link)) = self.challenge_of(from) else {
+            return self.knocked(from, data);
         };
         // Bound to this guest and its challenge: anything else (a wrong secret,
         // a message replayed from another connection) is dropped unanswered.
         let bound = binding(from, Some(&challenge));
-        let Ok(payload) =
-            self.key
-                .open_payload_bound(&self.room, Direction::GuestToHost, &bound, data)
+        let Some(Ok(payload)) = self
+            .key_of(link)
+            .map(|k| k.open_payload_bound(&self.room, Direction::GuestToHost, &bound, data))
         else {
             return;
         };
@@ -770,7 +978,7 @@ impl HostSignaling {
                 }
                 if self.slots.len() >= self.max_visitors {
                     let max = self.max_visitors;
-                    return self.refuse(from, Refusal::Full { max });
+                    return self.refuse_full(from, max);
                 }
                 self.challenges.remove(&from.0);
                 self.slots.insert(
@@ -779,11 +987,13 @@ impl HostSignaling {
                         candidates: 0,
                         connected: false,
                         challenge,
+                        link,
                     },
                 );
                 self.actions.push_back(HostAction::Answer {
                     peer: from,
                     offer: sdp,
+                    link,
                 });
             }
             ref c @ SignalPayload::Candidate { .. } => {

@@ -618,7 +618,9 @@ impl<F: StoredFrame> Visit<F> {
             return self.end(EndReason::NotReached { kind, words });
         }
         match kind {
-            FailureKind::InvalidLink => return self.end(EndReason::NotReached { kind, words }),
+            FailureKind::InvalidLink | FailureKind::LinkEnded => {
+                return self.end(EndReason::NotReached { kind, words });
+            }
             FailureKind::SharerGone => {
                 let since = *self.gone_since.get_or_insert(self.now);
                 if self.now.0.saturating_sub(since.0) >= self.config.sharer_restart_grace_ms {

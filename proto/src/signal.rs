@@ -198,9 +198,20 @@ pub enum SignalPayload {
         #[serde(rename = "sdpMLineIndex", default)]
         sdp_mline_index: Option<u16>,
     },
-    /// The host will not connect this guest; `reason` says why in words.
+    /// The host will not connect this guest; `reason` says why in words, and
+    /// `code` (when the link itself no longer admits anyone) what kind.
     Reject {
         reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<RejectCode>,
+    },
+    /// A guest's first message, sealed with its link's key and bound to its
+    /// peer number: by the key it opens with, the host knows which of the
+    /// share's links the guest holds (the relay cannot tell). `pad` is
+    /// nothing but padding.
+    Knock {
+        #[serde(default)]
+        pad: String,
     },
     /// The host's fresh challenge for one guest (16 random bytes, base64url):
     /// everything the guest seals from then on is bound to it. `key` is the
@@ -212,6 +223,17 @@ pub enum SignalPayload {
         key: String,
         sig: String,
     },
+}
+
+/// Why a link no longer admits anyone (in a [`SignalPayload::Reject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum RejectCode {
+    /// The sharer withdrew the link.
+    LinkWithdrawn,
+    /// The link's time ran out.
+    LinkExpired,
 }
 
 #[cfg(test)]

@@ -106,9 +106,24 @@ fn to_guest(peer: PeerId, actions: &[HostAction], g: &mut GuestSignaling) -> usi
     n
 }
 
-/// The relay tells the host that `peer` joined; the host's challenge reaches `g`.
-fn join(h: &mut HostSignaling, g: &mut GuestSignaling, peer: PeerId) {
+/// The relay tells the host that `peer` joined, and `g`'s knock (its first
+/// message, sent on the relay's welcome) reaches the host.
+fn knock(h: &mut HostSignaling, g: &GuestSignaling, peer: PeerId) {
     h.handle_relay(RelayToClient::Joined { peer });
+    assert!(host_actions(h).is_empty(), "nothing before the knock");
+    let data = g.key.seal_payload_bound(
+        &g.room,
+        Direction::GuestToHost,
+        &binding(peer, None),
+        [0xAB; 24],
+        &SignalPayload::Knock { pad: String::new() },
+    );
+    h.handle_relay(RelayToClient::Msg { from: peer, data });
+}
+
+/// `g` knocks as `peer`; the host's answer (a challenge) reaches `g`.
+fn join(h: &mut HostSignaling, g: &mut GuestSignaling, peer: PeerId) {
+    knock(h, g, peer);
     let a = host_actions(h);
     assert_eq!(to_guest(peer, &a, g), 1, "one challenge per guest: {a:?}");
 }
@@ -131,7 +146,10 @@ fn a_whole_handshake_trades_offer_answer_and_candidates_in_order() {
 
     g.handle_relay(welcome());
     let a = guest_actions(&mut g);
-    assert!(matches!(&a[..], [GuestAction::MakeOffer { ice_servers }] if ice_servers.len() == 1));
+    assert!(
+        matches!(&a[..], [GuestAction::MakeOffer { ice_servers }, GuestAction::Send(_)] if ice_servers.len() == 1),
+        "an offer to make, and the knock: {a:?}"
+    );
 
     // A candidate gathered while the offer is being made waits for the offer,
     // and the offer waits for the host's challenge.
@@ -150,7 +168,8 @@ fn a_whole_handshake_trades_offer_answer_and_candidates_in_order() {
         vec![
             HostAction::Answer {
                 peer,
-                offer: "offer-sdp".into()
+                offer: "offer-sdp".into(),
+                link: LinkId(0),
             },
             HostAction::AddCandidate {
                 peer,
@@ -216,10 +235,11 @@ fn a_wrong_secret_fails_on_the_challenge_and_costs_the_host_one_message() {
     g.handle_relay(welcome_as(peer));
     guest_actions(&mut g);
     g.offer_made("offer".into());
-    h.handle_relay(RelayToClient::Joined { peer });
+    knock(&mut h, &g, peer);
     let a = host_actions(&mut h);
     assert_eq!(to_guest(peer, &a, &mut g), 1);
-    // The challenge is sealed with the real secret: this guest cannot open it.
+    // Its knock opened with no link's key: the challenge it gets is sealed
+    // with a key no one has, and it cannot open it.
     assert_eq!(
         guest_actions(&mut g),
         vec![GuestAction::Fail(GuestFailure::InvalidLink)]
@@ -254,13 +274,14 @@ fn a_replayed_offer_from_another_connection_takes_no_slot_and_gets_no_answer() {
     for replay_peer in [2, 3, 4] {
         let peer = PeerId(replay_peer);
         h.handle_relay(RelayToClient::Joined { peer });
-        let challenge = host_actions(&mut h);
-        assert_eq!(challenge.len(), 1, "each new guest gets its own challenge");
         to_host(peer, &captured, &mut h);
+        let got = host_actions(&mut h);
         assert!(
-            host_actions(&mut h).is_empty(),
-            "a replayed offer is not answered"
+            matches!(&got[..], [HostAction::Send(_)]),
+            "a replayed offer is not answered; one message, as for any guest: {got:?}"
         );
+        to_host(peer, &captured, &mut h);
+        assert!(host_actions(&mut h).is_empty(), "and only once");
     }
     assert_eq!(h.admitted(), 0, "replays hold no visitor slot");
     // The real visitor's own messages still work.
@@ -424,7 +445,7 @@ fn offer_and_guest(h: &mut HostSignaling, peer: PeerId) -> (Vec<HostAction>, Gue
     let mut g = GuestSignaling::new(&link(7), [peer.0 as u8; 16]);
     g.handle_relay(welcome_as(peer));
     guest_actions(&mut g);
-    h.handle_relay(RelayToClient::Joined { peer });
+    knock(h, &g, peer);
     let challenge = host_actions(h);
     to_guest(peer, &challenge, &mut g);
     g.offer_made(format!("offer {}", peer.0));
@@ -537,7 +558,7 @@ fn a_candidate_from_a_guest_without_an_offer_is_dropped() {
 fn challenges_are_one_per_guest_and_kept_within_a_bound() {
     let mut h = host(1);
     for p in 1..=(CHALLENGES_KEPT as u32 + 10) {
-        // Junk from a guest the relay did not announce: it gets a challenge, once.
+        // Junk from a guest: it gets a challenge no one can open, once.
         for _ in 0..3 {
             h.handle_relay(RelayToClient::Msg {
                 from: PeerId(p),
@@ -545,10 +566,24 @@ fn challenges_are_one_per_guest_and_kept_within_a_bound() {
             });
         }
     }
-    assert_eq!(h.challenges.len(), CHALLENGES_KEPT);
+    assert!(
+        h.challenges.is_empty(),
+        "nothing kept for a guest with no link"
+    );
+    assert!(h.refused.len() <= REFUSALS_REMEMBERED);
     let actions = host_actions(&mut h);
     assert_eq!(actions.len(), CHALLENGES_KEPT + 10, "one message per guest");
     assert!(actions.iter().all(|a| matches!(a, HostAction::Send(_))));
+    // Guests that knock right but never offer: their challenges are kept
+    // within the bound.
+    let first = CHALLENGES_KEPT as u32 + 100;
+    for p in first..first + CHALLENGES_KEPT as u32 + 10 {
+        let mut g = GuestSignaling::new(&link(7), [3; 16]);
+        g.handle_relay(welcome_as(PeerId(p)));
+        knock(&mut h, &g, PeerId(p));
+        assert_eq!(host_actions(&mut h).len(), 1);
+    }
+    assert_eq!(h.challenges.len(), CHALLENGES_KEPT);
 }
 
 #[test]
@@ -578,7 +613,7 @@ fn relay_text_that_is_too_long_or_unknown_is_skipped() {
     g.handle_relay_text(r#"{"t":"welcome","peer":1,"max_message":16384}"#);
     assert!(matches!(
         &guest_actions(&mut g)[..],
-        [GuestAction::MakeOffer { .. }]
+        [GuestAction::MakeOffer { .. }, GuestAction::Send(_)]
     ));
 }
 
@@ -660,7 +695,7 @@ fn someone_with_the_link_but_not_the_sharers_key_cannot_pose_as_the_sharer() {
     let mut g = GuestSignaling::new(&link(7), [2; 16]);
     g.handle_relay(welcome());
     guest_actions(&mut g);
-    h.handle_relay(RelayToClient::Joined { peer: PeerId(1) });
+    knock(&mut h, &g, PeerId(1));
     let a = host_actions(&mut h);
     to_guest(PeerId(1), &a, &mut g);
     assert_eq!(
@@ -678,7 +713,7 @@ fn someone_with_the_link_but_not_the_sharers_key_cannot_pose_as_the_sharer() {
     let a = guest_actions(&mut g);
     to_host(PeerId(1), &a, &mut h);
     host_actions(&mut h);
-    let challenge = h.challenge_of(PeerId(1)).unwrap();
+    let (challenge, _) = h.challenge_of(PeerId(1)).unwrap();
     let forged = SignalPayload::Answer {
         sdp: "impostor's answer".into(),
         sig: impostor.sign_text(&answer_message(
@@ -703,4 +738,165 @@ fn someone_with_the_link_but_not_the_sharers_key_cannot_pose_as_the_sharer() {
         guest_actions(&mut g),
         vec![GuestAction::Fail(GuestFailure::NotTheSharer)]
     );
+}
+
+/// A guest of secret `secret` that knocks as `peer` and offers: what it ends with.
+fn visit_as(
+    h: &mut HostSignaling,
+    secret: u8,
+    peer: PeerId,
+) -> (Vec<HostAction>, Vec<GuestAction>) {
+    let mut g = GuestSignaling::new(&link(secret), [peer.0 as u8; 16]);
+    g.handle_relay(welcome_as(peer));
+    g.offer_made(format!("offer {}", peer.0));
+    let a = guest_actions(&mut g);
+    h.handle_relay(RelayToClient::Joined { peer });
+    to_host(peer, &a, h);
+    let first = host_actions(h);
+    let sent = first
+        .iter()
+        .filter(|a| matches!(a, HostAction::Send(_)))
+        .count();
+    assert_eq!(sent, 1, "one message to every guest: {first:?}");
+    to_guest(peer, &first, &mut g);
+    let a = guest_actions(&mut g);
+    to_host(peer, &a, h);
+    let mut acted: Vec<HostAction> = first
+        .into_iter()
+        .filter(|a| !matches!(a, HostAction::Send(_)))
+        .collect();
+    acted.extend(host_actions(h));
+    (acted, a)
+}
+
+#[test]
+fn each_link_of_a_share_is_known_by_the_key_its_knock_opens_with() {
+    let mut h = host(8);
+    h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
+        .unwrap();
+    let (first, _) = visit_as(&mut h, 7, PeerId(1));
+    assert!(
+        matches!(
+            &first[..],
+            [HostAction::Answer {
+                link: LinkId(0),
+                ..
+            }]
+        ),
+        "{first:?}"
+    );
+    let (second, _) = visit_as(&mut h, 8, PeerId(2));
+    assert!(
+        matches!(
+            &second[..],
+            [HostAction::Answer {
+                link: LinkId(5),
+                ..
+            }]
+        ),
+        "{second:?}"
+    );
+    assert_eq!(h.link_of(PeerId(2)), Some(LinkId(5)));
+    // A secret of no link: the same one message, then "not valid".
+    let (none, g) = visit_as(&mut h, 9, PeerId(3));
+    assert!(none.is_empty());
+    assert_eq!(g, vec![GuestAction::Fail(GuestFailure::InvalidLink)]);
+}
+
+#[test]
+fn a_withdrawn_or_expired_link_is_told_so_and_the_others_still_open() {
+    let mut h = host(8);
+    h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
+        .unwrap();
+    h.add_link(LinkId(6), &ShareSecret::from_bytes([9; 16]))
+        .unwrap();
+    h.end_link(
+        LinkId(5),
+        LinkEnd::Withdrawn {
+            words: "This link was withdrawn by the sharer.".into(),
+        },
+    );
+    h.end_link(
+        LinkId(6),
+        LinkEnd::Expired {
+            words: "This link expired on 2026-11-27 18:00 UTC.".into(),
+        },
+    );
+    let (acted, g) = visit_as(&mut h, 8, PeerId(1));
+    assert!(
+        matches!(&acted[..], [HostAction::Refused { .. }]),
+        "{acted:?}"
+    );
+    assert_eq!(
+        g,
+        vec![GuestAction::Fail(GuestFailure::LinkWithdrawn(
+            "This link was withdrawn by the sharer.".into()
+        ))]
+    );
+    assert_eq!(
+        GuestFailure::LinkWithdrawn(String::new()).kind(),
+        crate::FailureKind::LinkEnded
+    );
+    let (_, g) = visit_as(&mut h, 9, PeerId(2));
+    assert_eq!(
+        g,
+        vec![GuestAction::Fail(GuestFailure::LinkExpired(
+            "This link expired on 2026-11-27 18:00 UTC.".into()
+        ))]
+    );
+    let (acted, _) = visit_as(&mut h, 7, PeerId(3));
+    assert!(matches!(
+        &acted[..],
+        [HostAction::Answer {
+            link: LinkId(0),
+            ..
+        }]
+    ));
+    // A forgotten link is no link at all.
+    h.forget_link(LinkId(5));
+    let (_, g) = visit_as(&mut h, 8, PeerId(4));
+    assert_eq!(g, vec![GuestAction::Fail(GuestFailure::InvalidLink)]);
+}
+
+#[test]
+fn a_link_withdrawn_during_a_guests_handshake_admits_it_no_further() {
+    let mut h = host(8);
+    h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
+        .unwrap();
+    let mut g = GuestSignaling::new(&link(8), [1; 16]);
+    g.handle_relay(welcome_as(PeerId(1)));
+    guest_actions(&mut g);
+    join(&mut h, &mut g, PeerId(1));
+    h.end_link(
+        LinkId(5),
+        LinkEnd::Withdrawn {
+            words: "withdrawn".into(),
+        },
+    );
+    g.offer_made("offer".into());
+    let a = guest_actions(&mut g);
+    to_host(PeerId(1), &a, &mut h);
+    assert!(
+        !host_actions(&mut h)
+            .iter()
+            .any(|a| matches!(a, HostAction::Answer { .. })),
+        "no answer for a withdrawn link"
+    );
+    assert_eq!(h.admitted(), 0);
+}
+
+#[test]
+fn a_share_holds_a_bounded_number_of_link_keys() {
+    let mut h = host(1);
+    for i in 1..MAX_LINK_KEYS as u32 {
+        h.add_link(LinkId(i), &ShareSecret::from_bytes([i as u8; 16]))
+            .unwrap();
+    }
+    assert_eq!(
+        h.add_link(LinkId(100_000), &ShareSecret::from_bytes([1; 16])),
+        Err(TooManyLinks)
+    );
+    // Replacing a known one is always possible.
+    h.add_link(LinkId(3), &ShareSecret::from_bytes([200; 16]))
+        .unwrap();
 }

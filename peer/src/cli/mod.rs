@@ -21,6 +21,8 @@ pub mod exit {
     pub const INVALID_LINK: u8 = 4;
     /// The relay or the sharer could not be reached, or the connection was lost.
     pub const UNREACHABLE: u8 = 5;
+    /// The sharer withdrew this link, or its time ran out.
+    pub const LINK_ENDED: u8 = 6;
 }
 
 const EXIT_CODES: &str = "Exit codes:
@@ -29,7 +31,8 @@ const EXIT_CODES: &str = "Exit codes:
   2  the command line is not valid
   3  the sharer stopped sharing, or no one shares at this link any more
   4  this link is not valid (malformed, or its secret does not match the share)
-  5  the relay or the sharer could not be reached, or the connection was lost";
+  5  the relay or the sharer could not be reached, or the connection was lost
+  6  the sharer withdrew this link, or its time ran out";
 
 /// Share a folder as a link; anyone with the link browses it in a browser.
 #[derive(Debug, Parser)]
@@ -132,6 +135,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         Some(FailureKind::SharerGone) => exit::SHARER_GONE,
         Some(FailureKind::InvalidLink) => exit::INVALID_LINK,
         Some(FailureKind::Unreachable) => exit::UNREACHABLE,
+        Some(FailureKind::LinkEnded) => exit::LINK_ENDED,
         _ => exit::FAILURE,
     }
 }

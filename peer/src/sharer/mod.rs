@@ -285,7 +285,7 @@ pub async fn share(
     loop {
         for action in host.flush().await {
             match action {
-                HostAction::Answer { peer, offer } => {
+                HostAction::Answer { peer, offer, .. } => {
                     visitors.admit(
                         peer,
                         offer,

@@ -76,6 +76,9 @@ impl VisitError {
                 FailureKind::InvalidLink
             }
             VisitError::Signaling(GuestFailure::SharerGone) => FailureKind::SharerGone,
+            VisitError::Signaling(
+                GuestFailure::LinkWithdrawn(_) | GuestFailure::LinkExpired(_),
+            ) => FailureKind::LinkEnded,
             VisitError::Ended(reason) => reason.kind(),
             VisitError::Relay(_)
             | VisitError::Transport(_)

@@ -36,7 +36,7 @@ export class IndexProgressView {
     let text: string;
     if (complete) {
       text = `${formatCount(received)} ${received === 1 ? 'entry' : 'entries'}`;
-    } else if (state === 'sharer-gone' || state === 'invalid-link' || state === 'error') {
+    } else if (state === 'sharer-gone' || state === 'invalid-link' || state === 'link-ended' || state === 'error') {
       text = target === 0
         ? 'No entries received.'
         : `${formatCount(received)} of ${formatCount(target)} entries received; the rest did not arrive.`;
@@ -52,7 +52,7 @@ export class IndexProgressView {
     this.label.textContent = text;
     this.label.title = fromCache > 0 && !complete ? `${formatCount(fromCache)} entries came from this browser's cache; the rest are arriving from the sharer.` : '';
     // Nothing to count when the link was refused before anything arrived.
-    this.element.hidden = target === 0 && (state === 'invalid-link' || state === 'error');
+    this.element.hidden = target === 0 && (state === 'invalid-link' || state === 'link-ended' || state === 'error');
     this.bar.setAttribute('aria-label', text);
   }
 }

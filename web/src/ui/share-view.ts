@@ -368,7 +368,7 @@ export class ShareView {
       return;
     }
     this.waitingFor = null;
-    if (state === 'invalid-link' || state === 'error') {
+    if (state === 'invalid-link' || state === 'link-ended' || state === 'error') {
       // The status banner says what went wrong; there is nothing to list.
       this.setNotice(null);
       this.setContentShown(false);

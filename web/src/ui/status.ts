@@ -12,6 +12,7 @@ const DEFAULT_MESSAGES: Record<ConnectionState, string> = {
   reconnecting: 'Lost the connection to the sharer; reconnecting…',
   'sharer-gone': 'The sharer went away. You can still browse what was received; reopen the link when they share again.',
   'invalid-link': 'This link is not valid. Ask the sharer for the link again and copy all of it.',
+  'link-ended': 'The sharer withdrew this link, or its time ran out. Ask them for a new one.',
   error: 'Something went wrong while talking to the sharer.',
 };
 
@@ -21,6 +22,7 @@ const TITLES: Record<ConnectionState, string> = {
   reconnecting: 'Reconnecting',
   'sharer-gone': 'Sharer offline',
   'invalid-link': 'Link not valid',
+  'link-ended': 'Link no longer valid',
   error: 'Problem',
 };
 
