@@ -32,6 +32,15 @@ impl ShareSecret {
     pub fn encode(&self) -> String {
         URL_SAFE_NO_PAD.encode(self.0)
     }
+
+    /// The secret as [`encode`](Self::encode) wrote it.
+    pub fn decode(text: &str) -> Result<Self, LinkError> {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(text)
+            .map_err(|_| LinkError::BadKey)?;
+        let secret: [u8; 16] = bytes.try_into().map_err(|_| LinkError::BadKey)?;
+        Ok(ShareSecret(secret))
+    }
 }
 
 /// Why a link could not be used, in words for the person holding it.

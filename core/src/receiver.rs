@@ -151,6 +151,9 @@ pub enum EndReason {
     ProtocolError(String),
     /// The sharer speaks another protocol version.
     VersionMismatch(String),
+    /// The sharer withdrew this link, it expired, or the sharer sent this
+    /// visitor away (the sharer's words).
+    LinkEnded(String),
     /// No data link could be made (the first, or a new one after a loss):
     /// what kind of failure, and the words of the last one.
     NotReached { kind: FailureKind, words: String },
@@ -170,6 +173,7 @@ impl std::fmt::Display for EndReason {
                 write!(f, "this linkfs version cannot talk to the sharer's: {m}")
             }
             EndReason::NotReached { words, .. } => f.write_str(words),
+            EndReason::LinkEnded(m) => f.write_str(m),
         }
     }
 }
@@ -185,6 +189,7 @@ impl EndReason {
             EndReason::ClosedHere => FailureKind::Closed,
             EndReason::ProtocolError(_) | EndReason::VersionMismatch(_) => FailureKind::Other,
             EndReason::NotReached { kind, .. } => *kind,
+            EndReason::LinkEnded(_) => FailureKind::LinkEnded,
         }
     }
 }
@@ -560,6 +565,9 @@ impl Receiver {
             SenderToReceiver::Goodbye(g) => {
                 let reason = match g.code {
                     GoodbyeCode::VersionMismatch => EndReason::VersionMismatch(g.message),
+                    GoodbyeCode::LinkWithdrawn
+                    | GoodbyeCode::LinkExpired
+                    | GoodbyeCode::SentAway => EndReason::LinkEnded(g.message),
                     GoodbyeCode::ProtocolError => {
                         EndReason::ProtocolError(format!("the sharer says: {}", g.message))
                     }

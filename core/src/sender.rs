@@ -311,13 +311,19 @@ impl SenderSession {
 
     /// Ends the session, telling the receiver why (for example, sharing stopped).
     pub fn close(&mut self, message: &str) {
+        self.close_with(GoodbyeCode::ShuttingDown, message);
+    }
+
+    /// [`close`](Self::close) with the goodbye's code: a withdrawn or
+    /// expired link, a visitor sent away.
+    pub fn close_with(&mut self, code: GoodbyeCode, message: &str) {
         if self.state == State::Closed {
             return;
         }
         self.control.clear();
         self.control.push_back(
             SenderToReceiver::Goodbye(Goodbye {
-                code: GoodbyeCode::ShuttingDown,
+                code,
                 message: message.to_owned(),
             })
             .encode(),

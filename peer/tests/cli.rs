@@ -37,7 +37,7 @@ fn help_lists_the_exit_codes() {
             "3  the sharer stopped sharing",
             "4  this link is not valid",
             "5  the relay or the sharer could not be reached",
-            "6  the sharer withdrew this link, or its time ran out",
+            "6  the sharer withdrew this link",
         ] {
             assert!(
                 text.contains(line),

@@ -345,8 +345,13 @@ async fn candidates_that_arrive_before_the_answer_are_held_until_it_is_applied()
         guest.poll_action(),
         Some(GuestAction::MakeOffer { .. })
     ));
-    // The relay announces the guest; the host's challenge reaches it.
+    // The relay announces the guest, whose knock reaches the host; the
+    // host's challenge reaches it.
     host.handle_relay(RelayToClient::Joined { peer: PeerId(1) });
+    let Some(GuestAction::Send(knock)) = guest.poll_action() else {
+        panic!("the guest knocks");
+    };
+    host.handle_relay(relayed(&knock, PeerId(1)));
     while let Some(HostAction::Send(text)) = host.poll_action() {
         guest.handle_relay(relayed(&text, PeerId::HOST));
     }
@@ -357,7 +362,7 @@ async fn candidates_that_arrive_before_the_answer_are_held_until_it_is_applied()
         panic!("the offer goes to the relay");
     };
     host.handle_relay(relayed(&text, PeerId(1)));
-    let Some(HostAction::Answer { peer, offer }) = host.poll_action() else {
+    let Some(HostAction::Answer { peer, offer, .. }) = host.poll_action() else {
         panic!("the host admits the visitor");
     };
     let (mut answerer, answer) = Handshake::answer(&config, &offer).await.unwrap();

@@ -122,6 +122,12 @@ pub enum GoodbyeCode {
     VersionMismatch,
     /// The other side sent something that is not valid.
     ProtocolError,
+    /// The sharer withdrew the link this visitor came by.
+    LinkWithdrawn,
+    /// The link this visitor came by has expired.
+    LinkExpired,
+    /// The sharer disconnected this visitor.
+    SentAway,
     Other(u8),
 }
 
@@ -131,6 +137,9 @@ impl GoodbyeCode {
             GoodbyeCode::ShuttingDown => 1,
             GoodbyeCode::VersionMismatch => 2,
             GoodbyeCode::ProtocolError => 3,
+            GoodbyeCode::LinkWithdrawn => 4,
+            GoodbyeCode::LinkExpired => 5,
+            GoodbyeCode::SentAway => 6,
             GoodbyeCode::Other(c) => c,
         }
     }
@@ -140,6 +149,9 @@ impl GoodbyeCode {
             1 => GoodbyeCode::ShuttingDown,
             2 => GoodbyeCode::VersionMismatch,
             3 => GoodbyeCode::ProtocolError,
+            4 => GoodbyeCode::LinkWithdrawn,
+            5 => GoodbyeCode::LinkExpired,
+            6 => GoodbyeCode::SentAway,
             c => GoodbyeCode::Other(c),
         }
     }

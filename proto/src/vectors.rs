@@ -134,6 +134,15 @@ pub fn all() -> Vec<Vector> {
             }),
         },
         Vector {
+            name: "goodbye, link withdrawn",
+            // type | code 4 (link withdrawn) | "gone"
+            hex: "7f 04 04 676f6e65",
+            message: Message::Goodbye(Goodbye {
+                code: GoodbyeCode::LinkWithdrawn,
+                message: "gone".into(),
+            }),
+        },
+        Vector {
             name: "index batch",
             // 10            type IndexBatch
             // 00            first seq 0

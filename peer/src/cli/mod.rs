@@ -21,7 +21,7 @@ pub mod exit {
     pub const INVALID_LINK: u8 = 4;
     /// The relay or the sharer could not be reached, or the connection was lost.
     pub const UNREACHABLE: u8 = 5;
-    /// The sharer withdrew this link, or its time ran out.
+    /// The sharer withdrew this link (or sent this visitor away), or its time ran out.
     pub const LINK_ENDED: u8 = 6;
 }
 
@@ -32,7 +32,7 @@ const EXIT_CODES: &str = "Exit codes:
   3  the sharer stopped sharing, or no one shares at this link any more
   4  this link is not valid (malformed, or its secret does not match the share)
   5  the relay or the sharer could not be reached, or the connection was lost
-  6  the sharer withdrew this link, or its time ran out";
+  6  the sharer withdrew this link (or disconnected you), or its time ran out";
 
 /// Share a folder as a link; anyone with the link browses it in a browser.
 #[derive(Debug, Parser)]

@@ -24,6 +24,7 @@ mod disk;
 mod feed;
 pub mod folder_watch;
 mod host;
+pub mod links;
 mod live_index;
 pub mod reconcile;
 mod relay;

@@ -1,0 +1,399 @@
+//! A share's links besides its main one: each with its own secret (so one
+//! can be withdrawn without touching the others), a label and an optional
+//! expiry. Kept with the share's state (`links.json`, 0600) so they survive
+//! a restart like the main link does; told to the host's signaling machine
+//! ([`linkfs_core::HostSignaling::add_link`]) by their [`LinkId`].
+//!
+//! ```text
+//! links.json  {"next_id": 4, "links": [
+//!   {"id": 1, "label": "for Ann", "secret": "<22 base64url>", "created": 1795630000,
+//!    "expires": 1795802800},                                   // live until then
+//!   {"id": 2, "label": "", "secret": "...", "created": ..., "ended": {"why": "withdrawn", "at": ...}}
+//! ]}
+//! ```
+//!
+//! Bounds: [`MAX_LIVE_LINKS`] live links per share; the [`ENDED_KEPT`] most
+//! recently ended ones are remembered, so their visitors are told "withdrawn"
+//! or "expired" rather than "not valid". Ids are never reused. The main link
+//! is [`LinkId`]`(0)` and is not kept here (it is the folder's kept link).
+
+use linkfs_core::{LinkEnd, LinkId, ShareSecret};
+use serde::{Deserialize, Serialize};
+
+/// Most live links a share has besides its main one.
+pub const MAX_LIVE_LINKS: usize = 64;
+/// Ended links remembered (their visitors are told why).
+pub const ENDED_KEPT: usize = 64;
+/// Longest label, in bytes.
+pub const MAX_LABEL: usize = 200;
+
+/// Why a link ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndedWhy {
+    Withdrawn,
+    Expired,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ended {
+    pub why: EndedWhy,
+    /// Unix seconds.
+    pub at: u64,
+}
+
+/// One link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkRecord {
+    pub id: u32,
+    #[serde(default)]
+    pub label: String,
+    /// The secret, base64url (as in the link).
+    pub secret: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// Unix seconds; none: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Ended>,
+}
+
+impl LinkRecord {
+    pub fn link_id(&self) -> LinkId {
+        LinkId(self.id)
+    }
+
+    /// The secret, if the record holds a valid one.
+    pub fn secret(&self) -> Option<ShareSecret> {
+        ShareSecret::decode(&self.secret).ok()
+    }
+
+    /// What its visitors are told once it ended.
+    pub fn end(&self) -> Option<LinkEnd> {
+        let ended = self.ended?;
+        Some(match ended.why {
+            EndedWhy::Withdrawn => LinkEnd::Withdrawn {
+                words: "This link was withdrawn by the sharer. Ask them for a new one.".into(),
+            },
+            EndedWhy::Expired => LinkEnd::Expired {
+                words: format!(
+                    "This link expired on {}. Ask the sharer for a new one.",
+                    when(ended.at)
+                ),
+            },
+        })
+    }
+}
+
+/// A moment for people: `2026-11-27 18:00 UTC`.
+pub fn when(unix: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix);
+    let s = humantime::format_rfc3339_seconds(t).to_string();
+    // 2026-11-27T18:00:00Z -> 2026-11-27 18:00 UTC
+    match (s.get(..10), s.get(11..16)) {
+        (Some(day), Some(hm)) => format!("{day} {hm} UTC"),
+        _ => s,
+    }
+}
+
+/// Why a change to the links was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinksError {
+    #[error(
+        "this share has {MAX_LIVE_LINKS} live links, the most it keeps: withdraw one first (`linkfs link revoke ID`)"
+    )]
+    TooMany,
+    #[error("there is no link {0} (`linkfs link list` shows them)")]
+    NoSuchLink(u32),
+    #[error("link {0} has already ended")]
+    AlreadyEnded(u32),
+    #[error(
+        "the main link (0) is withdrawn with `linkfs share DIR --new-link`, which makes a new one"
+    )]
+    MainLink,
+    #[error("a label is at most {MAX_LABEL} bytes")]
+    LabelTooLong,
+    #[error("the expiry {0} is already past")]
+    ExpiryPast(String),
+    #[error(
+        "links.json is not valid ({0}); it was set aside and the share starts with no extra links"
+    )]
+    Damaged(String),
+}
+
+/// The links of one share (module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Links {
+    next_id: u32,
+    links: Vec<LinkRecord>,
+}
+
+impl Links {
+    /// Links as kept in `links.json`.
+    pub fn from_json(bytes: &[u8]) -> Result<Links, LinksError> {
+        let mut links: Links =
+            serde_json::from_slice(bytes).map_err(|e| LinksError::Damaged(e.to_string()))?;
+        links.next_id = links
+            .links
+            .iter()
+            .map(|l| l.id.saturating_add(1))
+            .max()
+            .unwrap_or(1)
+            .max(links.next_id)
+            .max(1);
+        links.links.retain(|l| l.id != 0 && l.secret().is_some());
+        Ok(links)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        // Plain data: serialising it cannot fail.
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+
+    /// Every kept link, oldest first.
+    pub fn all(&self) -> &[LinkRecord] {
+        &self.links
+    }
+
+    pub fn get(&self, id: u32) -> Option<&LinkRecord> {
+        self.links.iter().find(|l| l.id == id)
+    }
+
+    /// Live links.
+    pub fn live(&self) -> impl Iterator<Item = &LinkRecord> {
+        self.links.iter().filter(|l| l.ended.is_none())
+    }
+
+    /// A new link with its own secret.
+    pub fn add(
+        &mut self,
+        label: &str,
+        expires: Option<u64>,
+        secret: ShareSecret,
+        now: u64,
+    ) -> Result<&LinkRecord, LinksError> {
+        if label.len() > MAX_LABEL {
+            return Err(LinksError::LabelTooLong);
+        }
+        if let Some(at) = expires.filter(|at| *at <= now) {
+            return Err(LinksError::ExpiryPast(when(at)));
+        }
+        if self.live().count() >= MAX_LIVE_LINKS {
+            return Err(LinksError::TooMany);
+        }
+        let id = self.next_id.max(1);
+        self.next_id = id + 1;
+        self.links.push(LinkRecord {
+            id,
+            label: label.to_owned(),
+            secret: secret.encode(),
+            created: now,
+            expires,
+            ended: None,
+        });
+        self.trim_ended();
+        Ok(self.links.last().expect("just pushed"))
+    }
+
+    /// Withdraws link `id`.
+    pub fn revoke(&mut self, id: u32, now: u64) -> Result<LinkRecord, LinksError> {
+        if id == 0 {
+            return Err(LinksError::MainLink);
+        }
+        let l = self
+            .links
+            .iter_mut()
+            .find(|l| l.id == id)
+            .ok_or(LinksError::NoSuchLink(id))?;
+        if l.ended.is_some() {
+            return Err(LinksError::AlreadyEnded(id));
+        }
+        l.ended = Some(Ended {
+            why: EndedWhy::Withdrawn,
+            at: now,
+        });
+        let revoked = l.clone();
+        self.trim_ended();
+        Ok(revoked)
+    }
+
+    /// Ends the live links whose time ran out by `now`; their ids.
+    pub fn expire_due(&mut self, now: u64) -> Vec<u32> {
+        let mut due = Vec::new();
+        for l in &mut self.links {
+            if l.ended.is_none() && l.expires.is_some_and(|at| at <= now) {
+                l.ended = Some(Ended {
+                    why: EndedWhy::Expired,
+                    at: l.expires.unwrap_or(now),
+                });
+                due.push(l.id);
+            }
+        }
+        self.trim_ended();
+        due
+    }
+
+    /// When the next live link expires (unix seconds).
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.live().filter_map(|l| l.expires).min()
+    }
+
+    fn trim_ended(&mut self) {
+        let ended = self.links.iter().filter(|l| l.ended.is_some()).count();
+        let mut drop = ended.saturating_sub(ENDED_KEPT);
+        if drop == 0 {
+            return;
+        }
+        // The longest-ended go first.
+        let mut order: Vec<(u64, u32)> = self
+            .links
+            .iter()
+            .filter_map(|l| l.ended.map(|e| (e.at, l.id)))
+            .collect();
+        order.sort_unstable();
+        let gone: Vec<u32> = order.iter().take(drop).map(|(_, id)| *id).collect();
+        self.links.retain(|l| {
+            if drop > 0 && gone.contains(&l.id) {
+                drop -= 1;
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+/// An expiry as people write it: a duration from `now` (`48h`, `30m`,
+/// `7d`, `1w 2d`), a date (`2026-11-27`, the start of that day, UTC) or a
+/// moment (`2026-11-27 18:00`, `2026-11-27T18:00:00Z`, UTC). Unix seconds.
+pub fn parse_expiry(text: &str, now: u64) -> Result<u64, String> {
+    let t = text.trim();
+    if let Ok(d) = humantime::parse_duration(t) {
+        return Ok(now.saturating_add(d.as_secs().max(1)));
+    }
+    let t2 = t.replacen(' ', "T", 1);
+    let moment = match t2.len() {
+        10 => format!("{t2}T00:00:00Z"),
+        16 => format!("{t2}:00Z"),
+        19 => format!("{t2}Z"),
+        _ => t2,
+    };
+    humantime::parse_rfc3339(&moment)
+        .map(|t| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        })
+        .map_err(|_| {
+            format!(
+                "'{text}' is not an expiry: give a duration (48h, 30m, 7d) or a date and time in UTC (2026-11-27 or 2026-11-27 18:00)"
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_795_600_000;
+
+    fn secret(n: u8) -> ShareSecret {
+        ShareSecret::from_bytes([n; 16])
+    }
+
+    #[test]
+    fn links_survive_a_round_trip_through_their_file() {
+        let mut links = Links::default();
+        links
+            .add("for Ann", Some(NOW + 3600), secret(1), NOW)
+            .unwrap();
+        links.add("", None, secret(2), NOW).unwrap();
+        links.revoke(2, NOW + 5).unwrap();
+        let back = Links::from_json(&links.to_json()).unwrap();
+        assert_eq!(back, links);
+        assert_eq!(back.live().count(), 1);
+        assert_eq!(back.get(1).unwrap().secret(), Some(secret(1)));
+    }
+
+    #[test]
+    fn ids_are_never_reused_and_the_main_link_is_not_kept_here() {
+        let mut links = Links::default();
+        let a = links.add("a", None, secret(1), NOW).unwrap().id;
+        links.revoke(a, NOW).unwrap();
+        let b = links.add("b", None, secret(2), NOW).unwrap().id;
+        assert!(b > a && a >= 1);
+        assert_eq!(links.revoke(0, NOW), Err(LinksError::MainLink));
+        assert_eq!(links.revoke(99, NOW), Err(LinksError::NoSuchLink(99)));
+        assert_eq!(links.revoke(a, NOW), Err(LinksError::AlreadyEnded(a)));
+    }
+
+    #[test]
+    fn links_expire_when_their_time_comes_and_say_when() {
+        let mut links = Links::default();
+        links.add("soon", Some(NOW + 60), secret(1), NOW).unwrap();
+        links.add("later", Some(NOW + 600), secret(2), NOW).unwrap();
+        assert_eq!(links.next_expiry(), Some(NOW + 60));
+        assert!(links.expire_due(NOW + 59).is_empty());
+        assert_eq!(links.expire_due(NOW + 60), vec![1]);
+        assert_eq!(links.next_expiry(), Some(NOW + 600));
+        match links.get(1).unwrap().end() {
+            Some(LinkEnd::Expired { words }) => {
+                assert!(words.contains("expired on 2026-"), "{words}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            links.add("x", Some(NOW - 1), secret(3), NOW),
+            Err(LinksError::ExpiryPast(when(NOW - 1)))
+        );
+    }
+
+    #[test]
+    fn live_and_ended_links_are_bounded() {
+        let mut links = Links::default();
+        for i in 0..MAX_LIVE_LINKS {
+            links.add("", None, secret(i as u8), NOW).unwrap();
+        }
+        assert_eq!(
+            links.add("", None, secret(0), NOW),
+            Err(LinksError::TooMany)
+        );
+        for id in 1..=MAX_LIVE_LINKS as u32 {
+            links.revoke(id, NOW + u64::from(id)).unwrap();
+        }
+        for i in 0..10 {
+            let id = links.add("", None, secret(i), NOW).unwrap().id;
+            links.revoke(id, NOW + 1000 + u64::from(i)).unwrap();
+        }
+        assert_eq!(links.all().len(), ENDED_KEPT);
+        assert!(links.get(1).is_none(), "the longest-ended went first");
+    }
+
+    #[test]
+    fn a_damaged_file_is_refused_in_words() {
+        assert!(matches!(
+            Links::from_json(b"{not json"),
+            Err(LinksError::Damaged(_))
+        ));
+    }
+
+    #[test]
+    fn expiries_read_as_people_write_them() {
+        assert_eq!(parse_expiry("48h", NOW), Ok(NOW + 48 * 3600));
+        assert_eq!(parse_expiry("30m", NOW), Ok(NOW + 1800));
+        assert_eq!(parse_expiry("7d", NOW), Ok(NOW + 7 * 86400));
+        assert_eq!(parse_expiry("2026-11-27", NOW), Ok(1_795_737_600));
+        assert_eq!(
+            parse_expiry("2026-11-27 18:00", NOW),
+            Ok(1_795_737_600 + 18 * 3600)
+        );
+        assert_eq!(
+            parse_expiry("2026-11-27T18:00:00Z", NOW),
+            Ok(1_795_737_600 + 18 * 3600)
+        );
+        let e = parse_expiry("next tuesday", NOW).unwrap_err();
+        assert!(e.contains("48h") && e.contains("2026-11-27"), "{e}");
+        assert_eq!(when(1_795_737_600 + 18 * 3600), "2026-11-27 18:00 UTC");
+    }
+}
