@@ -108,6 +108,7 @@ async fn index_of(root: &Path, config: SenderConfig) -> Shared {
             config,
             cancel: CancellationToken::new(),
             drop_links: None,
+            farewell: Default::default(),
         },
         entries: summary.entries,
         _progress: progress,

@@ -130,6 +130,7 @@ impl Live {
             config: SenderConfig::default(),
             cancel: CancellationToken::new(),
             drop_links: None,
+            farewell: Default::default(),
         };
         let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
         tokio::spawn(serve(a, ctx.clone()));

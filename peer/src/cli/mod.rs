@@ -1,5 +1,6 @@
 //! Command-line glue: argument parsing, logging, signals, exit codes.
 
+mod desk;
 mod share;
 mod visit;
 
@@ -62,6 +63,14 @@ and resume where they were (a way to see that reconnecting works)."
     /// Download a file or folder of a share, verified and resumable.
     #[command(after_help = EXIT_CODES)]
     Get(visit::GetArgs),
+    /// A running share's links: list them, add one (its own secret, label and
+    /// expiry), withdraw one (its visitors are disconnected at once).
+    #[command(subcommand)]
+    Link(desk::LinkCommand),
+    /// The visitors of a running share now (which link, since when).
+    Visitors(desk::VisitorsArgs),
+    /// Disconnect one visitor of a running share (its number in `linkfs visitors`).
+    Kick(desk::KickArgs),
 }
 
 /// Default log filter: our warnings; webrtc-rs's routine ICE/DTLS chatter only when it is an error.
@@ -102,6 +111,9 @@ pub fn main() -> ExitCode {
             Command::Mount(args) => visit::mount(args).await,
             Command::Ls(args) => visit::ls(args).await,
             Command::Get(args) => visit::get_cmd(args).await,
+            Command::Link(cmd) => desk::link(cmd).await,
+            Command::Visitors(args) => desk::visitors(args).await,
+            Command::Kick(args) => desk::kick(args).await,
         }
     });
     // Visitors' tasks may still be winding down; don't wait for them.

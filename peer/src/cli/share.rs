@@ -353,6 +353,9 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
                     let line = format!("warning: {w}");
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
                 }
+                ShareEvent::Links(said) => {
+                    match &progress { Some(p) => p.println(&said), None => eprintln!("{said}") }
+                }
                 _ => {}
             },
             _ = ticker.tick(), if walking => {

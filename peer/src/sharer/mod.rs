@@ -20,6 +20,8 @@
 //! not open with the link's secret gets one sealed refusal it cannot read
 //! either, which its page shows as "this link is not valid".
 
+pub mod control;
+mod desk;
 mod disk;
 mod feed;
 pub mod folder_watch;
@@ -35,7 +37,7 @@ mod visitors;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use linkfs_core::{HostAction, HostFailure, SenderConfig, SettleConfig, ShareLink};
+use linkfs_core::{HostAction, HostFailure, SenderConfig, SettleConfig, ShareLink, ShareSecret};
 use linkfs_proto::Epoch;
 use linkfs_proto::sharer_key::SharerKey;
 use linkfs_proto::signal::IceServer;
@@ -96,6 +98,8 @@ pub enum ShareEvent {
     },
     /// Something worth telling the user that does not stop the share.
     Warning(String),
+    /// A change to the share's links (added, withdrawn, expired), in words.
+    Links(String),
 }
 
 /// Why sharing could not start or had to stop.
@@ -151,6 +155,13 @@ fn visitor_transport(
         transport.native_peer = Some(NativeTuning::SAME_HOST);
     }
     transport
+}
+
+/// Seconds since 1970 (0 if the clock is before that).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Shares `options.root` until `cancel` fires. The walk's progress goes to
@@ -272,6 +283,36 @@ pub async fn share(
         })
         .await;
 
+    // The share's other links, and the control socket `linkfs link` uses.
+    let (kept_links, links_trouble) = match &state {
+        Some(state) => state.links(),
+        None => Default::default(),
+    };
+    if let Some(why) = links_trouble {
+        warn(why).await;
+    }
+    let mut desk = desk::Desk::new(link.clone(), kept_links, host.machine());
+    let (control_tx, mut control_rx) = mpsc::channel::<control::ControlRequest>(8);
+    let control_stop = CancellationToken::new();
+    let _control = match &state {
+        Some(state) => {
+            let socket = state.dir().join(share_state::CONTROL_SOCKET);
+            match control::listen(socket.clone(), control_tx, control_stop.clone()) {
+                Ok(task) => Some(task),
+                Err(e) => {
+                    warn(format!(
+                        "`linkfs link` and `linkfs visitors` will not reach this share: cannot listen on {}: {e}",
+                        socket.display()
+                    ))
+                    .await;
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let _stop_control = control_stop.drop_guard();
+
     let ctx = ServeContext {
         index: live.index.clone(),
         index_changed: live.changed.clone(),
@@ -279,6 +320,7 @@ pub async fn share(
         config: options.sender.clone(),
         cancel: CancellationToken::new(),
         drop_links: Some(drop_links),
+        farewell: Default::default(),
     };
     let (news_tx, mut news_rx) = mpsc::channel::<VisitorNews>(256);
     let mut visitors = Visitors::new();
@@ -286,12 +328,13 @@ pub async fn share(
     loop {
         for action in host.flush().await {
             match action {
-                HostAction::Answer { peer, offer, .. } => {
+                HostAction::Answer { peer, offer, link } => {
+                    let visitor_ctx = desk.admitted(peer, link, &ctx, unix_now());
                     visitors.admit(
                         peer,
                         offer,
                         transport.clone(),
-                        ctx.clone(),
+                        visitor_ctx,
                         lanes.clone(),
                         news_tx.clone(),
                     );
@@ -312,20 +355,52 @@ pub async fn share(
                 _ => {}
             }
         }
+        let expiry = desk
+            .next_expiry()
+            .map(|at| Duration::from_secs(at.saturating_sub(unix_now())));
         tokio::select! {
             biased;
             () = cancel.cancelled() => break,
+            () = tokio::time::sleep(expiry.unwrap_or_default()), if expiry.is_some() => {
+                for id in desk.expire(host.machine(), unix_now()) {
+                    let _ = events.send(ShareEvent::Links(format!("link {id} expired; its visitors were disconnected"))).await;
+                }
+                if let Some(state) = &state
+                    && let Err(e) = state.keep_links(desk.links())
+                {
+                    warn(format!("the links could not be kept for the next run: {e}")).await;
+                }
+            }
+            Some(asked) = control_rx.recv() => {
+                let announce = matches!(asked.request, control::Request::Add { .. } | control::Request::Revoke { .. } | control::Request::Kick { .. });
+                let answer = desk.handle(
+                    asked.request,
+                    host.machine(),
+                    state.as_ref(),
+                    || random_bytes().ok().map(ShareSecret::from_bytes),
+                    unix_now(),
+                );
+                if announce && answer.ok {
+                    let _ = events.send(ShareEvent::Links(answer.said.clone())).await;
+                }
+                let _ = asked.reply.send(answer);
+            }
             Some(news) = news_rx.recv() => match news {
                 VisitorNews::Answer(peer, sdp) => host.machine().answer_made(peer, sdp),
                 VisitorNews::LocalCandidate(peer, c) => host.machine().local_candidate(peer, c),
-                VisitorNews::Lane(peer) => host.machine().visitor_is_lane(peer),
+                VisitorNews::Lane(peer) => {
+                    desk.lane(peer);
+                    host.machine().visitor_is_lane(peer);
+                }
                 VisitorNews::Connected(peer) => {
+                    desk.connected(peer);
                     host.machine().visitor_connected(peer);
                     let visitors = host.machine().connected();
                     let _ = events.send(ShareEvent::VisitorConnected { peer: peer.0, visitors }).await;
                 }
             },
             Some(left) = visitors.next_left(), if !visitors.is_empty() => {
+                desk.left(left.peer);
                 host.machine().visitor_ended(left.peer);
                 let visitors = host.machine().connected();
                 let _ = events

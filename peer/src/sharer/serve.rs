@@ -14,7 +14,7 @@ use bytes::Bytes;
 use linkfs_core::{
     IoFailure, Millis, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError, ShareIndex,
 };
-use linkfs_proto::{LaneJoin, LaneToken, ReadErrorCode};
+use linkfs_proto::{GoodbyeCode, LaneJoin, LaneToken, ReadErrorCode};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +37,9 @@ pub enum ServeEnd {
     /// The sharer stopped sharing.
     #[error("the sharer stopped sharing")]
     Stopped,
+    /// Its link was withdrawn or expired, or it was sent away: what it was told.
+    #[error("told: {0}")]
+    SentOff(String),
 }
 
 /// What a session ended with.
@@ -58,6 +61,26 @@ pub struct ServeContext {
     /// Bumped to drop every visitor's data link without a goodbye, as a
     /// network failure would (visitors reconnect and resume; for testing that).
     pub drop_links: Option<watch::Receiver<u64>>,
+    /// What the visitor is told when `cancel` fires (set first; unset: the
+    /// sharer stopped sharing).
+    pub farewell: Farewell,
+}
+
+/// Why one visitor's session is being ended, told to it in its goodbye: its
+/// link withdrawn or expired, or the sharer sent it away. Set once, before
+/// the visitor's cancel token fires.
+#[derive(Debug, Clone, Default)]
+pub struct Farewell(Arc<std::sync::OnceLock<(GoodbyeCode, String)>>);
+
+impl Farewell {
+    /// Says why (the first reason given stays).
+    pub fn set(&self, code: GoodbyeCode, words: String) {
+        let _ = self.0.set((code, words));
+    }
+
+    fn get(&self) -> Option<&(GoodbyeCode, String)> {
+        self.0.get()
+    }
 }
 
 fn read_index(index: &RwLock<ShareIndex>) -> std::sync::RwLockReadGuard<'_, ShareIndex> {
@@ -93,6 +116,7 @@ pub struct ServedSession {
     io_tx: mpsc::Sender<IoDone>,
     io_rx: mpsc::Receiver<IoDone>,
     drop_links: Option<watch::Receiver<u64>>,
+    farewell: Farewell,
     end: Option<ServeEnd>,
 }
 
@@ -112,6 +136,7 @@ impl ServedSession {
                 w.mark_unchanged();
                 w
             }),
+            farewell: ctx.farewell.clone(),
             end: None,
         }
     }
@@ -200,6 +225,9 @@ impl DrivenSession for ServedSession {
         }
         if self.session.is_finished() {
             let end = match self.session.end_reason() {
+                Some(SessionError::ClosedHere(_)) if self.farewell.get().is_some() => {
+                    ServeEnd::SentOff(self.farewell.get().map(|f| f.1.clone()).unwrap_or_default())
+                }
                 Some(SessionError::ClosedHere(_)) => ServeEnd::Stopped,
                 Some(e) => ServeEnd::Session(e.clone()),
                 None => ServeEnd::Stopped,
@@ -214,7 +242,10 @@ impl DrivenSession for ServedSession {
     }
 
     fn stop(&mut self) {
-        self.session.close(STOPPED);
+        match self.farewell.get() {
+            Some((code, words)) => self.session.close_with(*code, words),
+            None => self.session.close(STOPPED),
+        }
     }
 
     fn gave_up(&mut self) -> ServeOutcome {

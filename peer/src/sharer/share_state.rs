@@ -37,6 +37,9 @@ use nix::fcntl::{Flock, FlockArg};
 const LINK_FILE: &str = "share.json";
 const INDEX_FILE: &str = "index.bin";
 const LOCK_FILE: &str = "lock";
+const LINKS_FILE: &str = "links.json";
+/// The running sharer's control socket (`linkfs link`, `visitors`, `kick`).
+pub const CONTROL_SOCKET: &str = "control.sock";
 
 /// Why the state could not be used (the share then runs without keeping anything).
 #[derive(Debug, thiserror::Error)]
@@ -111,13 +114,19 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// The state folder of `folder` under `state_root` (not created), and the
+/// folder's canonical path.
+pub fn share_dir(state_root: &Path, folder: &Path) -> Result<(PathBuf, PathBuf), StateError> {
+    let folder = std::fs::canonicalize(folder).map_err(io(folder))?;
+    let hash = blake3::hash(folder.as_os_str().as_encoded_bytes());
+    let name: String = hash.to_hex().chars().take(16).collect();
+    Ok((state_root.join("shares").join(name), folder))
+}
+
 impl ShareState {
     /// Opens (creating) the state folder of `folder` under `state_root` and locks it.
     pub fn open(state_root: &Path, folder: &Path) -> Result<ShareState, StateError> {
-        let folder = std::fs::canonicalize(folder).map_err(io(folder))?;
-        let hash = blake3::hash(folder.as_os_str().as_encoded_bytes());
-        let name: String = hash.to_hex().chars().take(16).collect();
-        let dir = state_root.join("shares").join(name);
+        let (dir, folder) = share_dir(state_root, folder)?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -187,8 +196,33 @@ impl ShareState {
     }
 
     /// Forgets the kept link and index (`--new-link`).
+    /// The share's extra links (none if none were kept). A file that cannot
+    /// be read is set aside (`links.json.damaged`) and said so.
+    pub fn links(&self) -> (super::links::Links, Option<String>) {
+        let path = self.dir.join(LINKS_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => match super::links::Links::from_json(&bytes) {
+                Ok(links) => (links, None),
+                Err(e) => {
+                    let _ = std::fs::rename(&path, path.with_extension("json.damaged"));
+                    (super::links::Links::default(), Some(e.to_string()))
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+            Err(e) => (
+                super::links::Links::default(),
+                Some(format!("cannot read {}: {e}", path.display())),
+            ),
+        }
+    }
+
+    /// Keeps the share's extra links (0600).
+    pub fn keep_links(&self, links: &super::links::Links) -> Result<(), StateError> {
+        write_private(&self.dir.join(LINKS_FILE), &links.to_json())
+    }
+
     pub fn forget(&self) -> Result<(), StateError> {
-        for f in [LINK_FILE, INDEX_FILE] {
+        for f in [LINK_FILE, INDEX_FILE, LINKS_FILE] {
             let path = self.dir.join(f);
             match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&path)(e)),

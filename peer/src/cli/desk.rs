@@ -1,0 +1,196 @@
+//! `linkfs link add|list|revoke`, `linkfs visitors`, `linkfs kick`: requests
+//! to a running `linkfs share` of a folder, over its control socket
+//! (`linkfs_peer::sharer::control`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use linkfs_peer::sharer::control::{Answer, Request, ask};
+use linkfs_peer::sharer::links::when;
+use linkfs_peer::sharer::share_state::{CONTROL_SOCKET, default_state_root, share_dir};
+
+/// Which running share.
+#[derive(Debug, Args)]
+pub struct ShareDir {
+    /// The folder the running `linkfs share` shares (default: this one).
+    #[arg(long = "dir", value_name = "DIR", default_value = ".", global = true)]
+    dir: PathBuf,
+    /// Print the answer as JSON.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LinkCommand {
+    /// Every link of the share: id, label, expiry, visitors now, the link itself.
+    List(ShareDir),
+    /// A new link with its own secret; prints it.
+    Add {
+        /// A name to know it by in `list` and `visitors`.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// When it stops working: a duration (48h, 30m, 7d) or a date and time
+        /// in UTC (2026-11-27, 2026-11-27 18:00). Default: never.
+        #[arg(long, value_name = "WHEN")]
+        expires: Option<String>,
+        #[command(flatten)]
+        share: ShareDir,
+    },
+    /// Withdraw a link: it stops working and its visitors are disconnected
+    /// at once (other links and their visitors are untouched).
+    Revoke {
+        /// The link's id (`linkfs link list`).
+        id: u32,
+        #[command(flatten)]
+        share: ShareDir,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct VisitorsArgs {
+    #[command(flatten)]
+    share: ShareDir,
+}
+
+#[derive(Debug, Args)]
+pub struct KickArgs {
+    /// The visitor's number (`linkfs visitors`).
+    visitor: u32,
+    #[command(flatten)]
+    share: ShareDir,
+}
+
+async fn request(share: &ShareDir, request: Request) -> anyhow::Result<Answer> {
+    let Some(root) = default_state_root() else {
+        bail!(
+            "no state folder to find the running share in: set LINKFS_STATE_DIR (or HOME) as the share has it"
+        );
+    };
+    let (dir, folder) = share_dir(&root, &share.dir)
+        .with_context(|| format!("cannot find the folder {}", share.dir.display()))?;
+    let socket = dir.join(CONTROL_SOCKET);
+    let answer = ask(&socket, &shown(&folder), &request).await?;
+    if !answer.ok {
+        bail!(
+            "{}",
+            answer
+                .error
+                .clone()
+                .unwrap_or_else(|| "the sharer refused".into())
+        );
+    }
+    Ok(answer)
+}
+
+fn shown(p: &Path) -> String {
+    linkfs_peer::terminal::escaped(&p.display().to_string())
+}
+
+fn print_json<T: serde::Serialize>(value: &T) {
+    println!("{}", serde_json::to_string(value).unwrap_or_default());
+}
+
+pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
+    match cmd {
+        LinkCommand::List(share) => {
+            let a = request(&share, Request::List).await?;
+            if share.json {
+                for l in &a.links {
+                    print_json(l);
+                }
+                return Ok(());
+            }
+            println!(
+                "{:>4}  {:<20} {:<26} {:>8}  LINK",
+                "ID", "LABEL", "EXPIRES", "VISITORS"
+            );
+            for l in &a.links {
+                let expires = match (&l.ended, l.expires) {
+                    (Some(why), _) => why.clone(),
+                    (None, Some(at)) => when(at),
+                    (None, None) => "never".into(),
+                };
+                let url = if l.ended.is_some() { "-" } else { &l.url };
+                println!(
+                    "{:>4}  {:<20} {:<26} {:>8}  {}",
+                    l.id,
+                    linkfs_peer::terminal::escaped(&l.label),
+                    expires,
+                    l.visitors,
+                    url
+                );
+            }
+        }
+        LinkCommand::Add {
+            label,
+            expires,
+            share,
+        } => {
+            let a = request(&share, Request::Add { label, expires }).await?;
+            let Some(l) = a.links.first() else {
+                bail!("the sharer added a link but did not say which");
+            };
+            if share.json {
+                print_json(l);
+            } else {
+                println!("{}", l.url);
+                let until = l
+                    .expires
+                    .map_or("never expires".into(), |at| format!("expires {}", when(at)));
+                eprintln!("link {} added; it {until}", l.id);
+            }
+        }
+        LinkCommand::Revoke { id, share } => {
+            let a = request(&share, Request::Revoke { id }).await?;
+            eprintln!("{}", a.said);
+        }
+    }
+    Ok(())
+}
+
+pub async fn visitors(args: VisitorsArgs) -> anyhow::Result<()> {
+    let a = request(&args.share, Request::Visitors).await?;
+    if args.share.json {
+        for v in &a.visitors {
+            print_json(v);
+        }
+        return Ok(());
+    }
+    if a.visitors.is_empty() {
+        eprintln!("no visitors now");
+        return Ok(());
+    }
+    println!("{:>7}  {:<24} {:<22} STATE", "VISITOR", "LINK", "SINCE");
+    for v in &a.visitors {
+        let link = format!(
+            "{} {}",
+            v.link,
+            linkfs_peer::terminal::escaped(&v.link_label)
+        );
+        let state = if v.connected {
+            "connected"
+        } else {
+            "connecting"
+        };
+        println!(
+            "{:>7}  {:<24} {:<22} {state}",
+            v.visitor,
+            link,
+            when(v.since)
+        );
+    }
+    Ok(())
+}
+
+pub async fn kick(args: KickArgs) -> anyhow::Result<()> {
+    let a = request(
+        &args.share,
+        Request::Kick {
+            visitor: args.visitor,
+        },
+    )
+    .await?;
+    eprintln!("{}", a.said);
+    Ok(())
+}

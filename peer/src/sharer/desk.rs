@@ -1,0 +1,297 @@
+//! The sharer's desk: the share's links and who came through them. The
+//! share loop hands it the control socket's requests ([`super::control`]),
+//! visitors as they are admitted and leave, and the time; it tells the
+//! host's signaling machine which links admit whom, and ends the sessions of
+//! a link that is withdrawn or expires, or of a visitor sent away, with a
+//! goodbye that says so.
+//!
+//! ```text
+//! control request --> Desk::handle(request, host, now) --> Answer
+//! admitted(peer, link) --> a ServeContext whose cancel and farewell are the visitor's own
+//! lane(peer) / left(peer)
+//! next_expiry() --> the loop sleeps until then --> expire(host, now)
+//! ```
+//!
+//! Revoking a link or a visitor's expiry: its key ends in the host's machine
+//! first (no new guest of it gets further), then each of its visitors is told
+//! why and its session closes (the goodbye goes out first; the drive loop
+//! gives it [`crate::drive`]'s goodbye time).
+
+use std::collections::BTreeMap;
+
+use linkfs_core::{HostSignaling, LinkId, ShareLink, ShareSecret};
+use linkfs_proto::GoodbyeCode;
+use linkfs_proto::signal::PeerId;
+
+use super::control::{Answer, LinkView, Request, VisitorView};
+use super::links::{EndedWhy, LinkRecord, Links, parse_expiry};
+use super::serve::{Farewell, ServeContext};
+use super::share_state::ShareState;
+
+/// What a visitor sent away is told.
+pub const SENT_AWAY: &str =
+    "The sharer disconnected you. Open the link again if they let you back.";
+
+/// One admitted visitor.
+#[derive(Debug)]
+struct Visitor {
+    link: LinkId,
+    since: u64,
+    connected: bool,
+    ctx: ServeContext,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Desk {
+    main: ShareLink,
+    links: Links,
+    visitors: BTreeMap<PeerId, Visitor>,
+}
+
+impl Desk {
+    /// The desk of a share whose main link is `main` (its origin is the one
+    /// printed), with the links kept from earlier runs; each is told to `host`.
+    pub fn new(main: ShareLink, links: Links, host: &mut HostSignaling) -> Desk {
+        for l in links.all() {
+            let Some(secret) = l.secret() else { continue };
+            if host.add_link(l.link_id(), &secret).is_err() {
+                continue;
+            }
+            if let Some(end) = l.end() {
+                host.end_link(l.link_id(), end);
+            }
+        }
+        Desk {
+            main,
+            links,
+            visitors: BTreeMap::new(),
+        }
+    }
+
+    pub fn links(&self) -> &Links {
+        &self.links
+    }
+
+    /// A visitor admitted through `link`: its own cancel token and farewell
+    /// beside everything `base` shares.
+    pub fn admitted(
+        &mut self,
+        peer: PeerId,
+        link: LinkId,
+        base: &ServeContext,
+        now: u64,
+    ) -> ServeContext {
+        let mut ctx = base.clone();
+        ctx.cancel = base.cancel.child_token();
+        ctx.farewell = Farewell::default();
+        self.visitors.insert(
+            peer,
+            Visitor {
+                link,
+                since: now,
+                connected: false,
+                ctx: ctx.clone(),
+            },
+        );
+        ctx
+    }
+
+    pub fn connected(&mut self, peer: PeerId) {
+        if let Some(v) = self.visitors.get_mut(&peer) {
+            v.connected = true;
+        }
+    }
+
+    /// `peer` turned out to be a lane of another visitor's link: not a
+    /// visitor of its own (it ends with that visitor's session).
+    pub fn lane(&mut self, peer: PeerId) {
+        self.visitors.remove(&peer);
+    }
+
+    pub fn left(&mut self, peer: PeerId) {
+        self.visitors.remove(&peer);
+    }
+
+    /// When the next live link expires (unix seconds).
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.links.next_expiry()
+    }
+
+    /// Ends the links whose time ran out by `now`: their ids.
+    pub fn expire(&mut self, host: &mut HostSignaling, now: u64) -> Vec<u32> {
+        let due = self.links.expire_due(now);
+        for id in &due {
+            self.end_link(host, *id);
+        }
+        due
+    }
+
+    fn end_link(&mut self, host: &mut HostSignaling, id: u32) {
+        let Some(record) = self.links.get(id) else {
+            return;
+        };
+        let Some(end) = record.end() else { return };
+        let code = match record.ended.map(|e| e.why) {
+            Some(EndedWhy::Expired) => GoodbyeCode::LinkExpired,
+            _ => GoodbyeCode::LinkWithdrawn,
+        };
+        let words = match &end {
+            linkfs_core::LinkEnd::Withdrawn { words } | linkfs_core::LinkEnd::Expired { words } => {
+                words.clone()
+            }
+            _ => String::new(),
+        };
+        host.end_link(LinkId(id), end);
+        for v in self.visitors.values().filter(|v| v.link == LinkId(id)) {
+            v.ctx.farewell.set(code, words.clone());
+            v.ctx.cancel.cancel();
+        }
+    }
+
+    /// One request from the control socket. `secret` makes a new link's
+    /// secret; links are kept in `state` after every change.
+    pub fn handle(
+        &mut self,
+        request: Request,
+        host: &mut HostSignaling,
+        state: Option<&ShareState>,
+        secret: impl FnOnce() -> Option<ShareSecret>,
+        now: u64,
+    ) -> Answer {
+        let answer = match request {
+            Request::List => Answer {
+                links: self.link_views(),
+                ..Answer::done("")
+            },
+            Request::Visitors => Answer {
+                visitors: self.visitor_views(),
+                ..Answer::done("")
+            },
+            Request::Add { label, expires } => {
+                let expires = match expires.as_deref().map(|e| parse_expiry(e, now)).transpose() {
+                    Ok(e) => e,
+                    Err(words) => return Answer::failed(words),
+                };
+                let Some(secret) = secret() else {
+                    return Answer::failed("no secure random numbers for the link's secret");
+                };
+                let record = match self.links.add(&label, expires, secret.clone(), now) {
+                    Ok(r) => r.clone(),
+                    Err(e) => return Answer::failed(e),
+                };
+                if let Err(e) = host.add_link(record.link_id(), &secret) {
+                    let _ = self.links.revoke(record.id, now);
+                    return Answer::failed(e);
+                }
+                Answer {
+                    links: vec![self.view(&record)],
+                    ..Answer::done(format!("link {} added", record.id))
+                }
+            }
+            Request::Revoke { id } => match self.links.revoke(id, now) {
+                Ok(_) => {
+                    let gone = self.visitors_of(LinkId(id));
+                    self.end_link(host, id);
+                    Answer::done(format!(
+                        "link {id} withdrawn; {gone} visitor{} disconnected",
+                        if gone == 1 { "" } else { "s" }
+                    ))
+                }
+                Err(e) => return Answer::failed(e),
+            },
+            Request::Kick { visitor } => match self.visitors.get(&PeerId(visitor)) {
+                Some(v) => {
+                    v.ctx.farewell.set(GoodbyeCode::SentAway, SENT_AWAY.into());
+                    v.ctx.cancel.cancel();
+                    Answer::done(format!("visitor {visitor} disconnected"))
+                }
+                None => {
+                    return Answer::failed(format!(
+                        "there is no visitor {visitor} now (`linkfs visitors` lists them)"
+                    ));
+                }
+            },
+        };
+        if let Some(state) = state
+            && let Err(e) = state.keep_links(&self.links)
+        {
+            return Answer {
+                said: format!(
+                    "{}; but the links could not be kept for the next run: {e}",
+                    answer.said
+                ),
+                ..answer
+            };
+        }
+        answer
+    }
+
+    fn visitors_of(&self, link: LinkId) -> usize {
+        self.visitors.values().filter(|v| v.link == link).count()
+    }
+
+    fn url_of(&self, secret: &str) -> String {
+        match ShareSecret::decode(secret) {
+            Ok(secret) => ShareLink {
+                secret,
+                ..self.main.clone()
+            }
+            .to_url(),
+            Err(_) => String::new(),
+        }
+    }
+
+    fn view(&self, l: &LinkRecord) -> LinkView {
+        LinkView {
+            id: l.id,
+            label: l.label.clone(),
+            url: self.url_of(&l.secret),
+            created: Some(l.created),
+            expires: l.expires,
+            ended: l.ended.map(|e| match e.why {
+                EndedWhy::Withdrawn => "withdrawn".into(),
+                EndedWhy::Expired => "expired".into(),
+            }),
+            visitors: self.visitors_of(l.link_id()),
+        }
+    }
+
+    fn link_views(&self) -> Vec<LinkView> {
+        let main = LinkView {
+            id: 0,
+            label: "main".into(),
+            url: self.main.to_url(),
+            created: None,
+            expires: None,
+            ended: None,
+            visitors: self.visitors_of(LinkId(0)),
+        };
+        std::iter::once(main)
+            .chain(self.links.all().iter().map(|l| self.view(l)))
+            .collect()
+    }
+
+    fn label_of(&self, link: LinkId) -> String {
+        if link == LinkId(0) {
+            return "main".into();
+        }
+        self.links
+            .get(link.0)
+            .map(|l| l.label.clone())
+            .unwrap_or_default()
+    }
+
+    fn visitor_views(&self) -> Vec<VisitorView> {
+        self.visitors
+            .iter()
+            .map(|(peer, v)| VisitorView {
+                visitor: peer.0,
+                link: v.link.0,
+                link_label: self.label_of(v.link),
+                since: v.since,
+                connected: v.connected,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,313 @@
+//! A share's links, for real: `linkfs link add|list|revoke`, `visitors`,
+//! `kick` against a running `linkfs share`, with `linkfs mount` and `ls`
+//! visiting through them. Needs WebRTC on loopback and FUSE (root), so
+//! these run inside the test namespace (scripts/test).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const LINKFS: &str = env!("CARGO_BIN_EXE_linkfs");
+
+/// A folder shared by a running `linkfs share`, with its own state folder.
+struct Share {
+    child: Option<Child>,
+    link: String,
+    dir: PathBuf,
+    state: PathBuf,
+}
+
+impl Share {
+    fn new(tag: &str) -> Share {
+        let dir = std::env::temp_dir().join(format!("linkfs-links-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("a.txt"), b"hello").unwrap();
+        std::fs::write(dir.join("sub/b.txt"), b"world").unwrap();
+        let state = dir.with_extension("state");
+        let _ = std::fs::remove_dir_all(&state);
+        let mut s = Share {
+            child: None,
+            link: String::new(),
+            dir,
+            state,
+        };
+        s.start();
+        s
+    }
+
+    fn start(&mut self) {
+        let mut child = Command::new(LINKFS)
+            .args(["share", "--no-qr"])
+            .arg(&self.dir)
+            .env("LINKFS_STATE_DIR", &self.state)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start linkfs share");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("the link");
+        self.link = line.trim().to_owned();
+        self.child = Some(child);
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+
+    /// `linkfs ARGS --dir <the shared folder>` with this share's state folder.
+    fn ask(&self, args: &[&str]) -> Output {
+        Command::new(LINKFS)
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .env("LINKFS_STATE_DIR", &self.state)
+            .output()
+            .expect("run linkfs")
+    }
+
+    fn add(&self, label: &str, expires: Option<&str>) -> String {
+        let mut args = vec!["link", "add", "--label", label];
+        if let Some(e) = expires {
+            args.extend(["--expires", e]);
+        }
+        let o = self.ask(&args);
+        assert!(o.status.success(), "link add: {}", text(&o.stderr));
+        text(&o.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ls(link: &str) -> Output {
+    Command::new(LINKFS)
+        .args(["ls", link])
+        .output()
+        .expect("run linkfs ls")
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_str().unwrap();
+    mountinfo.lines().any(|l| l.split(' ').nth(4) == Some(want))
+}
+
+/// A running `linkfs mount`.
+struct Mount {
+    child: Child,
+    mnt: PathBuf,
+    log: PathBuf,
+}
+
+impl Mount {
+    fn start(link: &str, mnt: &Path) -> Mount {
+        std::fs::create_dir_all(mnt).unwrap();
+        let log = mnt.with_extension("log");
+        let mut child = Command::new(LINKFS)
+            .args(["mount", link])
+            .arg(mnt)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start linkfs mount");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !is_mounted(mnt) {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "linkfs mount exited ({status}):\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "not mounted after 60 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Mount {
+            child,
+            mnt: mnt.to_owned(),
+            log,
+        }
+    }
+
+    /// When the process exited (waiting at most `within`), its code and words.
+    fn exits_within(&mut self, within: Duration) -> (Instant, Option<i32>, String) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                return (Instant::now(), status.code(), log);
+            }
+            assert!(
+                t0.elapsed() < within,
+                "linkfs mount still running after {within:?}:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.mnt)
+                .status();
+        }
+        let _ = std::fs::remove_file(&self.log);
+        let _ = std::fs::remove_dir(&self.mnt);
+    }
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback and FUSE: runs in the test namespace (scripts/test)"]
+fn a_withdrawn_link_disconnects_its_visitor_within_a_second_and_leaves_another_links_visitor_reading()
+ {
+    let share = Share::new("revoke");
+    let ann = share.add("for Ann", None);
+    let bob = share.add("for Bob", Some("7d"));
+    assert_ne!(ann, bob, "each link has its own secret");
+    assert_ne!(ann, share.link);
+    let base = share.dir.with_extension("mnt");
+    let mut by_ann = Mount::start(&ann, &base.join("ann"));
+    let by_bob = Mount::start(&bob, &base.join("bob"));
+    assert_eq!(std::fs::read(by_ann.mnt.join("a.txt")).unwrap(), b"hello");
+
+    let o = share.ask(&["visitors", "--json"]);
+    let listed = text(&o.stdout);
+    assert_eq!(listed.lines().count(), 2, "two visitors: {listed}");
+    assert!(listed.contains("\"link_label\":\"for Ann\""), "{listed}");
+
+    let o = share.ask(&["link", "revoke", "1"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let revoked_at = Instant::now();
+    assert!(
+        text(&o.stderr).contains("1 visitor disconnected"),
+        "{}",
+        text(&o.stderr)
+    );
+    let (ended, code, log) = by_ann.exits_within(Duration::from_secs(5));
+    let after = ended - revoked_at;
+    assert!(
+        after < Duration::from_secs(1),
+        "disconnected after {after:?}"
+    );
+    assert_eq!(code, Some(6), "exit code 6:\n{log}");
+    assert!(log.contains("withdrawn by the sharer"), "{log}");
+
+    // Bob's visitor reads on; Ann's link no longer opens; the main link does.
+    assert_eq!(
+        std::fs::read(by_bob.mnt.join("sub/b.txt")).unwrap(),
+        b"world"
+    );
+    let o = ls(&ann);
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("withdrawn"), "{}", text(&o.stderr));
+    assert!(ls(&share.link).status.success());
+
+    // Sent away: one visitor, not its link.
+    let o = share.ask(&["visitors", "--json"]);
+    let number = text(&o.stdout)
+        .split("\"visitor\":")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .map(str::to_owned)
+        .expect("Bob's visitor is listed");
+    let mut by_bob = by_bob;
+    let o = share.ask(&["kick", &number]);
+    let kicked_at = Instant::now();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (ended, code, log) = by_bob.exits_within(Duration::from_secs(5));
+    let after = ended - kicked_at;
+    assert!(after < Duration::from_secs(1), "sent away after {after:?}");
+    assert_eq!(code, Some(6), "{log}");
+    assert!(log.contains("disconnected you"), "{log}");
+    assert!(ls(&bob).status.success(), "Bob's link still opens");
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback and FUSE: runs in the test namespace (scripts/test)"]
+fn a_link_that_expires_disconnects_its_visitor_and_says_when() {
+    let share = Share::new("expiry");
+    let soon = share.add("soon", Some("3s"));
+    let later = share.add("later", Some("1h"));
+    let base = share.dir.with_extension("mnt");
+    let mut by_soon = Mount::start(&soon, &base.join("soon"));
+    let list = text(&share.ask(&["link", "list", "--json"]).stdout);
+    let expires: u64 = list
+        .lines()
+        .find(|l| l.contains("\"label\":\"soon\""))
+        .and_then(|l| l.split("\"expires\":").nth(1))
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the link's expiry");
+    let (_, code, log) = by_soon.exits_within(Duration::from_secs(10));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        now - (expires as f64) < 1.5,
+        "ended {:.2} s after its expiry",
+        now - expires as f64
+    );
+    assert_eq!(code, Some(6), "{log}");
+    assert!(log.contains("expired on"), "{log}");
+    let o = ls(&soon);
+    assert_eq!(o.status.code(), Some(6));
+    assert!(
+        text(&o.stderr).contains("expired on"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(ls(&later).status.success(), "the other link still opens");
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
+fn links_and_their_rights_survive_a_restart() {
+    let mut share = Share::new("restart");
+    let kept = share.add("kept", Some("7d"));
+    let gone = share.add("gone", None);
+    assert!(share.ask(&["link", "revoke", "2"]).status.success());
+    let before = text(&share.ask(&["link", "list", "--json"]).stdout);
+    let main = share.link.clone();
+    share.stop();
+    // Not running: `link` says so in words.
+    let o = share.ask(&["link", "list"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("no `linkfs share` of"),
+        "{}",
+        text(&o.stderr)
+    );
+    share.start();
+    assert_eq!(share.link, main, "the main link is kept");
+    let after = text(&share.ask(&["link", "list", "--json"]).stdout);
+    assert_eq!(after, before, "the same links, labels, expiries, ends");
+    assert!(ls(&kept).status.success());
+    assert_eq!(ls(&gone).status.code(), Some(6));
+}
