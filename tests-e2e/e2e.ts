@@ -19,7 +19,8 @@ import { compareIndex, enumerateIndex, formatMismatch, indexWireBytes, readInPag
 import { generatedTree } from './lib/gen-tree.ts';
 import { changedFiles, checkBytesInPage, checkBytesOnMount, convergeIndex, convergeMount } from './lib/follow.ts';
 import { startMount } from './lib/mount-process.ts';
-import { scratchDir } from './lib/paths.ts';
+import { binary, scratchDir } from './lib/paths.ts';
+import { spawnSync } from 'node:child_process';
 
 const log = (line: string) => console.log(line);
 
@@ -703,6 +704,49 @@ const tests: TestCase[] = [
       assert(c.mismatches.length === 0, `the second share's index differs from its folder:\n  ${c.mismatches.slice(0, 10).map(formatMismatch).join('\n  ')}`);
       assertNoPageErrors(chromium);
       await s2.stop();
+    },
+  },
+  {
+    name: "o: a withdrawn link's page is cut off within a second and says so; another link's page reads on",
+    timeoutMs: 90_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      const ann = await browser(t, 'withdrawn');
+      const bob = await browser(t, 'other');
+      const s = await share(t, fixture.dir);
+      const linkfs = (args: string[]) => {
+        const r = spawnSync(binary('linkfs'), [...args, '--dir', fixture.dir], { encoding: 'utf8' });
+        assert(r.status === 0, `linkfs ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+        return r.stdout.trim();
+      };
+      const annLink = linkfs(['link', 'add', '--label', 'for Ann']);
+      const bobLink = linkfs(['link', 'add', '--label', 'for Bob', '--expires', '7d']);
+      assert(annLink !== bobLink && annLink !== s.link, 'each link has its own secret');
+      for (const [who, link] of [[ann, annLink], [bob, bobLink]] as const) {
+        await openLink(who.page, link, ['connected']);
+        await waitForComplete(who.page, s.spawnedAt, 30_000);
+      }
+      const visitors = linkfs(['visitors', '--json']).split('\n');
+      assert(visitors.length === 2, `two visitors listed: ${visitors.join(' | ')}`);
+      linkfs(['link', 'revoke', '1']);
+      const revokedAt = performance.now();
+      await waitForState(ann.page, ['link-ended'], 5_000);
+      const ms = performance.now() - revokedAt;
+      log(`    the withdrawn link's page said so ${ms.toFixed(0)} ms after the revoke`);
+      assert(ms < 1_000, `the page showed 'link-ended' ${ms.toFixed(0)} ms after the revoke (budget 1 s)`);
+      const words = await statusText(ann.page);
+      assert(/withdrawn by the sharer/i.test(words), `the status says why: ${JSON.stringify(words)}`);
+      // Reloaded, the withdrawn link is refused with the same words.
+      await ann.page.goto('about:blank');
+      await openLink(ann.page, annLink, ['link-ended']);
+      // Bob's page still reads, byte for byte.
+      const file = tree.entries.find((e) => e.kind === 'file' && e.size > 0 && e.sha256 !== undefined)!;
+      const row = await lookup(bob.page, file.path);
+      assert(row !== null, `${file.path} is listed on the other link's page`);
+      const { results } = await readInPage(bob.page, [row.id], 1, 10_000);
+      assert(results[0]!.error === null && results[0]!.sha256 === file.sha256, `reading ${file.path} on the other link's page: ${JSON.stringify(results[0])}`);
+      assertNoPageErrors(bob.chromium);
+      await s.stop();
     },
   },
 ];
