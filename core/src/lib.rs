@@ -78,7 +78,7 @@ pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use search::{MAX_RESULTS, NamePattern, Search, SearchStep};
 pub use sender::{
     IoFailure, MAX_RETRANSMITS, ReadIo, SHORT_READ, SHORT_READ_EXTRA_IO, SenderConfig,
-    SenderSession, SenderStats, SessionError,
+    SenderSession, SenderStats, SessionError, target_leaves_root,
 };
 pub use settle::{Ready, SettleConfig, Settler};
 pub use share_index::{

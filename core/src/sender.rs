@@ -44,13 +44,34 @@ use std::collections::{HashMap, VecDeque};
 use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
 use linkfs_proto::frame::{ReadChunk, encode_chunk_into};
 use linkfs_proto::{
-    BatchEncoder, CHUNK_LEN, EntryId, Generation, Goodbye, GoodbyeCode, MAX_FRAME_LEN,
-    PROTOCOL_VERSION, ReadError, ReadErrorCode, ReadId, ReadRequest, ReceiverToSender,
-    SenderToReceiver, Seq, Welcome, chunk_hash,
+    BatchEncoder, CHUNK_LEN, EntryId, EntryKind, EntryView, Generation, Goodbye, GoodbyeCode,
+    MAX_FRAME_LEN, PROTOCOL_VERSION, ReadError, ReadErrorCode, ReadId, ReadRequest,
+    ReceiverToSender, SenderToReceiver, Seq, Welcome, chunk_hash,
 };
 
 use crate::Millis;
 use crate::share_index::{ReadTarget, ShareIndex};
+
+/// Whether a symlink target, as read from a link `depth` folders below the
+/// shared folder, leads out of it: absolute, or climbing above it with `..`
+/// (lexically; symlinks are never read through).
+pub fn target_leaves_root(depth: usize, target: &[u8]) -> bool {
+    if target.first() == Some(&b'/') {
+        return true;
+    }
+    let mut at = depth;
+    for part in target.split(|b| *b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => match at.checked_sub(1) {
+                Some(up) => at = up,
+                None => return true,
+            },
+            _ => at += 1,
+        }
+    }
+    false
+}
 
 /// Most small frames (welcome, read errors, goodbye) queued at once; a peer that
 /// makes more than this many errors without reading them is disconnected.
@@ -73,6 +94,10 @@ pub struct SenderConfig {
     pub max_read_len: u32,
     /// Most chunk reads handed to the shell or framed and not yet sent.
     pub max_pending_io: usize,
+    /// Send a symlink whose target leads out of the shared folder (absolute,
+    /// or climbing above it with `..`) with no target: a link scoped to a
+    /// subfolder must not name anything beside or above it.
+    pub confine_symlinks: bool,
 }
 
 impl Default for SenderConfig {
@@ -86,6 +111,7 @@ impl Default for SenderConfig {
             max_reads: 64,
             max_read_len: 1 << 20,
             max_pending_io: 8,
+            confine_symlinks: false,
         }
     }
 }
@@ -706,7 +732,7 @@ impl SenderSession {
             let Some(view) = index.view(id) else {
                 continue;
             };
-            if !enc.push_upsert(&view) {
+            if !enc.push_upsert(&self.confined(index, view)) {
                 end = seq;
                 break;
             }
@@ -734,6 +760,25 @@ impl SenderSession {
             frame: frame.clone(),
         });
         frame
+    }
+
+    /// `view`, with its symlink target blanked if it leads out of the
+    /// shared folder and the session confines symlinks.
+    fn confined<'a>(&self, index: &ShareIndex, view: EntryView<'a>) -> EntryView<'a> {
+        if !self.config.confine_symlinks || view.kind != EntryKind::Symlink {
+            return view;
+        }
+        let depth = index
+            .relative_path(view.id)
+            .map_or(0, |p| p.split(|b| *b == b'/').count().saturating_sub(1));
+        if target_leaves_root(depth, view.target) {
+            EntryView {
+                target: b"",
+                ..view
+            }
+        } else {
+            view
+        }
     }
 
     /// The next frame to send, if any.

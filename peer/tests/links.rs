@@ -311,3 +311,137 @@ fn links_and_their_rights_survive_a_restart() {
     assert!(ls(&kept).status.success());
     assert_eq!(ls(&gone).status.code(), Some(6));
 }
+
+/// Every path under `dir` (relative, '/'-separated, sorted), as `find` lists them.
+fn find(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, at: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(at).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            if e.file_type().unwrap().is_dir() {
+                walk(root, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// The paths `linkfs ls -R --json` lists, sorted, and its raw output.
+fn listed(link: &str) -> (Vec<String>, String) {
+    let o = Command::new(LINKFS)
+        .args(["ls", "-R", "--json", link])
+        .output()
+        .expect("run linkfs ls");
+    assert!(o.status.success(), "ls: {}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let mut paths: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.split("\"path\":\"").nth(1))
+        .filter_map(|r| r.split('"').next())
+        .map(str::to_owned)
+        .collect();
+    paths.sort();
+    (paths, out)
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback and FUSE: runs in the test namespace (scripts/test)"]
+fn a_scoped_link_shows_its_folder_as_the_root_and_nothing_above_or_beside_it() {
+    let share = Share::new("scope");
+    let d = &share.dir;
+    std::fs::create_dir_all(d.join("photos/2026/june")).unwrap();
+    std::fs::create_dir_all(d.join("secret-plans")).unwrap();
+    std::fs::write(d.join("secret-plans/takeover.txt"), b"shh").unwrap();
+    std::fs::write(d.join("photos/beach.jpg"), b"sand").unwrap();
+    std::fs::write(d.join("photos/2026/june/sea.jpg"), b"waves").unwrap();
+    std::os::unix::fs::symlink("../secret-plans/takeover.txt", d.join("photos/peek")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", d.join("photos/2026/abs")).unwrap();
+    std::os::unix::fs::symlink("2026/june/sea.jpg", d.join("photos/sea")).unwrap();
+
+    // Refused scopes say why.
+    for (scope, words) in [
+        ("../x", "climbs out"),
+        ("a.txt", "not a folder"),
+        ("nope", "not a folder of the share"),
+    ] {
+        let o = share.ask(&["link", "add", "--scope", scope]);
+        assert!(!o.status.success(), "--scope {scope} was taken");
+        assert!(
+            text(&o.stderr).contains(words),
+            "--scope {scope}: {}",
+            text(&o.stderr)
+        );
+    }
+    let o = share.ask(&["link", "add", "--scope", "photos", "--label", "pics"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let pics = text(&o.stdout).trim().to_owned();
+
+    // Exactly the folder's tree, and nothing of what is above or beside it.
+    let (paths, raw) = listed(&pics);
+    assert_eq!(
+        paths,
+        find(&d.join("photos")),
+        "the scoped index is the folder's tree"
+    );
+    for outside in [
+        "secret", "takeover", "a.txt", "sub", "b.txt", "hostname", "/etc",
+    ] {
+        assert!(
+            !raw.contains(outside),
+            "{outside:?} reached the scoped visitor:\n{raw}"
+        );
+    }
+    assert!(
+        raw.contains("2026/june/sea.jpg"),
+        "a target inside stays: {raw}"
+    );
+
+    // `get` makes everything but the symlinks that lead out, and says so.
+    let out = share.dir.with_extension("got");
+    let o = Command::new(LINKFS)
+        .args(["get", &pics, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "get: {}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("not made: peek"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read(out.join("2026/june/sea.jpg")).unwrap(),
+        b"waves"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+
+    // Live: a change inside arrives; a move in looks like a creation, a move
+    // out like a removal.
+    let mnt = share.dir.with_extension("mnt");
+    let mount = Mount::start(&pics, &mnt.join("pics"));
+    std::fs::write(d.join("photos/new.jpg"), b"new").unwrap();
+    std::fs::rename(
+        d.join("secret-plans/takeover.txt"),
+        d.join("photos/moved-in.txt"),
+    )
+    .unwrap();
+    std::fs::rename(d.join("photos/beach.jpg"), d.join("beach-moved-out.jpg")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = find(&mount.mnt);
+        if now == find(&d.join("photos")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the mount shows {now:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        std::fs::read(mount.mnt.join("moved-in.txt")).unwrap(),
+        b"shh"
+    );
+    assert!(!raw.contains("moved-in"));
+}

@@ -34,6 +34,10 @@ pub enum LinkCommand {
         /// in UTC (2026-11-27, 2026-11-27 18:00). Default: never.
         #[arg(long, value_name = "WHEN")]
         expires: Option<String>,
+        /// Show only this folder of the share (relative to it) as the link's
+        /// root: nothing above or beside it is ever sent.
+        #[arg(long, value_name = "PATH")]
+        scope: Option<String>,
         #[command(flatten)]
         share: ShareDir,
     },
@@ -102,8 +106,8 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                 return Ok(());
             }
             println!(
-                "{:>4}  {:<20} {:<26} {:>8}  LINK",
-                "ID", "LABEL", "EXPIRES", "VISITORS"
+                "{:>4}  {:<20} {:<20} {:<26} {:>8}  LINK",
+                "ID", "LABEL", "SCOPE", "EXPIRES", "VISITORS"
             );
             for l in &a.links {
                 let expires = match (&l.ended, l.expires) {
@@ -112,10 +116,12 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                     (None, None) => "never".into(),
                 };
                 let url = if l.ended.is_some() { "-" } else { &l.url };
+                let scope = format!("/{}", l.scope);
                 println!(
-                    "{:>4}  {:<20} {:<26} {:>8}  {}",
+                    "{:>4}  {:<20} {:<20} {:<26} {:>8}  {}",
                     l.id,
                     linkfs_peer::terminal::escaped(&l.label),
+                    linkfs_peer::terminal::escaped(&scope),
                     expires,
                     l.visitors,
                     url
@@ -125,9 +131,18 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
         LinkCommand::Add {
             label,
             expires,
+            scope,
             share,
         } => {
-            let a = request(&share, Request::Add { label, expires }).await?;
+            let a = request(
+                &share,
+                Request::Add {
+                    label,
+                    expires,
+                    scope,
+                },
+            )
+            .await?;
             let Some(l) = a.links.first() else {
                 bail!("the sharer added a link but did not say which");
             };

@@ -244,6 +244,12 @@ pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
         summary.bytes_fetched as f64 / secs.max(1e-9) / 1e6,
         args.out.display()
     );
+    for h in summary.hidden_symlinks.iter().take(20) {
+        eprintln!(
+            "linkfs: not made: {} (a symlink that leads out of what this link shows; the sharer does not say where)",
+            linkfs_peer::terminal::escaped(h)
+        );
+    }
     for r in summary.refused.iter().take(20) {
         eprintln!("linkfs: refused: {}", linkfs_peer::terminal::escaped(r));
     }

@@ -41,6 +41,9 @@ pub enum Request {
         label: String,
         #[serde(default)]
         expires: Option<String>,
+        /// A folder of the share to show as the link's root.
+        #[serde(default)]
+        scope: Option<String>,
     },
     /// Withdraws link `id`: its visitors are disconnected at once.
     Revoke { id: u32 },
@@ -56,6 +59,9 @@ pub struct LinkView {
     pub id: u32,
     pub label: String,
     pub url: String,
+    /// The folder it shows as its root; empty: the whole share.
+    #[serde(default)]
+    pub scope: String,
     /// Unix seconds.
     pub created: Option<u64>,
     pub expires: Option<u64>,
@@ -239,7 +245,8 @@ mod tests {
             r,
             Request::Add {
                 label: "for Ann".into(),
-                expires: Some("48h".into())
+                expires: Some("48h".into()),
+                scope: None,
             }
         );
         assert_eq!(

@@ -17,16 +17,42 @@
 //! why and its session closes (the goodbye goes out first; the drive loop
 //! gives it [`crate::drive`]'s goodbye time).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
-use linkfs_core::{HostSignaling, LinkId, ShareLink, ShareSecret};
-use linkfs_proto::GoodbyeCode;
+use linkfs_core::{HostSignaling, LinkId, SettleConfig, ShareLink, ShareSecret};
 use linkfs_proto::signal::PeerId;
+use linkfs_proto::{Epoch, GoodbyeCode};
+use tokio::sync::{mpsc, watch};
 
 use super::control::{Answer, LinkView, Request, VisitorView};
 use super::links::{EndedWhy, LinkRecord, Links, parse_expiry};
 use super::serve::{Farewell, ServeContext};
 use super::share_state::ShareState;
+use super::{IndexStart, LiveIndex, ShareEvent};
+
+/// What a scoped link's visitor is told when its folder cannot be shown.
+pub const SCOPE_GONE: &str =
+    "The folder this link shows is not there any more. Ask the sharer for a new link.";
+
+/// A folder shown as the root of the links scoped to it: its own walk,
+/// watch and index (nothing above or beside it is ever read), shared by
+/// every link with that scope.
+#[derive(Debug)]
+struct ScopeView {
+    live: LiveIndex,
+    ctx: ServeContext,
+}
+
+/// What the desk needs to show a folder of the share on its own.
+#[derive(Debug, Clone)]
+pub struct Scoping {
+    /// The shared folder.
+    pub root: PathBuf,
+    pub watch: bool,
+    pub settle: SettleConfig,
+    pub events: mpsc::Sender<ShareEvent>,
+}
 
 /// What a visitor sent away is told.
 pub const SENT_AWAY: &str =
@@ -47,12 +73,22 @@ pub struct Desk {
     main: ShareLink,
     links: Links,
     visitors: BTreeMap<PeerId, Visitor>,
+    /// Every visitor's session context starts from this (the whole share).
+    base: ServeContext,
+    scoping: Scoping,
+    scopes: HashMap<String, ScopeView>,
 }
 
 impl Desk {
     /// The desk of a share whose main link is `main` (its origin is the one
     /// printed), with the links kept from earlier runs; each is told to `host`.
-    pub fn new(main: ShareLink, links: Links, host: &mut HostSignaling) -> Desk {
+    pub fn new(
+        main: ShareLink,
+        links: Links,
+        host: &mut HostSignaling,
+        base: ServeContext,
+        scoping: Scoping,
+    ) -> Desk {
         for l in links.all() {
             let Some(secret) = l.secret() else { continue };
             if host.add_link(l.link_id(), &secret).is_err() {
@@ -62,10 +98,61 @@ impl Desk {
                 host.end_link(l.link_id(), end);
             }
         }
-        Desk {
+        let mut desk = Desk {
             main,
             links,
             visitors: BTreeMap::new(),
+            base,
+            scoping,
+            scopes: HashMap::new(),
+        };
+        let scopes: Vec<String> = desk
+            .links
+            .live()
+            .map(|l| l.scope.clone())
+            .filter(|s| !s.is_empty())
+            .collect();
+        for scope in scopes {
+            let _ = desk.scope_view(&scope);
+        }
+        desk
+    }
+
+    /// The view of `scope`, started if it is not yet.
+    fn scope_view(&mut self, scope: &str) -> Result<&ServeContext, String> {
+        if !self.scopes.contains_key(scope) {
+            let folder = scope_folder(&self.scoping.root, scope)?;
+            let epoch = Epoch(u64::from_le_bytes(
+                crate::random::random_bytes().map_err(|e| e.to_string())?,
+            ));
+            let (progress, _) = watch::channel(Default::default());
+            let live = LiveIndex::start(
+                &folder,
+                IndexStart::Walk(epoch),
+                self.scoping.watch,
+                self.scoping.settle,
+                progress,
+                self.scoping.events.clone(),
+            )
+            .map_err(|e| e.to_string())?;
+            let mut ctx = self.base.clone();
+            ctx.index = live.index.clone();
+            ctx.index_changed = live.changed.clone();
+            ctx.root = live.root.clone();
+            ctx.config.confine_symlinks = true;
+            self.scopes
+                .insert(scope.to_owned(), ScopeView { live, ctx });
+        }
+        self.scopes
+            .get(scope)
+            .map(|v| &v.ctx)
+            .ok_or_else(|| "no such scope".into())
+    }
+
+    /// Stops every scope's walk and watch.
+    pub async fn stop(self) {
+        for (_, view) in self.scopes {
+            view.live.stop().await;
         }
     }
 
@@ -74,17 +161,27 @@ impl Desk {
     }
 
     /// A visitor admitted through `link`: its own cancel token and farewell
-    /// beside everything `base` shares.
-    pub fn admitted(
-        &mut self,
-        peer: PeerId,
-        link: LinkId,
-        base: &ServeContext,
-        now: u64,
-    ) -> ServeContext {
-        let mut ctx = base.clone();
-        ctx.cancel = base.cancel.child_token();
+    /// beside what its link shows (the whole share, or its scope's view).
+    pub fn admitted(&mut self, peer: PeerId, link: LinkId, now: u64) -> ServeContext {
+        let scope = self
+            .links
+            .get(link.0)
+            .map(|l| l.scope.clone())
+            .unwrap_or_default();
+        let shown = if scope.is_empty() {
+            Ok(self.base.clone())
+        } else {
+            self.scope_view(&scope).cloned()
+        };
+        let mut ctx = shown.clone().unwrap_or_else(|_| self.base.clone());
+        ctx.cancel = self.base.cancel.child_token();
         ctx.farewell = Farewell::default();
+        if shown.is_err() {
+            // Never the whole share instead: the visitor is told, at once.
+            ctx.farewell
+                .set(GoodbyeCode::LinkWithdrawn, SCOPE_GONE.into());
+            ctx.cancel.cancel();
+        }
         self.visitors.insert(
             peer,
             Visitor {
@@ -168,15 +265,28 @@ impl Desk {
                 visitors: self.visitor_views(),
                 ..Answer::done("")
             },
-            Request::Add { label, expires } => {
+            Request::Add {
+                label,
+                expires,
+                scope,
+            } => {
                 let expires = match expires.as_deref().map(|e| parse_expiry(e, now)).transpose() {
                     Ok(e) => e,
                     Err(words) => return Answer::failed(words),
                 };
+                let scope = match scope.as_deref().map(normal_scope).transpose() {
+                    Ok(s) => s.unwrap_or_default(),
+                    Err(words) => return Answer::failed(words),
+                };
+                if !scope.is_empty()
+                    && let Err(words) = self.scope_view(&scope)
+                {
+                    return Answer::failed(words);
+                }
                 let Some(secret) = secret() else {
                     return Answer::failed("no secure random numbers for the link's secret");
                 };
-                let record = match self.links.add(&label, expires, secret.clone(), now) {
+                let record = match self.links.add(&label, expires, &scope, secret.clone(), now) {
                     Ok(r) => r.clone(),
                     Err(e) => return Answer::failed(e),
                 };
@@ -247,6 +357,7 @@ impl Desk {
             id: l.id,
             label: l.label.clone(),
             url: self.url_of(&l.secret),
+            scope: l.scope.clone(),
             created: Some(l.created),
             expires: l.expires,
             ended: l.ended.map(|e| match e.why {
@@ -262,6 +373,7 @@ impl Desk {
             id: 0,
             label: "main".into(),
             url: self.main.to_url(),
+            scope: String::new(),
             created: None,
             expires: None,
             ended: None,
@@ -294,4 +406,45 @@ impl Desk {
             })
             .collect()
     }
+}
+
+/// A scope as given (`a/b`, `/a/b/`, `./a//b`): its '/'-separated form
+/// relative to the shared folder, or why it cannot be one.
+pub fn normal_scope(text: &str) -> Result<String, String> {
+    let mut parts = Vec::new();
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(format!(
+                    "the scope '{text}' climbs out with '..': give a folder inside the share, relative to it"
+                ));
+            }
+            p if p.contains('\0') => return Err("a scope cannot contain NUL".into()),
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// The folder `scope` names inside `root`: every component a real folder,
+/// none a symlink (a scope shows only what is inside it).
+pub fn scope_folder(root: &Path, scope: &str) -> Result<PathBuf, String> {
+    let mut at = root.to_path_buf();
+    for part in scope.split('/').filter(|p| !p.is_empty()) {
+        at.push(part);
+        let meta = std::fs::symlink_metadata(&at)
+            .map_err(|e| format!("the scope '{scope}' is not a folder of the share ({e})"))?;
+        if meta.file_type().is_symlink() {
+            return Err(format!(
+                "the scope '{scope}' goes through a symlink ({part}): give the folder itself"
+            ));
+        }
+        if !meta.is_dir() {
+            return Err(format!(
+                "the scope '{scope}' is not a folder ({part} is a file)"
+            ));
+        }
+    }
+    Ok(at)
 }

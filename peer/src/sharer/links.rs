@@ -55,6 +55,10 @@ pub struct LinkRecord {
     /// Unix seconds; none: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<u64>,
+    /// The folder of the share this link shows as its root ('/'-separated,
+    /// relative to the shared folder); empty: the whole share.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scope: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<Ended>,
 }
@@ -171,6 +175,7 @@ impl Links {
         &mut self,
         label: &str,
         expires: Option<u64>,
+        scope: &str,
         secret: ShareSecret,
         now: u64,
     ) -> Result<&LinkRecord, LinksError> {
@@ -191,6 +196,7 @@ impl Links {
             secret: secret.encode(),
             created: now,
             expires,
+            scope: scope.to_owned(),
             ended: None,
         });
         self.trim_ended();
@@ -306,9 +312,9 @@ mod tests {
     fn links_survive_a_round_trip_through_their_file() {
         let mut links = Links::default();
         links
-            .add("for Ann", Some(NOW + 3600), secret(1), NOW)
+            .add("for Ann", Some(NOW + 3600), "photos", secret(1), NOW)
             .unwrap();
-        links.add("", None, secret(2), NOW).unwrap();
+        links.add("", None, "", secret(2), NOW).unwrap();
         links.revoke(2, NOW + 5).unwrap();
         let back = Links::from_json(&links.to_json()).unwrap();
         assert_eq!(back, links);
@@ -319,9 +325,9 @@ mod tests {
     #[test]
     fn ids_are_never_reused_and_the_main_link_is_not_kept_here() {
         let mut links = Links::default();
-        let a = links.add("a", None, secret(1), NOW).unwrap().id;
+        let a = links.add("a", None, "", secret(1), NOW).unwrap().id;
         links.revoke(a, NOW).unwrap();
-        let b = links.add("b", None, secret(2), NOW).unwrap().id;
+        let b = links.add("b", None, "", secret(2), NOW).unwrap().id;
         assert!(b > a && a >= 1);
         assert_eq!(links.revoke(0, NOW), Err(LinksError::MainLink));
         assert_eq!(links.revoke(99, NOW), Err(LinksError::NoSuchLink(99)));
@@ -331,8 +337,12 @@ mod tests {
     #[test]
     fn links_expire_when_their_time_comes_and_say_when() {
         let mut links = Links::default();
-        links.add("soon", Some(NOW + 60), secret(1), NOW).unwrap();
-        links.add("later", Some(NOW + 600), secret(2), NOW).unwrap();
+        links
+            .add("soon", Some(NOW + 60), "", secret(1), NOW)
+            .unwrap();
+        links
+            .add("later", Some(NOW + 600), "", secret(2), NOW)
+            .unwrap();
         assert_eq!(links.next_expiry(), Some(NOW + 60));
         assert!(links.expire_due(NOW + 59).is_empty());
         assert_eq!(links.expire_due(NOW + 60), vec![1]);
@@ -344,7 +354,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            links.add("x", Some(NOW - 1), secret(3), NOW),
+            links.add("x", Some(NOW - 1), "", secret(3), NOW),
             Err(LinksError::ExpiryPast(when(NOW - 1)))
         );
     }
@@ -353,17 +363,17 @@ mod tests {
     fn live_and_ended_links_are_bounded() {
         let mut links = Links::default();
         for i in 0..MAX_LIVE_LINKS {
-            links.add("", None, secret(i as u8), NOW).unwrap();
+            links.add("", None, "", secret(i as u8), NOW).unwrap();
         }
         assert_eq!(
-            links.add("", None, secret(0), NOW),
+            links.add("", None, "", secret(0), NOW),
             Err(LinksError::TooMany)
         );
         for id in 1..=MAX_LIVE_LINKS as u32 {
             links.revoke(id, NOW + u64::from(id)).unwrap();
         }
         for i in 0..10 {
-            let id = links.add("", None, secret(i), NOW).unwrap().id;
+            let id = links.add("", None, "", secret(i), NOW).unwrap().id;
             links.revoke(id, NOW + 1000 + u64::from(i)).unwrap();
         }
         assert_eq!(links.all().len(), ENDED_KEPT);

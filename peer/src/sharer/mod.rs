@@ -283,6 +283,15 @@ pub async fn share(
         })
         .await;
 
+    let ctx = ServeContext {
+        index: live.index.clone(),
+        index_changed: live.changed.clone(),
+        root: live.root.clone(),
+        config: options.sender.clone(),
+        cancel: CancellationToken::new(),
+        drop_links: Some(drop_links),
+        farewell: Default::default(),
+    };
     // The share's other links, and the control socket `linkfs link` uses.
     let (kept_links, links_trouble) = match &state {
         Some(state) => state.links(),
@@ -291,7 +300,19 @@ pub async fn share(
     if let Some(why) = links_trouble {
         warn(why).await;
     }
-    let mut desk = desk::Desk::new(link.clone(), kept_links, host.machine());
+    let scoping = desk::Scoping {
+        root: std::fs::canonicalize(&options.root).unwrap_or_else(|_| options.root.clone()),
+        watch: options.watch,
+        settle: SettleConfig::default(),
+        events: events.clone(),
+    };
+    let mut desk = desk::Desk::new(
+        link.clone(),
+        kept_links,
+        host.machine(),
+        ctx.clone(),
+        scoping,
+    );
     let (control_tx, mut control_rx) = mpsc::channel::<control::ControlRequest>(8);
     let control_stop = CancellationToken::new();
     let _control = match &state {
@@ -313,15 +334,6 @@ pub async fn share(
     };
     let _stop_control = control_stop.drop_guard();
 
-    let ctx = ServeContext {
-        index: live.index.clone(),
-        index_changed: live.changed.clone(),
-        root: live.root.clone(),
-        config: options.sender.clone(),
-        cancel: CancellationToken::new(),
-        drop_links: Some(drop_links),
-        farewell: Default::default(),
-    };
     let (news_tx, mut news_rx) = mpsc::channel::<VisitorNews>(256);
     let mut visitors = Visitors::new();
     let lanes = crate::lanes::LaneBoard::new();
@@ -329,7 +341,7 @@ pub async fn share(
         for action in host.flush().await {
             match action {
                 HostAction::Answer { peer, offer, link } => {
-                    let visitor_ctx = desk.admitted(peer, link, &ctx, unix_now());
+                    let visitor_ctx = desk.admitted(peer, link, unix_now());
                     visitors.admit(
                         peer,
                         offer,
@@ -416,6 +428,7 @@ pub async fn share(
     visitors.wind_down(Duration::from_secs(3)).await;
     host.close().await;
     relay.shutdown().await;
+    desk.stop().await;
     let index = live.index.clone();
     live.stop().await;
     if let Some(state) = state {

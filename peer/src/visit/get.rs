@@ -86,6 +86,9 @@ pub struct GetSummary {
     pub bytes_fetched: u64,
     /// Entries refused (unsafe names), in words.
     pub refused: Vec<String>,
+    /// Symlinks not made: the sharer does not show where they lead (out of
+    /// the folder a scoped link shows).
+    pub hidden_symlinks: Vec<String>,
     /// Entries that failed, in words.
     pub failed: Vec<String>,
 }
@@ -442,6 +445,10 @@ fn make_symlink(
     path: &[u8],
     summary: &mut GetSummary,
 ) {
+    if target.is_empty() {
+        summary.hidden_symlinks.push(shown(path));
+        return;
+    }
     let name_os = std::ffi::OsStr::from_bytes(name);
     let target_os = std::ffi::OsStr::from_bytes(target);
     match nix::unistd::symlinkat(target_os, dir, name_os) {
