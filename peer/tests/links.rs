@@ -38,8 +38,14 @@ impl Share {
     }
 
     fn start(&mut self) {
+        self.start_with(&[]);
+    }
+
+    /// Starts `linkfs share` with more arguments.
+    fn start_with(&mut self, args: &[&str]) {
         let mut child = Command::new(LINKFS)
             .args(["share", "--no-qr"])
+            .args(args)
             .arg(&self.dir)
             .env("LINKFS_STATE_DIR", &self.state)
             .stdout(Stdio::piped())
@@ -444,4 +450,47 @@ fn a_scoped_link_shows_its_folder_as_the_root_and_nothing_above_or_beside_it() {
         b"shh"
     );
     assert!(!raw.contains("moved-in"));
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
+fn a_link_asked_for_at_start_is_printed_and_printed_again_after_a_restart() {
+    let mut share = Share::new("start");
+    std::fs::create_dir_all(share.dir.join("photos")).unwrap();
+    std::fs::write(share.dir.join("photos/p.jpg"), b"p").unwrap();
+    let main = share.link.clone();
+    share.stop();
+    share.start_with(&["--scope", "photos", "--expires", "7d", "--label", "trip"]);
+    let trip = share.link.clone();
+    assert_ne!(trip, main, "the printed link is not the main one");
+    let (paths, _) = listed(&trip);
+    assert_eq!(paths, vec!["p.jpg".to_owned()], "it shows the scope");
+    let list = text(&share.ask(&["link", "list", "--json"]).stdout);
+    let line = list
+        .lines()
+        .find(|l| l.contains("\"label\":\"trip\""))
+        .expect("listed");
+    assert!(line.contains("\"scope\":\"photos\""), "{line}");
+    assert!(!line.contains("\"expires\":null"), "{line}");
+    share.stop();
+    share.start_with(&["--scope", "photos", "--expires", "7d", "--label", "trip"]);
+    assert_eq!(share.link, trip, "the same rights print the same link");
+    share.stop();
+    share.start();
+    assert_eq!(share.link, main, "no rights given: the main link");
+    assert!(ls(&trip).status.success(), "the trip link still works");
+    share.stop();
+    // A scope that is not there: the share does not start, and says why.
+    let o = Command::new(LINKFS)
+        .args(["share", "--no-qr", "--scope", "nowhere"])
+        .arg(&share.dir)
+        .env("LINKFS_STATE_DIR", &share.state)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("not a folder of the share"),
+        "{}",
+        text(&o.stderr)
+    );
 }

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use linkfs_core::SenderConfig;
 use linkfs_peer::sharer::share_state::{StateError, default_state_root};
 use linkfs_peer::sharer::{
-    EmbeddedRelayConfig, RelayChoice, ShareEvent, ShareOptions, WalkProgress, share,
+    EmbeddedRelayConfig, RelayChoice, ShareEvent, ShareOptions, StartLink, WalkProgress, share,
 };
 use linkfs_peer::transport::{IcePolicy, TransportConfig};
 use linkfs_proto::signal::IceServer;
@@ -83,6 +83,17 @@ pub struct ShareArgs {
     /// ~/.local/state/linkfs, readable only by you.)
     #[arg(long)]
     new_link: bool,
+    /// Print a link that shows only this folder of the share (relative to it)
+    /// as its root, instead of the folder's main link (`linkfs link` for more).
+    #[arg(long, value_name = "PATH")]
+    scope: Option<String>,
+    /// Print a link that stops working then: a duration (48h, 30m, 7d) or a
+    /// date and time in UTC (2026-11-27, 2026-11-27 18:00).
+    #[arg(long, value_name = "WHEN")]
+    expires: Option<String>,
+    /// A name for the printed link (`linkfs link list`, `linkfs visitors`).
+    #[arg(long)]
+    label: Option<String>,
 }
 
 fn qr(link: &str) -> Option<String> {
@@ -280,6 +291,13 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         watch: !args.no_watch,
         state_root: default_state_root(),
         new_link: args.new_link,
+        start_link: (args.scope.is_some() || args.expires.is_some() || args.label.is_some()).then(
+            || StartLink {
+                label: args.label.clone().unwrap_or_default(),
+                scope: args.scope.clone(),
+                expires: args.expires.clone(),
+            },
+        ),
     };
     if options.state_root.is_none() {
         eprintln!("warning: {}", StateError::NoStateDir);

@@ -270,30 +270,18 @@ impl Desk {
                 expires,
                 scope,
             } => {
-                let expires = match expires.as_deref().map(|e| parse_expiry(e, now)).transpose() {
-                    Ok(e) => e,
+                let record = match self.add_link(
+                    host,
+                    &label,
+                    expires.as_deref(),
+                    scope.as_deref(),
+                    false,
+                    secret,
+                    now,
+                ) {
+                    Ok(r) => r,
                     Err(words) => return Answer::failed(words),
                 };
-                let scope = match scope.as_deref().map(normal_scope).transpose() {
-                    Ok(s) => s.unwrap_or_default(),
-                    Err(words) => return Answer::failed(words),
-                };
-                if !scope.is_empty()
-                    && let Err(words) = self.scope_view(&scope)
-                {
-                    return Answer::failed(words);
-                }
-                let Some(secret) = secret() else {
-                    return Answer::failed("no secure random numbers for the link's secret");
-                };
-                let record = match self.links.add(&label, expires, &scope, secret.clone(), now) {
-                    Ok(r) => r.clone(),
-                    Err(e) => return Answer::failed(e),
-                };
-                if let Err(e) = host.add_link(record.link_id(), &secret) {
-                    let _ = self.links.revoke(record.id, now);
-                    return Answer::failed(e);
-                }
                 Answer {
                     links: vec![self.view(&record)],
                     ..Answer::done(format!("link {} added", record.id))
@@ -335,6 +323,92 @@ impl Desk {
             };
         }
         answer
+    }
+
+    /// A new link (checked, told to `host`); `started`: asked for on
+    /// `linkfs share`'s command line.
+    #[allow(clippy::too_many_arguments)]
+    fn add_link(
+        &mut self,
+        host: &mut HostSignaling,
+        label: &str,
+        expires: Option<&str>,
+        scope: Option<&str>,
+        started: bool,
+        secret: impl FnOnce() -> Option<ShareSecret>,
+        now: u64,
+    ) -> Result<LinkRecord, String> {
+        let expires = expires.map(|e| parse_expiry(e, now)).transpose()?;
+        let scope = scope.map(normal_scope).transpose()?.unwrap_or_default();
+        if !scope.is_empty() {
+            self.scope_view(&scope)?;
+        }
+        let secret = secret().ok_or("no secure random numbers for the link's secret")?;
+        let mut record = self
+            .links
+            .add(label, expires, &scope, secret.clone(), now)
+            .map_err(|e| e.to_string())?
+            .clone();
+        if let Err(e) = host.add_link(record.link_id(), &secret) {
+            let _ = self.links.revoke(record.id, now);
+            return Err(e.to_string());
+        }
+        if started {
+            self.links.mark_started(record.id);
+            record.started = true;
+        }
+        Ok(record)
+    }
+
+    /// The link `linkfs share` prints when its command line gives rights:
+    /// a live one it printed before with the same label and scope, or a new
+    /// one. Kept in `state`.
+    pub fn start_link(
+        &mut self,
+        host: &mut HostSignaling,
+        state: Option<&ShareState>,
+        start: &super::StartLink,
+        now: u64,
+    ) -> Result<ShareLink, String> {
+        let scope = start
+            .scope
+            .as_deref()
+            .map(normal_scope)
+            .transpose()?
+            .unwrap_or_default();
+        let kept = self
+            .links
+            .live()
+            .find(|l| l.started && l.label == start.label && l.scope == scope)
+            .cloned();
+        let record = match kept {
+            Some(r) => r,
+            None => {
+                let secret = || {
+                    crate::random::random_bytes()
+                        .ok()
+                        .map(ShareSecret::from_bytes)
+                };
+                let r = self.add_link(
+                    host,
+                    &start.label,
+                    start.expires.as_deref(),
+                    Some(&scope),
+                    true,
+                    secret,
+                    now,
+                )?;
+                if let Some(state) = state {
+                    state.keep_links(&self.links).map_err(|e| e.to_string())?;
+                }
+                r
+            }
+        };
+        let secret = record.secret().ok_or("the kept link's secret is damaged")?;
+        Ok(ShareLink {
+            secret,
+            ..self.main.clone()
+        })
     }
 
     fn visitors_of(&self, link: LinkId) -> usize {

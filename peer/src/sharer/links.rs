@@ -61,6 +61,10 @@ pub struct LinkRecord {
     pub scope: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<Ended>,
+    /// Made for `linkfs share`'s command line (`--scope`, `--expires`,
+    /// `--label`): printed again by a later run that asks the same.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub started: bool,
 }
 
 impl LinkRecord {
@@ -198,9 +202,17 @@ impl Links {
             expires,
             scope: scope.to_owned(),
             ended: None,
+            started: false,
         });
         self.trim_ended();
         Ok(self.links.last().expect("just pushed"))
+    }
+
+    /// Marks link `id` as made for `linkfs share`'s command line.
+    pub fn mark_started(&mut self, id: u32) {
+        if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
+            l.started = true;
+        }
     }
 
     /// Withdraws link `id`.

@@ -76,6 +76,20 @@ pub struct ShareOptions {
     pub state_root: Option<PathBuf>,
     /// Forget the kept link (and index) and make a new one.
     pub new_link: bool,
+    /// Print a link with these rights instead of the main link.
+    pub start_link: Option<StartLink>,
+}
+
+/// The rights of the link `linkfs share` prints, when given on its command
+/// line (`--scope`, `--expires`, `--label`): a link of its own beside the
+/// main one, kept like the others. Run again with the same label and scope,
+/// the same link is printed again while it lives (its expiry stays the first
+/// one's); otherwise a new one is made.
+#[derive(Debug, Clone, Default)]
+pub struct StartLink {
+    pub label: String,
+    pub scope: Option<String>,
+    pub expires: Option<String>,
 }
 
 /// What the sharer reports to its user interface.
@@ -132,6 +146,9 @@ pub enum ShareError {
     Random(#[from] RandomError),
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
+    /// The link asked for on the command line cannot be made (its words).
+    #[error("{0}")]
+    StartLink(String),
     #[error(
         "cannot watch the folder for changes: {0} (share it without following changes: --no-watch)"
     )]
@@ -265,24 +282,6 @@ pub async fn share(
         };
     let mut transport = visitor_transport(&options.transport, ice_servers, relay.loopback_only);
 
-    let other_links = relay
-        .other_origins
-        .iter()
-        .map(|origin| {
-            ShareLink {
-                origin: origin.clone(),
-                ..link.clone()
-            }
-            .to_url()
-        })
-        .collect();
-    let _ = events
-        .send(ShareEvent::Ready {
-            link: link.to_url(),
-            other_links,
-        })
-        .await;
-
     let ctx = ServeContext {
         index: live.index.clone(),
         index_changed: live.changed.clone(),
@@ -313,6 +312,37 @@ pub async fn share(
         ctx.clone(),
         scoping,
     );
+    // The printed link: the main one, or one with the rights asked for.
+    let printed = match &options.start_link {
+        None => link.clone(),
+        Some(start) => match desk.start_link(host.machine(), state.as_ref(), start, unix_now()) {
+            Ok(l) => l,
+            Err(why) => {
+                host.close().await;
+                relay.shutdown().await;
+                desk.stop().await;
+                live.stop().await;
+                return Err(ShareError::StartLink(why));
+            }
+        },
+    };
+    let other_links = relay
+        .other_origins
+        .iter()
+        .map(|origin| {
+            ShareLink {
+                origin: origin.clone(),
+                ..printed.clone()
+            }
+            .to_url()
+        })
+        .collect();
+    let _ = events
+        .send(ShareEvent::Ready {
+            link: printed.to_url(),
+            other_links,
+        })
+        .await;
     let (control_tx, mut control_rx) = mpsc::channel::<control::ControlRequest>(8);
     let control_stop = CancellationToken::new();
     let _control = match &state {
