@@ -109,6 +109,7 @@ async fn index_of(root: &Path, config: SenderConfig) -> Shared {
             cancel: CancellationToken::new(),
             drop_links: None,
             farewell: Default::default(),
+            watch: None,
         },
         entries: summary.entries,
         _progress: progress,

@@ -494,3 +494,88 @@ fn a_link_asked_for_at_start_is_printed_and_printed_again_after_a_restart() {
         text(&o.stderr)
     );
 }
+
+#[test]
+#[ignore = "needs WebRTC on loopback and FUSE: runs in the test namespace (scripts/test)"]
+fn the_sharer_sees_who_came_what_they_read_and_logs_it_within_the_links_scope() {
+    let mut share = Share::new("activity");
+    std::fs::create_dir_all(share.dir.join("pics/deep")).unwrap();
+    std::fs::write(share.dir.join("pics/deep/big.bin"), vec![7u8; 3 << 20]).unwrap();
+    std::fs::write(share.dir.join("pics/small.txt"), b"small").unwrap();
+    let log = share.dir.with_extension("activity.jsonl");
+    let _ = std::fs::remove_file(&log);
+    share.stop();
+    share.start_with(&["--activity-log", log.to_str().unwrap()]);
+    let pics = share.add("for Cy", None);
+    let o = share.ask(&["link", "revoke", "1"]);
+    assert!(o.status.success());
+    let o = share.ask(&["link", "add", "--scope", "pics", "--label", "pics"]);
+    let pics_scoped = text(&o.stdout).trim().to_owned();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    drop(pics);
+
+    let mnt = share.dir.with_extension("mnt");
+    let mount = Mount::start(&pics_scoped, &mnt.join("p"));
+    assert_eq!(
+        std::fs::read(mount.mnt.join("deep/big.bin")).unwrap().len(),
+        3 << 20
+    );
+    // Seen now: its link, its route, what it was served and is reading.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let line = loop {
+        let o = share.ask(&["visitors", "--json"]);
+        let out = text(&o.stdout);
+        if out.contains("\"route\":\"direct\"") || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(line.contains("\"link_label\":\"pics\""), "{line}");
+    assert!(line.contains("\"route\":\"direct\""), "{line}");
+    assert!(line.contains("\"reading\":\"deep/big.bin\""), "{line}");
+    let served: u64 = line
+        .split("\"bytes_served\":")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .expect("bytes served");
+    assert!(served >= 3 << 20, "{served} bytes served");
+    let human = text(&share.ask(&["visitors"]).stdout);
+    assert!(
+        human.contains("deep/big.bin") && human.contains("direct"),
+        "{human}"
+    );
+    drop(mount);
+
+    // The log: join, read, download, leave; paths within the scope only.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let logged = loop {
+        let l = std::fs::read_to_string(&log).unwrap_or_default();
+        if l.contains("\"event\":\"leave\"") || Instant::now() > deadline {
+            break l;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let events: Vec<&str> = logged
+        .lines()
+        .filter_map(|l| l.split("\"event\":\"").nth(1))
+        .filter_map(|r| r.split('"').next())
+        .collect();
+    assert_eq!(events.first(), Some(&"join"), "{logged}");
+    assert!(
+        events.contains(&"read") && events.contains(&"download"),
+        "{logged}"
+    );
+    assert_eq!(events.last(), Some(&"leave"), "{logged}");
+    assert!(logged.contains("\"path\":\"deep/big.bin\""), "{logged}");
+    assert!(
+        !logged.contains("pics/"),
+        "a path above the scope: {logged}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let _ = std::fs::remove_file(&log);
+}

@@ -131,6 +131,7 @@ impl Live {
             cancel: CancellationToken::new(),
             drop_links: None,
             farewell: Default::default(),
+            watch: None,
         };
         let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
         tokio::spawn(serve(a, ctx.clone()));

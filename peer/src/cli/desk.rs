@@ -176,23 +176,33 @@ pub async fn visitors(args: VisitorsArgs) -> anyhow::Result<()> {
         eprintln!("no visitors now");
         return Ok(());
     }
-    println!("{:>7}  {:<24} {:<22} STATE", "VISITOR", "LINK", "SINCE");
+    println!(
+        "{:>7}  {:<24} {:<22} {:<7} {:>10}  READING",
+        "VISITOR", "LINK", "SINCE", "ROUTE", "SERVED"
+    );
     for v in &a.visitors {
         let link = format!(
             "{} {}",
             v.link,
             linkfs_peer::terminal::escaped(&v.link_label)
         );
-        let state = if v.connected {
-            "connected"
-        } else {
-            "connecting"
+        let route = match (&v.route, v.connected) {
+            (Some(r), _) => r.clone(),
+            (None, true) => "?".into(),
+            (None, false) => "joining".into(),
         };
+        let reading = v
+            .reading
+            .as_deref()
+            .map_or(String::new(), linkfs_peer::terminal::escaped);
         println!(
-            "{:>7}  {:<24} {:<22} {state}",
+            "{:>7}  {:<24} {:<22} {:<7} {:>10}  {}",
             v.visitor,
             link,
-            when(v.since)
+            when(v.since),
+            route,
+            super::share::human_bytes(v.bytes_served),
+            reading
         );
     }
     Ok(())

@@ -94,6 +94,10 @@ pub struct ShareArgs {
     /// A name for the printed link (`linkfs link list`, `linkfs visitors`).
     #[arg(long)]
     label: Option<String>,
+    /// Write one JSON line per visitor's join, read, download and leave to
+    /// FILE (0600; rotated to FILE.1 past 16 MiB).
+    #[arg(long, value_name = "FILE")]
+    activity_log: Option<PathBuf>,
 }
 
 fn qr(link: &str) -> Option<String> {
@@ -107,7 +111,7 @@ fn qr(link: &str) -> Option<String> {
     )
 }
 
-fn human_bytes(b: u64) -> String {
+pub(crate) fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
     let mut u = 0;
@@ -291,6 +295,7 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         watch: !args.no_watch,
         state_root: default_state_root(),
         new_link: args.new_link,
+        activity_log: args.activity_log.clone(),
         start_link: (args.scope.is_some() || args.expires.is_some() || args.label.is_some()).then(
             || StartLink {
                 label: args.label.clone().unwrap_or_default(),
@@ -353,16 +358,21 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
                     eprintln!("Sharing {} at the link above. Press Ctrl-C to stop.", args.dir.display());
                     progress = Some(IndexingProgress::new());
                 }
-                ShareEvent::VisitorConnected { visitors, .. } => {
-                    let line = format!("a visitor connected ({visitors} connected)");
+                ShareEvent::VisitorConnected { visitors, who, .. } => {
+                    let line = format!(
+                        "{} connected ({visitors} connected; `linkfs visitors` lists them)",
+                        linkfs_peer::terminal::escaped(&who)
+                    );
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }
                 }
                 // A lane is not a visitor: its visitor's own link says it all.
                 ShareEvent::VisitorLeft { end: linkfs_peer::sharer::VisitorEnd::Lane, .. } => {}
-                ShareEvent::VisitorLeft { visitors, end, .. } => {
+                ShareEvent::VisitorLeft { visitors, end, who, served, .. } => {
                     // The visitor's own goodbye text is in `end`: escaped.
                     let line = format!(
-                        "a visitor left: {} ({visitors} connected)",
+                        "{} left after {}: {} ({visitors} connected)",
+                        linkfs_peer::terminal::escaped(&who),
+                        human_bytes(served),
                         linkfs_peer::terminal::escaped(&end.to_string())
                     );
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }

@@ -80,6 +80,14 @@ pub struct VisitorView {
     /// Unix seconds.
     pub since: u64,
     pub connected: bool,
+    /// "direct" or "turn", once known.
+    #[serde(default)]
+    pub route: Option<String>,
+    #[serde(default)]
+    pub bytes_served: u64,
+    /// The file it last started reading (within its link's view).
+    #[serde(default)]
+    pub reading: Option<String>,
 }
 
 /// The sharer's answer.

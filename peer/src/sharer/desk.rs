@@ -25,11 +25,13 @@ use linkfs_proto::signal::PeerId;
 use linkfs_proto::{Epoch, GoodbyeCode};
 use tokio::sync::{mpsc, watch};
 
+use super::activity::{ActivityLog, VisitorWatch};
 use super::control::{Answer, LinkView, Request, VisitorView};
 use super::links::{EndedWhy, LinkRecord, Links, parse_expiry};
 use super::serve::{Farewell, ServeContext};
 use super::share_state::ShareState;
 use super::{IndexStart, LiveIndex, ShareEvent};
+use std::sync::Arc;
 
 /// What a scoped link's visitor is told when its folder cannot be shown.
 pub const SCOPE_GONE: &str =
@@ -52,6 +54,8 @@ pub struct Scoping {
     pub watch: bool,
     pub settle: SettleConfig,
     pub events: mpsc::Sender<ShareEvent>,
+    /// `--activity-log`.
+    pub log: Option<ActivityLog>,
 }
 
 /// What a visitor sent away is told.
@@ -65,6 +69,7 @@ struct Visitor {
     since: u64,
     connected: bool,
     ctx: ServeContext,
+    watch: Arc<VisitorWatch>,
 }
 
 /// See the module docs.
@@ -176,6 +181,13 @@ impl Desk {
         let mut ctx = shown.clone().unwrap_or_else(|_| self.base.clone());
         ctx.cancel = self.base.cancel.child_token();
         ctx.farewell = Farewell::default();
+        let watch = Arc::new(VisitorWatch::new(
+            peer.0,
+            link.0,
+            self.label_of(link),
+            self.scoping.log.clone(),
+        ));
+        ctx.watch = Some(watch.clone());
         if shown.is_err() {
             // Never the whole share instead: the visitor is told, at once.
             ctx.farewell
@@ -189,14 +201,35 @@ impl Desk {
                 since: now,
                 connected: false,
                 ctx: ctx.clone(),
+                watch,
             },
         );
         ctx
     }
 
-    pub fn connected(&mut self, peer: PeerId) {
-        if let Some(v) = self.visitors.get_mut(&peer) {
-            v.connected = true;
+    /// `peer`'s link opened: how to name it to the sharer.
+    pub fn connected(&mut self, peer: PeerId) -> String {
+        let Some(v) = self.visitors.get_mut(&peer) else {
+            return format!("visitor {}", peer.0);
+        };
+        v.connected = true;
+        v.watch.joined();
+        self.who(peer)
+    }
+
+    /// "visitor 4 (link 1, for Ann)".
+    fn who(&self, peer: PeerId) -> String {
+        match self.visitors.get(&peer) {
+            Some(v) if v.link == LinkId(0) => format!("visitor {} (main link)", peer.0),
+            Some(v) => {
+                let label = self.label_of(v.link);
+                if label.is_empty() {
+                    format!("visitor {} (link {})", peer.0, v.link.0)
+                } else {
+                    format!("visitor {} (link {}, {label})", peer.0, v.link.0)
+                }
+            }
+            None => format!("visitor {}", peer.0),
         }
     }
 
@@ -206,8 +239,18 @@ impl Desk {
         self.visitors.remove(&peer);
     }
 
-    pub fn left(&mut self, peer: PeerId) {
-        self.visitors.remove(&peer);
+    /// `peer` left (`why`, in words): how to name it, and the bytes it was served.
+    pub fn left(&mut self, peer: PeerId, why: &str) -> (String, u64) {
+        let who = self.who(peer);
+        match self.visitors.remove(&peer) {
+            Some(v) => {
+                if v.connected {
+                    v.watch.left(why);
+                }
+                (who, v.watch.doing().bytes_served)
+            }
+            None => (who, 0),
+        }
     }
 
     /// When the next live link expires (unix seconds).
@@ -471,12 +514,18 @@ impl Desk {
     fn visitor_views(&self) -> Vec<VisitorView> {
         self.visitors
             .iter()
-            .map(|(peer, v)| VisitorView {
-                visitor: peer.0,
-                link: v.link.0,
-                link_label: self.label_of(v.link),
-                since: v.since,
-                connected: v.connected,
+            .map(|(peer, v)| {
+                let doing = v.watch.doing();
+                VisitorView {
+                    visitor: peer.0,
+                    link: v.link.0,
+                    link_label: self.label_of(v.link),
+                    since: v.since,
+                    connected: v.connected,
+                    route: doing.route,
+                    bytes_served: doing.bytes_served,
+                    reading: doing.reading,
+                }
             })
             .collect()
     }

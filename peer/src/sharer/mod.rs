@@ -20,6 +20,7 @@
 //! not open with the link's secret gets one sealed refusal it cannot read
 //! either, which its page shows as "this link is not valid".
 
+pub mod activity;
 pub mod control;
 mod desk;
 mod disk;
@@ -78,6 +79,8 @@ pub struct ShareOptions {
     pub new_link: bool,
     /// Print a link with these rights instead of the main link.
     pub start_link: Option<StartLink>,
+    /// Write one JSON line per visitor's join, read, download and leave here.
+    pub activity_log: Option<PathBuf>,
 }
 
 /// The rights of the link `linkfs share` prints, when given on its command
@@ -102,13 +105,19 @@ pub enum ShareEvent {
         link: String,
         other_links: Vec<String>,
     },
-    /// A visitor's data link opened.
-    VisitorConnected { peer: u32, visitors: usize },
-    /// A visitor left (or could not connect).
+    /// A visitor's data link opened (`who`: "visitor 4 (link 1, for Ann)").
+    VisitorConnected {
+        peer: u32,
+        visitors: usize,
+        who: String,
+    },
+    /// A visitor left (or could not connect), after `served` bytes.
     VisitorLeft {
         peer: u32,
         visitors: usize,
         end: VisitorEnd,
+        who: String,
+        served: u64,
     },
     /// Something worth telling the user that does not stop the share.
     Warning(String),
@@ -149,6 +158,12 @@ pub enum ShareError {
     /// The link asked for on the command line cannot be made (its words).
     #[error("{0}")]
     StartLink(String),
+    #[error("cannot write the activity log {path}: {source}")]
+    ActivityLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "cannot watch the folder for changes: {0} (share it without following changes: --no-watch)"
     )]
@@ -213,6 +228,16 @@ pub async fn share(
     {
         warn(format!("cannot forget the old link: {e}")).await;
     }
+    let activity_log =
+        match &options.activity_log {
+            Some(file) => Some(activity::ActivityLog::open(file).map_err(|source| {
+                ShareError::ActivityLog {
+                    path: file.clone(),
+                    source,
+                }
+            })?),
+            None => None,
+        };
     let kept = state.as_ref().and_then(ShareState::kept_link);
     let start = match state.as_ref().map(ShareState::take_index) {
         Some(Ok(Some(saved))) => IndexStart::Saved(Box::new(saved)),
@@ -290,6 +315,7 @@ pub async fn share(
         cancel: CancellationToken::new(),
         drop_links: Some(drop_links),
         farewell: Default::default(),
+        watch: None,
     };
     // The share's other links, and the control socket `linkfs link` uses.
     let (kept_links, links_trouble) = match &state {
@@ -304,6 +330,7 @@ pub async fn share(
         watch: options.watch,
         settle: SettleConfig::default(),
         events: events.clone(),
+        log: activity_log,
     };
     let mut desk = desk::Desk::new(
         link.clone(),
@@ -435,18 +462,18 @@ pub async fn share(
                     host.machine().visitor_is_lane(peer);
                 }
                 VisitorNews::Connected(peer) => {
-                    desk.connected(peer);
+                    let who = desk.connected(peer);
                     host.machine().visitor_connected(peer);
                     let visitors = host.machine().connected();
-                    let _ = events.send(ShareEvent::VisitorConnected { peer: peer.0, visitors }).await;
+                    let _ = events.send(ShareEvent::VisitorConnected { peer: peer.0, visitors, who }).await;
                 }
             },
             Some(left) = visitors.next_left(), if !visitors.is_empty() => {
-                desk.left(left.peer);
+                let (who, served) = desk.left(left.peer, &left.end.to_string());
                 host.machine().visitor_ended(left.peer);
                 let visitors = host.machine().connected();
                 let _ = events
-                    .send(ShareEvent::VisitorLeft { peer: left.peer.0, visitors, end: left.end })
+                    .send(ShareEvent::VisitorLeft { peer: left.peer.0, visitors, end: left.end, who, served })
                     .await;
             }
             () = host.recv() => {}

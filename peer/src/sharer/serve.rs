@@ -64,6 +64,8 @@ pub struct ServeContext {
     /// What the visitor is told when `cancel` fires (set first; unset: the
     /// sharer stopped sharing).
     pub farewell: Farewell,
+    /// The visitor's figures and activity log, if anyone watches.
+    pub watch: Option<Arc<super::activity::VisitorWatch>>,
 }
 
 /// Why one visitor's session is being ended, told to it in its goodbye: its
@@ -117,6 +119,7 @@ pub struct ServedSession {
     io_rx: mpsc::Receiver<IoDone>,
     drop_links: Option<watch::Receiver<u64>>,
     farewell: Farewell,
+    watch: Option<Arc<super::activity::VisitorWatch>>,
     end: Option<ServeEnd>,
 }
 
@@ -137,6 +140,7 @@ impl ServedSession {
                 w
             }),
             farewell: ctx.farewell.clone(),
+            watch: ctx.watch.clone(),
             end: None,
         }
     }
@@ -196,7 +200,17 @@ impl DrivenSession for ServedSession {
 
     fn handle_input(&mut self, _now: Millis, input: ServeInput) {
         match input {
-            ServeInput::Io((io, result)) => self.session.handle_io(&io, result),
+            ServeInput::Io((io, result)) => {
+                if let (Some(w), Ok(_)) = (&self.watch, &result) {
+                    let ix = read_index(&self.index);
+                    let size = ix.view(io.entry).map_or(0, |v| v.size);
+                    w.served(io.entry, u64::from(io.len), size, || {
+                        ix.relative_path(io.entry)
+                            .map(|p| String::from_utf8_lossy(&p).into_owned())
+                    });
+                }
+                self.session.handle_io(&io, result)
+            }
             ServeInput::IndexChanged => {}
             ServeInput::IndexSettled => self.watching = false,
             ServeInput::DropLink => {

@@ -102,6 +102,19 @@ impl Visitors {
             };
             match link {
                 Ok(link) => {
+                    if let Some(watch) = ctx.watch.clone() {
+                        // ICE says its pair when it knows: asked beside serving.
+                        let probe = link.path_probe();
+                        tokio::spawn(async move {
+                            for _ in 0..20 {
+                                if let Some(r) = probe.route().await {
+                                    watch.set_route(if r.relayed() { "turn" } else { "direct" });
+                                    return;
+                                }
+                                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                            }
+                        });
+                    }
                     let announce = |is: LinkIs| async move {
                         let said = match is {
                             LinkIs::Session => VisitorNews::Connected(peer),
