@@ -52,7 +52,7 @@ enum Command {
 SIGUSR1 drops every visitor's connection as a network failure would: they reconnect
 and resume where they were (a way to see that reconnecting works)."
     )]
-    Share(share::ShareArgs),
+    Share(Box<share::ShareArgs>),
     /// Mount a share read-only with FUSE (listings and stat from the local index,
     /// reads on demand, verified) until Ctrl-C or the sharer stops.
     #[command(after_help = EXIT_CODES)]
@@ -107,7 +107,7 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Share(args) => share::run(args).await,
+            Command::Share(args) => share::run(*args).await,
             Command::Mount(args) => visit::mount(args).await,
             Command::Ls(args) => visit::ls(args).await,
             Command::Get(args) => visit::get_cmd(args).await,
