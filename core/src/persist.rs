@@ -323,6 +323,8 @@ pub enum StoredEvent {
     Refused(IndexError),
     /// The data link was lost; the session waits for a new one.
     LinkLost,
+    /// The sharer asks for the link's password.
+    PasswordNeeded,
     Ended {
         reason: EndReason,
     },
@@ -533,6 +535,11 @@ impl<F: StoredFrame> PersistentReceiver<F> {
         self.now = now;
         self.receiver.handle_frame(now, frame);
         self.drain_with(Some(given));
+    }
+
+    /// See [`Receiver::give_password`].
+    pub fn give_password(&mut self, password: &str) {
+        self.receiver.give_password(password);
     }
 
     pub fn handle_timeout(&mut self, now: Millis) {
@@ -759,6 +766,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
                 }
                 ReceiverEvent::Read(r) => self.events.push_back(StoredEvent::Read(r)),
                 ReceiverEvent::LinkLost => self.events.push_back(StoredEvent::LinkLost),
+                ReceiverEvent::PasswordNeeded => self.events.push_back(StoredEvent::PasswordNeeded),
                 ReceiverEvent::Ended { reason } => {
                     self.events.push_back(StoredEvent::Ended { reason })
                 }

@@ -154,6 +154,8 @@ pub enum EndReason {
     /// The sharer withdrew this link, it expired, or the sharer sent this
     /// visitor away (the sharer's words).
     LinkEnded(String),
+    /// The password was wrong, or too many were lately (the sharer's words).
+    PasswordRefused(String),
     /// No data link could be made (the first, or a new one after a loss):
     /// what kind of failure, and the words of the last one.
     NotReached { kind: FailureKind, words: String },
@@ -173,7 +175,7 @@ impl std::fmt::Display for EndReason {
                 write!(f, "this linkfs version cannot talk to the sharer's: {m}")
             }
             EndReason::NotReached { words, .. } => f.write_str(words),
-            EndReason::LinkEnded(m) => f.write_str(m),
+            EndReason::LinkEnded(m) | EndReason::PasswordRefused(m) => f.write_str(m),
         }
     }
 }
@@ -190,6 +192,7 @@ impl EndReason {
             EndReason::ProtocolError(_) | EndReason::VersionMismatch(_) => FailureKind::Other,
             EndReason::NotReached { kind, .. } => *kind,
             EndReason::LinkEnded(_) => FailureKind::LinkEnded,
+            EndReason::PasswordRefused(_) => FailureKind::PasswordRefused,
         }
     }
 }
@@ -209,6 +212,8 @@ pub enum FailureKind {
     Closed,
     /// The sharer withdrew the link, or its time ran out: it will not open again.
     LinkEnded,
+    /// The link's password was wrong (or too many were, lately).
+    PasswordRefused,
     /// Anything else (a protocol error, another version, a local failure).
     Other,
 }
@@ -235,6 +240,9 @@ pub enum ReceiverEvent {
     Read(ReadEvent),
     /// The data link was lost; the session waits for a new one (reads wait too).
     LinkLost,
+    /// The sharer asks for this link's password before anything else
+    /// ([`Receiver::give_password`]).
+    PasswordNeeded,
     Ended {
         reason: EndReason,
     },
@@ -562,12 +570,18 @@ impl Receiver {
                     self.fail_job(job, ReadFailure::Refused(e.message, e.code));
                 }
             }
+            SenderToReceiver::PasswordNeeded => {
+                self.events.push_back(ReceiverEvent::PasswordNeeded);
+            }
             SenderToReceiver::Goodbye(g) => {
                 let reason = match g.code {
                     GoodbyeCode::VersionMismatch => EndReason::VersionMismatch(g.message),
                     GoodbyeCode::LinkWithdrawn
                     | GoodbyeCode::LinkExpired
                     | GoodbyeCode::SentAway => EndReason::LinkEnded(g.message),
+                    GoodbyeCode::WrongPassword | GoodbyeCode::TooManyTries => {
+                        EndReason::PasswordRefused(g.message)
+                    }
                     GoodbyeCode::ProtocolError => {
                         EndReason::ProtocolError(format!("the sharer says: {}", g.message))
                     }
@@ -757,6 +771,17 @@ impl Receiver {
             );
         }
         self.end(EndReason::ClosedHere);
+    }
+
+    /// The link's password, which the sharer asked for
+    /// ([`ReceiverEvent::PasswordNeeded`]); it travels on the data link,
+    /// encrypted, to the sharer the handshake authenticated.
+    pub fn give_password(&mut self, password: &str) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.out
+            .push_back(ReceiverToSender::Password(password.to_owned()).encode());
     }
 
     /// Starts reading `len` bytes at `offset` of a file in the index (while

@@ -207,6 +207,9 @@ pub enum VisitEvent {
     Restored,
     /// Storage failed (the words say how); the index stays in memory.
     StorageFailed(String),
+    /// The link asks for a password and none was given yet
+    /// ([`Visit::give_password`]). Nothing of the share comes before it.
+    PasswordNeeded,
 }
 
 /// A storage write.
@@ -321,6 +324,11 @@ pub struct Visit<F> {
     /// The snapshot being built (count unused), and those stored.
     building: SnapshotFigures,
     snapshots: SnapshotFigures,
+    /// The link's password, once given: sent whenever the sharer asks
+    /// (every new link of the visit).
+    password: Option<String>,
+    /// The sharer asked and no password was given yet.
+    password_asked: bool,
 }
 
 impl<F: StoredFrame> Visit<F> {
@@ -370,6 +378,8 @@ impl<F: StoredFrame> Visit<F> {
             now,
             building: SnapshotFigures::default(),
             snapshots: SnapshotFigures::default(),
+            password: None,
+            password_asked: false,
         };
         if restore {
             visit.queue.push_back(Output::Load(LoadRequest::First {
@@ -618,7 +628,7 @@ impl<F: StoredFrame> Visit<F> {
             return self.end(EndReason::NotReached { kind, words });
         }
         match kind {
-            FailureKind::InvalidLink | FailureKind::LinkEnded => {
+            FailureKind::InvalidLink | FailureKind::LinkEnded | FailureKind::PasswordRefused => {
                 return self.end(EndReason::NotReached { kind, words });
             }
             FailureKind::SharerGone => {
@@ -808,6 +818,17 @@ impl<F: StoredFrame> Visit<F> {
                 StoredEvent::Reset => VisitEvent::Reset,
                 StoredEvent::Read(r) => VisitEvent::Read(r),
                 StoredEvent::Refused(e) => VisitEvent::Refused(e),
+                StoredEvent::PasswordNeeded => match &self.password {
+                    Some(p) => {
+                        let p = p.clone();
+                        self.receiver.give_password(&p);
+                        continue;
+                    }
+                    None => {
+                        self.password_asked = true;
+                        VisitEvent::PasswordNeeded
+                    }
+                },
                 StoredEvent::Ended { reason } => {
                     // The sharer's goodbye, a protocol error, or a close here.
                     self.end(reason);
@@ -829,6 +850,23 @@ impl<F: StoredFrame> Visit<F> {
     }
 
     // ----- queries and the user's reads -------------------------------------
+
+    /// The sharer asked for a password and there is none to give: the visit
+    /// ends with `words` (say how to give one).
+    pub fn no_password(&mut self, now: Millis, words: String) {
+        self.now = self.now.max(now);
+        self.end(EndReason::PasswordRefused(words));
+        self.receiver.close();
+    }
+
+    /// The link's password (before or after the sharer asked): kept for
+    /// the visit's later links too.
+    pub fn give_password(&mut self, password: &str) {
+        self.password = Some(password.to_owned());
+        if std::mem::take(&mut self.password_asked) {
+            self.receiver.give_password(password);
+        }
+    }
 
     pub fn status(&self) -> &VisitStatus {
         &self.status

@@ -38,6 +38,7 @@ fn help_lists_the_exit_codes() {
             "4  this link is not valid",
             "5  the relay or the sharer could not be reached",
             "6  the sharer withdrew this link",
+            "7  the link's password is wrong",
         ] {
             assert!(
                 text.contains(line),

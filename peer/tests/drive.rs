@@ -110,6 +110,7 @@ async fn index_of(root: &Path, config: SenderConfig) -> Shared {
             drop_links: None,
             farewell: Default::default(),
             watch: None,
+            password: None,
         },
         entries: summary.entries,
         _progress: progress,

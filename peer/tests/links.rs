@@ -579,3 +579,84 @@ fn the_sharer_sees_who_came_what_they_read_and_logs_it_within_the_links_scope() 
     );
     let _ = std::fs::remove_file(&log);
 }
+
+fn ls_with(link: &str, password: Option<&Path>) -> Output {
+    let mut c = Command::new(LINKFS);
+    c.args(["ls", link]).stdin(Stdio::null());
+    if let Some(p) = password {
+        c.arg("--password-file").arg(p);
+    }
+    c.output().expect("run linkfs ls")
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
+fn a_password_link_asks_first_refuses_wrong_guesses_and_rate_limits_them() {
+    let share = Share::new("password");
+    let right = share.dir.with_extension("pw-right");
+    let wrong = share.dir.with_extension("pw-wrong");
+    std::fs::write(&right, "open sesame\n").unwrap();
+    std::fs::write(&wrong, "open sesame!\n").unwrap();
+    let o = share.ask(&[
+        "link",
+        "add",
+        "--label",
+        "locked",
+        "--password-file",
+        right.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let locked = text(&o.stdout).trim().to_owned();
+    let list = text(&share.ask(&["link", "list", "--json"]).stdout);
+    assert!(list.contains("\"password\":true"), "{list}");
+
+    // The password is kept only as a hash.
+    let kept: String = std::fs::read_dir(share.state.join("shares"))
+        .unwrap()
+        .filter_map(|d| std::fs::read_to_string(d.unwrap().path().join("links.json")).ok())
+        .collect();
+    assert!(
+        kept.contains("$argon2id$") && !kept.contains("sesame"),
+        "{kept}"
+    );
+
+    let o = ls_with(&locked, Some(&right));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("a.txt"));
+
+    // Without one (no terminal to ask in): words and exit 7, nothing listed.
+    let o = ls_with(&locked, None);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("needs a password"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(text(&o.stdout).is_empty());
+
+    // Wrong ones: refused, then rate-limited, the right one too for a while.
+    for _ in 0..5 {
+        let o = ls_with(&locked, Some(&wrong));
+        assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("password is wrong"),
+            "{}",
+            text(&o.stderr)
+        );
+        assert!(
+            text(&o.stdout).is_empty(),
+            "nothing of the share before the password"
+        );
+    }
+    let o = ls_with(&locked, Some(&right));
+    assert_eq!(o.status.code(), Some(7));
+    assert!(
+        text(&o.stderr).contains("Too many wrong passwords"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Other links are not held back by this one's guesses.
+    assert!(ls(&share.link).status.success());
+    let _ = std::fs::remove_file(&right);
+    let _ = std::fs::remove_file(&wrong);
+}

@@ -128,6 +128,10 @@ pub enum GoodbyeCode {
     LinkExpired,
     /// The sharer disconnected this visitor.
     SentAway,
+    /// The password given for this link is wrong.
+    WrongPassword,
+    /// Too many wrong passwords for this link lately: the message says how long to wait.
+    TooManyTries,
     Other(u8),
 }
 
@@ -140,6 +144,8 @@ impl GoodbyeCode {
             GoodbyeCode::LinkWithdrawn => 4,
             GoodbyeCode::LinkExpired => 5,
             GoodbyeCode::SentAway => 6,
+            GoodbyeCode::WrongPassword => 7,
+            GoodbyeCode::TooManyTries => 8,
             GoodbyeCode::Other(c) => c,
         }
     }
@@ -152,6 +158,8 @@ impl GoodbyeCode {
             4 => GoodbyeCode::LinkWithdrawn,
             5 => GoodbyeCode::LinkExpired,
             6 => GoodbyeCode::SentAway,
+            7 => GoodbyeCode::WrongPassword,
+            8 => GoodbyeCode::TooManyTries,
             c => GoodbyeCode::Other(c),
         }
     }
@@ -179,6 +187,8 @@ pub enum SenderToReceiver<'a> {
     ReadChunk(ReadChunk<'a>),
     ReadError(ReadError),
     Goodbye(Goodbye),
+    /// This link asks for a password before anything of the share is sent.
+    PasswordNeeded,
     Unknown {
         kind: u8,
     },
@@ -198,6 +208,8 @@ pub enum ReceiverToSender {
         read: ReadId,
     },
     Goodbye(Goodbye),
+    /// The link's password (at most [`MAX_MESSAGE_LEN`] bytes).
+    Password(String),
     Unknown {
         kind: u8,
     },
@@ -306,7 +318,11 @@ impl<'a> SenderToReceiver<'a> {
                 })
             }
             FRAME_GOODBYE => SenderToReceiver::Goodbye(decode_goodbye(&mut r)?),
-            FRAME_HELLO | FRAME_ACK | FRAME_READ | FRAME_CANCEL_READ => {
+            FRAME_PASSWORD_NEEDED => {
+                r.finish()?;
+                SenderToReceiver::PasswordNeeded
+            }
+            FRAME_HELLO | FRAME_ACK | FRAME_READ | FRAME_CANCEL_READ | FRAME_PASSWORD => {
                 return Err(DecodeError::WrongDirection { kind });
             }
             kind => SenderToReceiver::Unknown { kind },
@@ -339,6 +355,7 @@ impl<'a> SenderToReceiver<'a> {
                 out
             }
             SenderToReceiver::Goodbye(g) => encode_goodbye(g),
+            SenderToReceiver::PasswordNeeded => vec![FRAME_PASSWORD_NEEDED],
             SenderToReceiver::Unknown { kind } => vec![*kind],
         }
     }
@@ -395,7 +412,12 @@ impl ReceiverToSender {
                 read: ReadId(r.u32varint()?),
             },
             FRAME_GOODBYE => return Ok(ReceiverToSender::Goodbye(decode_goodbye(&mut r)?)),
-            FRAME_WELCOME | FRAME_INDEX_BATCH | FRAME_READ_CHUNK | FRAME_READ_ERROR => {
+            FRAME_PASSWORD => ReceiverToSender::Password(bounded_message(&mut r)?),
+            FRAME_WELCOME
+            | FRAME_INDEX_BATCH
+            | FRAME_READ_CHUNK
+            | FRAME_READ_ERROR
+            | FRAME_PASSWORD_NEEDED => {
                 return Err(DecodeError::WrongDirection { kind });
             }
             kind => return Ok(ReceiverToSender::Unknown { kind }),
@@ -439,6 +461,11 @@ impl ReceiverToSender {
                 out
             }
             ReceiverToSender::Goodbye(g) => encode_goodbye(g),
+            ReceiverToSender::Password(p) => {
+                let mut out = vec![FRAME_PASSWORD];
+                put_message(&mut out, p);
+                out
+            }
             ReceiverToSender::Unknown { kind } => vec![*kind],
         }
     }

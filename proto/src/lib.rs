@@ -70,6 +70,10 @@ pub const CHANNEL_LABEL: &str = "linkfs/1";
 
 pub const FRAME_WELCOME: u8 = 0x01;
 pub const FRAME_HELLO: u8 = 0x02;
+/// The sharer: this link asks for a password (before anything of the share).
+pub const FRAME_PASSWORD_NEEDED: u8 = 0x03;
+/// The receiver: the password, over the link's encrypted, sharer-authenticated channel.
+pub const FRAME_PASSWORD: u8 = 0x04;
 pub const FRAME_INDEX_BATCH: u8 = 0x10;
 pub const FRAME_ACK: u8 = 0x11;
 pub const FRAME_READ_CHUNK: u8 = 0x20;

@@ -19,6 +19,8 @@ pub enum Message {
     Welcome(Welcome),
     ReadError(ReadError),
     Goodbye(Goodbye),
+    /// The sharer asks for the link's password.
+    PasswordNeeded,
     /// A chunk of entry 5, generation 0: the hash is part of the vector.
     Chunk {
         read: ReadId,
@@ -131,6 +133,27 @@ pub fn all() -> Vec<Vector> {
             message: Message::Goodbye(Goodbye {
                 code: GoodbyeCode::ShuttingDown,
                 message: "bye".into(),
+            }),
+        },
+        Vector {
+            name: "password needed",
+            // type, nothing else
+            hex: "03",
+            message: Message::PasswordNeeded,
+        },
+        Vector {
+            name: "password",
+            // type | length 6 | "sesame"
+            hex: "04 06 736573616d65",
+            message: Message::ToSender(ReceiverToSender::Password("sesame".into())),
+        },
+        Vector {
+            name: "goodbye, wrong password",
+            // type | code 7 (wrong password) | "no"
+            hex: "7f 07 02 6e6f",
+            message: Message::Goodbye(Goodbye {
+                code: GoodbyeCode::WrongPassword,
+                message: "no".into(),
             }),
         },
         Vector {
@@ -279,6 +302,9 @@ pub fn check(v: &Vector) -> Result<(), String> {
         }
         Message::Goodbye(g) => {
             check_s2r(&bytes, SenderToReceiver::Goodbye(g.clone())).map_err(|e| fail(&e))?
+        }
+        Message::PasswordNeeded => {
+            check_s2r(&bytes, SenderToReceiver::PasswordNeeded).map_err(|e| fail(&e))?
         }
         Message::Chunk { read, offset, data } => {
             let hash = chunk_hash(EntryId(5), Generation(0), *offset, data);

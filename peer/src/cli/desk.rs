@@ -39,6 +39,8 @@ pub enum LinkCommand {
         #[arg(long, value_name = "PATH")]
         scope: Option<String>,
         #[command(flatten)]
+        password: NewPassword,
+        #[command(flatten)]
         share: ShareDir,
     },
     /// Withdraw a link: it stops working and its visitors are disconnected
@@ -49,6 +51,48 @@ pub enum LinkCommand {
         #[command(flatten)]
         share: ShareDir,
     },
+}
+
+/// A password for a new link.
+#[derive(Debug, Args)]
+pub struct NewPassword {
+    /// Ask visitors for a password before anything of the share (typed
+    /// here, twice, without echo).
+    #[arg(long)]
+    password: bool,
+    /// The password, from the first line of FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "password")]
+    password_file: Option<PathBuf>,
+}
+
+impl NewPassword {
+    /// The password asked for, if one was.
+    pub fn read(&self) -> anyhow::Result<Option<String>> {
+        if let Some(file) = &self.password_file {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the password from {}", file.display()))?;
+            let p = text.lines().next().unwrap_or("").to_owned();
+            if p.is_empty() {
+                bail!("{} holds no password on its first line", file.display());
+            }
+            return Ok(Some(p));
+        }
+        if !self.password {
+            return Ok(None);
+        }
+        let first = rpassword::prompt_password("linkfs: the link's password: ").context(
+            "cannot read the password (run in a terminal, or give --password-file FILE)",
+        )?;
+        let again = rpassword::prompt_password("linkfs: the same again: ")
+            .context("cannot read the password")?;
+        if first != again {
+            bail!("the two passwords differ; nothing was changed");
+        }
+        if first.is_empty() {
+            bail!("an empty password is no password; nothing was changed");
+        }
+        Ok(Some(first))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -132,14 +176,17 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
             label,
             expires,
             scope,
+            password,
             share,
         } => {
+            let password = password.read()?;
             let a = request(
                 &share,
                 Request::Add {
                     label,
                     expires,
                     scope,
+                    password,
                 },
             )
             .await?;

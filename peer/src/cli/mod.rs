@@ -24,6 +24,8 @@ pub mod exit {
     pub const UNREACHABLE: u8 = 5;
     /// The sharer withdrew this link (or sent this visitor away), or its time ran out.
     pub const LINK_ENDED: u8 = 6;
+    /// The link's password is wrong or was not given (or too many wrong ones were, lately).
+    pub const PASSWORD: u8 = 7;
 }
 
 const EXIT_CODES: &str = "Exit codes:
@@ -33,7 +35,8 @@ const EXIT_CODES: &str = "Exit codes:
   3  the sharer stopped sharing, or no one shares at this link any more
   4  this link is not valid (malformed, or its secret does not match the share)
   5  the relay or the sharer could not be reached, or the connection was lost
-  6  the sharer withdrew this link (or disconnected you), or its time ran out";
+  6  the sharer withdrew this link (or disconnected you), or its time ran out
+  7  the link's password is wrong or was not given";
 
 /// Share a folder as a link; anyone with the link browses it in a browser.
 #[derive(Debug, Parser)]
@@ -148,6 +151,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         Some(FailureKind::InvalidLink) => exit::INVALID_LINK,
         Some(FailureKind::Unreachable) => exit::UNREACHABLE,
         Some(FailureKind::LinkEnded) => exit::LINK_ENDED,
+        Some(FailureKind::PasswordRefused) => exit::PASSWORD,
         _ => exit::FAILURE,
     }
 }

@@ -94,6 +94,8 @@ pub struct ShareArgs {
     /// A name for the printed link (`linkfs link list`, `linkfs visitors`).
     #[arg(long)]
     label: Option<String>,
+    #[command(flatten)]
+    password: super::desk::NewPassword,
     /// Write one JSON line per visitor's join, read, download and leave to
     /// FILE (0600; rotated to FILE.1 past 16 MiB).
     #[arg(long, value_name = "FILE")]
@@ -286,6 +288,7 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         transport.udp_bind = args.webrtc_bind;
     }
     transport.ice_policy = args.ice_policy;
+    let password = args.password.read()?;
     let options = ShareOptions {
         root: args.dir.clone(),
         relay,
@@ -296,13 +299,16 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         state_root: default_state_root(),
         new_link: args.new_link,
         activity_log: args.activity_log.clone(),
-        start_link: (args.scope.is_some() || args.expires.is_some() || args.label.is_some()).then(
-            || StartLink {
-                label: args.label.clone().unwrap_or_default(),
-                scope: args.scope.clone(),
-                expires: args.expires.clone(),
-            },
-        ),
+        start_link: (args.scope.is_some()
+            || args.expires.is_some()
+            || args.label.is_some()
+            || password.is_some())
+        .then(|| StartLink {
+            label: args.label.clone().unwrap_or_default(),
+            scope: args.scope.clone(),
+            expires: args.expires.clone(),
+            password: password.clone(),
+        }),
     };
     if options.state_root.is_none() {
         eprintln!("warning: {}", StateError::NoStateDir);

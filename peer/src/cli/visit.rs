@@ -35,6 +35,29 @@ pub struct ConnectArgs {
     /// them); 0: one connection only.
     #[arg(long, value_name = "N", default_value_t = linkfs_peer::lanes::MAX_LANES, global = true)]
     lanes: u8,
+    /// The link's password, from the first line of FILE (without it, a link
+    /// that needs one asks for it when run in a terminal).
+    #[arg(long, value_name = "FILE", global = true)]
+    password_file: Option<PathBuf>,
+}
+
+/// Where the link's password comes from, if the sharer asks for one.
+fn password_source(
+    args: &ConnectArgs,
+) -> anyhow::Result<Option<linkfs_peer::visit::PasswordSource>> {
+    use std::io::IsTerminal;
+    if let Some(file) = &args.password_file {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the password from {}", file.display()))?;
+        let password = text.lines().next().unwrap_or("").to_owned();
+        return Ok(Some(std::sync::Arc::new(move || Some(password.clone()))));
+    }
+    if std::io::stdin().is_terminal() {
+        return Ok(Some(std::sync::Arc::new(|| {
+            rpassword::prompt_password("linkfs: this link needs a password: ").ok()
+        })));
+    }
+    Ok(None)
 }
 
 #[derive(Debug, clap::Args)]
@@ -133,7 +156,7 @@ fn report_reconnects(client: &Client) {
 async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
     let started = std::time::Instant::now();
     eprintln!("linkfs: connecting to the sharer ...");
-    let client = open(&args.link, &transport(args)).await?;
+    let client = open(&args.link, &transport(args), password_source(args)?).await?;
     report_reconnects(&client);
     let b = bar("{spinner} index: {pos}/{len} entries {wide_bar} {elapsed}");
     // How the link travels is said once ICE says; the index does not wait for it.

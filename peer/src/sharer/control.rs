@@ -44,6 +44,9 @@ pub enum Request {
         /// A folder of the share to show as the link's root.
         #[serde(default)]
         scope: Option<String>,
+        /// The link's password (kept only as a hash).
+        #[serde(default)]
+        password: Option<String>,
     },
     /// Withdraws link `id`: its visitors are disconnected at once.
     Revoke { id: u32 },
@@ -62,6 +65,9 @@ pub struct LinkView {
     /// The folder it shows as its root; empty: the whole share.
     #[serde(default)]
     pub scope: String,
+    /// It asks for a password.
+    #[serde(default)]
+    pub password: bool,
     /// Unix seconds.
     pub created: Option<u64>,
     pub expires: Option<u64>,
@@ -255,6 +261,7 @@ mod tests {
                 label: "for Ann".into(),
                 expires: Some("48h".into()),
                 scope: None,
+                password: None,
             }
         );
         assert_eq!(

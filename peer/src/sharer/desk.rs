@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, watch};
 use super::activity::{ActivityLog, VisitorWatch};
 use super::control::{Answer, LinkView, Request, VisitorView};
 use super::links::{EndedWhy, LinkRecord, Links, parse_expiry};
+use super::password::LinkPassword;
 use super::serve::{Farewell, ServeContext};
 use super::share_state::ShareState;
 use super::{IndexStart, LiveIndex, ShareEvent};
@@ -82,6 +83,8 @@ pub struct Desk {
     base: ServeContext,
     scoping: Scoping,
     scopes: HashMap<String, ScopeView>,
+    /// The passwords of links that have one, by link id.
+    passwords: HashMap<u32, Arc<LinkPassword>>,
 }
 
 impl Desk {
@@ -110,7 +113,16 @@ impl Desk {
             base,
             scoping,
             scopes: HashMap::new(),
+            passwords: HashMap::new(),
         };
+        let passwords: Vec<(u32, String)> = desk
+            .links
+            .live()
+            .filter_map(|l| l.password.clone().map(|h| (l.id, h)))
+            .collect();
+        for (id, hash) in passwords {
+            desk.passwords.insert(id, Arc::new(LinkPassword::new(hash)));
+        }
         let scopes: Vec<String> = desk
             .links
             .live()
@@ -188,6 +200,7 @@ impl Desk {
             self.scoping.log.clone(),
         ));
         ctx.watch = Some(watch.clone());
+        ctx.password = self.passwords.get(&link.0).cloned();
         if shown.is_err() {
             // Never the whole share instead: the visitor is told, at once.
             ctx.farewell
@@ -312,12 +325,14 @@ impl Desk {
                 label,
                 expires,
                 scope,
+                password,
             } => {
                 let record = match self.add_link(
                     host,
                     &label,
                     expires.as_deref(),
                     scope.as_deref(),
+                    password.as_deref(),
                     false,
                     secret,
                     now,
@@ -377,11 +392,16 @@ impl Desk {
         label: &str,
         expires: Option<&str>,
         scope: Option<&str>,
+        password: Option<&str>,
         started: bool,
         secret: impl FnOnce() -> Option<ShareSecret>,
         now: u64,
     ) -> Result<LinkRecord, String> {
         let expires = expires.map(|e| parse_expiry(e, now)).transpose()?;
+        if password.is_some_and(str::is_empty) {
+            return Err("an empty password is no password: give one, or none".into());
+        }
+        let hash = password.map(super::password::hash).transpose()?;
         let scope = scope.map(normal_scope).transpose()?.unwrap_or_default();
         if !scope.is_empty() {
             self.scope_view(&scope)?;
@@ -399,6 +419,12 @@ impl Desk {
         if started {
             self.links.mark_started(record.id);
             record.started = true;
+        }
+        if let Some(hash) = hash {
+            self.links.set_password(record.id, hash.clone());
+            self.passwords
+                .insert(record.id, Arc::new(LinkPassword::new(hash.clone())));
+            record.password = Some(hash);
         }
         Ok(record)
     }
@@ -419,10 +445,15 @@ impl Desk {
             .map(normal_scope)
             .transpose()?
             .unwrap_or_default();
+        let same_password = |l: &LinkRecord| match (&l.password, &start.password) {
+            (None, None) => true,
+            (Some(h), Some(p)) => super::password::matches(h, p),
+            _ => false,
+        };
         let kept = self
             .links
             .live()
-            .find(|l| l.started && l.label == start.label && l.scope == scope)
+            .find(|l| l.started && l.label == start.label && l.scope == scope && same_password(l))
             .cloned();
         let record = match kept {
             Some(r) => r,
@@ -437,6 +468,7 @@ impl Desk {
                     &start.label,
                     start.expires.as_deref(),
                     Some(&scope),
+                    start.password.as_deref(),
                     true,
                     secret,
                     now,
@@ -475,6 +507,7 @@ impl Desk {
             label: l.label.clone(),
             url: self.url_of(&l.secret),
             scope: l.scope.clone(),
+            password: l.password.is_some(),
             created: Some(l.created),
             expires: l.expires,
             ended: l.ended.map(|e| match e.why {
@@ -491,6 +524,7 @@ impl Desk {
             label: "main".into(),
             url: self.main.to_url(),
             scope: String::new(),
+            password: false,
             created: None,
             expires: None,
             ended: None,

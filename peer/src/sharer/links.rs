@@ -65,6 +65,9 @@ pub struct LinkRecord {
     /// `--label`): printed again by a later run that asks the same.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub started: bool,
+    /// The link's password as an Argon2id hash (PHC string); none: no password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
 }
 
 impl LinkRecord {
@@ -203,9 +206,17 @@ impl Links {
             scope: scope.to_owned(),
             ended: None,
             started: false,
+            password: None,
         });
         self.trim_ended();
         Ok(self.links.last().expect("just pushed"))
+    }
+
+    /// Gives link `id` a password (its hash).
+    pub fn set_password(&mut self, id: u32, hash: String) {
+        if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
+            l.password = Some(hash);
+        }
     }
 
     /// Marks link `id` as made for `linkfs share`'s command line.

@@ -29,6 +29,7 @@ pub mod folder_watch;
 mod host;
 pub mod links;
 mod live_index;
+pub mod password;
 pub mod reconcile;
 mod relay;
 mod serve;
@@ -93,6 +94,7 @@ pub struct StartLink {
     pub label: String,
     pub scope: Option<String>,
     pub expires: Option<String>,
+    pub password: Option<String>,
 }
 
 /// What the sharer reports to its user interface.
@@ -316,6 +318,7 @@ pub async fn share(
         drop_links: Some(drop_links),
         farewell: Default::default(),
         watch: None,
+        password: None,
     };
     // The share's other links, and the control socket `linkfs link` uses.
     let (kept_links, links_trouble) = match &state {

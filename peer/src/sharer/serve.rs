@@ -66,6 +66,8 @@ pub struct ServeContext {
     pub farewell: Farewell,
     /// The visitor's figures and activity log, if anyone watches.
     pub watch: Option<Arc<super::activity::VisitorWatch>>,
+    /// The visitor's link asks for this password before anything else.
+    pub password: Option<Arc<super::password::LinkPassword>>,
 }
 
 /// Why one visitor's session is being ended, told to it in its goodbye: its
@@ -326,6 +328,18 @@ pub async fn serve_link<L: FrameLink, F: Future<Output = ()>>(
             }
         };
     }
+    let (tx, rx, first) = match &ctx.password {
+        None => (tx, rx, first),
+        Some(password) => match ask_password(tx, rx, first, password, &ctx.cancel).await {
+            Ok(passed) => passed,
+            Err(words) => {
+                return Served::Session(ServeOutcome {
+                    end: ServeEnd::SentOff(words),
+                    stats: Default::default(),
+                });
+            }
+        },
+    };
     announce(LinkIs::Session).await;
     let lanes = board.and_then(|b| {
         let token = crate::random::random_bytes::<16>().ok()?;
@@ -364,4 +378,65 @@ impl<R: FrameReceiver> FrameReceiver for FirstThen<R> {
     fn closed_reason(&self) -> LinkClosed {
         self.rest.closed_reason()
     }
+}
+
+/// Asks a visitor for its link's password before anything of the share
+/// (see [`super::password`]): the link's halves and its first session frame
+/// (the held Hello) if the password is right; otherwise what it was told,
+/// once it was told.
+async fn ask_password<S: FrameSender, R: FrameReceiver>(
+    mut tx: S,
+    mut rx: R,
+    first: Option<Bytes>,
+    password: &super::password::LinkPassword,
+    cancel: &CancellationToken,
+) -> Result<(S, R, Option<Bytes>), String> {
+    use super::password::{ANSWER_WITHIN, Guess, WRONG, too_many};
+    use linkfs_proto::{ReceiverToSender, SenderToReceiver};
+    let mut hello = None;
+    let mut frame = first;
+    let sent = async {
+        tx.ready().await?;
+        tx.send(Bytes::from(SenderToReceiver::PasswordNeeded.encode()))
+    };
+    if sent.await.is_err() {
+        return Err("it left before giving the password".into());
+    }
+    let deadline = tokio::time::Instant::now() + ANSWER_WITHIN;
+    let attempt = loop {
+        if let Some(f) = frame.take() {
+            match ReceiverToSender::decode(&f) {
+                Ok(ReceiverToSender::Password(p)) => break p,
+                // The session's first frame, kept for it.
+                Ok(ReceiverToSender::Hello(_)) if hello.is_none() => hello = Some(f),
+                _ => {}
+            }
+        }
+        frame = tokio::select! {
+            f = rx.recv() => match f {
+                Some(f) => Some(f),
+                None => return Err("it left before giving the password".into()),
+            },
+            () = tokio::time::sleep_until(deadline) => None,
+            () = cancel.cancelled() => None,
+        };
+        if frame.is_none() {
+            tx.close().await;
+            return Err("it gave no password".into());
+        }
+    };
+    let (code, words) = match password.guess(attempt).await {
+        Guess::Right => return Ok((tx, rx, hello)),
+        Guess::Wrong => (GoodbyeCode::WrongPassword, WRONG.to_owned()),
+        Guess::TooMany(wait) => (GoodbyeCode::TooManyTries, too_many(wait)),
+    };
+    let goodbye = SenderToReceiver::Goodbye(linkfs_proto::Goodbye {
+        code,
+        message: words.clone(),
+    });
+    if tx.ready().await.is_ok() {
+        let _ = tx.send(Bytes::from(goodbye.encode()));
+    }
+    tx.close().await;
+    Err(words)
 }

@@ -94,6 +94,13 @@ struct ReadCommand {
     reply: oneshot::Sender<Result<Vec<u8>, ReadError>>,
 }
 
+/// Asks the person for the link's password when the sharer wants one (a
+/// terminal prompt, a file); `None`: there is none to give.
+pub type PasswordSource = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// What a visit says when a link needs a password and none can be given.
+pub const NO_PASSWORD: &str = "this link needs a password: run again in a terminal to be asked for it, or give it with --password-file FILE";
+
 struct Shared {
     visit: Mutex<Visit<()>>,
     refusals: Mutex<(Vec<String>, u64)>,
@@ -142,7 +149,7 @@ pub fn native_receiver_config() -> ReceiverConfig {
 impl Client {
     /// A session over one open link: when it is lost, the session ends.
     pub fn start<L: FrameLink>(link: L, config: ReceiverConfig) -> Client {
-        Self::spawn(Some(link), None, config)
+        Self::spawn(Some(link), None, config, None)
     }
 
     /// A session over an open link; when it is lost, `reconnect` makes new
@@ -154,7 +161,7 @@ impl Client {
         config: ReceiverConfig,
         reconnect: Option<Connector<L>>,
     ) -> Client {
-        Self::spawn(Some(link), reconnect, config)
+        Self::spawn(Some(link), reconnect, config, None)
     }
 
     /// A session whose every link, the first included, `connect` makes;
@@ -163,7 +170,17 @@ impl Client {
         connect: Connector<L>,
         config: ReceiverConfig,
     ) -> Result<Client, VisitError> {
-        let client = Self::spawn(None, Some(connect), config);
+        Self::connect_with_password(connect, config, None).await
+    }
+
+    /// [`Client::connect`], with where the link's password comes from if
+    /// the sharer asks for one.
+    pub async fn connect_with_password<L: FrameLink>(
+        connect: Connector<L>,
+        config: ReceiverConfig,
+        password: Option<PasswordSource>,
+    ) -> Result<Client, VisitError> {
+        let client = Self::spawn(None, Some(connect), config, password);
         let mut watch = client.status.clone();
         loop {
             {
@@ -191,6 +208,7 @@ impl Client {
         first: Option<L>,
         connector: Option<Connector<L>>,
         receiver: ReceiverConfig,
+        password: Option<PasswordSource>,
     ) -> Client {
         let clock = Clock::start();
         let config = VisitConfig {
@@ -225,6 +243,7 @@ impl Client {
             asked_connect: false,
             asked_close: false,
             link_lost: false,
+            password,
         };
         tokio::spawn(run(shell, first, connector, cancel.clone()));
         Client {
@@ -453,6 +472,8 @@ struct VisitShell {
     clock: Clock,
     commands: mpsc::Receiver<ReadCommand>,
     commands_open: bool,
+    /// Where the link's password comes from, when the sharer asks.
+    password: Option<PasswordSource>,
     reads: HashMap<ReadHandle, OpenRead>,
     status: watch::Sender<Status>,
     connected: bool,
@@ -533,6 +554,17 @@ impl VisitShell {
                 overflowed: true,
             }),
             VisitEvent::Refused(e) => self.keep_refusal(e),
+            VisitEvent::PasswordNeeded => {
+                let given = self.password.clone().and_then(|ask| {
+                    // A prompt waits for a person: off the runtime's workers.
+                    tokio::task::block_in_place(|| ask())
+                });
+                let now = self.clock.now();
+                match given {
+                    Some(p) => self.lock().give_password(&p),
+                    None => self.lock().no_password(now, NO_PASSWORD.into()),
+                }
+            }
             _ => {}
         }
     }

@@ -22,8 +22,8 @@ pub mod listing;
 pub mod mount;
 
 pub use client::{
-    CHANGES_QUEUE, COMMAND_QUEUE, Client, Connector, MAX_READ_LEN, MAX_REFUSALS_KEPT, ReadError,
-    RouteCell, Status, native_receiver_config,
+    CHANGES_QUEUE, COMMAND_QUEUE, Client, Connector, MAX_READ_LEN, MAX_REFUSALS_KEPT, NO_PASSWORD,
+    PasswordSource, ReadError, RouteCell, Status, native_receiver_config,
 };
 pub use connect::connect;
 pub use linkfs_core::IndexChanges;
@@ -92,7 +92,11 @@ impl VisitError {
 /// Parses `link`, connects and starts a [`Client`] that reconnects whenever
 /// its visit asks; does not wait for the index. Fails, in the words of the
 /// failure, when the first link cannot be made.
-pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, VisitError> {
+pub async fn open(
+    link: &str,
+    transport: &TransportConfig,
+    password: Option<PasswordSource>,
+) -> Result<Client, VisitError> {
     let link = ShareLink::parse(link)?;
     let transport = transport.clone();
     // How the first link travelled, for the commands to say (found beside the
@@ -132,7 +136,7 @@ pub async fn open(link: &str, transport: &TransportConfig) -> Result<Client, Vis
             Ok(LanedLink::new(data, Some(maker)))
         })
     });
-    let client = Client::connect(connect, native_receiver_config()).await?;
+    let client = Client::connect_with_password(connect, native_receiver_config(), password).await?;
     Ok(client.with_route(route))
 }
 
