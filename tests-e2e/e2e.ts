@@ -749,6 +749,60 @@ const tests: TestCase[] = [
       await s.stop();
     },
   },
+  {
+    name: 'p: a password link asks first, shows nothing of the share before it, refuses a wrong one and opens with the right one',
+    timeoutMs: 120_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      const { chromium, page } = await browser(t, 'password');
+      const s = await share(t, fixture.dir);
+      const pwFile = path.join(scratchDir, `pw-${process.pid}`);
+      await writeFile(pwFile, 'open sesame\n');
+      t.defer(() => rm(pwFile, { force: true }));
+      const r = spawnSync(binary('linkfs'), ['link', 'add', '--label', 'locked', '--password-file', pwFile, '--dir', fixture.dir], { encoding: 'utf8' });
+      assert(r.status === 0, `link add: ${r.stderr}`);
+      const locked = r.stdout.trim();
+      const names = tree.entries.filter((e) => !e.path.includes('/')).map((e) => e.path);
+      const showsNothing = async (when: string) => {
+        const text = await page.evaluate(() => document.body.innerText);
+        const shown = names.filter((n) => n.length > 3 && text.includes(n));
+        assert(shown.length === 0, `${when}: the page shows ${JSON.stringify(shown)} before the password`);
+        const p = await page.evaluate(() => window.linkfsShare?.progress() ?? null);
+        assert(p === null || p.received === 0, `${when}: ${p?.received} entries arrived before the password`);
+      };
+      await openLink(page, locked, ['password']);
+      await showsNothing('asked');
+      const form = page.getByTestId('password-form');
+      assert(await form.isVisible(), 'the password form is shown');
+      // A wrong one: refused in words, still nothing shown.
+      await page.getByTestId('password-input').fill('open sesame!');
+      await page.getByTestId('password-submit').click();
+      await waitForState(page, ['password-wrong'], 10_000);
+      assert((await statusText(page)).includes('password is wrong'), `status: ${await statusText(page)}`);
+      await showsNothing('after a wrong password');
+      // The right one: the page opens the link again with it.
+      await page.getByTestId('password-input').fill('open sesame');
+      await page.getByTestId('password-submit').click();
+      await waitForState(page, ['connected'], 20_000);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const file = tree.entries.find((e) => e.kind === 'file' && e.size > 0 && e.sha256 !== undefined)!;
+      const row = await lookup(page, file.path);
+      assert(row !== null, `${file.path} is listed once the password is right`);
+      const { results } = await readInPage(page, [row.id], 1, 10_000);
+      assert(results[0]!.sha256 === file.sha256, `reading ${file.path}: ${JSON.stringify(results[0])}`);
+      // Reopened, it asks before anything, even what this browser keeps of it.
+      await page.goto('about:blank');
+      await page.goto(locked, { waitUntil: 'domcontentloaded' });
+      await page.getByTestId('password-form').waitFor({ state: 'visible', timeout: 10_000 });
+      await page.waitForTimeout(500);
+      await showsNothing('reopened');
+      await page.getByTestId('password-input').fill('open sesame');
+      await page.getByTestId('password-submit').click();
+      await waitForState(page, ['connected'], 20_000);
+      assertNoPageErrors(chromium);
+      await s.stop();
+    },
+  },
 ];
 
 await runSuite('e2e', tests, {

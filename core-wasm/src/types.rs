@@ -211,6 +211,11 @@ pub enum ConnectionState {
     InvalidLink,
     /// The sharer withdrew this link, or its time ran out.
     LinkEnded,
+    /// The link asks for a password (give it with `givePassword`).
+    Password,
+    /// The password given was wrong (or too many were): the visit ended;
+    /// opening the link again asks anew.
+    PasswordWrong,
     Error,
 }
 

@@ -222,6 +222,13 @@ impl Visit {
             .link_failed(now(), kind, words);
     }
 
+    /// The link's password (when the visit asked, or before): kept for the
+    /// visit's later links too.
+    #[wasm_bindgen(js_name = givePassword)]
+    pub fn give_password(&self, password: &str) {
+        self.inner.borrow_mut().visit.give_password(password);
+    }
+
     /// The open data link closed.
     #[wasm_bindgen(js_name = linkClosed)]
     pub fn link_closed(&self) {
@@ -618,6 +625,10 @@ fn output_of(event: VisitEvent, i: &mut Inner) -> Option<VisitOutput> {
             return None;
         }
         VisitEvent::StorageFailed(_) => return None,
+        VisitEvent::PasswordNeeded => VisitOutput::Status {
+            state: ConnectionState::Password,
+            message: "This link asks for a password.".into(),
+        },
         _ => return None,
     })
 }
@@ -643,6 +654,7 @@ fn words_of(status: &VisitStatus) -> (ConnectionState, String) {
             match (reason.kind(), browsable) {
                 (FailureKind::InvalidLink, _) => (ConnectionState::InvalidLink, words),
                 (FailureKind::LinkEnded, _) => (ConnectionState::LinkEnded, words),
+                (FailureKind::PasswordRefused, _) => (ConnectionState::PasswordWrong, words),
                 (FailureKind::SharerGone | FailureKind::Unreachable, true) => {
                     (ConnectionState::SharerGone, format!("{words} {BROWSE}"))
                 }

@@ -211,7 +211,7 @@ export async function statusText(page: Page): Promise<string> {
 }
 
 /** States after which waiting for another state is pointless. */
-const terminalStates = new Set(['invalid-link', 'link-ended', 'error']);
+const terminalStates = new Set(['invalid-link', 'link-ended', 'password-wrong', 'error']);
 
 /**
  * Waits until `document.body.dataset.state` is one of `wanted`. Fails at once if the page

@@ -271,7 +271,7 @@ export async function statusText(page: Page): Promise<string> {
   return page.evaluate(() => document.querySelector('[data-testid=status]')?.textContent ?? '');
 }
 
-const terminalStates = new Set(['invalid-link', 'link-ended', 'error']);
+const terminalStates = new Set(['invalid-link', 'link-ended', 'password-wrong', 'error']);
 
 /** Waits until `document.body.dataset.state` is one of `wanted` (as chromium.ts's waitForState). */
 export async function waitForState(page: Page, wanted: string[], timeoutMs = 20_000): Promise<string> {

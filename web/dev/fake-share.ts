@@ -269,6 +269,10 @@ class FakeShare implements ShareApi {
     return new Blob(parts);
   }
 
+  givePassword(_password: string): void {
+    // The fake share asks for no password.
+  }
+
   close(): void {
     for (const timer of this.timers) clearTimeout(timer);
     this.listeners.clear();

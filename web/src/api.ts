@@ -166,5 +166,7 @@ export interface ShareApi {
   connection(): Promise<ConnectionInfo | null>;
   /** Streams a file or a ZIP somewhere with bounded memory; see `TransferTarget`. */
   transfer(source: TransferSource, target: TransferTarget): Transfer;
+  /** The link's password, when the status is `password` (or before: kept for when asked). */
+  givePassword(password: string): void;
   close(): void;
 }

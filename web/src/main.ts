@@ -8,6 +8,7 @@ import { errorText } from './ui/save-file';
 import { serviceWorker } from './ui/service-worker';
 import { parseFragment } from './ui/share-link';
 import { ShareView } from './ui/share-view';
+import { linkAsks, PasswordPrompt, takeKept } from './ui/password-prompt';
 
 declare global {
   interface Window {
@@ -25,6 +26,12 @@ async function main(): Promise<void> {
   const mount = document.getElementById('app');
   if (!mount) throw new Error('index.html has no #app element');
   const { key } = parseFragment(window.location.hash);
+  // A link that asks for a password asks before anything of it is shown (its cached
+  // listing included); a wrong one's retry brings the password across the reload.
+  let password = key === '' ? null : await takeKept(key);
+  if (key !== '' && password === null && (await linkAsks(key))) {
+    password = await PasswordPrompt.ask(mount);
+  }
   // The index worker starts first (its wasm, the saved index) while the page builds its view.
   const opening = key === '' ? null : openShare(key);
   opening?.catch(() => undefined); // awaited below
@@ -41,6 +48,7 @@ async function main(): Promise<void> {
   }
   try {
     const api = await opening;
+    if (password !== null) api.givePassword(password);
     window.linkfsShare = api;
     view.attach(api);
   } catch (error) {

@@ -104,6 +104,10 @@ class WasmShare implements ShareApi {
 
   private readyWaiter: { resolve: () => void; reject: (e: Error) => void } | null = null;
 
+  givePassword(password: string): void {
+    this.post({ type: 'password', password });
+  }
+
   /** Follows `link` (origin + fragment): from now on the visit's requests for a data link are served. */
   follow(link: string): void {
     this.link = link;

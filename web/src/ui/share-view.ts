@@ -21,6 +21,7 @@ import { fragmentFor, lookupPath, parseFragment } from './share-link';
 import { ConnectionInfoView } from './connection-info';
 import { SearchPanel } from './search';
 import { ConnectionStatusView } from './status';
+import { keepForReload, PasswordPrompt, rememberAsks } from './password-prompt';
 import { throttle } from './throttle';
 
 /** While the index fills, the shown folder is re-listed at most this often. */
@@ -41,6 +42,7 @@ export class ShareView {
   private readonly count: HTMLElement;
   private readonly notice: HTMLElement;
   private readonly content: HTMLElement;
+  private readonly password = new PasswordPrompt();
   private readonly toolbar: HTMLElement;
   private readonly folderDownload: HTMLButtonElement;
   private readonly folderSave: HTMLButtonElement;
@@ -152,6 +154,7 @@ export class ShareView {
         this.indexProgress.element,
         this.status.element,
       ),
+      this.password.element,
       this.toolbar,
       this.content,
     );
@@ -160,6 +163,7 @@ export class ShareView {
 
   showStatus(status: ConnectionStatus): void {
     this.status.show(status);
+    this.askPassword(status);
     this.connectionInfo?.setConnected(status.state === 'connected');
     if (this.api) this.indexProgress.show(this.api.progress(), status.state);
   }
@@ -513,6 +517,31 @@ export class ShareView {
       else text = `${matches} of ${formatItems(filter.total)}`;
     }
     this.count.textContent = text;
+  }
+
+  /**
+   * The link asks for a password: the form instead of the share, before anything of
+   * it; a wrong one ended the visit, so the next try opens the link again.
+   */
+  private askPassword(status: ConnectionStatus): void {
+    if (status.state !== 'password' && status.state !== 'password-wrong') {
+      if (!this.password.element.hidden) {
+        this.password.hide();
+        this.setContentShown(true);
+      }
+      return;
+    }
+    void rememberAsks(this.key);
+    this.setNotice(null);
+    this.setContentShown(false);
+    this.indexProgress.element.hidden = true;
+    if (status.state === 'password') {
+      this.password.show('', (p) => this.api?.givePassword(p));
+    } else {
+      this.password.show(status.message, (p) => {
+        void keepForReload(this.key, p).then(() => window.location.reload());
+      });
+    }
   }
 
   /** Hides the toolbar and the listing when there is nothing to browse at all. */

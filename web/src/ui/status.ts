@@ -13,6 +13,8 @@ const DEFAULT_MESSAGES: Record<ConnectionState, string> = {
   'sharer-gone': 'The sharer went away. You can still browse what was received; reopen the link when they share again.',
   'invalid-link': 'This link is not valid. Ask the sharer for the link again and copy all of it.',
   'link-ended': 'The sharer withdrew this link, or its time ran out. Ask them for a new one.',
+  password: 'This link asks for a password.',
+  'password-wrong': 'The password is wrong.',
   error: 'Something went wrong while talking to the sharer.',
 };
 
@@ -23,6 +25,8 @@ const TITLES: Record<ConnectionState, string> = {
   'sharer-gone': 'Sharer offline',
   'invalid-link': 'Link not valid',
   'link-ended': 'Link no longer valid',
+  password: 'Password',
+  'password-wrong': 'Password',
   error: 'Problem',
 };
 

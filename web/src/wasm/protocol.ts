@@ -39,6 +39,8 @@ export type ToWorker =
   | { type: 'link-status'; state: LinkState; message: string }
   | { type: 'link-open' }
   | { type: 'link-closed' }
+  /** The link's password, which the visit asks for (kept for later links). */
+  | { type: 'password'; password: string }
   | { type: 'frame'; frame: ArrayBuffer }
   | { type: 'query'; id: number; query: IndexQuery }
   | { type: 'read'; id: number; entry: EntryId }

@@ -374,6 +374,10 @@ function handle(message: ToWorker, v: Visit): void {
       v.linkClosed();
       flush();
       return;
+    case 'password':
+      v.givePassword(message.password);
+      flush();
+      return;
     case 'frame':
       v.handleFrame(new Uint8Array(message.frame));
       flush();
