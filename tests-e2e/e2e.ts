@@ -803,6 +803,63 @@ const tests: TestCase[] = [
       await s.stop();
     },
   },
+  {
+    name: 'q: a scoped link shows its folder as the root: the page holds exactly that tree, and nothing above or beside it (live, and in what it keeps)',
+    timeoutMs: 120_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      // A top folder with files below it and no symlinks: its tree is what the page must hold.
+      const tops = tree.entries.filter((e) => e.kind === 'dir' && !e.path.includes('/'));
+      const below = (d: { path: string }) => tree.entries.filter((e) => e.path.startsWith(`${d.path}/`));
+      const scope = tops
+        .filter((d) => below(d).some((e) => e.kind === 'file') && !below(d).some((e) => e.kind === 'symlink'))
+        .sort((x, y) => below(y).length - below(x).length)[0];
+      assert(scope !== undefined, 'the fixture has a top folder with files and no symlinks');
+      const outside = tree.entries
+        .filter((e) => !e.path.startsWith(`${scope.path}/`) && e.path !== scope.path)
+        .map((e) => e.path.split('/').pop()!)
+        .filter((n) => n.length >= 4 && !tree.entries.some((i) => i.path.startsWith(`${scope.path}/`) && i.path.split('/').pop() === n));
+      // A relay of its own, so the page still loads once the sharer stops (to see what it kept).
+      const relay = await startRelay();
+      t.defer(async () => log(`    relay stopped: ${await relay.stop()}`));
+      const { chromium, page } = await browser(t, 'scoped');
+      const s = await share(t, fixture.dir, { args: ['--relay', relay.url] });
+      const r = spawnSync(binary('linkfs'), ['link', 'add', '--scope', scope.path, '--label', 'part', '--dir', fixture.dir], { encoding: 'utf8' });
+      assert(r.status === 0, `link add --scope: ${r.stderr}`);
+      const scoped = r.stdout.trim();
+      await openLink(page, scoped, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const c = await convergeIndex(page, path.join(fixture.dir, scope.path), 10_000);
+      assert(c.mismatches.length === 0, `the page's index is not the scope's tree:\n  ${c.mismatches.slice(0, 10).map(formatMismatch).join('\n  ')}`);
+      const names = new Set(c.remote.map((e) => e.path.split('/').pop()));
+      const leaked = outside.filter((n) => names.has(n));
+      assert(leaked.length === 0, `names from outside the scope reached the page: ${JSON.stringify(leaked.slice(0, 10))}`);
+      const p = await page.evaluate(() => window.linkfsShare!.progress());
+      // The count includes the root (the scope folder itself).
+      assert(p.announced === c.remote.length + 1, `the page was told of ${p.announced} entries, the scope has ${c.remote.length} and its root (a count from outside it?)`);
+      // Live: a file made inside arrives; one made beside it does not.
+      await writeFile(path.join(fixture.dir, scope.path, 'made-inside.txt'), 'in\n');
+      await writeFile(path.join(fixture.dir, 'made-beside.txt'), 'out\n');
+      const after = await convergeIndex(page, path.join(fixture.dir, scope.path), 10_000);
+      assert(after.mismatches.length === 0, `after a change: ${after.mismatches.slice(0, 5).map(formatMismatch).join('; ')}`);
+      assert(!after.remote.some((e) => e.path.endsWith('made-beside.txt')), 'a file made beside the scope reached the page');
+      // What the browser keeps: reopened offline (the sharer stopped), the cached index is the scope's.
+      await s.stop();
+      await page.goto('about:blank');
+      await page.goto(scoped, { waitUntil: 'domcontentloaded' });
+      await waitForState(page, ['sharer-gone', 'connecting', 'reconnecting'], 20_000);
+      await page.waitForFunction(() => (window.linkfsShare?.progress().fromCache ?? 0) > 0, undefined, { timeout: 20_000 });
+      const kept = await enumerateIndex(page);
+      const keptNames = new Set(kept.entries.map((e) => e.path.split('/').pop()));
+      const keptLeaks = outside.filter((n) => keptNames.has(n));
+      assert(keptLeaks.length === 0, `the browser kept names from outside the scope: ${JSON.stringify(keptLeaks.slice(0, 10))}`);
+      assert(kept.entries.length === after.remote.length, `kept ${kept.entries.length} entries, the scope has ${after.remote.length}`);
+      log(`    scope ${scope.path}: ${after.remote.length} entries; ${outside.length} names outside it, none reached the page or its cache`);
+      assertNoPageErrors(chromium);
+      await rm(path.join(fixture.dir, scope.path, 'made-inside.txt'), { force: true });
+      await rm(path.join(fixture.dir, 'made-beside.txt'), { force: true });
+    },
+  },
 ];
 
 await runSuite('e2e', tests, {

@@ -363,7 +363,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
       const tree = await generatedTree(100_000);
       const t = await share(near, tree, shareArgs);
       const r = await runIn(far, 'ls', binary('linkfs'), ['ls', t.link, ...visitArgs], 300_000);
-      const m2 = /index complete: \d+ entries in ([\d.]+) s/.exec(r.stderr);
+      const m2 = /index complete: \d+ entries (?:\([^)]*\) )?in ([\d.]+) s/.exec(r.stderr);
       await t.stop().catch(() => undefined);
       if (m2 === null) throw new Error(`no index time in linkfs ls's output: ${r.stderr}`);
       return Number(m2[1]);

@@ -192,8 +192,10 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
     }
     match done {
         Ok(entries) => {
+            let bytes = client.with_visit(|v| v.index_wire_bytes());
             eprintln!(
-                "linkfs: index complete: {entries} entries in {:.2} s",
+                "linkfs: index complete: {entries} entries ({}) in {:.2} s",
+                super::share::human_bytes(bytes),
                 started.elapsed().as_secs_f64()
             );
             let (refused, count) = client.refusals();

@@ -287,6 +287,11 @@ impl Client {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Runs `f` on the visit as it is now (figures).
+    pub fn with_visit<R>(&self, f: impl FnOnce(&Visit<()>) -> R) -> R {
+        f(&self.visit())
+    }
+
     /// Runs `f` on the index as it is now.
     pub fn with_index<R>(&self, f: impl FnOnce(&Index) -> R) -> R {
         f(self.visit().index())
