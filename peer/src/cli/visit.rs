@@ -152,25 +152,43 @@ fn report_reconnects(client: &Client) {
     });
 }
 
+/// How the link travels, said once ICE says: while the index arrives, or
+/// after it by a task of its own (the index never waits for ICE).
+struct RouteTold(Option<tokio::task::JoinHandle<()>>);
+
+impl RouteTold {
+    /// Waits up to `wait` for the route to be said, so a short command does
+    /// not end before it says how it went.
+    async fn settle(self, wait: Duration) {
+        if let Some(task) = self.0 {
+            let _ = tokio::time::timeout(wait, task).await;
+        }
+    }
+}
+
+fn say_route(route: Option<linkfs_peer::transport::Route>, b: Option<&ProgressBar>) {
+    if let Some(route) = route {
+        let say = || eprintln!("linkfs: connected to the sharer {route}");
+        match b {
+            Some(b) => b.suspend(say),
+            None => say(),
+        }
+    }
+}
+
 /// Connects and waits for the complete index, showing its progress.
-async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
+async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<(Client, RouteTold)> {
     let started = std::time::Instant::now();
     eprintln!("linkfs: connecting to the sharer ...");
     let client = open(&args.link, &transport(args), password_source(args)?).await?;
     report_reconnects(&client);
     let b = bar("{spinner} index: {pos}/{len} entries {wide_bar} {elapsed}");
-    // How the link travels is said once ICE says; the index does not wait for it.
     let mut route_said = false;
-    let say_route = |route: Option<linkfs_peer::transport::Route>, b: &ProgressBar| {
-        if let Some(route) = route {
-            b.suspend(|| eprintln!("linkfs: connected to the sharer {route}"));
-        }
-    };
     let mut watch = client.watch();
     let done = loop {
         if !route_said && let Some(route) = client.route_now() {
             route_said = true;
-            say_route(route, &b);
+            say_route(route, Some(&b));
         }
         let s = watch.borrow_and_update().clone();
         b.set_length(s.announced.max(s.received));
@@ -187,9 +205,10 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
         }
     };
     b.finish_and_clear();
-    if !route_said {
-        say_route(client.settled_route().await, &b);
-    }
+    let told = RouteTold((!route_said).then(|| {
+        let client = client.clone();
+        tokio::spawn(async move { say_route(client.settled_route().await, None) })
+    }));
     match done {
         Ok(entries) => {
             let bytes = client.with_visit(|v| v.index_wire_bytes());
@@ -205,7 +224,7 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
                     refused.first().map_or("", String::as_str)
                 );
             }
-            Ok(client)
+            Ok((client, told))
         }
         Err(reason) => {
             Err(anyhow::Error::new(VisitError::Ended(reason)).context("the index did not arrive"))
@@ -214,7 +233,7 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<Client> {
 }
 
 pub async fn ls(args: LsArgs) -> anyhow::Result<()> {
-    let client = connect_and_index(&args.connect).await?;
+    let (client, route) = connect_and_index(&args.connect).await?;
     let options = ListOptions {
         json: args.json,
         recursive: args.recursive,
@@ -222,6 +241,7 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let result = client.with_index(|ix| list(ix, &args.path, options, &mut out));
+    route.settle(Duration::from_secs(3)).await;
     client.shutdown().await;
     match result {
         Ok(_) => {
@@ -239,7 +259,7 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<()> {
 }
 
 pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
-    let client = connect_and_index(&args.connect).await?;
+    let (client, route) = connect_and_index(&args.connect).await?;
     let b = bar("{bytes}/{total_bytes} {wide_bar} {bytes_per_sec} eta {eta}");
     let options = GetOptions {
         path: args.path.clone(),
@@ -256,8 +276,9 @@ pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
         }
     };
     b.finish_and_clear();
-    client.shutdown().await;
     let secs = started.elapsed().as_secs_f64();
+    route.settle(Duration::from_secs(3)).await;
+    client.shutdown().await;
     eprintln!(
         "linkfs: {} files ({} already complete), {} folders, {} symlinks; fetched {} bytes in {:.2} s ({:.1} MB/s) into {}",
         summary.files,
@@ -327,7 +348,7 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
             args.mountpoint.display()
         );
     }
-    let client = connect_and_index(&args.connect).await?;
+    let (client, _route) = connect_and_index(&args.connect).await?;
     let fs = LinkFs::new(
         client.clone(),
         MountOptions {

@@ -176,6 +176,11 @@ impl DataLink {
 pub struct PathProbe(std::sync::Weak<Connection>);
 
 impl PathProbe {
+    /// Whether the connection is still there to ask.
+    pub fn is_open(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
     /// The round trip ICE last measured on the selected pair; `None` while
     /// unknown or once the connection is gone.
     pub async fn round_trip(&self) -> Option<Duration> {

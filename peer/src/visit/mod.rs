@@ -140,17 +140,26 @@ pub async fn open(
     Ok(client.with_route(route))
 }
 
-/// The route a new link settled on: ICE may settle on its pair a moment
-/// after the channel opens (asked for up to a second: on a busy machine,
-/// 200 ms was once not enough, and `linkfs get` did not say how it went).
+/// The route a new link settled on: ICE may settle on its pair a while
+/// after the channel opens (on a busy machine, through TURN, a second was
+/// once not enough and `linkfs get` did not say how it went), so it is asked
+/// for up to 10 s: every 20 ms for the first second, then every 200 ms.
 /// Asked beside the session: awaited before it, it held up a 204k-entry
 /// index on one host by a second whenever ICE did not say.
 async fn settled_route(probe: &crate::transport::PathProbe) -> Option<Route> {
-    for _ in 0..50 {
+    let asked = std::time::Instant::now();
+    loop {
         if let Some(route) = probe.route().await {
             return Some(route);
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        if !probe.is_open() || asked.elapsed() >= std::time::Duration::from_secs(10) {
+            return None;
+        }
+        let pause = if asked.elapsed() < std::time::Duration::from_secs(1) {
+            20
+        } else {
+            200
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
     }
-    probe.route().await
 }
