@@ -49,6 +49,7 @@ pub mod persist;
 pub mod receiver;
 pub mod seal;
 pub mod search;
+pub mod selection;
 pub mod sender;
 pub mod settle;
 pub mod share_index;
@@ -76,6 +77,7 @@ pub use receiver::{
 };
 pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use search::{MAX_RESULTS, NamePattern, Search, SearchStep};
+pub use selection::{MAX_SELECTED_PATHS, Selection, SelectionError};
 pub use sender::{
     IoFailure, MAX_RETRANSMITS, ReadIo, SHORT_READ, SHORT_READ_EXTRA_IO, SenderConfig,
     SenderSession, SenderStats, SessionError, target_leaves_root,

@@ -98,6 +98,9 @@ pub struct SenderConfig {
     /// or climbing above it with `..`) with no target: a link scoped to a
     /// subfolder must not name anything beside or above it.
     pub confine_symlinks: bool,
+    /// A link that shows a selection of paths: a symlink whose target leads
+    /// anywhere else is sent with no target too.
+    pub selection: Option<std::sync::Arc<crate::Selection>>,
 }
 
 impl Default for SenderConfig {
@@ -112,6 +115,7 @@ impl Default for SenderConfig {
             max_read_len: 1 << 20,
             max_pending_io: 8,
             confine_symlinks: false,
+            selection: None,
         }
     }
 }
@@ -768,10 +772,15 @@ impl SenderSession {
         if !self.config.confine_symlinks || view.kind != EntryKind::Symlink {
             return view;
         }
-        let depth = index
-            .relative_path(view.id)
-            .map_or(0, |p| p.split(|b| *b == b'/').count().saturating_sub(1));
-        if target_leaves_root(depth, view.target) {
+        let rel = index.relative_path(view.id).unwrap_or_default();
+        let depth = rel.split(|b| *b == b'/').count().saturating_sub(1);
+        let hidden = target_leaves_root(depth, view.target)
+            || self
+                .config
+                .selection
+                .as_ref()
+                .is_some_and(|s| !s.shows_target(&rel, view.target));
+        if hidden {
             EntryView {
                 target: b"",
                 ..view

@@ -134,6 +134,9 @@ pub struct WalkOptions {
     pub max_problems: usize,
     /// See [`FolderHook`].
     pub before_listing: Option<FolderHook>,
+    /// Walk only what this selection shows (a link that selects paths):
+    /// nothing beside it is listed or even looked at twice.
+    pub selection: Option<Arc<linkfs_core::Selection>>,
 }
 
 impl std::fmt::Debug for WalkOptions {
@@ -144,6 +147,7 @@ impl std::fmt::Debug for WalkOptions {
             .field("one_file_system", &self.one_file_system)
             .field("max_problems", &self.max_problems)
             .field("before_listing", &self.before_listing.is_some())
+            .field("selection", &self.selection)
             .finish()
     }
 }
@@ -156,6 +160,7 @@ impl Default for WalkOptions {
             one_file_system: false,
             max_problems: 16,
             before_listing: None,
+            selection: None,
         }
     }
 }
@@ -288,6 +293,9 @@ struct Shared {
     problems: Mutex<problems::ProblemLog>,
     cancel: Arc<AtomicBool>,
     before_listing: Option<FolderHook>,
+    /// The walked folder, and the selection of it to walk (if any).
+    root: PathBuf,
+    selection: Option<Arc<linkfs_core::Selection>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -335,6 +343,8 @@ fn walk(root: &Path, options: WalkOptions) -> Result<WalkHandle, WalkError> {
         problems: Mutex::new(problems::ProblemLog::new(options.max_problems)),
         cancel: Arc::clone(&cancel),
         before_listing: options.before_listing.clone(),
+        root: root.to_path_buf(),
+        selection: options.selection.clone(),
     });
     let (chunk_tx, chunk_rx) = sync_channel(2 * workers);
     let (batch_tx, batch_rx) = sync_channel(OUTPUT_BATCHES);

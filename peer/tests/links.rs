@@ -371,8 +371,9 @@ fn a_scoped_link_shows_its_folder_as_the_root_and_nothing_above_or_beside_it() {
     // Refused scopes say why.
     for (scope, words) in [
         ("../x", "climbs out"),
-        ("a.txt", "not a folder"),
-        ("nope", "not a folder of the share"),
+        ("a.txt/x", "a.txt is a file"),
+        ("nope", "'nope' is not in the share"),
+        ("photos/peek", "goes through a symlink"),
     ] {
         let o = share.ask(&["link", "add", "--scope", scope]);
         assert!(!o.status.success(), "--scope {scope} was taken");
@@ -453,6 +454,144 @@ fn a_scoped_link_shows_its_folder_as_the_root_and_nothing_above_or_beside_it() {
 }
 
 #[test]
+#[ignore = "needs WebRTC on loopback and FUSE: runs in the test namespace (scripts/test)"]
+fn a_link_that_selects_paths_shows_them_in_place_and_nothing_beside_them() {
+    let share = Share::new("selection");
+    let d = &share.dir;
+    for dir in ["work/report/figures", "work/drafts", "home/tax", "music"] {
+        std::fs::create_dir_all(d.join(dir)).unwrap();
+    }
+    std::fs::write(d.join("work/report/main.tex"), b"\\section{A}").unwrap();
+    std::fs::write(d.join("work/report/figures/f1.svg"), b"<svg/>").unwrap();
+    std::fs::write(d.join("work/drafts/unsent-letter.txt"), b"dear").unwrap();
+    std::fs::write(d.join("work/budget-secret.xls"), b"money").unwrap();
+    std::fs::write(d.join("home/tax/return-2026.pdf"), b"%PDF").unwrap();
+    std::fs::write(d.join("music/song.flac"), b"la la").unwrap();
+    std::fs::write(d.join("music/other-track.flac"), b"hidden").unwrap();
+    std::os::unix::fs::symlink("../drafts/unsent-letter.txt", d.join("work/report/peek")).unwrap();
+    std::os::unix::fs::symlink("main.tex", d.join("work/report/same")).unwrap();
+    std::os::unix::fs::symlink("../../music/song.flac", d.join("work/report/tune")).unwrap();
+
+    // Too many paths, or one that is not there, are refused in words.
+    let names: Vec<String> = (0..33).map(|i| format!("work/report/p{i}")).collect();
+    let mut many = vec!["link", "add"];
+    for n in &names {
+        std::fs::write(d.join(n), b"").unwrap();
+        many.extend(["--scope", n.as_str()]);
+    }
+    let o = share.ask(&many);
+    assert!(!o.status.success(), "33 paths were taken");
+    assert!(
+        text(&o.stderr).contains("at most 32 paths"),
+        "{}",
+        text(&o.stderr)
+    );
+    for n in &names {
+        std::fs::remove_file(d.join(n)).unwrap();
+    }
+    let o = share.ask(&["link", "add", "--scope", "work/report", "--scope", "nope/x"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("'nope/x' is not in the share"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let o = share.ask(&[
+        "link",
+        "add",
+        "--label",
+        "picked",
+        "--scope",
+        "work/report",
+        "--scope",
+        "/music/song.flac/",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let picked = text(&o.stdout).trim().to_owned();
+    let o = share.ask(&["link", "list"]);
+    assert!(
+        text(&o.stdout).contains("/music/song.flac + /work/report"),
+        "list shows the selection: {}",
+        text(&o.stdout)
+    );
+
+    // Exactly the selected paths, in place, and the folders on the way.
+    let mut want: Vec<String> = ["music", "music/song.flac", "work", "work/report"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain(
+            find(&d.join("work/report"))
+                .into_iter()
+                .map(|p| format!("work/report/{p}")),
+        )
+        .collect();
+    want.sort();
+    let (paths, raw) = listed(&picked);
+    assert_eq!(paths, want, "the selection's index");
+    for beside in ["drafts", "unsent", "budget", "home", "tax", "other-track"] {
+        assert!(
+            !raw.contains(beside),
+            "{beside:?} reached the visitor:\n{raw}"
+        );
+    }
+    assert!(
+        raw.contains("../../music/song.flac"),
+        "a target to what is shown stays: {raw}"
+    );
+
+    // `get`: bytes equal, the symlink that leads beside the selection not made.
+    let out = share.dir.with_extension("got");
+    let o = Command::new(LINKFS)
+        .args(["get", &picked, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "get: {}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("not made: work/report/peek"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read(out.join("music/song.flac")).unwrap(),
+        b"la la"
+    );
+    assert_eq!(
+        std::fs::read(out.join("work/report/figures/f1.svg")).unwrap(),
+        b"<svg/>"
+    );
+    assert!(!out.join("work/budget-secret.xls").exists());
+    let _ = std::fs::remove_dir_all(&out);
+
+    // Live: a change inside a selected folder arrives; one beside it does not.
+    let mnt = share.dir.with_extension("mnt");
+    let mount = Mount::start(&picked, &mnt.join("picked"));
+    std::fs::write(d.join("work/report/appendix.tex"), b"more").unwrap();
+    std::fs::write(d.join("work/new-secret.txt"), b"no").unwrap();
+    std::fs::write(d.join("music/new-track.flac"), b"no").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !mount.mnt.join("work/report/appendix.tex").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the new file inside did not arrive"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut seen = find(&mount.mnt);
+    seen.retain(|p| p.contains("secret") || p.contains("new-track"));
+    assert!(
+        seen.is_empty(),
+        "changes beside the selection arrived: {seen:?}"
+    );
+    assert_eq!(
+        std::fs::read(mount.mnt.join("work/report/appendix.tex")).unwrap(),
+        b"more"
+    );
+}
+
+#[test]
 #[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
 fn a_link_asked_for_at_start_is_printed_and_printed_again_after_a_restart() {
     let mut share = Share::new("start");
@@ -489,7 +628,7 @@ fn a_link_asked_for_at_start_is_printed_and_printed_again_after_a_restart() {
         .unwrap();
     assert!(!o.status.success());
     assert!(
-        text(&o.stderr).contains("not a folder of the share"),
+        text(&o.stderr).contains("'nowhere' is not in the share"),
         "{}",
         text(&o.stderr)
     );

@@ -35,9 +35,11 @@ pub enum LinkCommand {
         #[arg(long, value_name = "WHEN")]
         expires: Option<String>,
         /// Show only this folder of the share (relative to it) as the link's
-        /// root: nothing above or beside it is ever sent.
+        /// root: nothing above or beside it is ever sent. Given more than
+        /// once (or naming a file), the link shows those paths at their
+        /// places under the share's root, and nothing beside them (at most 32).
         #[arg(long, value_name = "PATH")]
-        scope: Option<String>,
+        scope: Vec<String>,
         #[command(flatten)]
         password: NewPassword,
         #[command(flatten)]
@@ -160,7 +162,15 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                     (None, None) => "never".into(),
                 };
                 let url = if l.ended.is_some() { "-" } else { &l.url };
-                let scope = format!("/{}", l.scope);
+                let scope = if l.selection.is_empty() {
+                    format!("/{}", l.scope)
+                } else {
+                    l.selection
+                        .iter()
+                        .map(|p| format!("/{p}"))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                };
                 println!(
                     "{:>4}  {:<20} {:<20} {:<26} {:>8}  {}",
                     l.id,
@@ -185,7 +195,8 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                 Request::Add {
                     label,
                     expires,
-                    scope,
+                    scope: (scope.len() == 1).then(|| scope[0].clone()),
+                    selection: if scope.len() > 1 { scope } else { Vec::new() },
                     password,
                 },
             )

@@ -85,8 +85,10 @@ pub struct ShareArgs {
     new_link: bool,
     /// Print a link that shows only this folder of the share (relative to it)
     /// as its root, instead of the folder's main link (`linkfs link` for more).
+    /// Given more than once (or naming a file): a link that shows those paths
+    /// at their places under the share's root, and nothing beside them.
     #[arg(long, value_name = "PATH")]
-    scope: Option<String>,
+    scope: Vec<String>,
     /// Print a link that stops working then: a duration (48h, 30m, 7d) or a
     /// date and time in UTC (2026-11-27, 2026-11-27 18:00).
     #[arg(long, value_name = "WHEN")]
@@ -299,13 +301,13 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         state_root: default_state_root(),
         new_link: args.new_link,
         activity_log: args.activity_log.clone(),
-        start_link: (args.scope.is_some()
+        start_link: (!args.scope.is_empty()
             || args.expires.is_some()
             || args.label.is_some()
             || password.is_some())
         .then(|| StartLink {
             label: args.label.clone().unwrap_or_default(),
-            scope: args.scope.clone(),
+            scopes: args.scope.clone(),
             expires: args.expires.clone(),
             password: password.clone(),
         }),

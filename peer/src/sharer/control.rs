@@ -44,6 +44,10 @@ pub enum Request {
         /// A folder of the share to show as the link's root.
         #[serde(default)]
         scope: Option<String>,
+        /// Several paths of the share for the link to show, at their places
+        /// under its root (with `scope`, if given, as one more).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        selection: Vec<String>,
         /// The link's password (kept only as a hash).
         #[serde(default)]
         password: Option<String>,
@@ -65,6 +69,9 @@ pub struct LinkView {
     /// The folder it shows as its root; empty: the whole share.
     #[serde(default)]
     pub scope: String,
+    /// The paths it selects (see `linkfs link add --scope`); empty: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selection: Vec<String>,
     /// It asks for a password.
     #[serde(default)]
     pub password: bool,
@@ -261,6 +268,7 @@ mod tests {
                 label: "for Ann".into(),
                 expires: Some("48h".into()),
                 scope: None,
+                selection: Vec::new(),
                 password: None,
             }
         );

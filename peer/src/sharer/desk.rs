@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use linkfs_core::{HostSignaling, LinkId, SettleConfig, ShareLink, ShareSecret};
+use linkfs_core::{HostSignaling, LinkId, Selection, SettleConfig, ShareLink, ShareSecret};
 use linkfs_proto::signal::PeerId;
 use linkfs_proto::{Epoch, GoodbyeCode};
 use tokio::sync::{mpsc, watch};
@@ -45,6 +45,39 @@ pub const SCOPE_GONE: &str =
 struct ScopeView {
     live: LiveIndex,
     ctx: ServeContext,
+}
+
+/// What a link shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Shown {
+    /// The whole share (the main link's view).
+    Whole,
+    /// One folder, as the link's root.
+    Folder(String),
+    /// Several paths (or a file), at their places under the share's root.
+    Selection(Vec<String>),
+}
+
+impl Shown {
+    /// What `record` shows.
+    fn of(record: &LinkRecord) -> Shown {
+        if !record.selection.is_empty() {
+            Shown::Selection(record.selection.clone())
+        } else if record.scope.is_empty() {
+            Shown::Whole
+        } else {
+            Shown::Folder(record.scope.clone())
+        }
+    }
+
+    /// As [`LinkRecord::view_key`] has it.
+    fn key(&self) -> String {
+        match self {
+            Shown::Whole => String::new(),
+            Shown::Folder(scope) => scope.clone(),
+            Shown::Selection(paths) => paths.iter().map(|p| format!("\0{p}")).collect(),
+        }
+    }
 }
 
 /// What the desk needs to show a folder of the share on its own.
@@ -123,28 +156,39 @@ impl Desk {
         for (id, hash) in passwords {
             desk.passwords.insert(id, Arc::new(LinkPassword::new(hash)));
         }
-        let scopes: Vec<String> = desk
-            .links
-            .live()
-            .map(|l| l.scope.clone())
-            .filter(|s| !s.is_empty())
-            .collect();
-        for scope in scopes {
-            let _ = desk.scope_view(&scope);
+        let shown: Vec<Shown> = desk.links.live().map(Shown::of).collect();
+        for shown in shown {
+            let _ = desk.view_of(&shown);
         }
         desk
     }
 
-    /// The view of `scope`, started if it is not yet.
-    fn scope_view(&mut self, scope: &str) -> Result<&ServeContext, String> {
-        if !self.scopes.contains_key(scope) {
-            let folder = scope_folder(&self.scoping.root, scope)?;
+    /// The session context of what a link shows, its view started if it is
+    /// not yet (the whole share's is the base one).
+    fn view_of(&mut self, shown: &Shown) -> Result<&ServeContext, String> {
+        let key = shown.key();
+        if *shown == Shown::Whole {
+            return Ok(&self.base);
+        }
+        if !self.scopes.contains_key(&key) {
+            let (folder, selection) = match shown {
+                Shown::Folder(scope) => (scope_folder(&self.scoping.root, scope)?, None),
+                Shown::Selection(paths) => {
+                    for p in paths {
+                        selected_path(&self.scoping.root, p)?;
+                    }
+                    let selection = Selection::new(paths).map_err(|e| e.to_string())?;
+                    (self.scoping.root.clone(), Some(Arc::new(selection)))
+                }
+                Shown::Whole => unreachable!("the whole share's view is the base one"),
+            };
             let epoch = Epoch(u64::from_le_bytes(
                 crate::random::random_bytes().map_err(|e| e.to_string())?,
             ));
             let (progress, _) = watch::channel(Default::default());
-            let live = LiveIndex::start(
+            let live = LiveIndex::start_selected(
                 &folder,
+                selection.clone(),
                 IndexStart::Walk(epoch),
                 self.scoping.watch,
                 self.scoping.settle,
@@ -157,13 +201,49 @@ impl Desk {
             ctx.index_changed = live.changed.clone();
             ctx.root = live.root.clone();
             ctx.config.confine_symlinks = true;
-            self.scopes
-                .insert(scope.to_owned(), ScopeView { live, ctx });
+            ctx.config.selection = selection;
+            self.scopes.insert(key.clone(), ScopeView { live, ctx });
         }
         self.scopes
-            .get(scope)
+            .get(&key)
             .map(|v| &v.ctx)
             .ok_or_else(|| "no such scope".into())
+    }
+
+    /// What a link asked for with `scope` (one path: a folder becomes the
+    /// root, a file a selection of one) and `selection` (several paths)
+    /// shows, checked against the share.
+    fn rights(&self, scope: Option<&str>, selection: &[String]) -> Result<Shown, String> {
+        let mut paths: Vec<String> = selection
+            .iter()
+            .map(|p| normal_scope(p))
+            .collect::<Result<_, _>>()?;
+        let scope = scope.map(normal_scope).transpose()?.unwrap_or_default();
+        if paths.is_empty() {
+            if scope.is_empty() {
+                return Ok(Shown::Whole);
+            }
+            if selected_path(&self.scoping.root, &scope)? {
+                return Ok(Shown::Folder(scope));
+            }
+            return Ok(Shown::Selection(vec![scope]));
+        }
+        if !scope.is_empty() {
+            paths.push(scope);
+        }
+        if paths.iter().any(String::is_empty) {
+            return Err("a selection names paths inside the share; '/' is the whole share: give no --scope for it".into());
+        }
+        for p in &paths {
+            selected_path(&self.scoping.root, p)?;
+        }
+        let selection = Selection::new(&paths).map_err(|e| e.to_string())?;
+        Ok(Shown::Selection(
+            selection
+                .paths()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect(),
+        ))
     }
 
     /// Stops every scope's walk and watch.
@@ -180,16 +260,8 @@ impl Desk {
     /// A visitor admitted through `link`: its own cancel token and farewell
     /// beside what its link shows (the whole share, or its scope's view).
     pub fn admitted(&mut self, peer: PeerId, link: LinkId, now: u64) -> ServeContext {
-        let scope = self
-            .links
-            .get(link.0)
-            .map(|l| l.scope.clone())
-            .unwrap_or_default();
-        let shown = if scope.is_empty() {
-            Ok(self.base.clone())
-        } else {
-            self.scope_view(&scope).cloned()
-        };
+        let shown = self.links.get(link.0).map_or(Shown::Whole, Shown::of);
+        let shown = self.view_of(&shown).cloned();
         let mut ctx = shown.clone().unwrap_or_else(|_| self.base.clone());
         ctx.cancel = self.base.cancel.child_token();
         ctx.farewell = Farewell::default();
@@ -325,13 +397,18 @@ impl Desk {
                 label,
                 expires,
                 scope,
+                selection,
                 password,
             } => {
+                let shown = match self.rights(scope.as_deref(), &selection) {
+                    Ok(shown) => shown,
+                    Err(words) => return Answer::failed(words),
+                };
                 let record = match self.add_link(
                     host,
                     &label,
                     expires.as_deref(),
-                    scope.as_deref(),
+                    &shown,
                     password.as_deref(),
                     false,
                     secret,
@@ -391,7 +468,7 @@ impl Desk {
         host: &mut HostSignaling,
         label: &str,
         expires: Option<&str>,
-        scope: Option<&str>,
+        shown: &Shown,
         password: Option<&str>,
         started: bool,
         secret: impl FnOnce() -> Option<ShareSecret>,
@@ -402,16 +479,22 @@ impl Desk {
             return Err("an empty password is no password: give one, or none".into());
         }
         let hash = password.map(super::password::hash).transpose()?;
-        let scope = scope.map(normal_scope).transpose()?.unwrap_or_default();
-        if !scope.is_empty() {
-            self.scope_view(&scope)?;
-        }
+        self.view_of(shown)?;
+        let (scope, selection) = match shown {
+            Shown::Whole => (String::new(), Vec::new()),
+            Shown::Folder(scope) => (scope.clone(), Vec::new()),
+            Shown::Selection(paths) => (String::new(), paths.clone()),
+        };
         let secret = secret().ok_or("no secure random numbers for the link's secret")?;
         let mut record = self
             .links
             .add(label, expires, &scope, secret.clone(), now)
             .map_err(|e| e.to_string())?
             .clone();
+        if !selection.is_empty() {
+            self.links.set_selection(record.id, selection.clone());
+            record.selection = selection;
+        }
         if let Err(e) = host.add_link(record.link_id(), &secret) {
             let _ = self.links.revoke(record.id, now);
             return Err(e.to_string());
@@ -439,12 +522,11 @@ impl Desk {
         start: &super::StartLink,
         now: u64,
     ) -> Result<ShareLink, String> {
-        let scope = start
-            .scope
-            .as_deref()
-            .map(normal_scope)
-            .transpose()?
-            .unwrap_or_default();
+        let shown = match start.scopes.as_slice() {
+            [] => Shown::Whole,
+            [one] => self.rights(Some(one), &[])?,
+            several => self.rights(None, several)?,
+        };
         let same_password = |l: &LinkRecord| match (&l.password, &start.password) {
             (None, None) => true,
             (Some(h), Some(p)) => super::password::matches(h, p),
@@ -453,7 +535,12 @@ impl Desk {
         let kept = self
             .links
             .live()
-            .find(|l| l.started && l.label == start.label && l.scope == scope && same_password(l))
+            .find(|l| {
+                l.started
+                    && l.label == start.label
+                    && l.view_key() == shown.key()
+                    && same_password(l)
+            })
             .cloned();
         let record = match kept {
             Some(r) => r,
@@ -467,7 +554,7 @@ impl Desk {
                     host,
                     &start.label,
                     start.expires.as_deref(),
-                    Some(&scope),
+                    &shown,
                     start.password.as_deref(),
                     true,
                     secret,
@@ -507,6 +594,7 @@ impl Desk {
             label: l.label.clone(),
             url: self.url_of(&l.secret),
             scope: l.scope.clone(),
+            selection: l.selection.clone(),
             password: l.password.is_some(),
             created: Some(l.created),
             expires: l.expires,
@@ -524,6 +612,7 @@ impl Desk {
             label: "main".into(),
             url: self.main.to_url(),
             scope: String::new(),
+            selection: Vec::new(),
             password: false,
             created: None,
             expires: None,
@@ -582,6 +671,35 @@ pub fn normal_scope(text: &str) -> Result<String, String> {
         }
     }
     Ok(parts.join("/"))
+}
+
+/// Whether the path `rel` of the share names a folder (else a file): every
+/// component on the way a real folder, none (itself included) a symlink.
+pub fn selected_path(root: &Path, rel: &str) -> Result<bool, String> {
+    let mut at = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        let meta = std::fs::symlink_metadata(&at)
+            .map_err(|e| format!("'{rel}' is not in the share ({e})"))?;
+        if meta.file_type().is_symlink() {
+            return Err(format!(
+                "'{rel}' goes through a symlink ({part}): give what it points to, inside the share"
+            ));
+        }
+        let last = i + 1 == parts.len();
+        if meta.is_dir() {
+            continue;
+        }
+        if !last {
+            return Err(format!("'{rel}' is not in the share ({part} is a file)"));
+        }
+        if !meta.is_file() {
+            return Err(format!("'{rel}' is neither a file nor a folder"));
+        }
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// The folder `scope` names inside `root`: every component a real folder,

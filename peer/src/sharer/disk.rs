@@ -39,6 +39,9 @@ pub const OPEN_FILES: usize = 16;
 pub struct ShareRoot {
     dir: OwnedFd,
     path: PathBuf,
+    /// A link that selects paths: anything else beneath the root is treated
+    /// as not there (not looked at, listed or read).
+    selection: Option<std::sync::Arc<linkfs_core::Selection>>,
 }
 
 impl ShareRoot {
@@ -52,7 +55,25 @@ impl ShareRoot {
         Ok(ShareRoot {
             dir,
             path: path.to_owned(),
+            selection: None,
         })
+    }
+
+    /// The folder at `path`, of which only `selection` is shown.
+    pub fn open_selected(
+        path: &Path,
+        selection: std::sync::Arc<linkfs_core::Selection>,
+    ) -> io::Result<ShareRoot> {
+        let mut root = ShareRoot::open(path)?;
+        root.selection = Some(selection);
+        Ok(root)
+    }
+
+    /// Whether the selection (if any) shows what is at `rel`.
+    fn shows(&self, rel: &[u8], is_folder: bool) -> bool {
+        self.selection
+            .as_ref()
+            .is_none_or(|s| s.shows(rel, is_folder))
     }
 
     pub fn path(&self) -> &Path {
@@ -97,12 +118,15 @@ impl ShareRoot {
         if name.is_empty() || name == b"." || name == b".." {
             return Ok(None);
         }
+        if !self.shows(rel, true) {
+            return Ok(None);
+        }
         let dir = match self.open_dir_beneath(parent) {
             Ok(fd) => fd,
             Err(e) if gone(e) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        stat_at(&dir, name)
+        Ok(stat_at(&dir, name)?.filter(|d| self.shows(rel, d.kind == EntryKind::Dir)))
     }
 
     /// The shared folder's own attributes now.
@@ -113,6 +137,9 @@ impl ShareRoot {
     /// The shareable entries of the folder at `rel` (empty: the root), by name.
     /// `None` if it is not a folder beneath the root any more.
     pub fn list(&self, rel: &[u8]) -> io::Result<Option<Listing>> {
+        if !self.shows(rel, true) {
+            return Ok(None);
+        }
         let fd = match self.open_dir_beneath(rel) {
             Ok(fd) => fd,
             Err(e) if gone(e) => return Ok(None),
@@ -127,7 +154,20 @@ impl ShareRoot {
             if name == b"." || name == b".." {
                 continue;
             }
-            if let Some(e) = stat_at(&stat_fd, name)? {
+            let child = || {
+                let mut c = rel.to_vec();
+                if !c.is_empty() {
+                    c.push(b'/');
+                }
+                c.extend_from_slice(name);
+                c
+            };
+            if !self.shows(&child(), true) {
+                continue;
+            }
+            if let Some(e) = stat_at(&stat_fd, name)?
+                && self.shows(&child(), e.kind == EntryKind::Dir)
+            {
                 out.push((name.to_vec(), e));
             }
         }
@@ -139,6 +179,9 @@ impl ShareRoot {
     /// the opening thread until someone writes to it; the caller then refuses
     /// anything that is not a regular file.
     fn open_beneath(&self, rel: &[u8]) -> Result<File, Errno> {
+        if self.selection.as_ref().is_some_and(|s| !s.holds(rel)) {
+            return Err(Errno::ENOENT);
+        }
         let rel = OsStr::from_bytes(rel);
         let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK;
         let how = OpenHow::new()

@@ -59,6 +59,11 @@ pub struct LinkRecord {
     /// relative to the shared folder); empty: the whole share.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scope: String,
+    /// The paths this link selects ('/'-separated, relative to the shared
+    /// folder), shown at their places under the share's root; empty: none
+    /// (the scope, or the whole share). See `linkfs_core::Selection`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selection: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<Ended>,
     /// Made for `linkfs share`'s command line (`--scope`, `--expires`,
@@ -71,6 +76,16 @@ pub struct LinkRecord {
 }
 
 impl LinkRecord {
+    /// What this link shows, as a key: empty for the whole share, its scope,
+    /// or its selection's paths each after a NUL (a scope holds none).
+    pub fn view_key(&self) -> String {
+        if self.selection.is_empty() {
+            self.scope.clone()
+        } else {
+            self.selection.iter().map(|p| format!("\0{p}")).collect()
+        }
+    }
+
     pub fn link_id(&self) -> LinkId {
         LinkId(self.id)
     }
@@ -204,12 +219,20 @@ impl Links {
             created: now,
             expires,
             scope: scope.to_owned(),
+            selection: Vec::new(),
             ended: None,
             started: false,
             password: None,
         });
         self.trim_ended();
         Ok(self.links.last().expect("just pushed"))
+    }
+
+    /// Makes link `id` show `paths` of the share (see [`LinkRecord::selection`]).
+    pub fn set_selection(&mut self, id: u32, paths: Vec<String>) {
+        if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
+            l.selection = paths;
+        }
     }
 
     /// Gives link `id` a password (its hash).

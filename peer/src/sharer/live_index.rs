@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 
-use linkfs_core::{SettleConfig, ShareIndex};
+use linkfs_core::{Selection, SettleConfig, ShareIndex};
 use linkfs_proto::Epoch;
 use tokio::sync::{mpsc, watch};
 
@@ -56,7 +56,25 @@ impl LiveIndex {
         walk_progress: watch::Sender<WalkProgress>,
         report: mpsc::Sender<ShareEvent>,
     ) -> Result<LiveIndex, ShareError> {
-        let root = Arc::new(ShareRoot::open(folder).map_err(|source| ShareError::Root {
+        Self::start_selected(folder, None, start, watch, settle, walk_progress, report)
+    }
+
+    /// [`LiveIndex::start`] for what `selection` shows of the folder (if
+    /// given): nothing else is walked, looked at, watched or read.
+    pub fn start_selected(
+        folder: &Path,
+        selection: Option<Arc<Selection>>,
+        start: IndexStart,
+        watch: bool,
+        settle: SettleConfig,
+        walk_progress: watch::Sender<WalkProgress>,
+        report: mpsc::Sender<ShareEvent>,
+    ) -> Result<LiveIndex, ShareError> {
+        let opened = match &selection {
+            Some(s) => ShareRoot::open_selected(folder, s.clone()),
+            None => ShareRoot::open(folder),
+        };
+        let root = Arc::new(opened.map_err(|source| ShareError::Root {
             path: folder.to_path_buf(),
             source,
         })?);
@@ -77,6 +95,7 @@ impl LiveIndex {
                     folder,
                     WalkOptions {
                         before_listing,
+                        selection,
                         ..WalkOptions::default()
                     },
                 )?;

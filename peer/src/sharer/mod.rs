@@ -92,7 +92,9 @@ pub struct ShareOptions {
 #[derive(Debug, Clone, Default)]
 pub struct StartLink {
     pub label: String,
-    pub scope: Option<String>,
+    /// `--scope`, as often as given: one folder becomes the link's root; a
+    /// file or several paths make a selection.
+    pub scopes: Vec<String>,
     pub expires: Option<String>,
     pub password: Option<String>,
 }

@@ -127,6 +127,17 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
             continue;
         }
         let path = || job.path.join(OsStr::from_bytes(name));
+        // A link that selects paths: what is beside them is not even looked at.
+        let selected = shared
+            .selection
+            .as_ref()
+            .map(|s| (s, rel_of(&shared.root, &job.path, name)));
+        if let Some((selection, rel)) = &selected
+            && !selection.holds(rel)
+            && !selection.leads_to(rel)
+        {
+            continue;
+        }
         let st = match fstatat(&dir_fd, name_c, AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(st) => st,
             Err(e) => {
@@ -140,6 +151,11 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
             chunk.skipped_special += 1;
             continue;
         };
+        if let Some((selection, rel)) = &selected
+            && !selection.shows(rel, kind == EntryKind::Dir)
+        {
+            continue;
+        }
         let mut folder_path = None;
         let target = match kind {
             EntryKind::Symlink => match readlinkat(&dir_fd, name_c) {
@@ -172,6 +188,19 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
         }
     }
     finish(chunk, tx)
+}
+
+/// The path of `name` in the folder at `folder`, relative to the walked `root`.
+fn rel_of(root: &std::path::Path, folder: &std::path::Path, name: &[u8]) -> Vec<u8> {
+    let mut rel = folder
+        .strip_prefix(root)
+        .map(|p| p.as_os_str().as_bytes().to_vec())
+        .unwrap_or_default();
+    if !rel.is_empty() {
+        rel.push(b'/');
+    }
+    rel.extend_from_slice(name);
+    rel
 }
 
 fn finish(mut chunk: Chunk, tx: &SyncSender<Chunk>) -> Result<(), Stopped> {
