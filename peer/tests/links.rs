@@ -711,6 +711,28 @@ fn the_sharer_sees_who_came_what_they_read_and_logs_it_within_the_links_scope() 
         !logged.contains("pics/"),
         "a path above the scope: {logged}"
     );
+    // The link's bytes served stay counted after its visitor left, and across a restart.
+    let link_served = |share: &Share| -> u64 {
+        let list = text(&share.ask(&["link", "list", "--json"]).stdout);
+        list.lines()
+            .find(|l| l.contains("\"label\":\"pics\""))
+            .and_then(|l| l.split("\"bytes_served\":").nth(1))
+            .and_then(|r| r.split(['}', ',']).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no bytes_served in: {list}"))
+    };
+    assert!(
+        link_served(&share) >= 3 << 20,
+        "{} served",
+        link_served(&share)
+    );
+    share.stop();
+    share.start();
+    assert!(
+        link_served(&share) >= 3 << 20,
+        "after a restart: {}",
+        link_served(&share)
+    );
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&log).unwrap().permissions().mode() & 0o777,

@@ -152,8 +152,8 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                 return Ok(());
             }
             println!(
-                "{:>4}  {:<20} {:<20} {:<26} {:>8}  LINK",
-                "ID", "LABEL", "SCOPE", "EXPIRES", "VISITORS"
+                "{:>4}  {:<20} {:<20} {:<26} {:>8} {:>10}  LINK",
+                "ID", "LABEL", "SCOPE", "EXPIRES", "VISITORS", "SERVED"
             );
             for l in &a.links {
                 let expires = match (&l.ended, l.expires) {
@@ -172,12 +172,13 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                         .join(" + ")
                 };
                 println!(
-                    "{:>4}  {:<20} {:<20} {:<26} {:>8}  {}",
+                    "{:>4}  {:<20} {:<20} {:<26} {:>8} {:>10}  {}",
                     l.id,
                     linkfs_peer::terminal::escaped(&l.label),
                     linkfs_peer::terminal::escaped(&scope),
                     expires,
                     l.visitors,
+                    super::share::human_bytes(l.bytes_served),
                     url
                 );
             }

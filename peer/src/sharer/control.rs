@@ -80,6 +80,10 @@ pub struct LinkView {
     pub expires: Option<u64>,
     /// "withdrawn" or "expired", once it ended.
     pub ended: Option<String>,
+    /// Bytes of files served through it: to its visitors now and to those
+    /// who left (the main link's: since the sharer started).
+    #[serde(default)]
+    pub bytes_served: u64,
     pub visitors: usize,
 }
 

@@ -118,6 +118,8 @@ pub struct Desk {
     scopes: HashMap<String, ScopeView>,
     /// The passwords of links that have one, by link id.
     passwords: HashMap<u32, Arc<LinkPassword>>,
+    /// Bytes served to the main link's visitors who left, since the start.
+    main_served: u64,
 }
 
 impl Desk {
@@ -147,6 +149,7 @@ impl Desk {
             scoping,
             scopes: HashMap::new(),
             passwords: HashMap::new(),
+            main_served: 0,
         };
         let passwords: Vec<(u32, String)> = desk
             .links
@@ -332,7 +335,13 @@ impl Desk {
                 if v.connected {
                     v.watch.left(why);
                 }
-                (who, v.watch.doing().bytes_served)
+                let served = v.watch.doing().bytes_served;
+                if v.link == LinkId(0) {
+                    self.main_served = self.main_served.saturating_add(served);
+                } else {
+                    self.links.add_served(v.link.0, served);
+                }
+                (who, served)
             }
             None => (who, 0),
         }
@@ -577,6 +586,15 @@ impl Desk {
         self.visitors.values().filter(|v| v.link == link).count()
     }
 
+    /// Bytes served to `link`'s visitors connected now.
+    fn serving_now(&self, link: LinkId) -> u64 {
+        self.visitors
+            .values()
+            .filter(|v| v.link == link)
+            .map(|v| v.watch.doing().bytes_served)
+            .sum()
+    }
+
     fn url_of(&self, secret: &str) -> String {
         match ShareSecret::decode(secret) {
             Ok(secret) => ShareLink {
@@ -603,6 +621,7 @@ impl Desk {
                 EndedWhy::Expired => "expired".into(),
             }),
             visitors: self.visitors_of(l.link_id()),
+            bytes_served: l.served + self.serving_now(l.link_id()),
         }
     }
 
@@ -618,6 +637,7 @@ impl Desk {
             expires: None,
             ended: None,
             visitors: self.visitors_of(LinkId(0)),
+            bytes_served: self.main_served + self.serving_now(LinkId(0)),
         };
         std::iter::once(main)
             .chain(self.links.all().iter().map(|l| self.view(l)))

@@ -73,6 +73,14 @@ pub struct LinkRecord {
     /// The link's password as an Argon2id hash (PHC string); none: no password.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// Bytes of files served to this link's visitors who have left (those
+    /// connected now are counted by the desk), across runs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub served: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl LinkRecord {
@@ -220,12 +228,20 @@ impl Links {
             expires,
             scope: scope.to_owned(),
             selection: Vec::new(),
+            served: 0,
             ended: None,
             started: false,
             password: None,
         });
         self.trim_ended();
         Ok(self.links.last().expect("just pushed"))
+    }
+
+    /// Counts `bytes` more served to link `id`'s visitors.
+    pub fn add_served(&mut self, id: u32, bytes: u64) {
+        if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
+            l.served = l.served.saturating_add(bytes);
+        }
     }
 
     /// Makes link `id` show `paths` of the share (see [`LinkRecord::selection`]).

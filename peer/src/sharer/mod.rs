@@ -475,6 +475,12 @@ pub async fn share(
             },
             Some(left) = visitors.next_left(), if !visitors.is_empty() => {
                 let (who, served) = desk.left(left.peer, &left.end.to_string());
+                if served > 0
+                    && let Some(state) = &state
+                    && let Err(e) = state.keep_links(desk.links())
+                {
+                    warn(format!("the links could not be kept for the next run: {e}")).await;
+                }
                 host.machine().visitor_ended(left.peer);
                 let visitors = host.machine().connected();
                 let _ = events
