@@ -55,6 +55,7 @@ pub mod settle;
 pub mod share_index;
 pub mod signaling;
 pub mod sim;
+pub mod upload_name;
 pub mod visit;
 
 pub use backoff::{Backoff, BackoffConfig, Retry};
