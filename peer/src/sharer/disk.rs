@@ -69,11 +69,14 @@ impl ShareRoot {
         Ok(root)
     }
 
-    /// Whether the selection (if any) shows what is at `rel`.
+    /// Whether the selection (if any) shows what is at `rel`; uploads being
+    /// written aside never are.
     fn shows(&self, rel: &[u8], is_folder: bool) -> bool {
-        self.selection
-            .as_ref()
-            .is_none_or(|s| s.shows(rel, is_folder))
+        !super::landing::is_staging(rel)
+            && self
+                .selection
+                .as_ref()
+                .is_none_or(|s| s.shows(rel, is_folder))
     }
 
     pub fn path(&self) -> &Path {
@@ -179,7 +182,8 @@ impl ShareRoot {
     /// the opening thread until someone writes to it; the caller then refuses
     /// anything that is not a regular file.
     fn open_beneath(&self, rel: &[u8]) -> Result<File, Errno> {
-        if self.selection.as_ref().is_some_and(|s| !s.holds(rel)) {
+        if super::landing::is_staging(rel) || self.selection.as_ref().is_some_and(|s| !s.holds(rel))
+        {
             return Err(Errno::ENOENT);
         }
         let rel = OsStr::from_bytes(rel);

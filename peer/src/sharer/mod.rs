@@ -27,6 +27,7 @@ mod disk;
 mod feed;
 pub mod folder_watch;
 mod host;
+pub mod landing;
 pub mod links;
 mod live_index;
 pub mod password;

@@ -126,6 +126,10 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
         if name == b"." || name == b".." {
             continue;
         }
+        // Uploads being written aside are never shared.
+        if job.id == EntryId::ROOT && name == crate::sharer::landing::STAGING.as_bytes() {
+            continue;
+        }
         let path = || job.path.join(OsStr::from_bytes(name));
         // A link that selects paths: what is beside them is not even looked at.
         let selected = shared
