@@ -189,6 +189,16 @@ pub enum SenderToReceiver<'a> {
     Goodbye(Goodbye),
     /// This link asks for a password before anything of the share is sent.
     PasswordNeeded,
+    /// What this link lets its visitor do (after `Welcome`).
+    Rights(Rights),
+    UploadReady(UploadReady),
+    /// Bytes of an upload written so far (the visitor's window moves on).
+    UploadAck {
+        upload: UploadId,
+        written: u64,
+    },
+    UploadDone(UploadDone),
+    UploadRefused(UploadRefused),
     Unknown {
         kind: u8,
     },
@@ -197,7 +207,7 @@ pub enum SenderToReceiver<'a> {
 /// Frames the receiver sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ReceiverToSender {
+pub enum ReceiverToSender<'a> {
     Hello(Hello),
     /// Every operation before `next` is applied (and persisted, where the receiver persists).
     Ack {
@@ -210,6 +220,11 @@ pub enum ReceiverToSender {
     Goodbye(Goodbye),
     /// The link's password (at most [`MAX_MESSAGE_LEN`] bytes).
     Password(String),
+    UploadBegin(UploadBegin),
+    UploadChunk(UploadChunk<'a>),
+    UploadCancel {
+        upload: UploadId,
+    },
     Unknown {
         kind: u8,
     },
@@ -322,7 +337,18 @@ impl<'a> SenderToReceiver<'a> {
                 r.finish()?;
                 SenderToReceiver::PasswordNeeded
             }
-            FRAME_HELLO | FRAME_ACK | FRAME_READ | FRAME_CANCEL_READ | FRAME_PASSWORD => {
+            FRAME_RIGHTS => SenderToReceiver::Rights(upload::decode_rights(&mut r)?),
+            FRAME_UPLOAD_READY => SenderToReceiver::UploadReady(upload::decode_ready(&mut r)?),
+            FRAME_UPLOAD_ACK => {
+                let (upload, written) = upload::decode_ack(&mut r)?;
+                SenderToReceiver::UploadAck { upload, written }
+            }
+            FRAME_UPLOAD_DONE => SenderToReceiver::UploadDone(upload::decode_done(&mut r)?),
+            FRAME_UPLOAD_REFUSED => {
+                SenderToReceiver::UploadRefused(upload::decode_refused(&mut r)?)
+            }
+            FRAME_HELLO | FRAME_ACK | FRAME_READ | FRAME_CANCEL_READ | FRAME_PASSWORD
+            | FRAME_UPLOAD_BEGIN | FRAME_UPLOAD_CHUNK | FRAME_UPLOAD_CANCEL => {
                 return Err(DecodeError::WrongDirection { kind });
             }
             kind => SenderToReceiver::Unknown { kind },
@@ -356,6 +382,13 @@ impl<'a> SenderToReceiver<'a> {
             }
             SenderToReceiver::Goodbye(g) => encode_goodbye(g),
             SenderToReceiver::PasswordNeeded => vec![FRAME_PASSWORD_NEEDED],
+            SenderToReceiver::Rights(x) => upload::encode_rights(x),
+            SenderToReceiver::UploadReady(x) => upload::encode_ready(x),
+            SenderToReceiver::UploadAck { upload, written } => {
+                upload::encode_ack(*upload, *written)
+            }
+            SenderToReceiver::UploadDone(x) => upload::encode_done(x),
+            SenderToReceiver::UploadRefused(x) => upload::encode_refused(x),
             SenderToReceiver::Unknown { kind } => vec![*kind],
         }
     }
@@ -374,8 +407,8 @@ pub fn encode_chunk_into(out: &mut Vec<u8>, c: &ReadChunk<'_>) {
     out.extend_from_slice(c.data);
 }
 
-impl ReceiverToSender {
-    pub fn decode(frame: &[u8]) -> Result<Self, DecodeError> {
+impl<'a> ReceiverToSender<'a> {
+    pub fn decode(frame: &'a [u8]) -> Result<Self, DecodeError> {
         check_len(frame)?;
         let mut r = Reader::new(frame);
         let kind = r.u8()?;
@@ -413,11 +446,27 @@ impl ReceiverToSender {
             },
             FRAME_GOODBYE => return Ok(ReceiverToSender::Goodbye(decode_goodbye(&mut r)?)),
             FRAME_PASSWORD => ReceiverToSender::Password(bounded_message(&mut r)?),
+            FRAME_UPLOAD_BEGIN => {
+                return Ok(ReceiverToSender::UploadBegin(upload::decode_begin(&mut r)?));
+            }
+            FRAME_UPLOAD_CHUNK => {
+                return Ok(ReceiverToSender::UploadChunk(upload::decode_chunk(&mut r)?));
+            }
+            FRAME_UPLOAD_CANCEL => {
+                return Ok(ReceiverToSender::UploadCancel {
+                    upload: upload::decode_cancel(&mut r)?,
+                });
+            }
             FRAME_WELCOME
             | FRAME_INDEX_BATCH
             | FRAME_READ_CHUNK
             | FRAME_READ_ERROR
-            | FRAME_PASSWORD_NEEDED => {
+            | FRAME_PASSWORD_NEEDED
+            | FRAME_RIGHTS
+            | FRAME_UPLOAD_READY
+            | FRAME_UPLOAD_ACK
+            | FRAME_UPLOAD_DONE
+            | FRAME_UPLOAD_REFUSED => {
                 return Err(DecodeError::WrongDirection { kind });
             }
             kind => return Ok(ReceiverToSender::Unknown { kind }),
@@ -466,6 +515,13 @@ impl ReceiverToSender {
                 put_message(&mut out, p);
                 out
             }
+            ReceiverToSender::UploadBegin(b) => upload::encode_begin(b),
+            ReceiverToSender::UploadChunk(c) => {
+                let mut out = Vec::with_capacity(upload::UPLOAD_CHUNK_HEADER_MAX + c.data.len());
+                upload::encode_upload_chunk_into(&mut out, c);
+                out
+            }
+            ReceiverToSender::UploadCancel { upload } => upload::encode_cancel(*upload),
             ReceiverToSender::Unknown { kind } => vec![*kind],
         }
     }

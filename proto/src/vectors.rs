@@ -15,7 +15,9 @@ pub struct Vector {
 
 /// The message a vector decodes to.
 pub enum Message {
-    ToSender(ReceiverToSender),
+    ToSender(ReceiverToSender<'static>),
+    /// Any other frame from the sharer.
+    FromSender(SenderToReceiver<'static>),
     Welcome(Welcome),
     ReadError(ReadError),
     Goodbye(Goodbye),
@@ -24,6 +26,12 @@ pub enum Message {
     /// A chunk of entry 5, generation 0: the hash is part of the vector.
     Chunk {
         read: ReadId,
+        offset: u64,
+        data: &'static [u8],
+    },
+    /// A chunk of an upload of the file "abc": the hash is part of the vector.
+    UploadChunk {
+        upload: UploadId,
         offset: u64,
         data: &'static [u8],
     },
@@ -51,6 +59,86 @@ fn file(id: u32, name: &[u8], size: u64, mtime: i64) -> IndexOp {
 /// Every vector. Comments: `|` separates fields.
 pub fn all() -> Vec<Vector> {
     vec![
+        Vector {
+            name: "rights: list and upload, largest file 1 GiB, 100 files left",
+            // type | flags list+upload | max_file 2^30 | bytes_left 0 (no cap) | files_left 100
+            hex: "05 03 8080808004 00 64",
+            message: Message::FromSender(SenderToReceiver::Rights(Rights {
+                list: true,
+                upload: true,
+                max_file: 1 << 30,
+                bytes_left: 0,
+                files_left: 100,
+            })),
+        },
+        Vector {
+            name: "upload begin",
+            // type | upload 1 | size 3 | BLAKE3("abc") | path "a/b.txt" (7 bytes)
+            hex: "40 01 03 6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85 07 612f622e747874",
+            message: Message::ToSender(ReceiverToSender::UploadBegin(UploadBegin {
+                upload: UploadId(1),
+                size: 3,
+                hash: *blake3::hash(b"abc").as_bytes(),
+                path: b"a/b.txt".to_vec(),
+            })),
+        },
+        Vector {
+            name: "upload chunk",
+            // type | upload 1 | offset 0 | BLAKE3 derive_key("linkfs 2026-11 upload chunk v1",
+            // file hash | offset u64 LE | data) | data "abc"
+            hex: "41 01 00 0df0e5a80efd91b025c4ef8aadeff45340ed906c07dd767f3850a8292714bfed 616263",
+            message: Message::UploadChunk {
+                upload: UploadId(1),
+                offset: 0,
+                data: b"abc",
+            },
+        },
+        Vector {
+            name: "upload cancel",
+            hex: "42 01",
+            message: Message::ToSender(ReceiverToSender::UploadCancel {
+                upload: UploadId(1),
+            }),
+        },
+        Vector {
+            name: "upload ready, resuming at 64 KiB",
+            // type | upload 1 | offset 65536 | path "a/b.txt" | no changes
+            hex: "48 01 808004 07 612f622e747874 00",
+            message: Message::FromSender(SenderToReceiver::UploadReady(UploadReady {
+                upload: UploadId(1),
+                offset: 65536,
+                path: "a/b.txt".into(),
+                changes: String::new(),
+            })),
+        },
+        Vector {
+            name: "upload ack",
+            hex: "49 01 808004",
+            message: Message::FromSender(SenderToReceiver::UploadAck {
+                upload: UploadId(1),
+                written: 65536,
+            }),
+        },
+        Vector {
+            name: "upload done, under another name",
+            // type | upload 1 | path "a/b (2).txt" (11 bytes) | renamed
+            hex: "4a 01 0b 612f62202832292e747874 01",
+            message: Message::FromSender(SenderToReceiver::UploadDone(UploadDone {
+                upload: UploadId(1),
+                path: "a/b (2).txt".into(),
+                renamed: true,
+            })),
+        },
+        Vector {
+            name: "upload refused: over the link's cap",
+            // type | upload 1 | code 3 (over cap) | "too big"
+            hex: "4b 01 03 07 746f6f20626967",
+            message: Message::FromSender(SenderToReceiver::UploadRefused(UploadRefused {
+                upload: UploadId(1),
+                code: UploadRefusal::OverCap,
+                message: "too big".into(),
+            })),
+        },
         Vector {
             name: "hello, fresh",
             // type Hello | version 1 | no resume
@@ -305,6 +393,24 @@ pub fn check(v: &Vector) -> Result<(), String> {
         }
         Message::PasswordNeeded => {
             check_s2r(&bytes, SenderToReceiver::PasswordNeeded).map_err(|e| fail(&e))?
+        }
+        Message::FromSender(m) => check_s2r(&bytes, m.clone()).map_err(|e| fail(&e))?,
+        Message::UploadChunk {
+            upload,
+            offset,
+            data,
+        } => {
+            let hash = upload_chunk_hash(blake3::hash(b"abc").as_bytes(), *offset, data);
+            let want = ReceiverToSender::UploadChunk(UploadChunk {
+                upload: *upload,
+                offset: *offset,
+                hash,
+                data,
+            });
+            if ReceiverToSender::decode(&bytes).map_err(|e| fail(&e.to_string()))? != want {
+                return Err(fail("decodes to another message"));
+            }
+            want.encode()
         }
         Message::Chunk { read, offset, data } => {
             let hash = chunk_hash(EntryId(5), Generation(0), *offset, data);
