@@ -56,6 +56,7 @@ pub mod share_index;
 pub mod signaling;
 pub mod sim;
 pub mod upload_name;
+pub mod uploads_in;
 pub mod visit;
 
 pub use backoff::{Backoff, BackoffConfig, Retry};
@@ -92,6 +93,7 @@ pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
     IceCandidate, LinkEnd, LinkId, MAX_LINK_KEYS, Refusal, TooManyLinks,
 };
+pub use uploads_in::{MAX_UPLOADS, UploadIo, UploadResult, UploadsIn};
 pub use visit::{
     IndexChanges, LoadRequest, Output, SnapshotFigures, Storage, StoreJob, Visit, VisitConfig,
     VisitEvent, VisitProgress, VisitStatus,

@@ -101,6 +101,8 @@ pub struct SenderConfig {
     /// A link that shows a selection of paths: a symlink whose target leads
     /// anywhere else is sent with no target too.
     pub selection: Option<std::sync::Arc<crate::Selection>>,
+    /// What the link lets its visitor do (sent after `Welcome`).
+    pub rights: linkfs_proto::Rights,
 }
 
 impl Default for SenderConfig {
@@ -116,6 +118,10 @@ impl Default for SenderConfig {
             max_pending_io: 8,
             confine_symlinks: false,
             selection: None,
+            rights: linkfs_proto::Rights {
+                list: true,
+                ..linkfs_proto::Rights::default()
+            },
         }
     }
 }
@@ -240,11 +246,13 @@ pub struct SenderSession {
     early: HashMap<u32, u64>,
     stats: SenderStats,
     end_reason: Option<SessionError>,
+    uploads: crate::UploadsIn,
 }
 
 impl SenderSession {
     pub fn new(config: SenderConfig) -> Self {
         let rto = config.retransmit_ms;
+        let rights = config.rights;
         SenderSession {
             config,
             state: State::AwaitingHello,
@@ -267,6 +275,7 @@ impl SenderSession {
             early: HashMap::new(),
             stats: SenderStats::default(),
             end_reason: None,
+            uploads: crate::UploadsIn::new(rights),
         }
     }
 
@@ -337,6 +346,8 @@ impl SenderSession {
         self.reads.clear();
         self.chunks.clear();
         self.short_chunks = 0;
+        // Parts stay where they are: the visitor resumes them.
+        self.uploads = crate::UploadsIn::new(self.config.rights);
     }
 
     /// Ends the session, telling the receiver why (for example, sharing stopped).
@@ -420,6 +431,8 @@ impl SenderSession {
                 })
                 .encode();
                 self.control.push_back(welcome.clone());
+                self.control
+                    .push_back(SenderToReceiver::Rights(self.config.rights).encode());
                 self.hello = Some((h, welcome));
                 Ok(())
             }
@@ -442,6 +455,24 @@ impl SenderSession {
             }
             (State::Open, ReceiverToSender::CancelRead { read }) => {
                 self.reads.retain(|r| r.read != read);
+                Ok(())
+            }
+            (State::Open, ReceiverToSender::UploadBegin(b)) => {
+                let replies = self.uploads.begin(b).map_err(SessionError::Protocol)?;
+                for f in replies {
+                    self.push_control_frame(f);
+                }
+                Ok(())
+            }
+            (State::Open, ReceiverToSender::UploadChunk(c)) => {
+                let replies = self.uploads.chunk(&c).map_err(SessionError::Protocol)?;
+                for f in replies {
+                    self.push_control_frame(f);
+                }
+                Ok(())
+            }
+            (State::Open, ReceiverToSender::UploadCancel { upload }) => {
+                self.uploads.cancel(upload);
                 Ok(())
             }
             (_, ReceiverToSender::Goodbye(g)) => {
@@ -594,6 +625,28 @@ impl SenderSession {
         }
         self.io_in_flight += 1;
         Some(io)
+    }
+
+    /// The next upload step for the shell (see [`crate::uploads_in`]).
+    pub fn poll_upload_io(&mut self) -> Option<crate::UploadIo> {
+        if self.state != State::Open {
+            return None;
+        }
+        self.uploads.poll_io()
+    }
+
+    /// The shell's answer to an upload step.
+    pub fn handle_upload_io(
+        &mut self,
+        upload: linkfs_proto::UploadId,
+        result: crate::UploadResult,
+    ) {
+        if self.state != State::Open {
+            return;
+        }
+        for f in self.uploads.handle_io(upload, result) {
+            self.push_control_frame(f);
+        }
     }
 
     /// The result of a [`ReadIo`]: exactly `io.len` bytes, or why not.
@@ -797,6 +850,9 @@ impl SenderSession {
         }
         if self.state != State::Open {
             return None;
+        }
+        if let Some(f) = self.uploads.poll_ack() {
+            return Some(f);
         }
         let batch = self.batch_ready(now, index);
         let chunk = !self.chunks.is_empty();

@@ -1,0 +1,319 @@
+//! The sharer's side of a visitor's uploads, sans IO: what the visitor sent
+//! is checked here (the link's rights, names made safe, each chunk's hash, the
+//! order of bytes, the window, how many at once), and what is left for the
+//! shell is a queue of [`UploadIo`] to carry out in order (the landing:
+//! begin, write, finish, cancel) and to answer with [`UploadResult`].
+//!
+//! Memory: at most [`MAX_UPLOADS`] uploads per session, each with at most
+//! [`UPLOAD_WINDOW`] bytes sent and not acknowledged, so at most 16 MiB of
+//! a visitor's bytes wait in the queue; a visitor that sends past its window
+//! ends its session.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use linkfs_proto::{
+    Rights, SenderToReceiver, UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadDone, UploadId,
+    UploadReady, UploadRefusal, UploadRefused, upload_chunk_hash,
+};
+
+use crate::upload_name::{SafePath, safe_path};
+
+/// Most uploads one session has open at once.
+pub const MAX_UPLOADS: usize = 4;
+
+/// Something for the shell to do about an upload, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UploadIo {
+    /// Open (or find again) the upload's part; answer `Ready` or `Refused`.
+    Begin {
+        upload: UploadId,
+        path: SafePath,
+        size: u64,
+        hash: [u8; 32],
+    },
+    /// Write these bytes at `offset`; answer `Written` or `Refused`.
+    Write {
+        upload: UploadId,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// Every byte is written: check, sync and land it; answer `Landed` or `Refused`.
+    Finish { upload: UploadId },
+    /// The visitor gave up: remove its part.
+    Cancel { upload: UploadId },
+}
+
+/// The shell's answer to an [`UploadIo`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UploadResult {
+    /// The part is open; the visitor goes on from `offset`.
+    Ready { offset: u64 },
+    /// Bytes up to `end` are written.
+    Written { end: u64 },
+    /// It landed at `path` (relative to the link's folder).
+    Landed { path: String, renamed: bool },
+    Refused {
+        code: UploadRefusal,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the shell to open the part.
+    Opening,
+    /// Taking bytes.
+    Open,
+    /// Every byte is in; waiting for the landing.
+    Finishing,
+}
+
+#[derive(Debug)]
+struct Incoming {
+    path: SafePath,
+    size: u64,
+    hash: [u8; 32],
+    phase: Phase,
+    /// The next byte the visitor must send.
+    next: u64,
+    /// Bytes the shell has written.
+    written: u64,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct UploadsIn {
+    rights: Rights,
+    uploads: BTreeMap<UploadId, Incoming>,
+    io: VecDeque<UploadIo>,
+    /// Uploads whose written bytes moved since the last ack (one ack frame
+    /// each, however many writes: the control queue stays short).
+    acks_due: std::collections::BTreeSet<UploadId>,
+}
+
+/// What a frame did: frames to send back, or a reason to end the session.
+pub type Replies = Result<Vec<Vec<u8>>, String>;
+
+fn refused(upload: UploadId, code: UploadRefusal, message: impl Into<String>) -> Vec<u8> {
+    SenderToReceiver::UploadRefused(UploadRefused {
+        upload,
+        code,
+        message: message.into(),
+    })
+    .encode()
+}
+
+impl UploadsIn {
+    pub fn new(rights: Rights) -> Self {
+        UploadsIn {
+            rights,
+            ..UploadsIn::default()
+        }
+    }
+
+    pub fn rights(&self) -> Rights {
+        self.rights
+    }
+
+    /// Uploads open now.
+    pub fn open(&self) -> usize {
+        self.uploads.len()
+    }
+
+    pub fn begin(&mut self, b: UploadBegin) -> Replies {
+        if !self.rights.upload {
+            return Ok(vec![refused(
+                b.upload,
+                UploadRefusal::NotAllowed,
+                "this link does not let visitors add files",
+            )]);
+        }
+        if self.uploads.contains_key(&b.upload) {
+            return Err(format!("upload {} was begun twice", b.upload.0));
+        }
+        if self.uploads.len() >= MAX_UPLOADS {
+            return Ok(vec![refused(
+                b.upload,
+                UploadRefusal::Busy,
+                format!("at most {MAX_UPLOADS} uploads at once; send this one after another ends"),
+            )]);
+        }
+        if self.rights.max_file > 0 && b.size > self.rights.max_file {
+            return Ok(vec![refused(
+                b.upload,
+                UploadRefusal::OverCap,
+                format!(
+                    "the file is {} bytes; this link takes files of at most {} bytes",
+                    b.size, self.rights.max_file
+                ),
+            )]);
+        }
+        let path = match safe_path(&b.path) {
+            Ok(p) => p,
+            Err(e) => {
+                return Ok(vec![refused(
+                    b.upload,
+                    UploadRefusal::BadName,
+                    format!("'{}': {e}", String::from_utf8_lossy(&b.path)),
+                )]);
+            }
+        };
+        self.uploads.insert(
+            b.upload,
+            Incoming {
+                path: path.clone(),
+                size: b.size,
+                hash: b.hash,
+                phase: Phase::Opening,
+                next: 0,
+                written: 0,
+            },
+        );
+        self.io.push_back(UploadIo::Begin {
+            upload: b.upload,
+            path,
+            size: b.size,
+            hash: b.hash,
+        });
+        Ok(Vec::new())
+    }
+
+    pub fn chunk(&mut self, c: &UploadChunk<'_>) -> Replies {
+        let Some(u) = self.uploads.get_mut(&c.upload) else {
+            // Cancelled or refused while this was on its way: dropped.
+            return Ok(Vec::new());
+        };
+        if u.phase != Phase::Open {
+            return Err(format!(
+                "bytes of upload {} before it was ready",
+                c.upload.0
+            ));
+        }
+        if c.offset != u.next || c.data.is_empty() {
+            return Err(format!(
+                "upload {}: bytes at {} where {} was next",
+                c.upload.0, c.offset, u.next
+            ));
+        }
+        let end = c.offset + c.data.len() as u64;
+        if end > u.size {
+            return Err(format!(
+                "upload {}: {end} bytes of a {}-byte file",
+                c.upload.0, u.size
+            ));
+        }
+        if end - u.written > UPLOAD_WINDOW {
+            return Err(format!(
+                "upload {}: more than {UPLOAD_WINDOW} bytes sent ahead of the sharer",
+                c.upload.0
+            ));
+        }
+        if upload_chunk_hash(&u.hash, c.offset, c.data) != c.hash {
+            let upload = c.upload;
+            self.uploads.remove(&upload);
+            self.io.push_back(UploadIo::Cancel { upload });
+            return Ok(vec![refused(
+                upload,
+                UploadRefusal::Corrupt,
+                format!(
+                    "bytes at {} did not match their hash: nothing was saved; send the file again",
+                    c.offset
+                ),
+            )]);
+        }
+        u.next = end;
+        self.io.push_back(UploadIo::Write {
+            upload: c.upload,
+            offset: c.offset,
+            data: c.data.to_vec(),
+        });
+        if end == u.size {
+            u.phase = Phase::Finishing;
+            self.io.push_back(UploadIo::Finish { upload: c.upload });
+        }
+        Ok(Vec::new())
+    }
+
+    pub fn cancel(&mut self, upload: UploadId) {
+        if self.uploads.remove(&upload).is_some() {
+            self.io
+                .retain(|io| !matches!(io, UploadIo::Write { upload: u, .. } if *u == upload));
+            self.io.push_back(UploadIo::Cancel { upload });
+        }
+    }
+
+    /// The next acknowledgement to send, if bytes were written since the last.
+    pub fn poll_ack(&mut self) -> Option<Vec<u8>> {
+        while let Some(upload) = self.acks_due.pop_first() {
+            if let Some(u) = self.uploads.get(&upload) {
+                return Some(
+                    SenderToReceiver::UploadAck {
+                        upload,
+                        written: u.written,
+                    }
+                    .encode(),
+                );
+            }
+        }
+        None
+    }
+
+    /// The next thing for the shell to do.
+    pub fn poll_io(&mut self) -> Option<UploadIo> {
+        self.io.pop_front()
+    }
+
+    /// The shell's answer about `upload`: frames for the visitor.
+    pub fn handle_io(&mut self, upload: UploadId, result: UploadResult) -> Vec<Vec<u8>> {
+        let Some(u) = self.uploads.get_mut(&upload) else {
+            return Vec::new();
+        };
+        match result {
+            UploadResult::Ready { offset } if u.phase == Phase::Opening && offset <= u.size => {
+                u.next = offset;
+                u.written = offset;
+                u.phase = Phase::Open;
+                let ready = SenderToReceiver::UploadReady(UploadReady {
+                    upload,
+                    offset,
+                    path: u.path.joined(),
+                    changes: u.path.changes.join("\n"),
+                })
+                .encode();
+                if offset == u.size {
+                    // Every byte was already there: land it.
+                    u.phase = Phase::Finishing;
+                    self.io.push_back(UploadIo::Finish { upload });
+                }
+                vec![ready]
+            }
+            UploadResult::Ready { .. } => Vec::new(),
+            UploadResult::Written { end } => {
+                u.written = u.written.max(end);
+                self.acks_due.insert(upload);
+                Vec::new()
+            }
+            UploadResult::Landed { path, renamed } => {
+                self.uploads.remove(&upload);
+                vec![
+                    SenderToReceiver::UploadDone(UploadDone {
+                        upload,
+                        path,
+                        renamed,
+                    })
+                    .encode(),
+                ]
+            }
+            UploadResult::Refused { code, message } => {
+                self.uploads.remove(&upload);
+                self.io.retain(|io| match io {
+                    UploadIo::Write { upload: u, .. } | UploadIo::Finish { upload: u } => {
+                        *u != upload
+                    }
+                    _ => true,
+                });
+                vec![refused(upload, code, message)]
+            }
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The sharer's session and a visitor's uploads: rights, names, hashes,
+//! order, window and how many at once, checked before the shell writes a byte.
+
+use linkfs_core::{
+    MAX_UPLOADS, Millis, SenderConfig, SenderSession, ShareIndex, UploadIo, UploadResult,
+};
+use linkfs_proto::{
+    Epoch, Hello, PROTOCOL_VERSION, ReceiverToSender, Rights, SenderToReceiver, UPLOAD_CHUNK_LEN,
+    UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadId, UploadRefusal, upload_chunk_hash,
+};
+
+fn session(rights: Rights) -> (SenderSession, ShareIndex) {
+    let mut ix = ShareIndex::new(Epoch(1));
+    ix.mark_snapshot_complete();
+    let mut s = SenderSession::new(SenderConfig {
+        rights,
+        ..SenderConfig::default()
+    });
+    let hello = ReceiverToSender::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        resume: None,
+    })
+    .encode();
+    s.handle_frame(Millis(0), &hello, &ix).unwrap();
+    (s, ix)
+}
+
+fn uploads() -> Rights {
+    Rights {
+        list: true,
+        upload: true,
+        ..Rights::default()
+    }
+}
+
+fn sent(s: &mut SenderSession, ix: &ShareIndex) -> Vec<Vec<u8>> {
+    std::iter::from_fn(|| s.poll_transmit(Millis(0), ix)).collect()
+}
+
+fn begin(s: &mut SenderSession, ix: &ShareIndex, id: u32, path: &str, data: &[u8]) {
+    let f = ReceiverToSender::UploadBegin(UploadBegin {
+        upload: UploadId(id),
+        size: data.len() as u64,
+        hash: *blake3::hash(data).as_bytes(),
+        path: path.as_bytes().to_vec(),
+    })
+    .encode();
+    s.handle_frame(Millis(0), &f, ix).unwrap();
+}
+
+fn chunk(id: u32, file: &[u8], offset: usize, len: usize) -> Vec<u8> {
+    let data = &file[offset..offset + len];
+    ReceiverToSender::UploadChunk(UploadChunk {
+        upload: UploadId(id),
+        offset: offset as u64,
+        hash: upload_chunk_hash(blake3::hash(file).as_bytes(), offset as u64, data),
+        data,
+    })
+    .encode()
+}
+
+fn refusal(frames: &[Vec<u8>]) -> Option<(UploadRefusal, String)> {
+    frames
+        .iter()
+        .find_map(|f| match SenderToReceiver::decode(f) {
+            Ok(SenderToReceiver::UploadRefused(r)) => Some((r.code, r.message)),
+            _ => None,
+        })
+}
+
+#[test]
+fn the_link_says_what_its_visitor_may_do_and_a_read_only_link_refuses_uploads() {
+    let (mut s, ix) = session(SenderConfig::default().rights);
+    let frames = sent(&mut s, &ix);
+    let rights = frames
+        .iter()
+        .find_map(|f| match SenderToReceiver::decode(f) {
+            Ok(SenderToReceiver::Rights(r)) => Some(r),
+            _ => None,
+        });
+    assert_eq!(rights.map(|r| (r.list, r.upload)), Some((true, false)));
+    begin(&mut s, &ix, 1, "a.txt", b"abc");
+    let (code, words) = refusal(&sent(&mut s, &ix)).expect("refused");
+    assert_eq!(code, UploadRefusal::NotAllowed);
+    assert!(words.contains("does not let visitors add files"), "{words}");
+    assert_eq!(s.poll_upload_io(), None, "nothing for the disk");
+}
+
+#[test]
+fn an_upload_is_checked_chunk_by_chunk_and_lands_after_its_last_byte() {
+    let (mut s, ix) = session(uploads());
+    sent(&mut s, &ix);
+    let file: Vec<u8> = (0..(UPLOAD_CHUNK_LEN * 2 + 10)).map(|i| i as u8).collect();
+    begin(&mut s, &ix, 7, "photos/a\u{7}.jpg", &file);
+    let Some(UploadIo::Begin { upload, path, .. }) = s.poll_upload_io() else {
+        panic!("no begin for the shell");
+    };
+    assert_eq!(path.joined(), "photos/a.jpg");
+    s.handle_upload_io(upload, UploadResult::Ready { offset: 0 });
+    let ready = sent(&mut s, &ix)
+        .iter()
+        .find_map(|f| match SenderToReceiver::decode(f) {
+            Ok(SenderToReceiver::UploadReady(r)) => Some(r),
+            _ => None,
+        })
+        .expect("ready");
+    assert_eq!((ready.offset, ready.path.as_str()), (0, "photos/a.jpg"));
+    assert!(ready.changes.contains("control characters removed"));
+    let mut offset = 0;
+    while offset < file.len() {
+        let len = (file.len() - offset).min(UPLOAD_CHUNK_LEN);
+        s.handle_frame(Millis(0), &chunk(7, &file, offset, len), &ix)
+            .unwrap();
+        offset += len;
+    }
+    let mut written = Vec::new();
+    let mut finished = false;
+    while let Some(io) = s.poll_upload_io() {
+        match io {
+            UploadIo::Write { offset, data, .. } => {
+                assert_eq!(offset as usize, written.len(), "in order");
+                written.extend_from_slice(&data);
+                s.handle_upload_io(
+                    UploadId(7),
+                    UploadResult::Written {
+                        end: written.len() as u64,
+                    },
+                );
+            }
+            UploadIo::Finish { .. } => finished = true,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(finished && written == file);
+    s.handle_upload_io(
+        UploadId(7),
+        UploadResult::Landed {
+            path: "photos/a.jpg".into(),
+            renamed: false,
+        },
+    );
+    let frames = sent(&mut s, &ix);
+    let acks = frames
+        .iter()
+        .filter(|f| {
+            matches!(
+                SenderToReceiver::decode(f),
+                Ok(SenderToReceiver::UploadAck { .. })
+            )
+        })
+        .count();
+    assert!(acks <= 1, "acks coalesce: {acks}");
+    assert!(frames.iter().any(|f| matches!(
+        SenderToReceiver::decode(f),
+        Ok(SenderToReceiver::UploadDone(d)) if d.path == "photos/a.jpg"
+    )));
+}
+
+#[test]
+fn a_chunk_that_does_not_match_its_hash_saves_nothing_and_is_said() {
+    let (mut s, ix) = session(uploads());
+    let file = vec![1u8; 1000];
+    begin(&mut s, &ix, 1, "x.bin", &file);
+    s.poll_upload_io();
+    s.handle_upload_io(UploadId(1), UploadResult::Ready { offset: 0 });
+    sent(&mut s, &ix);
+    let mut bad = chunk(1, &file, 0, 1000);
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    s.handle_frame(Millis(0), &bad, &ix).unwrap();
+    assert_eq!(
+        s.poll_upload_io(),
+        Some(UploadIo::Cancel {
+            upload: UploadId(1)
+        })
+    );
+    let (code, _) = refusal(&sent(&mut s, &ix)).expect("refused");
+    assert_eq!(code, UploadRefusal::Corrupt);
+}
+
+#[test]
+fn bad_names_too_many_at_once_and_a_visitor_past_its_window_are_refused() {
+    let (mut s, ix) = session(uploads());
+    sent(&mut s, &ix);
+    begin(&mut s, &ix, 1, "../../etc/passwd", b"x");
+    let (code, words) = refusal(&sent(&mut s, &ix)).expect("refused");
+    assert_eq!(code, UploadRefusal::BadName);
+    assert!(words.contains("not a name"), "{words}");
+
+    for id in 10..10 + MAX_UPLOADS as u32 {
+        begin(&mut s, &ix, id, &format!("f{id}"), b"abc");
+    }
+    begin(&mut s, &ix, 99, "one-too-many", b"abc");
+    let (code, _) = refusal(&sent(&mut s, &ix)).expect("refused");
+    assert_eq!(code, UploadRefusal::Busy);
+
+    // Past the window (nothing acknowledged): the session ends.
+    let (mut s, ix) = session(uploads());
+    let file = vec![0u8; (UPLOAD_WINDOW as usize) + 2 * UPLOAD_CHUNK_LEN];
+    begin(&mut s, &ix, 1, "big", &file);
+    s.poll_upload_io();
+    s.handle_upload_io(UploadId(1), UploadResult::Ready { offset: 0 });
+    let mut offset = 0;
+    let mut ended = false;
+    while offset + UPLOAD_CHUNK_LEN <= file.len() {
+        if s.handle_frame(Millis(0), &chunk(1, &file, offset, UPLOAD_CHUNK_LEN), &ix)
+            .is_err()
+        {
+            ended = true;
+            break;
+        }
+        offset += UPLOAD_CHUNK_LEN;
+    }
+    assert!(
+        ended && !s.is_open(),
+        "a visitor past its window ends its session"
+    );
+    assert!(offset as u64 <= UPLOAD_WINDOW, "held {offset} bytes");
+}
