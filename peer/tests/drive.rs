@@ -111,6 +111,7 @@ async fn index_of(root: &Path, config: SenderConfig) -> Shared {
             farewell: Default::default(),
             watch: None,
             password: None,
+            intake: None,
         },
         entries: summary.entries,
         _progress: progress,

@@ -133,6 +133,7 @@ impl Live {
             farewell: Default::default(),
             watch: None,
             password: None,
+            intake: None,
         };
         let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
         tokio::spawn(serve(a, ctx.clone()));

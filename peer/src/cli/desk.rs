@@ -2,6 +2,7 @@
 //! to a running `linkfs share` of a folder, over its control socket
 //! (`linkfs_peer::sharer::control`).
 
+use linkfs_peer::sharer::links::UploadRights;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -43,6 +44,8 @@ pub enum LinkCommand {
         #[command(flatten)]
         password: NewPassword,
         #[command(flatten)]
+        upload: UploadArgs,
+        #[command(flatten)]
         share: ShareDir,
     },
     /// Withdraw a link: it stops working and its visitors are disconnected
@@ -53,6 +56,76 @@ pub enum LinkCommand {
         #[command(flatten)]
         share: ShareDir,
     },
+}
+
+/// What visitors of a new link may add.
+#[derive(Debug, Args)]
+pub struct UploadArgs {
+    /// Visitors may add files to what the link shows (its folder, or the
+    /// whole share): they land beside what is there, never over it.
+    #[arg(long)]
+    allow_upload: bool,
+    /// A drop link: visitors add files and see nothing of the share.
+    #[arg(long)]
+    drop: bool,
+    /// Most bytes visitors may add through the link in all (10G, 500M, 1.5GiB).
+    #[arg(long, value_name = "SIZE")]
+    max_upload_bytes: Option<String>,
+    /// Most files visitors may add through the link in all.
+    #[arg(long, value_name = "N")]
+    max_upload_files: Option<u64>,
+    /// Largest file visitors may add (2G, 700M).
+    #[arg(long, value_name = "SIZE")]
+    max_upload_file: Option<String>,
+}
+
+impl UploadArgs {
+    /// The rights asked for, if any.
+    pub fn rights(&self) -> anyhow::Result<Option<UploadRights>> {
+        let capped = self.max_upload_bytes.is_some()
+            || self.max_upload_files.is_some()
+            || self.max_upload_file.is_some();
+        if !self.allow_upload && !self.drop {
+            if capped {
+                anyhow::bail!("upload caps need --allow-upload (or --drop)");
+            }
+            return Ok(None);
+        }
+        let size = |s: &Option<String>| s.as_deref().map(parse_size).transpose().map(Option::unwrap_or_default);
+        Ok(Some(UploadRights {
+            drop: self.drop,
+            max_bytes: size(&self.max_upload_bytes)?,
+            max_files: self.max_upload_files.unwrap_or(0),
+            max_file: size(&self.max_upload_file)?,
+            ..UploadRights::default()
+        }))
+    }
+}
+
+/// A size as people write it: `1048576`, `500M`, `10G`, `1.5GiB`, `2TB`
+/// (K, M, G, T: powers of 1024).
+pub fn parse_size(text: &str) -> anyhow::Result<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| anyhow::anyhow!("'{text}' is not a size (for example 500M, 10G)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => anyhow::bail!("'{text}' is not a size (for example 500M, 10G)"),
+    };
+    let bytes = number * (1u64 << shift) as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        anyhow::bail!("'{text}' is not a size this can use");
+    }
+    Ok(bytes as u64)
 }
 
 /// A password for a new link.
@@ -162,7 +235,7 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                     (None, None) => "never".into(),
                 };
                 let url = if l.ended.is_some() { "-" } else { &l.url };
-                let scope = if l.selection.is_empty() {
+                let mut scope = if l.selection.is_empty() {
                     format!("/{}", l.scope)
                 } else {
                     l.selection
@@ -171,6 +244,11 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                         .collect::<Vec<_>>()
                         .join(" + ")
                 };
+                match l.upload {
+                    Some(u) if u.drop => scope.push_str(" (drop)"),
+                    Some(_) => scope.push_str(" (+upload)"),
+                    None => {}
+                }
                 println!(
                     "{:>4}  {:<20} {:<20} {:<26} {:>8} {:>10}  {}",
                     l.id,
@@ -188,9 +266,11 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
             expires,
             scope,
             password,
+            upload,
             share,
         } => {
             let password = password.read()?;
+            let upload = upload.rights()?;
             let a = request(
                 &share,
                 Request::Add {
@@ -198,6 +278,7 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                     expires,
                     scope: (scope.len() == 1).then(|| scope[0].clone()),
                     selection: if scope.len() > 1 { scope } else { Vec::new() },
+                    upload,
                     password,
                 },
             )

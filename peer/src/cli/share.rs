@@ -98,6 +98,8 @@ pub struct ShareArgs {
     label: Option<String>,
     #[command(flatten)]
     password: super::desk::NewPassword,
+    #[command(flatten)]
+    upload: super::desk::UploadArgs,
     /// Write one JSON line per visitor's join, read, download and leave to
     /// FILE (0600; rotated to FILE.1 past 16 MiB).
     #[arg(long, value_name = "FILE")]
@@ -291,6 +293,7 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
     }
     transport.ice_policy = args.ice_policy;
     let password = args.password.read()?;
+    let upload = args.upload.rights()?;
     let options = ShareOptions {
         root: args.dir.clone(),
         relay,
@@ -302,12 +305,14 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         new_link: args.new_link,
         activity_log: args.activity_log.clone(),
         start_link: (!args.scope.is_empty()
+            || upload.is_some()
             || args.expires.is_some()
             || args.label.is_some()
             || password.is_some())
         .then(|| StartLink {
             label: args.label.clone().unwrap_or_default(),
             scopes: args.scope.clone(),
+            upload,
             expires: args.expires.clone(),
             password: password.clone(),
         }),

@@ -151,6 +151,9 @@ impl LogFile {
 #[derive(Debug, Default, Clone)]
 pub struct Doing {
     pub bytes_served: u64,
+    /// Bytes of files it added (uploads that landed) and how many.
+    pub bytes_uploaded: u64,
+    pub files_uploaded: u64,
     /// The file it last read from (a path within its link's view).
     pub reading: Option<String>,
     /// "direct" or "turn", once known.
@@ -223,6 +226,21 @@ impl VisitorWatch {
                 bytes: Some(self.doing().bytes_served),
                 why: Some(why.to_owned()),
                 ..self.line("leave")
+            });
+        }
+    }
+
+    /// A file it uploaded landed at `path` (within the link's view).
+    pub fn uploaded(&self, path: &str, size: u64) {
+        if let Ok(mut d) = self.doing.lock() {
+            d.bytes_uploaded = d.bytes_uploaded.saturating_add(size);
+            d.files_uploaded += 1;
+        }
+        if let Some(log) = &self.log {
+            log.write(LogLine {
+                path: Some(path.to_owned()),
+                bytes: Some(size),
+                ..self.line("upload")
             });
         }
     }

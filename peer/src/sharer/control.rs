@@ -48,6 +48,9 @@ pub enum Request {
         /// under its root (with `scope`, if given, as one more).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         selection: Vec<String>,
+        /// Visitors may add files (and what they may add).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        upload: Option<super::links::UploadRights>,
         /// The link's password (kept only as a hash).
         #[serde(default)]
         password: Option<String>,
@@ -72,6 +75,9 @@ pub struct LinkView {
     /// The paths it selects (see `linkfs link add --scope`); empty: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub selection: Vec<String>,
+    /// It takes files (and what it took).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<super::links::UploadRights>,
     /// It asks for a password.
     #[serde(default)]
     pub password: bool,
@@ -273,6 +279,7 @@ mod tests {
                 expires: Some("48h".into()),
                 scope: None,
                 selection: Vec::new(),
+                upload: None,
                 password: None,
             }
         );

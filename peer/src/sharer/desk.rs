@@ -27,7 +27,9 @@ use tokio::sync::{mpsc, watch};
 
 use super::activity::{ActivityLog, VisitorWatch};
 use super::control::{Answer, LinkView, Request, VisitorView};
-use super::links::{EndedWhy, LinkRecord, Links, parse_expiry};
+use super::intake::{UploadLedger, UploadPlace};
+use super::landing::Dock;
+use super::links::{EndedWhy, LinkRecord, Links, UploadRights, parse_expiry};
 use super::password::LinkPassword;
 use super::serve::{Farewell, ServeContext};
 use super::share_state::ShareState;
@@ -120,6 +122,10 @@ pub struct Desk {
     passwords: HashMap<u32, Arc<LinkPassword>>,
     /// Bytes served to the main link's visitors who left, since the start.
     main_served: u64,
+    /// Each upload link's caps and what it took, shared by its sessions.
+    ledgers: HashMap<u32, Arc<UploadLedger>>,
+    /// Where uploads land (opened with the first upload link's visitor).
+    dock: Option<Dock>,
 }
 
 impl Desk {
@@ -150,6 +156,8 @@ impl Desk {
             scopes: HashMap::new(),
             passwords: HashMap::new(),
             main_served: 0,
+            ledgers: HashMap::new(),
+            dock: None,
         };
         let passwords: Vec<(u32, String)> = desk
             .links
@@ -276,6 +284,7 @@ impl Desk {
         ));
         ctx.watch = Some(watch.clone());
         ctx.password = self.passwords.get(&link.0).cloned();
+        self.give_upload_rights(link, &mut ctx);
         if shown.is_err() {
             // Never the whole share instead: the visitor is told, at once.
             ctx.farewell
@@ -293,6 +302,60 @@ impl Desk {
             },
         );
         ctx
+    }
+
+    /// A visitor of an upload link: what it may add, where it lands, and
+    /// (a drop link) an index that shows nothing of the share.
+    fn give_upload_rights(&mut self, link: LinkId, ctx: &mut ServeContext) {
+        let Some(record) = self.links.get(link.0) else {
+            return;
+        };
+        let Some(rights) = record.upload else {
+            return;
+        };
+        let folder = record.scope.clone();
+        let drop_link = rights.drop;
+        let ledger = self
+            .ledgers
+            .entry(link.0)
+            .or_insert_with(|| {
+                Arc::new(UploadLedger::new(
+                    rights.max_bytes,
+                    rights.max_files,
+                    rights.added_bytes,
+                    rights.added_files,
+                ))
+            })
+            .clone();
+        if self.dock.is_none() {
+            match Dock::open(&self.scoping.root) {
+                Ok(dock) => self.dock = Some(dock),
+                Err(e) => {
+                    let _ = self.scoping.events.try_send(ShareEvent::Warning(format!(
+                        "visitors cannot add files: {e}"
+                    )));
+                }
+            }
+        }
+        let (bytes_left, files_left) = ledger.left();
+        ctx.config.rights = linkfs_proto::Rights {
+            list: !drop_link,
+            upload: self.dock.is_some(),
+            max_file: rights.max_file,
+            bytes_left,
+            files_left,
+        };
+        ctx.intake = self.dock.clone().map(|dock| UploadPlace {
+            dock,
+            folder,
+            link: link.0,
+            ledger,
+        });
+        if drop_link {
+            let (index, changed) = nothing_shown(&record.label);
+            ctx.index = index;
+            ctx.index_changed = changed;
+        }
     }
 
     /// `peer`'s link opened: how to name it to the sharer.
@@ -336,6 +399,13 @@ impl Desk {
                     v.watch.left(why);
                 }
                 let served = v.watch.doing().bytes_served;
+                if let (Some(ledger), Some(mut rights)) = (
+                    self.ledgers.get(&v.link.0),
+                    self.links.get(v.link.0).and_then(|l| l.upload),
+                ) {
+                    (rights.added_bytes, rights.added_files) = ledger.added();
+                    self.links.set_upload(v.link.0, Some(rights));
+                }
                 if v.link == LinkId(0) {
                     self.main_served = self.main_served.saturating_add(served);
                 } else {
@@ -407,6 +477,7 @@ impl Desk {
                 expires,
                 scope,
                 selection,
+                upload,
                 password,
             } => {
                 let shown = match self.rights(scope.as_deref(), &selection) {
@@ -418,6 +489,7 @@ impl Desk {
                     &label,
                     expires.as_deref(),
                     &shown,
+                    upload,
                     password.as_deref(),
                     false,
                     secret,
@@ -478,6 +550,7 @@ impl Desk {
         label: &str,
         expires: Option<&str>,
         shown: &Shown,
+        upload: Option<UploadRights>,
         password: Option<&str>,
         started: bool,
         secret: impl FnOnce() -> Option<ShareSecret>,
@@ -488,6 +561,9 @@ impl Desk {
             return Err("an empty password is no password: give one, or none".into());
         }
         let hash = password.map(super::password::hash).transpose()?;
+        if upload.is_some() && matches!(shown, Shown::Selection(_)) {
+            return Err("a link that selects paths cannot take files: give it one folder (--scope DIR) or the whole share".into());
+        }
         self.view_of(shown)?;
         let (scope, selection) = match shown {
             Shown::Whole => (String::new(), Vec::new()),
@@ -503,6 +579,15 @@ impl Desk {
         if !selection.is_empty() {
             self.links.set_selection(record.id, selection.clone());
             record.selection = selection;
+        }
+        if let Some(upload) = upload {
+            let upload = UploadRights {
+                added_bytes: 0,
+                added_files: 0,
+                ..upload
+            };
+            self.links.set_upload(record.id, Some(upload));
+            record.upload = Some(upload);
         }
         if let Err(e) = host.add_link(record.link_id(), &secret) {
             let _ = self.links.revoke(record.id, now);
@@ -548,6 +633,8 @@ impl Desk {
                 l.started
                     && l.label == start.label
                     && l.view_key() == shown.key()
+                    && l.upload.map(|u| (u.drop, u.max_bytes, u.max_files, u.max_file))
+                        == start.upload.map(|u| (u.drop, u.max_bytes, u.max_files, u.max_file))
                     && same_password(l)
             })
             .cloned();
@@ -564,6 +651,7 @@ impl Desk {
                     &start.label,
                     start.expires.as_deref(),
                     &shown,
+                    start.upload,
                     start.password.as_deref(),
                     true,
                     secret,
@@ -613,6 +701,7 @@ impl Desk {
             url: self.url_of(&l.secret),
             scope: l.scope.clone(),
             selection: l.selection.clone(),
+            upload: l.upload,
             password: l.password.is_some(),
             created: Some(l.created),
             expires: l.expires,
@@ -632,6 +721,7 @@ impl Desk {
             url: self.main.to_url(),
             scope: String::new(),
             selection: Vec::new(),
+            upload: None,
             password: false,
             created: None,
             expires: None,
@@ -672,6 +762,37 @@ impl Desk {
             })
             .collect()
     }
+}
+
+/// The index a drop link's visitors get: its root folder (named after the
+/// link's label) and nothing else.
+fn nothing_shown(label: &str) -> (Arc<std::sync::RwLock<linkfs_core::ShareIndex>>, watch::Receiver<u64>) {
+    let epoch = Epoch(u64::from_le_bytes(
+        crate::random::random_bytes().unwrap_or([7; 8]),
+    ));
+    let mut index = linkfs_core::ShareIndex::new(epoch);
+    let name = if label.is_empty() { "Add files" } else { label };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let _ = index.push(&linkfs_core::NewEntry {
+        id: linkfs_proto::EntryId::ROOT,
+        parent: linkfs_proto::EntryId::ROOT,
+        kind: linkfs_proto::EntryKind::Dir,
+        name: name.as_bytes(),
+        size: 0,
+        mtime: now,
+        mtime_nsec: 0,
+        mode: 0o755,
+        target: b"",
+        dev: 0,
+        ino: 0,
+        ctime_ns: 0,
+    });
+    index.mark_snapshot_complete();
+    let (tx, rx) = watch::channel(0);
+    drop(tx);
+    (Arc::new(std::sync::RwLock::new(index)), rx)
 }
 
 /// A scope as given (`a/b`, `/a/b/`, `./a//b`): its '/'-separated form

@@ -64,6 +64,8 @@ pub enum LandingError {
         "'{0}' is a symlink or not a folder on the sharer's side; the upload cannot go through it"
     )]
     NotAFolder(String),
+    #[error("this file is being uploaded by another connection now; try again when it ends")]
+    Busy,
     #[error("every name from '{0}' to '{0} ({MAX_NUMBER})' is taken")]
     NoFreeName(String),
     #[error("the sharer cannot write there: {0}")]
@@ -113,6 +115,8 @@ impl Incoming {
 pub struct Dock {
     root: Arc<OwnedFd>,
     staging: Arc<OwnedFd>,
+    /// Part files open now (one writer each).
+    busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl Dock {
@@ -147,6 +151,7 @@ impl Dock {
         Ok(Dock {
             root: Arc::new(root),
             staging: Arc::new(staging),
+            busy: Arc::default(),
         })
     }
 
@@ -154,6 +159,19 @@ impl Dock {
     /// already there.
     pub fn begin(&self, incoming: Incoming) -> Result<Upload, LandingError> {
         let part_name = incoming.part_name();
+        if !self
+            .busy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(part_name.clone())
+        {
+            return Err(LandingError::Busy);
+        }
+        // From here the name is released when the upload (or this attempt) ends.
+        let held = Held {
+            busy: self.busy.clone(),
+            name: part_name.clone(),
+        };
         let fd = openat(
             &*self.staging,
             part_name.as_str(),
@@ -198,6 +216,7 @@ impl Dock {
             file,
             written: have - left,
             hasher,
+            _held: held,
         })
     }
 
@@ -289,6 +308,23 @@ pub struct Upload {
     file: File,
     written: u64,
     hasher: blake3::Hasher,
+    _held: Held,
+}
+
+/// A part file's name held open by one upload; released when it ends.
+#[derive(Debug)]
+struct Held {
+    busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    name: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.busy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.name);
+    }
 }
 
 /// Where a finished upload landed.

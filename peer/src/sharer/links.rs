@@ -77,6 +77,29 @@ pub struct LinkRecord {
     /// connected now are counted by the desk), across runs.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub served: u64,
+    /// Visitors may add files (see [`UploadRights`]); none: they may not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<UploadRights>,
+}
+
+/// What a link that takes files takes, and what it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct UploadRights {
+    /// A drop link: its visitors add files and see nothing of the share.
+    #[serde(default)]
+    pub drop: bool,
+    /// Caps (0: none): bytes in all, files in all, the largest file.
+    #[serde(default)]
+    pub max_bytes: u64,
+    #[serde(default)]
+    pub max_files: u64,
+    #[serde(default)]
+    pub max_file: u64,
+    /// Added through the link so far (kept across runs).
+    #[serde(default)]
+    pub added_bytes: u64,
+    #[serde(default)]
+    pub added_files: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -229,6 +252,7 @@ impl Links {
             scope: scope.to_owned(),
             selection: Vec::new(),
             served: 0,
+            upload: None,
             ended: None,
             started: false,
             password: None,
@@ -241,6 +265,13 @@ impl Links {
     pub fn add_served(&mut self, id: u32, bytes: u64) {
         if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
             l.served = l.served.saturating_add(bytes);
+        }
+    }
+
+    /// Sets what link `id` takes of uploads (and what it took).
+    pub fn set_upload(&mut self, id: u32, rights: Option<UploadRights>) {
+        if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
+            l.upload = rights;
         }
     }
 

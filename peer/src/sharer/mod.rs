@@ -27,6 +27,7 @@ mod disk;
 mod feed;
 pub mod folder_watch;
 mod host;
+pub mod intake;
 pub mod landing;
 pub mod links;
 mod live_index;
@@ -96,6 +97,8 @@ pub struct StartLink {
     /// `--scope`, as often as given: one folder becomes the link's root; a
     /// file or several paths make a selection.
     pub scopes: Vec<String>,
+    /// Visitors may add files (`--allow-upload`, `--drop`).
+    pub upload: Option<links::UploadRights>,
     pub expires: Option<String>,
     pub password: Option<String>,
 }
@@ -322,6 +325,7 @@ pub async fn share(
         farewell: Default::default(),
         watch: None,
         password: None,
+        intake: None,
     };
     // The share's other links, and the control socket `linkfs link` uses.
     let (kept_links, links_trouble) = match &state {
@@ -476,8 +480,8 @@ pub async fn share(
             },
             Some(left) = visitors.next_left(), if !visitors.is_empty() => {
                 let (who, served) = desk.left(left.peer, &left.end.to_string());
-                if served > 0
-                    && let Some(state) = &state
+                // Bytes served and files added are kept with the links.
+                if let Some(state) = &state
                     && let Err(e) = state.keep_links(desk.links())
                 {
                     warn(format!("the links could not be kept for the next run: {e}")).await;

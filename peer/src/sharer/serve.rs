@@ -68,6 +68,8 @@ pub struct ServeContext {
     pub watch: Option<Arc<super::activity::VisitorWatch>>,
     /// The visitor's link asks for this password before anything else.
     pub password: Option<Arc<super::password::LinkPassword>>,
+    /// Where the visitor's uploads go, if its link takes them.
+    pub intake: Option<super::intake::UploadPlace>,
 }
 
 /// Why one visitor's session is being ended, told to it in its goodbye: its
@@ -97,10 +99,17 @@ fn read_index(index: &RwLock<ShareIndex>) -> std::sync::RwLockReadGuard<'_, Shar
 
 type IoDone = (ReadIo, Result<Vec<u8>, IoFailure>);
 
+type UploadDone = (
+    linkfs_proto::UploadId,
+    linkfs_core::UploadResult,
+    Option<super::intake::LandedFile>,
+);
+
 /// What wakes a served session besides frames and timers.
 #[derive(Debug)]
 pub enum ServeInput {
     Io(IoDone),
+    Upload(UploadDone),
     IndexChanged,
     /// The index will not change any more (its feed is gone).
     IndexSettled,
@@ -123,11 +132,17 @@ pub struct ServedSession {
     farewell: Farewell,
     watch: Option<Arc<super::activity::VisitorWatch>>,
     end: Option<ServeEnd>,
+    /// The upload worker (started with the first upload) and its answers.
+    intake: Option<super::intake::UploadPlace>,
+    upload_tx: Option<mpsc::UnboundedSender<linkfs_core::UploadIo>>,
+    upload_done_tx: mpsc::UnboundedSender<UploadDone>,
+    upload_done_rx: mpsc::UnboundedReceiver<UploadDone>,
 }
 
 impl ServedSession {
     pub fn new(ctx: &ServeContext) -> Self {
         let (io_tx, io_rx) = mpsc::channel(ctx.config.max_pending_io + 1);
+        let (upload_done_tx, upload_done_rx) = mpsc::unbounded_channel();
         ServedSession {
             session: SenderSession::new(ctx.config.clone()),
             index: ctx.index.clone(),
@@ -144,6 +159,10 @@ impl ServedSession {
             farewell: ctx.farewell.clone(),
             watch: ctx.watch.clone(),
             end: None,
+            intake: ctx.intake.clone(),
+            upload_tx: None,
+            upload_done_tx,
+            upload_done_rx,
         }
     }
 
@@ -192,6 +211,7 @@ impl DrivenSession for ServedSession {
         };
         tokio::select! {
             Some(done) = self.io_rx.recv() => ServeInput::Io(done),
+            Some(done) = self.upload_done_rx.recv() => ServeInput::Upload(done),
             changed = self.index_changed.changed(), if self.watching => match changed {
                 Ok(()) => ServeInput::IndexChanged,
                 Err(_) => ServeInput::IndexSettled,
@@ -212,6 +232,12 @@ impl DrivenSession for ServedSession {
                     });
                 }
                 self.session.handle_io(&io, result)
+            }
+            ServeInput::Upload((upload, result, landed)) => {
+                if let (Some(w), Some(f)) = (&self.watch, landed) {
+                    w.uploaded(&f.path, f.size);
+                }
+                self.session.handle_upload_io(upload, result);
             }
             ServeInput::IndexChanged => {}
             ServeInput::IndexSettled => self.watching = false,
@@ -235,6 +261,29 @@ impl DrivenSession for ServedSession {
                 };
                 let _ = io_tx.blocking_send((io, result));
             });
+        }
+        while let Some(io) = self.session.poll_upload_io() {
+            let upload = match &io {
+                linkfs_core::UploadIo::Begin { upload, .. }
+                | linkfs_core::UploadIo::Write { upload, .. }
+                | linkfs_core::UploadIo::Finish { upload }
+                | linkfs_core::UploadIo::Cancel { upload } => *upload,
+            };
+            if self.upload_tx.is_none()
+                && let Some(place) = self.intake.clone()
+            {
+                self.upload_tx = Some(super::intake::start(place, self.upload_done_tx.clone()));
+            }
+            let sent = self.upload_tx.as_ref().is_some_and(|tx| tx.send(io).is_ok());
+            if !sent {
+                self.session.handle_upload_io(
+                    upload,
+                    linkfs_core::UploadResult::Refused {
+                        code: linkfs_proto::UploadRefusal::Failed,
+                        message: "the sharer cannot take files on this link".into(),
+                    },
+                );
+            }
         }
         if let Some(end) = self.end.clone() {
             return Some(self.outcome(end));
