@@ -174,6 +174,8 @@ impl Visit {
                     self.inner.borrow().snapshot_parts.push(&buffer);
                 }
                 Output::Work => self.work_later(),
+                // The page starts no uploads (yet), so the visit asks for no bytes of one.
+                Output::UploadRead { .. } => {}
                 Output::Timeout(at) => break at.map(|t| t.0.saturating_sub(now().0) as f64),
             }
         };

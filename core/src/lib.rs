@@ -57,6 +57,7 @@ pub mod signaling;
 pub mod sim;
 pub mod upload_name;
 pub mod uploads_in;
+pub mod uploads_out;
 pub mod visit;
 
 pub use backoff::{Backoff, BackoffConfig, Retry};
@@ -94,6 +95,7 @@ pub use signaling::{
     IceCandidate, LinkEnd, LinkId, MAX_LINK_KEYS, Refusal, TooManyLinks,
 };
 pub use uploads_in::{MAX_UPLOADS, UploadIo, UploadResult, UploadsIn};
+pub use uploads_out::{UploadEvent, UploadNews, UploadsOut};
 pub use visit::{
     IndexChanges, LoadRequest, Output, SnapshotFigures, Storage, StoreJob, Visit, VisitConfig,
     VisitEvent, VisitProgress, VisitStatus,

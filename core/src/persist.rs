@@ -325,6 +325,10 @@ pub enum StoredEvent {
     LinkLost,
     /// The sharer asks for the link's password.
     PasswordNeeded,
+    /// A session with the sharer opened (after its welcome).
+    Opened,
+    /// The sharer said something about uploads.
+    Upload(crate::UploadNews),
     Ended {
         reason: EndReason,
     },
@@ -735,6 +739,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
                         self.events.push_back(StoredEvent::Reset);
                     }
                     self.stored.epoch = epoch;
+                    self.events.push_back(StoredEvent::Opened);
                 }
                 ReceiverEvent::Applied {
                     header,
@@ -767,6 +772,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
                 ReceiverEvent::Read(r) => self.events.push_back(StoredEvent::Read(r)),
                 ReceiverEvent::LinkLost => self.events.push_back(StoredEvent::LinkLost),
                 ReceiverEvent::PasswordNeeded => self.events.push_back(StoredEvent::PasswordNeeded),
+                ReceiverEvent::Upload(news) => self.events.push_back(StoredEvent::Upload(news)),
                 ReceiverEvent::Ended { reason } => {
                     self.events.push_back(StoredEvent::Ended { reason })
                 }

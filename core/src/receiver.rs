@@ -243,6 +243,8 @@ pub enum ReceiverEvent {
     /// The sharer asks for this link's password before anything else
     /// ([`Receiver::give_password`]).
     PasswordNeeded,
+    /// The sharer said something about uploads (see [`crate::uploads_out`]).
+    Upload(crate::UploadNews),
     Ended {
         reason: EndReason,
     },
@@ -589,8 +591,23 @@ impl Receiver {
                 };
                 self.end(reason);
             }
+            SenderToReceiver::Rights(r) => self.upload_news(crate::UploadNews::Rights(r)),
+            SenderToReceiver::UploadReady(r) => self.upload_news(crate::UploadNews::Ready(r)),
+            SenderToReceiver::UploadAck { upload, written } => {
+                self.upload_news(crate::UploadNews::Ack { upload, written });
+            }
+            SenderToReceiver::UploadDone(d) => self.upload_news(crate::UploadNews::Done(d)),
+            SenderToReceiver::UploadRefused(r) => {
+                self.upload_news(crate::UploadNews::Refused(r));
+            }
             // Frames of a newer protocol revision are skipped.
             _ => {}
+        }
+    }
+
+    fn upload_news(&mut self, news: crate::UploadNews) {
+        if self.state == State::Open {
+            self.events.push_back(ReceiverEvent::Upload(news));
         }
     }
 

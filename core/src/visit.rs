@@ -210,6 +210,8 @@ pub enum VisitEvent {
     /// The link asks for a password and none was given yet
     /// ([`Visit::give_password`]). Nothing of the share comes before it.
     PasswordNeeded,
+    /// An upload was taken on, moved on, landed or was refused.
+    Upload(crate::UploadEvent),
 }
 
 /// A storage write.
@@ -244,6 +246,13 @@ pub enum Output<F> {
     /// (after other input). Said once per call of `work`.
     Work,
     Event(VisitEvent),
+    /// Read these bytes of the file added as `upload`; answer with
+    /// [`Visit::upload_bytes`] (or [`Visit::upload_unreadable`]), in order.
+    UploadRead {
+        upload: linkfs_proto::UploadId,
+        offset: u64,
+        len: usize,
+    },
     /// Nothing more now; call [`Visit::handle_timeout`] at this time, if any.
     Timeout(Option<Millis>),
 }
@@ -329,6 +338,8 @@ pub struct Visit<F> {
     password: Option<String>,
     /// The sharer asked and no password was given yet.
     password_asked: bool,
+    /// Files being added to the share ([`crate::uploads_out`]).
+    uploads: crate::UploadsOut,
 }
 
 impl<F: StoredFrame> Visit<F> {
@@ -380,6 +391,7 @@ impl<F: StoredFrame> Visit<F> {
             snapshots: SnapshotFigures::default(),
             password: None,
             password_asked: false,
+            uploads: crate::UploadsOut::default(),
         };
         if restore {
             visit.queue.push_back(Output::Load(LoadRequest::First {
@@ -606,6 +618,7 @@ impl<F: StoredFrame> Visit<F> {
             return;
         }
         self.link = Link::None;
+        self.uploads.session_lost();
         if self.ended {
             return;
         }
@@ -671,6 +684,7 @@ impl<F: StoredFrame> Visit<F> {
         }
         self.ended = true;
         self.retry_at = None;
+        self.uploads.session_lost();
         // The receiver fails its reads with the reason; its own end event is
         // taken as already said.
         self.receiver.end(reason.clone());
@@ -743,8 +757,22 @@ impl<F: StoredFrame> Visit<F> {
             self.settle();
             return Output::Transmit(frame);
         }
+        if self.link == Link::Open
+            && let Some(frame) = self.uploads.poll_frame()
+        {
+            return Output::Transmit(frame);
+        }
         if let Some(out) = self.queue.pop_front() {
             return out;
+        }
+        if self.link == Link::Open
+            && let Some((upload, offset, len)) = self.uploads.poll_read()
+        {
+            return Output::UploadRead {
+                upload,
+                offset,
+                len,
+            };
         }
         if self.writing.is_none() {
             if let Some(write) = self.receiver.poll_write() {
@@ -834,6 +862,17 @@ impl<F: StoredFrame> Visit<F> {
                     self.end(reason);
                     continue;
                 }
+                StoredEvent::Opened => {
+                    self.uploads.session_opened();
+                    continue;
+                }
+                StoredEvent::Upload(news) => {
+                    self.uploads.handle(news);
+                    while let Some(e) = self.uploads.poll_event() {
+                        self.queue.push_back(Output::Event(VisitEvent::Upload(e)));
+                    }
+                    continue;
+                }
                 // The status says it (the link's loss is the shell's report).
                 _ => continue,
             };
@@ -850,6 +889,40 @@ impl<F: StoredFrame> Visit<F> {
     }
 
     // ----- queries and the user's reads -------------------------------------
+
+    /// What the link lets this visitor do, once the sharer said.
+    pub fn rights(&self) -> Option<linkfs_proto::Rights> {
+        self.uploads.rights()
+    }
+
+    /// Adds a file to the share: `path` relative to the link's folder, its
+    /// size and whole-file BLAKE3 hash. Its bytes are asked for with
+    /// [`Output::UploadRead`]; what happens comes as [`VisitEvent::Upload`].
+    pub fn upload(&mut self, path: Vec<u8>, size: u64, hash: [u8; 32]) -> linkfs_proto::UploadId {
+        self.uploads.start(path, size, hash)
+    }
+
+    /// Bytes asked for by [`Output::UploadRead`].
+    pub fn upload_bytes(&mut self, upload: linkfs_proto::UploadId, offset: u64, data: &[u8]) {
+        self.uploads.bytes(upload, offset, data);
+    }
+
+    /// The file of `upload` could not be read (`words` say why): it ends.
+    pub fn upload_unreadable(&mut self, upload: linkfs_proto::UploadId, words: String) {
+        self.uploads.unreadable(upload, words);
+        while let Some(e) = self.uploads.poll_event() {
+            self.queue.push_back(Output::Event(VisitEvent::Upload(e)));
+        }
+    }
+
+    pub fn cancel_upload(&mut self, upload: linkfs_proto::UploadId) {
+        self.uploads.cancel(upload);
+    }
+
+    /// Uploads not finished yet.
+    pub fn uploads_pending(&self) -> usize {
+        self.uploads.pending()
+    }
 
     /// The sharer asked for a password and there is none to give: the visit
     /// ends with `words` (say how to give one).

@@ -167,6 +167,7 @@ impl Shell {
                     };
                     self.attempt = Some((self.now + CONNECT_MS, answer));
                 }
+                Output::UploadRead { .. } => panic!("this harness adds no files"),
                 Output::CloseLink => {
                     self.close_links += 1;
                     self.sent_before_close = std::mem::take(&mut self.last_sent);

@@ -91,7 +91,12 @@ impl UploadArgs {
             }
             return Ok(None);
         }
-        let size = |s: &Option<String>| s.as_deref().map(parse_size).transpose().map(Option::unwrap_or_default);
+        let size = |s: &Option<String>| {
+            s.as_deref()
+                .map(parse_size)
+                .transpose()
+                .map(Option::unwrap_or_default)
+        };
         Ok(Some(UploadRights {
             drop: self.drop,
             max_bytes: size(&self.max_upload_bytes)?,

@@ -66,6 +66,10 @@ and resume where they were (a way to see that reconnecting works)."
     /// Download a file or folder of a share, verified and resumable.
     #[command(after_help = EXIT_CODES)]
     Get(visit::GetArgs),
+    /// Add files and folders to a share, through a link that takes them
+    /// (verified, resumable; nothing is ever replaced: a taken name gets " (2)").
+    #[command(after_help = EXIT_CODES)]
+    Put(visit::PutArgs),
     /// A running share's links: list them, add one (its own secret, label and
     /// expiry), withdraw one (its visitors are disconnected at once).
     #[command(subcommand)]
@@ -114,6 +118,7 @@ pub fn main() -> ExitCode {
             Command::Mount(args) => visit::mount(args).await,
             Command::Ls(args) => visit::ls(args).await,
             Command::Get(args) => visit::get_cmd(args).await,
+            Command::Put(args) => visit::put_cmd(args).await,
             Command::Link(cmd) => desk::link(cmd).await,
             Command::Visitors(args) => desk::visitors(args).await,
             Command::Kick(args) => desk::kick(args).await,

@@ -90,6 +90,18 @@ pub struct LsArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct PutArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// Files and folders to add (a folder with everything in it).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    paths: Vec<PathBuf>,
+    /// Where to put them in the link's folder (made if missing; default: at its top).
+    #[arg(long, value_name = "PATH", default_value = "")]
+    to: String,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct GetArgs {
     #[command(flatten)]
     connect: ConnectArgs,
@@ -429,6 +441,76 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
             "the share ended; unmounted {}",
             mountpoint.display()
         )));
+    }
+    Ok(())
+}
+
+/// A progress bar for `put`.
+struct PutBar(ProgressBar);
+
+impl linkfs_peer::visit::put::PutProgress for PutBar {
+    fn advanced(&self, bytes: u64) {
+        self.0.inc(bytes);
+    }
+    fn say(&self, line: String) {
+        self.0
+            .suspend(|| eprintln!("linkfs: {}", linkfs_peer::terminal::escaped(&line)));
+    }
+}
+
+pub async fn put_cmd(args: PutArgs) -> anyhow::Result<()> {
+    use linkfs_peer::visit::put::{gather, put};
+    let (files, skipped) = gather(&args.paths, &args.to);
+    for s in &skipped {
+        eprintln!("linkfs: skipped {}", linkfs_peer::terminal::escaped(s));
+    }
+    if files.is_empty() {
+        bail!("nothing to add: give files or folders that exist");
+    }
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    let (client, _route) = connect_and_index(&args.connect).await?;
+    let rights = client.rights();
+    if !rights.is_some_and(|r| r.upload) {
+        client.shutdown().await;
+        bail!(
+            "this link does not let visitors add files; ask the sharer for one made with `linkfs link add --allow-upload` (or --drop)"
+        );
+    }
+    let b = bar("{bytes}/{total_bytes} {wide_bar} {bytes_per_sec} eta {eta}");
+    b.set_length(total);
+    let started = std::time::Instant::now();
+    let progress = PutBar(b.clone());
+    let summary = tokio::select! {
+        s = put(&client, files, &progress) => s,
+        () = super::stop_signal() => {
+            b.abandon();
+            client.shutdown().await;
+            bail!("interrupted; run the same command again to go on where it stopped");
+        }
+    };
+    b.finish_and_clear();
+    client.shutdown().await;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "linkfs: added {} files ({} bytes sent, {} went on from an earlier run) in {:.2} s ({:.1} MB/s)",
+        summary.files,
+        summary.bytes_sent,
+        summary.resumed,
+        secs,
+        summary.bytes_sent as f64 / secs.max(1e-9) / 1e6
+    );
+    for (path, _, why) in summary.failed.iter().take(20) {
+        eprintln!(
+            "linkfs: not added: {}: {}",
+            linkfs_peer::terminal::escaped(path),
+            linkfs_peer::terminal::escaped(why)
+        );
+    }
+    if !summary.failed.is_empty() {
+        bail!(
+            "{} files were not added (listed above); what was added is in place, and running the command again sends the rest",
+            summary.failed.len()
+        );
     }
     Ok(())
 }

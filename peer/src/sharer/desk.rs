@@ -633,8 +633,11 @@ impl Desk {
                 l.started
                     && l.label == start.label
                     && l.view_key() == shown.key()
-                    && l.upload.map(|u| (u.drop, u.max_bytes, u.max_files, u.max_file))
-                        == start.upload.map(|u| (u.drop, u.max_bytes, u.max_files, u.max_file))
+                    && l.upload
+                        .map(|u| (u.drop, u.max_bytes, u.max_files, u.max_file))
+                        == start
+                            .upload
+                            .map(|u| (u.drop, u.max_bytes, u.max_files, u.max_file))
                     && same_password(l)
             })
             .cloned();
@@ -766,7 +769,12 @@ impl Desk {
 
 /// The index a drop link's visitors get: its root folder (named after the
 /// link's label) and nothing else.
-fn nothing_shown(label: &str) -> (Arc<std::sync::RwLock<linkfs_core::ShareIndex>>, watch::Receiver<u64>) {
+fn nothing_shown(
+    label: &str,
+) -> (
+    Arc<std::sync::RwLock<linkfs_core::ShareIndex>>,
+    watch::Receiver<u64>,
+) {
     let epoch = Epoch(u64::from_le_bytes(
         crate::random::random_bytes().unwrap_or([7; 8]),
     ));

@@ -51,7 +51,13 @@ impl UploadLedger {
     /// Bytes and files the link may still take (0: no cap).
     pub fn left(&self) -> (u64, u64) {
         let u = *self.used.lock().unwrap_or_else(|p| p.into_inner());
-        let left = |max: u64, used: u64| if max == 0 { 0 } else { max.saturating_sub(used).max(1) };
+        let left = |max: u64, used: u64| {
+            if max == 0 {
+                0
+            } else {
+                max.saturating_sub(used).max(1)
+            }
+        };
         (
             left(self.max_bytes, u.bytes + u.reserved_bytes),
             left(self.max_files, u.files + u.reserved_files),
@@ -159,9 +165,9 @@ fn from_landing(e: &LandingError) -> UploadResult {
         LandingError::HashMismatch => UploadRefusal::Corrupt,
         LandingError::NotAFolder(_) | LandingError::NoFreeName(_) => UploadRefusal::BadName,
         LandingError::Busy => UploadRefusal::Busy,
-        LandingError::WrongLength { .. } | LandingError::OutOfOrder { .. } | LandingError::Io(_) => {
-            UploadRefusal::Failed
-        }
+        LandingError::WrongLength { .. }
+        | LandingError::OutOfOrder { .. }
+        | LandingError::Io(_) => UploadRefusal::Failed,
     };
     refused(code, e.to_string())
 }
@@ -204,7 +210,11 @@ fn step(
             data,
         } => {
             let Some((u, _)) = open.get_mut(&upload) else {
-                return (upload, refused(UploadRefusal::Failed, "no such upload"), None);
+                return (
+                    upload,
+                    refused(UploadRefusal::Failed, "no such upload"),
+                    None,
+                );
             };
             match u.write(offset, &data) {
                 Ok(()) => (upload, UploadResult::Written { end: u.offset() }, None),
@@ -219,7 +229,11 @@ fn step(
         }
         UploadIo::Finish { upload } => {
             let Some((u, reservation)) = open.remove(&upload) else {
-                return (upload, refused(UploadRefusal::Failed, "no such upload"), None);
+                return (
+                    upload,
+                    refused(UploadRefusal::Failed, "no such upload"),
+                    None,
+                );
             };
             let size = u.incoming().size;
             match u.finish() {

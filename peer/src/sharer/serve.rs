@@ -274,7 +274,10 @@ impl DrivenSession for ServedSession {
             {
                 self.upload_tx = Some(super::intake::start(place, self.upload_done_tx.clone()));
             }
-            let sent = self.upload_tx.as_ref().is_some_and(|tx| tx.send(io).is_ok());
+            let sent = self
+                .upload_tx
+                .as_ref()
+                .is_some_and(|tx| tx.send(io).is_ok());
             if !sent {
                 self.session.handle_upload_io(
                     upload,

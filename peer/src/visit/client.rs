@@ -32,9 +32,10 @@ use std::time::Duration;
 
 use linkfs_core::{
     EndReason, Index, IndexChanges, Millis, Output, ReadEvent, ReadFailure, ReadHandle,
-    ReceiverConfig, StartReadError, Storage, Visit, VisitConfig, VisitEvent, VisitStatus,
+    ReceiverConfig, StartReadError, Storage, UploadEvent, Visit, VisitConfig, VisitEvent,
+    VisitStatus,
 };
-use linkfs_proto::EntryId;
+use linkfs_proto::{EntryId, UploadId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -94,6 +95,16 @@ struct ReadCommand {
     reply: oneshot::Sender<Result<Vec<u8>, ReadError>>,
 }
 
+/// A file to add to the share, from [`Client::upload`].
+struct UploadCommand {
+    path: Vec<u8>,
+    size: u64,
+    hash: [u8; 32],
+    file: std::fs::File,
+    events: mpsc::UnboundedSender<UploadEvent>,
+    reply: oneshot::Sender<UploadId>,
+}
+
 /// Asks the person for the link's password when the sharer wants one (a
 /// terminal prompt, a file); `None`: there is none to give.
 pub type PasswordSource = Arc<dyn Fn() -> Option<String> + Send + Sync>;
@@ -115,6 +126,7 @@ struct Shared {
 pub struct Client {
     shared: Arc<Shared>,
     commands: mpsc::Sender<ReadCommand>,
+    uploads: mpsc::UnboundedSender<UploadCommand>,
     status: watch::Receiver<Status>,
     cancel: CancellationToken,
     /// How the first data link travelled (directly or through TURN): `None`
@@ -225,12 +237,15 @@ impl Client {
             last_failure: Mutex::new(None),
         });
         let (commands, command_rx) = mpsc::channel(COMMAND_QUEUE);
+        let (uploads, upload_rx) = mpsc::unbounded_channel();
         let (status_tx, status) = watch::channel(Status::default());
         let cancel = CancellationToken::new();
         let shell = VisitShell {
             shared: shared.clone(),
             clock,
             commands: command_rx,
+            upload_commands: upload_rx,
+            sources: HashMap::new(),
             commands_open: true,
             reads: HashMap::new(),
             status: status_tx,
@@ -249,6 +264,7 @@ impl Client {
         Client {
             shared,
             commands,
+            uploads,
             status,
             cancel,
             route: RouteCell::default(),
@@ -390,6 +406,39 @@ impl Client {
         }
     }
 
+    /// Adds `file` to the share at `path` (relative to the link's folder;
+    /// `size` and whole-file BLAKE3 `hash` as read before): what happens to
+    /// it comes on the returned receiver, which ends after `Done` or
+    /// `Refused`. A lost connection is resumed at the byte the sharer holds.
+    pub async fn upload(
+        &self,
+        file: std::fs::File,
+        path: &str,
+        size: u64,
+        hash: [u8; 32],
+    ) -> Result<(UploadId, mpsc::UnboundedReceiver<UploadEvent>), ReadError> {
+        let (events, rx) = mpsc::unbounded_channel();
+        let (reply, id) = oneshot::channel();
+        let cmd = UploadCommand {
+            path: path.as_bytes().to_vec(),
+            size,
+            hash,
+            file,
+            events,
+            reply,
+        };
+        if self.uploads.send(cmd).is_err() {
+            return Err(self.ended_error());
+        }
+        let id = id.await.map_err(|_| self.ended_error())?;
+        Ok((id, rx))
+    }
+
+    /// What the link lets this visitor do, once the sharer said.
+    pub fn rights(&self) -> Option<linkfs_proto::Rights> {
+        self.visit().rights()
+    }
+
     /// [`Client::read`] from a thread outside the runtime (the FUSE threads).
     pub fn read_blocking(
         &self,
@@ -454,8 +503,20 @@ struct OpenRead {
 #[derive(Debug)]
 pub enum ClientInput {
     Read(ReadCommandHandle),
+    Upload(UploadCommandHandle),
     /// Every [`Client`] is gone: nobody will ask for anything again.
     AllClientsGone,
+}
+
+/// An upload command in flight to the session (opaque outside this module).
+pub struct UploadCommandHandle(UploadCommand);
+
+impl std::fmt::Debug for UploadCommandHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadCommand")
+            .field("size", &self.0.size)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A read command in flight to the session (opaque outside this module).
@@ -476,6 +537,9 @@ struct VisitShell {
     shared: Arc<Shared>,
     clock: Clock,
     commands: mpsc::Receiver<ReadCommand>,
+    upload_commands: mpsc::UnboundedReceiver<UploadCommand>,
+    /// The files being added, and where their events go.
+    sources: HashMap<UploadId, (std::fs::File, mpsc::UnboundedSender<UploadEvent>)>,
     commands_open: bool,
     /// Where the link's password comes from, when the sharer asks.
     password: Option<PasswordSource>,
@@ -523,6 +587,11 @@ impl VisitShell {
                 Output::Connect => self.asked_connect = true,
                 Output::CloseLink => self.asked_close = true,
                 Output::Event(e) => self.event(e),
+                Output::UploadRead {
+                    upload,
+                    offset,
+                    len,
+                } => self.upload_read(upload, offset, len),
                 Output::Timeout(at) => {
                     self.deadline = at;
                     self.publish();
@@ -559,6 +628,21 @@ impl VisitShell {
                 overflowed: true,
             }),
             VisitEvent::Refused(e) => self.keep_refusal(e),
+            VisitEvent::Upload(e) => {
+                let upload = match &e {
+                    UploadEvent::Ready { upload, .. }
+                    | UploadEvent::Progress { upload, .. }
+                    | UploadEvent::Done { upload, .. }
+                    | UploadEvent::Refused { upload, .. } => *upload,
+                };
+                let over = matches!(e, UploadEvent::Done { .. } | UploadEvent::Refused { .. });
+                if let Some((_, events)) = self.sources.get(&upload) {
+                    let _ = events.send(e);
+                }
+                if over {
+                    self.sources.remove(&upload);
+                }
+            }
             VisitEvent::PasswordNeeded => {
                 let given = self.password.clone().and_then(|ask| {
                     // A prompt waits for a person: off the runtime's workers.
@@ -674,15 +758,40 @@ impl VisitShell {
         if !self.commands_open {
             return std::future::pending().await;
         }
-        match self.commands.recv().await {
-            Some(cmd) => ClientInput::Read(ReadCommandHandle(cmd)),
-            None => ClientInput::AllClientsGone,
+        tokio::select! {
+            cmd = self.commands.recv() => match cmd {
+                Some(cmd) => ClientInput::Read(ReadCommandHandle(cmd)),
+                None => ClientInput::AllClientsGone,
+            },
+            Some(cmd) = self.upload_commands.recv() => ClientInput::Upload(UploadCommandHandle(cmd)),
+        }
+    }
+
+    /// Bytes of a file being added, as the visit asks for them (read here:
+    /// at most a chunk, from the page cache most often).
+    fn upload_read(&mut self, upload: UploadId, offset: u64, len: usize) {
+        use std::os::unix::fs::FileExt;
+        let Some((file, _)) = self.sources.get(&upload) else {
+            return;
+        };
+        let mut buf = vec![0u8; len];
+        match file.read_exact_at(&mut buf, offset) {
+            Ok(()) => self.lock().upload_bytes(upload, offset, &buf),
+            Err(e) => self.lock().upload_unreadable(
+                upload,
+                format!("cannot read the file being sent at byte {offset}: {e} (did it change?)"),
+            ),
         }
     }
 
     fn command(&mut self, input: ClientInput) {
         match input {
             ClientInput::Read(ReadCommandHandle(cmd)) => self.read_command(cmd),
+            ClientInput::Upload(UploadCommandHandle(cmd)) => {
+                let upload = self.lock().upload(cmd.path, cmd.size, cmd.hash);
+                self.sources.insert(upload, (cmd.file, cmd.events));
+                let _ = cmd.reply.send(upload);
+            }
             ClientInput::AllClientsGone => {
                 self.commands_open = false;
                 let now = self.clock.now();

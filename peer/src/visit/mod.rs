@@ -20,6 +20,7 @@ mod connect;
 pub mod get;
 pub mod listing;
 pub mod mount;
+pub mod put;
 
 pub use client::{
     CHANGES_QUEUE, COMMAND_QUEUE, Client, Connector, MAX_READ_LEN, MAX_REFUSALS_KEPT, NO_PASSWORD,

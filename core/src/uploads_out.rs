@@ -1,0 +1,317 @@
+//! The visitor's side of uploads, sans IO: files to add are begun on the
+//! sharer, their bytes asked of the shell a chunk at a time within the
+//! window, each chunk hashed and framed, and what the sharer answers turned
+//! into events. A lost connection loses nothing: on the next session every
+//! upload not done is begun again and goes on where the sharer says it has
+//! bytes up to.
+//!
+//! ```text
+//! shell                                    UploadsOut
+//!  add a file (path, size, hash) ------->  start -> UploadId
+//!  read these bytes of it <-------------   poll_read -> (upload, offset, len)
+//!  here they are ----------------------->  bytes(upload, offset, data)
+//!  send this frame <---------------------  poll_frame
+//!  what happened <-----------------------  poll_event
+//! ```
+//!
+//! Bounds: at most [`UPLOAD_WINDOW`] bytes of an upload asked of the shell
+//! and not yet acknowledged by the sharer; [`crate::MAX_UPLOADS`] uploads
+//! begun at once (the rest wait their turn, in the order added).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use linkfs_proto::{
+    ReceiverToSender, Rights, UPLOAD_CHUNK_LEN, UPLOAD_WINDOW, UploadBegin, UploadChunk,
+    UploadDone, UploadId, UploadReady, UploadRefusal, UploadRefused, upload_chunk_hash,
+};
+
+use crate::MAX_UPLOADS;
+
+/// What the sharer said about uploads (the receiver hands it on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UploadNews {
+    Rights(Rights),
+    Ready(UploadReady),
+    Ack { upload: UploadId, written: u64 },
+    Done(UploadDone),
+    Refused(UploadRefused),
+}
+
+/// What happened to an upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UploadEvent {
+    /// The sharer took it on; it goes on from `offset` (`changes`: how its
+    /// names were made safe, in words, one per line).
+    Ready {
+        upload: UploadId,
+        offset: u64,
+        path: String,
+        changes: String,
+    },
+    /// The sharer has written `written` bytes.
+    Progress { upload: UploadId, written: u64 },
+    /// It landed at `path` (`renamed`: the name asked for was taken).
+    Done {
+        upload: UploadId,
+        path: String,
+        renamed: bool,
+    },
+    /// It was refused or failed; nothing of it is in place.
+    Refused {
+        upload: UploadId,
+        code: UploadRefusal,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not begun on this session (waiting for a session, or its turn).
+    Waiting,
+    /// Begun; waiting for the sharer's answer.
+    Begun,
+    /// Sending bytes.
+    Sending,
+}
+
+#[derive(Debug)]
+struct Outgoing {
+    path: Vec<u8>,
+    size: u64,
+    hash: [u8; 32],
+    phase: Phase,
+    /// Bytes asked of the shell up to here.
+    asked: u64,
+    /// Bytes sent up to here.
+    sent: u64,
+    /// Bytes the sharer has written.
+    written: u64,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct UploadsOut {
+    next_id: u32,
+    uploads: BTreeMap<UploadId, Outgoing>,
+    frames: VecDeque<Vec<u8>>,
+    events: VecDeque<UploadEvent>,
+    /// A session is open (frames may go out).
+    open: bool,
+    rights: Option<Rights>,
+}
+
+impl UploadsOut {
+    /// What the link lets this visitor do, once the sharer said.
+    pub fn rights(&self) -> Option<Rights> {
+        self.rights
+    }
+
+    /// Uploads not finished yet.
+    pub fn pending(&self) -> usize {
+        self.uploads.len()
+    }
+
+    /// Adds a file to upload: `path` relative to the link's folder, its size
+    /// and its whole-file BLAKE3 hash.
+    pub fn start(&mut self, path: Vec<u8>, size: u64, hash: [u8; 32]) -> UploadId {
+        self.next_id = self.next_id.wrapping_add(1);
+        let upload = UploadId(self.next_id);
+        self.uploads.insert(
+            upload,
+            Outgoing {
+                path,
+                size,
+                hash,
+                phase: Phase::Waiting,
+                asked: 0,
+                sent: 0,
+                written: 0,
+            },
+        );
+        self.begin_waiting();
+        upload
+    }
+
+    /// Gives an upload up (its part on the sharer goes).
+    pub fn cancel(&mut self, upload: UploadId) {
+        if let Some(u) = self.uploads.remove(&upload) {
+            if self.open && u.phase != Phase::Waiting {
+                self.frames
+                    .push_back(ReceiverToSender::UploadCancel { upload }.encode());
+            }
+            self.begin_waiting();
+        }
+    }
+
+    /// A session opened (after the sharer's welcome): uploads are begun again.
+    pub fn session_opened(&mut self) {
+        self.open = true;
+        self.begin_waiting();
+    }
+
+    /// The session is gone: nothing goes out until the next; what was sent
+    /// and not written is sent again then (from where the sharer says).
+    pub fn session_lost(&mut self) {
+        self.open = false;
+        self.frames.clear();
+        for u in self.uploads.values_mut() {
+            u.phase = Phase::Waiting;
+        }
+    }
+
+    fn begin_waiting(&mut self) {
+        if !self.open {
+            return;
+        }
+        let mut begun = self
+            .uploads
+            .values()
+            .filter(|u| u.phase != Phase::Waiting)
+            .count();
+        for (id, u) in &mut self.uploads {
+            if begun >= MAX_UPLOADS {
+                break;
+            }
+            if u.phase == Phase::Waiting {
+                u.phase = Phase::Begun;
+                begun += 1;
+                self.frames.push_back(
+                    ReceiverToSender::UploadBegin(UploadBegin {
+                        upload: *id,
+                        size: u.size,
+                        hash: u.hash,
+                        path: u.path.clone(),
+                    })
+                    .encode(),
+                );
+            }
+        }
+    }
+
+    /// The next bytes to read for an upload: (upload, offset, len).
+    pub fn poll_read(&mut self) -> Option<(UploadId, u64, usize)> {
+        if !self.open {
+            return None;
+        }
+        for (id, u) in &mut self.uploads {
+            if u.phase == Phase::Sending && u.asked < u.size && u.asked - u.written < UPLOAD_WINDOW
+            {
+                let len = (u.size - u.asked).min(UPLOAD_CHUNK_LEN as u64);
+                let len = len.min(UPLOAD_WINDOW - (u.asked - u.written));
+                let at = u.asked;
+                u.asked += len;
+                return Some((*id, at, len as usize));
+            }
+        }
+        None
+    }
+
+    /// The bytes asked for by [`UploadsOut::poll_read`] (in the order asked;
+    /// bytes for an upload no longer sending there are dropped).
+    pub fn bytes(&mut self, upload: UploadId, offset: u64, data: &[u8]) {
+        let Some(u) = self.uploads.get_mut(&upload) else {
+            return;
+        };
+        if !self.open || u.phase != Phase::Sending || offset != u.sent || data.is_empty() {
+            return;
+        }
+        u.sent += data.len() as u64;
+        self.frames.push_back(
+            ReceiverToSender::UploadChunk(UploadChunk {
+                upload,
+                offset,
+                hash: upload_chunk_hash(&u.hash, offset, data),
+                data,
+            })
+            .encode(),
+        );
+    }
+
+    /// The shell could not read a file it added: the upload ends (said in words).
+    pub fn unreadable(&mut self, upload: UploadId, words: String) {
+        self.cancel(upload);
+        self.events.push_back(UploadEvent::Refused {
+            upload,
+            code: UploadRefusal::Failed,
+            message: words,
+        });
+    }
+
+    pub fn poll_frame(&mut self) -> Option<Vec<u8>> {
+        if !self.open {
+            return None;
+        }
+        self.frames.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<UploadEvent> {
+        self.events.pop_front()
+    }
+
+    /// What the sharer said.
+    pub fn handle(&mut self, news: UploadNews) {
+        match news {
+            UploadNews::Rights(r) => self.handle_rights(r),
+            UploadNews::Ready(r) => self.handle_ready(r),
+            UploadNews::Ack { upload, written } => self.handle_ack(upload, written),
+            UploadNews::Done(d) => self.handle_done(d),
+            UploadNews::Refused(r) => self.handle_refused(r),
+        }
+    }
+
+    pub fn handle_rights(&mut self, rights: Rights) {
+        self.rights = Some(rights);
+    }
+
+    pub fn handle_ready(&mut self, r: UploadReady) {
+        let Some(u) = self.uploads.get_mut(&r.upload) else {
+            return;
+        };
+        if u.phase != Phase::Begun || r.offset > u.size {
+            return;
+        }
+        u.phase = Phase::Sending;
+        u.asked = r.offset;
+        u.sent = r.offset;
+        u.written = r.offset;
+        self.events.push_back(UploadEvent::Ready {
+            upload: r.upload,
+            offset: r.offset,
+            path: r.path,
+            changes: r.changes,
+        });
+    }
+
+    pub fn handle_ack(&mut self, upload: UploadId, written: u64) {
+        if let Some(u) = self.uploads.get_mut(&upload)
+            && written > u.written
+            && written <= u.sent
+        {
+            u.written = written;
+            self.events
+                .push_back(UploadEvent::Progress { upload, written });
+        }
+    }
+
+    pub fn handle_done(&mut self, d: UploadDone) {
+        if self.uploads.remove(&d.upload).is_some() {
+            self.events.push_back(UploadEvent::Done {
+                upload: d.upload,
+                path: d.path,
+                renamed: d.renamed,
+            });
+            self.begin_waiting();
+        }
+    }
+
+    pub fn handle_refused(&mut self, r: UploadRefused) {
+        if self.uploads.remove(&r.upload).is_some() {
+            self.events.push_back(UploadEvent::Refused {
+                upload: r.upload,
+                code: r.code,
+                message: r.message,
+            });
+            self.begin_waiting();
+        }
+    }
+}
