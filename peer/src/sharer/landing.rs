@@ -37,7 +37,8 @@ use nix::sys::stat::{Mode, fchmod, fstat, fstatat, mkdirat};
 /// The staging folder's name, at the top of the shared folder.
 pub const STAGING: &str = ".linkfs-incoming";
 
-/// Free space an upload must leave on the sharer's disk.
+/// Free space an upload must leave on the sharer's disk: this, or 1% of a
+/// smaller file system.
 pub const RESERVE_BYTES: u64 = 64 << 20;
 
 /// Most numbered names tried for one file (`a (2)` ... `a (1000)`).
@@ -52,7 +53,7 @@ pub fn is_staging(rel: &[u8]) -> bool {
 /// Why an upload cannot go on, in words for the uploader.
 #[derive(Debug, thiserror::Error)]
 pub enum LandingError {
-    #[error("the sharer's disk is full (it keeps {} MiB free): nothing was saved", RESERVE_BYTES >> 20)]
+    #[error("the sharer's disk is full (or would be with this file): nothing was saved")]
     DiskFull,
     #[error("the file is {size} bytes but {sent} were sent")]
     WrongLength { size: u64, sent: u64 },
@@ -187,7 +188,9 @@ impl Dock {
         let need = incoming.size - have;
         let vfs = nix::sys::statvfs::fstatvfs(&*self.staging)?;
         let free = vfs.blocks_available().saturating_mul(vfs.fragment_size());
-        if need.saturating_add(RESERVE_BYTES) > free {
+        let whole = vfs.blocks().saturating_mul(vfs.fragment_size());
+        let reserve = RESERVE_BYTES.min(whole / 100);
+        if need.saturating_add(reserve) > free {
             drop(file);
             let _ = nix::unistd::unlinkat(
                 &*self.staging,

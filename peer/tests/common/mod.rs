@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+pub mod sharing;
+
 /// A binary of the `linkfs-tools` crate (e.g. `linkfs-gen-tree`), from the same
 /// target directory as this test. `cargo test --workspace` builds them (the tools
 /// crate has integration tests); alone, `cargo build -p linkfs-tools` does.
