@@ -19,10 +19,12 @@
 //                           small files on the mount while a bulk read of another file runs
 //                           (last to first, so the mount's fetching ahead never serves one)
 //   small_files_200_seconds reading 200 small files one after another on the mount
+//   put_mb_per_s            `linkfs put` of the bulk file from the far side (an upload
+//                           link; put_vs_get: as a ratio to the download on the same path)
 //   index_100k_seconds      a 100,000-file tree: `linkfs ls` until the index is complete
 //   sharer_peak_rss_mib / mount_peak_rss_mib    the processes' peak RSS after it all
 //
-// Steps (WAN_STEPS=sshfs,get,mount,browser,browser_pair,index runs only those; TCP always
+// Steps (WAN_STEPS=sshfs,get,put,mount,browser,browser_pair,index runs only those; TCP always
 // runs, it sizes the bulk file; `mount` covers the mount's three figures).
 // Paths (WAN_ONLY=name,... runs only those): rtt5_1g (5 ms, 1 Gbit/s), rtt20_200m,
 // rtt20_200m_loss0.1, rtt50_200m, rtt100_100m_loss0.5, rtt20_200m_turn (both peers
@@ -177,6 +179,19 @@ async function getRate(far: string, link: string, rel: string, extra: string[], 
   }
 }
 
+/** `linkfs put` of `dir`/bulk.bin from the far side into the share: MB/s as it reports it. */
+async function putRate(far: string, link: string, dir: string, extra: string[], ms: number): Promise<number> {
+  const to = `uploaded-${randomBytes(4).toString('hex')}`;
+  try {
+    const r = await runIn(far, 'put', binary('linkfs'), ['put', link, path.join(dir, 'bulk.bin'), '--to', to, ...extra], ms);
+    const m = /\(([\d.]+) MB\/s\)/.exec(r.stderr);
+    if (m === null) throw new Error(`no MB/s in linkfs put's output:\n${r.stderr}`);
+    return Number(m[1]);
+  } finally {
+    await rm(path.join(dir, to), { recursive: true, force: true });
+  }
+}
+
 /** Reads a whole file through the page cache-less path of a mount: MB/s. */
 function catRate(file: string, bytes: number, ms: number): number {
   const t0 = performance.now();
@@ -311,9 +326,11 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     });
   }
 
-  const s = await share(near, dir, shareArgs);
+  // The printed link takes uploads too (the put step).
+  const s = await share(near, dir, [...shareArgs, '--allow-upload', '--label', 'wan-bench']);
   const link = p.turn ? `${s.link.split('#')[0]}?ice=relay#${s.link.split('#')[1]}` : s.link;
   if (wanted('get')) await step(f, 'get_mb_per_s', async () => getRate(far, s.link, 'bulk.bin', visitArgs, slow));
+  if (wanted('put')) await step(f, 'put_mb_per_s', async () => putRate(far, s.link, dir, visitArgs, slow));
   if (wanted('mount')) {
     const mnt = await mkdtemp(path.join(scratchDir, 'wan-bench-mnt-'));
     const m = await startMount(s.link, mnt, 120_000, visitArgs, far);
@@ -370,9 +387,12 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     });
   }
 
-  for (const key of ['sshfs', 'get', 'mount', 'browser', 'browser_pair']) {
+  for (const key of ['sshfs', 'get', 'put', 'mount', 'browser', 'browser_pair']) {
     const v = f[`${key}_mb_per_s`];
     if (typeof v === 'number' && tcp > 0) f[`${key}_vs_tcp`] = round(v / tcp);
+  }
+  if (typeof f.put_mb_per_s === 'number' && typeof f.get_mb_per_s === 'number' && f.get_mb_per_s > 0) {
+    f.put_vs_get = round(f.put_mb_per_s / f.get_mb_per_s);
   }
   return f;
 }
