@@ -329,7 +329,11 @@ impl Desk {
             .clone();
         if self.dock.is_none() {
             match Dock::open(&self.scoping.root) {
-                Ok(dock) => self.dock = Some(dock),
+                Ok(dock) => {
+                    // Parts nobody went on with for a week go.
+                    let _ = dock.sweep(std::time::Duration::from_secs(7 * 24 * 3600));
+                    self.dock = Some(dock);
+                }
                 Err(e) => {
                     let _ = self.scoping.events.try_send(ShareEvent::Warning(format!(
                         "visitors cannot add files: {e}"
