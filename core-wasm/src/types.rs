@@ -267,6 +267,41 @@ pub enum VisitOutput {
     },
     /// The saved index is restored whole (searches and ZIP plans see all of it).
     Restored,
+    /// Read these bytes of the file added as `upload` and give them with
+    /// `uploadBytes` (in the order asked, per upload).
+    UploadRead { upload: u32, offset: f64, len: u32 },
+    /// The sharer took the upload on; it goes on from `offset` (`changes`:
+    /// how its names were made safe, one per line).
+    UploadReady {
+        upload: u32,
+        offset: f64,
+        path: String,
+        changes: String,
+    },
+    /// The sharer has written `written` bytes of it.
+    UploadProgress { upload: u32, written: f64 },
+    /// It landed at `path` (`renamed`: the name asked for was taken).
+    UploadDone {
+        upload: u32,
+        path: String,
+        renamed: bool,
+    },
+    /// It was refused or failed (the words say why); nothing of it is in place.
+    UploadRefused { upload: u32, message: String },
+}
+
+/// What the link lets its visitor do, once the sharer said.
+#[derive(Debug, Serialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkRights {
+    /// The visitor sees the tree (false: a drop link).
+    pub list: bool,
+    /// The visitor may add files.
+    pub upload: bool,
+    /// Caps (0: none but the sharer's disk).
+    pub max_file: f64,
+    pub bytes_left: f64,
+    pub files_left: f64,
 }
 
 /// Everything to do now, and in how many ms to call `tick` (none: no timer).

@@ -29,7 +29,7 @@ use wasm_bindgen_futures::spawn_local;
 use crate::store::{JsFrame, Store};
 use crate::types::{
     ConnectionState, EntryPath, EntryRow, ListPage, Progress, SearchBatch, SearchHit, Stats,
-    VisitOutput, VisitOutputs,
+    LinkRights, VisitOutput, VisitOutputs,
 };
 
 type CoreVisit = linkfs_core::Visit<JsFrame>;
@@ -174,8 +174,15 @@ impl Visit {
                     self.inner.borrow().snapshot_parts.push(&buffer);
                 }
                 Output::Work => self.work_later(),
-                // The page starts no uploads (yet), so the visit asks for no bytes of one.
-                Output::UploadRead { .. } => {}
+                Output::UploadRead {
+                    upload,
+                    offset,
+                    len,
+                } => outputs.push(VisitOutput::UploadRead {
+                    upload: upload.0,
+                    offset: offset as f64,
+                    len: len as u32,
+                }),
                 Output::Timeout(at) => break at.map(|t| t.0.saturating_sub(now().0) as f64),
             }
         };
@@ -472,6 +479,91 @@ impl Visit {
             .visit
             .cancel_read(ReadHandle(handle));
     }
+
+    /// What the link lets this visitor do, once the sharer said (`undefined` before).
+    pub fn rights(&self) -> Result<Option<Ts<LinkRights>>, JsError> {
+        let Some(r) = self.inner.borrow().visit.rights() else {
+            return Ok(None);
+        };
+        Ok(Some(
+            LinkRights {
+                list: r.list,
+                upload: r.upload,
+                max_file: r.max_file as f64,
+                bytes_left: r.bytes_left as f64,
+                files_left: r.files_left as f64,
+            }
+            .into_ts()?,
+        ))
+    }
+
+    /// Adds a file to the share at `path` (relative to the link's folder),
+    /// of `size` bytes whose BLAKE3 hash is `hash` (a [`FileHasher`]'s):
+    /// its bytes are asked for with `upload-read` outputs. Returns its id.
+    pub fn upload(&self, path: &str, size: f64, hash: &[u8]) -> Result<u32, JsError> {
+        if !(size.is_finite() && size >= 0.0 && size.fract() == 0.0 && size <= 2f64.powi(53)) {
+            return Err(JsError::new(&format!("a file's size must be whole bytes, not {size}")));
+        }
+        let hash: [u8; 32] = hash
+            .try_into()
+            .map_err(|_| JsError::new("a file's hash is 32 bytes"))?;
+        let id = self
+            .inner
+            .borrow_mut()
+            .visit
+            .upload(path.as_bytes().to_vec(), size as u64, hash);
+        Ok(id.0)
+    }
+
+    /// Bytes an `upload-read` asked for.
+    #[wasm_bindgen(js_name = uploadBytes)]
+    pub fn upload_bytes(&self, upload: u32, offset: f64, data: &[u8]) {
+        self.inner.borrow_mut().visit.upload_bytes(
+            linkfs_proto::UploadId(upload),
+            offset as u64,
+            data,
+        );
+    }
+
+    /// The file of `upload` could not be read (`words` say why): it ends.
+    #[wasm_bindgen(js_name = uploadUnreadable)]
+    pub fn upload_unreadable(&self, upload: u32, words: &str) {
+        self.inner
+            .borrow_mut()
+            .visit
+            .upload_unreadable(linkfs_proto::UploadId(upload), words.to_owned());
+    }
+
+    #[wasm_bindgen(js_name = cancelUpload)]
+    pub fn cancel_upload(&self, upload: u32) {
+        self.inner
+            .borrow_mut()
+            .visit
+            .cancel_upload(linkfs_proto::UploadId(upload));
+    }
+}
+
+/// The BLAKE3 hash of a file, fed in pieces (the hash the sharer checks an
+/// upload against).
+#[wasm_bindgen]
+#[derive(Default)]
+pub struct FileHasher(blake3::Hasher);
+
+#[wasm_bindgen]
+impl FileHasher {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> FileHasher {
+        FileHasher::default()
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The hash of everything fed (32 bytes).
+    pub fn finish(&self) -> Vec<u8> {
+        self.0.finalize().as_bytes().to_vec()
+    }
 }
 
 impl Visit {
@@ -627,6 +719,38 @@ fn output_of(event: VisitEvent, i: &mut Inner) -> Option<VisitOutput> {
             return None;
         }
         VisitEvent::StorageFailed(_) => return None,
+        VisitEvent::Upload(e) => match e {
+            linkfs_core::UploadEvent::Ready {
+                upload,
+                offset,
+                path,
+                changes,
+            } => VisitOutput::UploadReady {
+                upload: upload.0,
+                offset: offset as f64,
+                path,
+                changes,
+            },
+            linkfs_core::UploadEvent::Progress { upload, written } => VisitOutput::UploadProgress {
+                upload: upload.0,
+                written: written as f64,
+            },
+            linkfs_core::UploadEvent::Done {
+                upload,
+                path,
+                renamed,
+            } => VisitOutput::UploadDone {
+                upload: upload.0,
+                path,
+                renamed,
+            },
+            linkfs_core::UploadEvent::Refused {
+                upload, message, ..
+            } => VisitOutput::UploadRefused {
+                upload: upload.0,
+                message,
+            },
+        },
         VisitEvent::PasswordNeeded => VisitOutput::Status {
             state: ConnectionState::Password,
             message: "This link asks for a password.".into(),

@@ -28,6 +28,8 @@ import type {
   ShareApi,
   ShareEvent,
   SortKey,
+  LinkRights,
+  UploadState,
 } from '../src/api';
 import { ROOT_ID, type EntryId } from '../src/api';
 import { FakeTree, type FakeEntry } from './fake-tree';
@@ -271,6 +273,16 @@ class FakeShare implements ShareApi {
 
   givePassword(_password: string): void {
     // The fake share asks for no password.
+  }
+
+  rights(): LinkRights | null {
+    // The fake share's links only read.
+    return { list: true, upload: false, maxFile: 0, bytesLeft: 0, filesLeft: 0 };
+  }
+
+  upload(file: File, _path: string, onState: (state: UploadState) => void): () => void {
+    onState({ phase: 'failed', done: 0, total: file.size, message: 'the development fake takes no files' });
+    return () => undefined;
   }
 
   close(): void {

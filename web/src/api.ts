@@ -6,6 +6,7 @@
 // from its Rust structs (type-only: nothing here loads the wasm). Ids are branded
 // numbers, as they are newtypes in Rust.
 export type {
+  LinkRights,
   ConnectionState,
   EntryId,
   EntryRow,
@@ -18,6 +19,7 @@ export type {
 } from '../../core-wasm/pkg/linkfs_core_wasm.js';
 import type {
   ConnectionState,
+  LinkRights,
   EntryId,
   EntryRow,
   ListPage,
@@ -28,6 +30,24 @@ import type {
 
 /** The share's root folder. */
 export const ROOT_ID = 0 as EntryId;
+
+/** Where one added file stands. */
+export interface UploadState {
+  /** hashing: read to hash; waiting: for the sharer; sending; done; failed. */
+  phase: 'hashing' | 'waiting' | 'sending' | 'done' | 'failed';
+  /** Bytes hashed (hashing) or written by the sharer (sending, done). */
+  done: number;
+  total: number;
+  /** The sharer already held this many bytes of it (a resumed upload). */
+  resumedFrom?: number;
+  /** Where it goes or went, in the link's folder. */
+  path?: string;
+  /** How its names were made safe, one change per line. */
+  changes?: string;
+  /** The name asked for was taken: `path` is another. */
+  renamed?: boolean;
+  message?: string;
+}
 
 export interface ConnectionStatus {
   state: ConnectionState;
@@ -48,6 +68,8 @@ export interface ReadOptions {
 
 export type ShareEvent =
   | { type: 'status'; status: ConnectionStatus }
+  /** What the link lets this visitor do, once the sharer said. */
+  | { type: 'rights'; rights: LinkRights }
   | { type: 'progress'; progress: IndexProgress }
   /**
    * Entries under these directories changed (the directories themselves may have
@@ -168,5 +190,13 @@ export interface ShareApi {
   transfer(source: TransferSource, target: TransferTarget): Transfer;
   /** The link's password, when the status is `password` (or before: kept for when asked). */
   givePassword(password: string): void;
+  /** What the link lets this visitor do; null until the sharer said. */
+  rights(): LinkRights | null;
+  /**
+   * Adds `file` to the share at `path` ('/'-separated, relative to the link's folder),
+   * read from disk as it goes (never whole in memory); `onState` hears where it stands
+   * until `done` or `failed`. Returns a function that cancels it.
+   */
+  upload(file: File, path: string, onState: (state: UploadState) => void): () => void;
   close(): void;
 }

@@ -14,6 +14,7 @@ import {
   type EntryId,
   type EntryRow,
   type IndexProgress,
+  type LinkRights,
   type ListPage,
   type ReadOptions,
   ROOT_ID,
@@ -25,6 +26,7 @@ import {
   type TransferDone,
   type TransferSource,
   type TransferTarget,
+  type UploadState,
   type ZipFacts,
 } from './api';
 import type { FromWorker, IndexQuery, QueryAnswer, ShareStats, ToWorker } from './wasm/protocol';
@@ -79,6 +81,9 @@ class WasmShare implements ShareApi {
   private readonly transfers = new Map<string, PendingTransfer>();
   private search_: { id: number; onUpdate: (u: SearchUpdate) => void; resolve: () => void } | null = null;
   private nextId = 1;
+  private rights_: LinkRights | null = null;
+  /** Where each added file's state goes, by the page's id. */
+  private readonly uploads = new Map<number, (state: UploadState) => void>();
   /** The link being followed (origin + fragment). */
   private link = '';
 
@@ -237,6 +242,16 @@ class WasmShare implements ShareApi {
         }
         return;
       }
+      case 'rights':
+        this.rights_ = m.rights;
+        for (const l of this.listeners) l({ type: 'rights', rights: m.rights });
+        return;
+      case 'upload-state': {
+        const onState = this.uploads.get(m.id);
+        if (m.state.phase === 'done' || m.state.phase === 'failed') this.uploads.delete(m.id);
+        onState?.(m.state);
+        return;
+      }
       case 'serve-ready':
         this.transfers.get(m.token)?.ready.resolve({ size: m.size, name: m.name, ...(m.zip ? { zip: m.zip } : {}) });
         return;
@@ -280,6 +295,19 @@ class WasmShare implements ShareApi {
   }
 
   private openTimings: { workerWasmInitMs: number; workerOpenMs: number } | null = null;
+
+  rights(): LinkRights | null {
+    return this.rights_;
+  }
+
+  upload(file: File, path: string, onState: (state: UploadState) => void): () => void {
+    const id = this.nextId++;
+    this.uploads.set(id, onState);
+    this.post({ type: 'upload', id, file, path });
+    return () => {
+      if (this.uploads.has(id)) this.post({ type: 'upload-cancel', id });
+    };
+  }
 
   latestStats(): ShareStats | null {
     if (this.stats === null) return null;

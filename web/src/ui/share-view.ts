@@ -23,6 +23,7 @@ import { SearchPanel } from './search';
 import { ConnectionStatusView } from './status';
 import { keepForReload, PasswordPrompt, rememberAsks } from './password-prompt';
 import { throttle } from './throttle';
+import { UploadsPanel } from './uploads';
 
 /** While the index fills, the shown folder is re-listed at most this often. */
 const PROGRESS_REFRESH_MS = 500;
@@ -60,6 +61,7 @@ export class ShareView {
   private listing: DirectoryListing | null = null;
   private preview: PreviewPanel | null = null;
   private downloads: DownloadsPanel | null = null;
+  private uploads: UploadsPanel | null = null;
 
   private order: ListingOrder = { sort: 'name', descending: false };
   private shownDir: EntryRow | null = null;
@@ -215,6 +217,11 @@ export class ShareView {
     this.status.element.after(this.connectionInfo.element);
     this.content.append(this.listing.element, this.search.element, this.preview.element);
     this.element.append(this.downloads.element);
+    this.uploads = new UploadsPanel(api, this.key, () => parseFragment(window.location.hash).path.join('/'));
+    this.folderSave.after(this.uploads.control);
+    this.element.append(this.uploads.element);
+    const rights = api.rights();
+    if (rights) this.showRights(rights.list);
 
     api.subscribe((event) => this.onEvent(event));
     this.showStatus(api.status());
@@ -279,13 +286,27 @@ export class ShareView {
       case 'changed':
         this.onChanged(event.dirs, event.all ?? false);
         break;
+      case 'rights':
+        this.showRights(event.rights.list);
+        break;
+    }
+  }
+
+  /** A drop link (`list` false): the page is for adding files only. */
+  private showRights(list: boolean): void {
+    this.element.classList.toggle('is-drop-link', !list);
+    if (!list) {
+      this.listing?.setEmptyText('This link takes files: drop them here, or use Add files. What is already there is not shown.');
+      this.listing?.refresh();
     }
   }
 
   private onProgress(progress: IndexProgress): void {
     const state = this.api?.status().state ?? 'connecting';
     this.indexProgress.show(progress, state);
-    this.listing?.setEmptyText(progress.complete ? 'This folder is empty.' : 'Nothing here yet; the folder list is still arriving.');
+    if (!this.element.classList.contains('is-drop-link')) {
+      this.listing?.setEmptyText(progress.complete ? 'This folder is empty.' : 'Nothing here yet; the folder list is still arriving.');
+    }
     // While the index fills, any folder may grow: re-list the shown one now and then.
     // Once complete, growth comes with `changed` events naming the folders.
     if (progress.received !== this.lastReceived || progress.complete !== this.lastComplete) {

@@ -4,8 +4,8 @@
 // for, since Chromium cannot hand a data channel to a worker. The value types are
 // the ones the wasm module generates (type-only imports: nothing here loads the wasm).
 
-import type { EntryId, EntryPath, EntryRow, ListPage, Progress, SearchBatch, SortKey, Stats } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
-import type { ConnectionStatus, TransferSource, TransferTarget, ZipFacts } from '../api';
+import type { EntryId, EntryPath, EntryRow, LinkRights, ListPage, Progress, SearchBatch, SortKey, Stats } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import type { ConnectionStatus, TransferSource, TransferTarget, UploadState, ZipFacts } from '../api';
 import type { LinkState } from './page';
 
 /** Figures the worker reports with every progress message (tests, benchmarks). */
@@ -49,7 +49,11 @@ export type ToWorker =
   | { type: 'serve-stop'; token: string; reason: string }
   /** Starts a whole-share search (replacing any other); results come as `search-results`. */
   | { type: 'search'; id: number; query: string }
-  | { type: 'search-stop'; id: number };
+  | { type: 'search-stop'; id: number }
+  /** Adds `file` to the share at `path` (relative to the link's folder); its state comes as `upload-state`. */
+  | { type: 'upload'; id: number; file: File; path: string }
+  | { type: 'upload-cancel'; id: number };
+
 
 export type FromWorker =
   | { type: 'ready'; progress: Progress; stats: ShareStats }
@@ -74,4 +78,7 @@ export type FromWorker =
   | { type: 'serve-blob'; token: string; blob: Blob }
   /** `folder`, `notes`, `notesTotal`: a directory save's folder and the names it changed. */
   | { type: 'serve-finished'; token: string; ok: boolean; message: string; folder?: string; notes?: string[]; notesTotal?: number }
-  | { type: 'search-results'; id: number; batch: SearchBatch };
+  | { type: 'search-results'; id: number; batch: SearchBatch }
+  /** What the link lets this visitor do (once the sharer said). */
+  | { type: 'rights'; rights: LinkRights }
+  | { type: 'upload-state'; id: number; state: UploadState };

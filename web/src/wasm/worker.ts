@@ -17,6 +17,7 @@ import { type ByteSource, messageOf, SourceServer } from './serve';
 import { saveToBlob, saveToFile } from './save-sinks';
 import { type PlanMember, planZip, zipSource } from './zip-source';
 import { saveToDirectory } from './directory-sink';
+import { Uploads } from './uploads';
 
 declare const self: DedicatedWorkerGlobalScope;
 
@@ -46,6 +47,10 @@ const waitingForIndex: Extract<ToWorker, { type: 'serve' }>[] = [];
 function post(message: FromWorker, transfer: Transferable[] = []): void {
   self.postMessage(message, transfer);
 }
+
+const uploads = new Uploads(post, () => flush());
+/** The link's rights were told to the page. */
+let rightsTold = false;
 
 function progressNow(v: Visit): { progress: ReturnType<Visit['progress']>; stats: ShareStats } {
   return { progress: v.progress(), stats: v.stats() };
@@ -86,6 +91,13 @@ function flush(): void {
     handleOutput(out, v);
   }
   sendFrames();
+  if (!rightsTold) {
+    const rights = v.rights();
+    if (rights !== undefined) {
+      rightsTold = true;
+      post({ type: 'rights', rights });
+    }
+  }
   if (timer !== null) clearTimeout(timer);
   timer =
     wakeInMs === undefined
@@ -129,6 +141,13 @@ function handleOutput(out: Exclude<VisitOutput, { type: 'send' }>, v: Visit): vo
       return;
     case 'changed':
       post({ type: 'changed', dirs: out.dirs, all: out.all });
+      return;
+    case 'upload-read':
+    case 'upload-ready':
+    case 'upload-progress':
+    case 'upload-done':
+    case 'upload-refused':
+      uploads.output(out, v);
       return;
     case 'restored':
       restoring = false;
@@ -421,6 +440,12 @@ function handle(message: ToWorker, v: Visit): void {
       return;
     case 'search-stop':
       if (searching?.id === message.id) searching = null;
+      return;
+    case 'upload':
+      void uploads.start(message.id, message.file, message.path, () => visit);
+      return;
+    case 'upload-cancel':
+      uploads.cancel(message.id, v);
       return;
   }
 }

@@ -1,0 +1,245 @@
+// Visitors adding files through the page, in Chromium, against a real `linkfs share`:
+// a folder of awkward names picked and a few files dropped, landing whole in the
+// link's folder; a large file that keeps going across three dropped connections; a
+// reload in the middle of an upload, then the same file added again going on from
+// where it stopped; a drop link that shows nothing. Every file is compared byte for
+// byte with its source on the sharer's disk.
+//
+//   bash tests-e2e/run uploads [NAME_PREFIX...]
+
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import type { Page } from 'playwright-core';
+import { launchChromium, openLink, screenshot, type ChromiumInstance } from './lib/chromium.ts';
+import { name255, specialNames } from './lib/fixture.ts';
+import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
+import { startShare, type ShareProcess } from './lib/share-process.ts';
+import { binary, scratchDir } from './lib/paths.ts';
+
+const log = (line: string) => console.log(line);
+
+async function browser(t: TestContext, name: string): Promise<{ chromium: ChromiumInstance; page: Page }> {
+  const chromium = await launchChromium({ name, log });
+  t.defer(() => chromium.close());
+  const page = await chromium.page();
+  t.defer(async () => {
+    const file = await screenshot(page, `${t.name}-${name}`);
+    if (file) log(`    screenshot: ${file}`);
+  });
+  return { chromium, page };
+}
+
+async function shared(t: TestContext, tag: string): Promise<{ dir: string; s: ShareProcess }> {
+  await mkdir(scratchDir, { recursive: true });
+  const dir = await mkdtemp(path.join(scratchDir, `uploads-${tag}-`));
+  t.defer(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(path.join(dir, 'already-here.txt'), 'the sharer\'s own\n');
+  const s = await startShare(dir, { args: ['--no-qr'] });
+  t.defer(() => s.kill());
+  return { dir, s };
+}
+
+function addLink(dir: string, args: string[]): string {
+  const r = spawnSync(binary('linkfs'), ['link', 'add', ...args, '--dir', dir], { encoding: 'utf8' });
+  assert(r.status === 0, `linkfs link add ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+/** Every file under `dir` (relative path -> SHA-256), the staging folder left out. */
+async function hashes(dir: string, prefix = ''): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const e of await readdir(path.join(dir, prefix), { withFileTypes: true })) {
+    const rel = prefix === '' ? e.name : `${prefix}/${e.name}`;
+    if (rel === '.linkfs-incoming') continue;
+    if (e.isDirectory()) for (const [k, v] of await hashes(dir, rel)) out.set(k, v);
+    else if (e.isFile()) out.set(rel, createHash('sha256').update(await readFile(path.join(dir, rel))).digest('hex'));
+  }
+  return out;
+}
+
+/** Waits until every upload in the panel has finished; returns each one's path, state and words. */
+async function uploadsFinished(page: Page, count: number, timeoutMs: number): Promise<{ path: string; state: string; detail: string; notes: string }[]> {
+  await page.waitForFunction(
+    (n) => {
+      const items = [...document.querySelectorAll<HTMLElement>('[data-testid=upload]')];
+      return items.length >= n && items.every((i) => i.dataset['state'] === 'done' || i.dataset['state'] === 'failed');
+    },
+    count,
+    { timeout: timeoutMs, polling: 200 },
+  );
+  return page.$$eval('[data-testid=upload]', (items) =>
+    items.map((i) => ({
+      path: (i as HTMLElement).dataset['path'] ?? '',
+      state: (i as HTMLElement).dataset['state'] ?? '',
+      detail: i.querySelector('.download-detail')?.textContent ?? '',
+      notes: i.querySelector('.download-notes')?.textContent ?? '',
+    })),
+  );
+}
+
+/** Bytes the sharer holds aside (part files) now. */
+async function partBytes(dir: string): Promise<number> {
+  const staging = path.join(dir, '.linkfs-incoming');
+  let n = 0;
+  for (const f of await readdir(staging).catch(() => [] as string[])) n += (await stat(path.join(staging, f)).catch(() => ({ size: 0 }))).size;
+  return n;
+}
+
+async function bigFile(bytes: number, tag: string): Promise<string> {
+  const dir = await mkdtemp(path.join(scratchDir, `uploads-src-${tag}-`));
+  const file = path.join(dir, `${tag}.bin`);
+  const w = spawnSync('sh', ['-c', `head -c ${bytes} /dev/urandom > '${file}'`]);
+  assert(w.status === 0, `could not make ${file}`);
+  return file;
+}
+
+function sha256File(file: string): string {
+  const r = spawnSync('sha256sum', [file], { encoding: 'utf8' });
+  return r.stdout.split(' ')[0] ?? '';
+}
+
+const tests: TestCase[] = [
+  {
+    name: 'a: a folder of awkward names picked and files dropped land whole in the link\'s folder; a taken name gets " (2)"; nothing outside it',
+    timeoutMs: 120_000,
+    async run(t) {
+      const { dir } = await shared(t, 'folder');
+      await mkdir(path.join(dir, 'inbox'));
+      await writeFile(path.join(dir, 'inbox', 'notes.txt'), 'the sharer\'s own notes\n');
+      const link = addLink(dir, ['--allow-upload', '--scope', 'inbox', '--label', 'inbox']);
+      // The source: a folder of the awkward names the other suites use, nested.
+      const src = await mkdtemp(path.join(scratchDir, 'uploads-src-folder-'));
+      t.defer(() => rm(src, { recursive: true, force: true }));
+      const album = path.join(src, 'album');
+      const names = [...specialNames.filter((n) => n !== 'back\\slash.txt' && !n.endsWith(' ')), name255()];
+      for (const [i, n] of names.entries()) {
+        const sub = i % 2 === 0 ? album : path.join(album, 'deeper', 'still');
+        await mkdir(sub, { recursive: true });
+        await writeFile(path.join(sub, n), `file ${i}: ${n}\n`.repeat(i * 50 + 1));
+      }
+      const want = await hashes(src);
+      const { chromium, page } = await browser(t, 'folder');
+      await openLink(page, link, ['connected']);
+      await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
+      await page.setInputFiles('[data-testid=upload-folder-input]', album);
+      // And two files dropped on the page (one of them taking a name that is there).
+      await page.evaluate(async () => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(['dropped one\n'], 'dropped.txt', { type: 'text/plain' }));
+        dt.items.add(new File(['the visitor\'s notes\n'], 'notes.txt', { type: 'text/plain' }));
+        document.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+        document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      });
+      const done = await uploadsFinished(page, names.length + 2, 60_000);
+      const failed = done.filter((u) => u.state !== 'done');
+      assert(failed.length === 0, `not added: ${JSON.stringify(failed)}`);
+      const got = await hashes(path.join(dir, 'inbox'));
+      for (const [rel, h] of want) {
+        assert(got.get(rel) === h, `${rel}: ${got.has(rel) ? 'other bytes' : 'missing'} on the sharer's disk`);
+      }
+      assert((await readFile(path.join(dir, 'inbox', 'notes.txt'), 'utf8')) === 'the sharer\'s own notes\n', 'the sharer\'s file was replaced');
+      assert((await readFile(path.join(dir, 'inbox', 'notes (2).txt'), 'utf8')) === 'the visitor\'s notes\n', 'the taken name did not land as "notes (2).txt"');
+      assert(done.some((u) => u.path === 'notes.txt' && u.detail.includes('notes (2).txt')), `the page did not say where the taken name landed: ${JSON.stringify(done.find((u) => u.path === 'notes.txt'))}`);
+      const top = (await readdir(dir)).filter((n) => n !== '.linkfs-incoming').sort();
+      assert(JSON.stringify(top) === JSON.stringify(['already-here.txt', 'inbox']), `something landed outside the link's folder: ${JSON.stringify(top)}`);
+      // The page shows them through the live share.
+      await page.waitForFunction(() => document.querySelector('[data-testid=listing]')?.textContent?.includes('dropped.txt') ?? false, undefined, { timeout: 10_000 });
+      log(`    ${want.size} files of a picked folder and 2 dropped ones landed, byte for byte`);
+      assert(chromium.pageErrors.length === 0, `uncaught errors in the page:\n  ${chromium.pageErrors.join('\n  ')}`);
+    },
+  },
+  {
+    name: 'b: a 1 GiB file keeps going across three dropped connections and lands whole',
+    timeoutMs: 300_000,
+    async run(t) {
+      const { dir, s } = await shared(t, 'drops');
+      const link = addLink(dir, ['--allow-upload']);
+      const file = await bigFile(1 << 30, 'gib');
+      t.defer(() => rm(path.dirname(file), { recursive: true, force: true }));
+      const { page } = await browser(t, 'drops');
+      await openLink(page, link, ['connected']);
+      await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
+      await page.setInputFiles('[data-testid=upload-files-input]', file);
+      for (let drop = 1; drop <= 3; drop += 1) {
+        const before = await partBytes(dir);
+        const deadline = Date.now() + 120_000;
+        while ((await partBytes(dir)) < before + (150 << 20)) {
+          assert(Date.now() < deadline, `the upload did not move before drop ${drop}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        process.kill(s.pid, 'SIGUSR1');
+        log(`    dropped every connection at ${((await partBytes(dir)) / 1048576).toFixed(0)} MiB`);
+      }
+      const done = await uploadsFinished(page, 1, 240_000);
+      assert(done[0]?.state === 'done', `not added: ${JSON.stringify(done[0])}`);
+      assert(sha256File(path.join(dir, 'gib.bin')) === sha256File(file), 'the file on the sharer\'s disk has other bytes');
+    },
+  },
+  {
+    name: 'c: a reload in the middle of an upload: the page offers to go on, and the same file added again goes on from its byte',
+    timeoutMs: 240_000,
+    async run(t) {
+      const { dir } = await shared(t, 'reload');
+      await mkdir(path.join(dir, 'deep', 'er'), { recursive: true });
+      const link = addLink(dir, ['--allow-upload']);
+      const file = await bigFile(600 << 20, 'reloaded');
+      t.defer(() => rm(path.dirname(file), { recursive: true, force: true }));
+      const { page } = await browser(t, 'reload');
+      await openLink(page, `${link}/deep/er`, ['connected']);
+      await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
+      await page.setInputFiles('[data-testid=upload-files-input]', file);
+      const deadline = Date.now() + 60_000;
+      while ((await partBytes(dir)) < 100 << 20) {
+        assert(Date.now() < deadline, 'the upload did not start');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await page.reload({ waitUntil: 'domcontentloaded' });
+      const held = await partBytes(dir);
+      const note = await page.waitForSelector('[data-testid=upload-resume]', { state: 'visible', timeout: 20_000 });
+      const words = (await note.textContent()) ?? '';
+      assert(words.includes('reloaded.bin') && words.includes('go on'), `the page did not offer to go on: ${words}`);
+      // Added again from the top folder: it goes where it was going, on from its byte.
+      await openLink(page, link, ['connected']);
+      await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
+      await page.setInputFiles('[data-testid=upload-files-input]', file);
+      const done = await uploadsFinished(page, 1, 180_000);
+      assert(done[0]?.state === 'done', `not added: ${JSON.stringify(done[0])}`);
+      assert(done[0]?.path === 'deep/er/reloaded.bin', `it went to ${done[0]?.path}, not where it was going`);
+      assert(done[0]?.notes.includes('Went on from'), `it did not go on from its byte (the sharer held ${held} bytes): ${JSON.stringify(done[0])}`);
+      assert(sha256File(path.join(dir, 'deep', 'er', 'reloaded.bin')) === sha256File(file), 'the file on the sharer\'s disk has other bytes');
+      log(`    reloaded with ${(held / 1048576).toFixed(0)} MiB held; ${done[0]?.notes}`);
+    },
+  },
+  {
+    name: 'd: a drop link shows nothing of the share and takes files',
+    timeoutMs: 90_000,
+    async run(t) {
+      const { dir } = await shared(t, 'drop');
+      const link = addLink(dir, ['--drop', '--label', 'Send me files']);
+      const { page } = await browser(t, 'drop');
+      await openLink(page, link, ['connected']);
+      await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
+      const said = await page
+        .waitForFunction(() => document.body.textContent?.includes('This link takes files') ?? false, undefined, { timeout: 20_000 })
+        .then(() => true, () => false);
+      const text = (await page.textContent('body')) ?? '';
+      assert(said, `the page does not say what the link is for: ${text.slice(0, 400)}`);
+      assert(!text.includes('already-here.txt'), 'a drop link showed the sharer\'s files');
+      await page.evaluate(() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(['for you\n'], 'for-you.txt'));
+        document.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+        document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      });
+      const done = await uploadsFinished(page, 1, 30_000);
+      assert(done[0]?.state === 'done', `not added: ${JSON.stringify(done[0])}`);
+      assert((await readFile(path.join(dir, 'for-you.txt'), 'utf8')) === 'for you\n', 'the dropped file did not land');
+      const after = (await page.textContent('body')) ?? '';
+      assert(!after.includes('already-here.txt'), 'after the upload, the drop link showed the sharer\'s files');
+    },
+  },
+];
+
+await runSuite('uploads', tests);
