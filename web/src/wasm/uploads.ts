@@ -13,6 +13,8 @@ import type { FromWorker } from './protocol';
 const HASH_STEP = 8 * 1024 * 1024;
 /** A file's state goes to the page at most this often while it moves, ms. */
 const STATE_EVERY_MS = 100;
+/** Bytes read from the File at once; the visit's chunk-sized reads are cut from them. */
+const READ_BLOCK = 1024 * 1024;
 
 interface Outgoing {
   id: number;
@@ -23,6 +25,8 @@ interface Outgoing {
   chain: Promise<void>;
   cancelled: boolean;
   lastPostAt: number;
+  /** The block read last (the next reads are in it, most often). */
+  block: { start: number; bytes: Uint8Array } | null;
 }
 
 type UploadOutput = Extract<VisitOutput, { type: `upload-${string}` }>;
@@ -50,7 +54,7 @@ export class Uploads {
 
   /** Hashes `file`, then hands it to the visit to go to `path` in the link's folder. */
   async start(id: number, file: File, path: string, visit: () => Visit | null): Promise<void> {
-    const o: Outgoing = { id, file, path, visitId: null, chain: Promise.resolve(), cancelled: false, lastPostAt: 0 };
+    const o: Outgoing = { id, file, path, visitId: null, chain: Promise.resolve(), cancelled: false, lastPostAt: 0, block: null };
     this.byId.set(id, o);
     const total = file.size;
     const hasher = new FileHasher();
@@ -101,6 +105,17 @@ export class Uploads {
     this.state(o, { phase: 'failed', done: 0, total: o.file.size, message: 'cancelled' });
   }
 
+  /** `len` bytes at `offset`, from the block read last or a new one. */
+  private async read(o: Outgoing, offset: number, len: number): Promise<Uint8Array> {
+    const b = o.block;
+    if (b === null || offset < b.start || offset + len > b.start + b.bytes.length) {
+      const end = Math.min(o.file.size, Math.max(offset + len, offset + READ_BLOCK));
+      o.block = { start: offset, bytes: new Uint8Array(await o.file.slice(offset, end).arrayBuffer()) };
+    }
+    const at = offset - o.block!.start;
+    return o.block!.bytes.subarray(at, at + len);
+  }
+
   /** Handles one of the visit's upload outputs. */
   output(out: UploadOutput, v: Visit): void {
     const o = this.byVisit.get(out.upload);
@@ -112,7 +127,7 @@ export class Uploads {
         o.chain = o.chain.then(async () => {
           if (o.cancelled) return;
           try {
-            const bytes = new Uint8Array(await o.file.slice(offset, offset + len).arrayBuffer());
+            const bytes = await this.read(o, offset, len);
             if (bytes.length !== len) throw new Error(`${bytes.length} bytes where ${len} were asked (did the file change?)`);
             v.uploadBytes(out.upload, offset, bytes);
           } catch (error) {
@@ -129,10 +144,12 @@ export class Uploads {
         this.state(o, { phase: 'sending', done: out.written, total }, false);
         return;
       case 'upload-done':
+        o.block = null;
         this.forget(o);
         this.state(o, { phase: 'done', done: total, total, path: out.path, renamed: out.renamed });
         return;
       case 'upload-refused':
+        o.block = null;
         this.forget(o);
         this.state(o, { phase: 'failed', done: 0, total, message: out.message });
         return;
