@@ -28,8 +28,8 @@ use wasm_bindgen_futures::spawn_local;
 
 use crate::store::{JsFrame, Store};
 use crate::types::{
-    ConnectionState, EntryPath, EntryRow, ListPage, Progress, SearchBatch, SearchHit, Stats,
-    LinkRights, VisitOutput, VisitOutputs,
+    ConnectionState, EntryPath, EntryRow, LinkRights, ListPage, Progress, SearchBatch, SearchHit,
+    Stats, VisitOutput, VisitOutputs,
 };
 
 type CoreVisit = linkfs_core::Visit<JsFrame>;
@@ -502,7 +502,9 @@ impl Visit {
     /// its bytes are asked for with `upload-read` outputs. Returns its id.
     pub fn upload(&self, path: &str, size: f64, hash: &[u8]) -> Result<u32, JsError> {
         if !(size.is_finite() && size >= 0.0 && size.fract() == 0.0 && size <= 2f64.powi(53)) {
-            return Err(JsError::new(&format!("a file's size must be whole bytes, not {size}")));
+            return Err(JsError::new(&format!(
+                "a file's size must be whole bytes, not {size}"
+            )));
         }
         let hash: [u8; 32] = hash
             .try_into()
