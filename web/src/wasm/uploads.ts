@@ -3,9 +3,10 @@
 // (core's uploads: begun again on every connection, its bytes asked within a
 // window, each chunk hashed), and its bytes read from the File when the visit
 // asks, one read at a time per file, in the order asked. What happens is told
-// to the page as `upload-state` messages.
+// to the page as `upload-state` messages. The wasm module is the worker's
+// (./worker.ts hands in its hasher).
 
-import { FileHasher, type Visit, type VisitOutput } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import type { FileHasher, Visit, VisitOutput } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 import type { UploadState } from '../api';
 import type { FromWorker } from './protocol';
 
@@ -38,6 +39,8 @@ export class Uploads {
   constructor(
     private readonly post: (m: FromWorker) => void,
     private readonly flush: () => void,
+    /** The wasm module's hasher (only the worker module loads the wasm). */
+    private readonly newHasher: () => FileHasher,
   ) {}
 
   private state(o: Outgoing, state: UploadState, force = true): void {
@@ -57,7 +60,7 @@ export class Uploads {
     const o: Outgoing = { id, file, path, visitId: null, chain: Promise.resolve(), cancelled: false, lastPostAt: 0, block: null };
     this.byId.set(id, o);
     const total = file.size;
-    const hasher = new FileHasher();
+    const hasher = this.newHasher();
     let hash: Uint8Array;
     try {
       for (let at = 0; at < total; ) {

@@ -8,7 +8,7 @@
 
 /// <reference lib="webworker" />
 
-import init, { Visit, type VisitOutput } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import init, { FileHasher, Visit, type VisitOutput } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 import wasmUrl from '../../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url';
 import type { EntryId, EntryRow, ReadHandle, TransferSource } from '../api';
 import { entryStream, MEDIA, BULK, type RangeReader, type ReadSink } from './entry-stream';
@@ -48,7 +48,7 @@ function post(message: FromWorker, transfer: Transferable[] = []): void {
   self.postMessage(message, transfer);
 }
 
-const uploads = new Uploads(post, () => flush());
+const uploads = new Uploads(post, () => flush(), () => new FileHasher());
 /** The link's rights were told to the page. */
 let rightsTold = false;
 
