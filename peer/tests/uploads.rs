@@ -170,8 +170,11 @@ fn a_put_stopped_midway_goes_on_from_its_byte_when_run_again() {
     let bytes = random_bytes(400 << 20, 7);
     std::fs::write(&big, &bytes).unwrap();
 
+    let small = src.join("small.txt");
+    std::fs::write(&small, b"small first").unwrap();
     let mut first = Command::new(LINKFS)
         .args(["put", &link])
+        .arg(&small)
         .arg(&big)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -197,6 +200,20 @@ fn a_put_stopped_midway_goes_on_from_its_byte_when_run_again() {
             "the put ended before it was stopped"
         );
         std::thread::sleep(Duration::from_millis(5));
+    }
+    // The sharer sees what the visitor added so far.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen = text(&share.ask(&["visitors", "--json"]).stdout);
+        if seen.contains("\"files_uploaded\":1") {
+            assert!(seen.contains("\"bytes_uploaded\":11"), "{seen}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "linkfs visitors does not show the landed file: {seen}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
     first.kill().unwrap();
     let _ = first.wait();

@@ -322,8 +322,8 @@ pub async fn visitors(args: VisitorsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:>7}  {:<24} {:<22} {:<7} {:>10}  READING",
-        "VISITOR", "LINK", "SINCE", "ROUTE", "SERVED"
+        "{:>7}  {:<24} {:<22} {:<7} {:>10} {:>18}  READING",
+        "VISITOR", "LINK", "SINCE", "ROUTE", "SERVED", "ADDED"
     );
     for v in &a.visitors {
         let link = format!(
@@ -340,13 +340,23 @@ pub async fn visitors(args: VisitorsArgs) -> anyhow::Result<()> {
             .reading
             .as_deref()
             .map_or(String::new(), linkfs_peer::terminal::escaped);
+        let added = if v.files_uploaded == 0 {
+            "-".to_owned()
+        } else {
+            format!(
+                "{} ({} files)",
+                super::share::human_bytes(v.bytes_uploaded),
+                v.files_uploaded
+            )
+        };
         println!(
-            "{:>7}  {:<24} {:<22} {:<7} {:>10}  {}",
+            "{:>7}  {:<24} {:<22} {:<7} {:>10} {:>18}  {}",
             v.visitor,
             link,
             when(v.since),
             route,
             super::share::human_bytes(v.bytes_served),
+            added,
             reading
         );
     }

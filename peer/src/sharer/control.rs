@@ -111,6 +111,11 @@ pub struct VisitorView {
     /// The file it last started reading (within its link's view).
     #[serde(default)]
     pub reading: Option<String>,
+    /// Files it added (uploads that landed), and their bytes.
+    #[serde(default)]
+    pub files_uploaded: u64,
+    #[serde(default)]
+    pub bytes_uploaded: u64,
 }
 
 /// The sharer's answer.

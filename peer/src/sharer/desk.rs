@@ -765,6 +765,8 @@ impl Desk {
                     route: doing.route,
                     bytes_served: doing.bytes_served,
                     reading: doing.reading,
+                    files_uploaded: doing.files_uploaded,
+                    bytes_uploaded: doing.bytes_uploaded,
                 }
             })
             .collect()
