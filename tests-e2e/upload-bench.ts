@@ -4,7 +4,9 @@
 // workers, both wasm memories, and the renderers' resident memory, sampled every
 // second against a sample before). The page must stream the file from disk: its
 // growth is expected to stay far below the file's size. The rate is the whole add
-// (hashing included: the file is read twice). Prints one JSON line.
+// (hashing included: the file is read twice). Then the page saves the same file
+// (as a user's click does) for the ratio to the download direction. Prints one JSON
+// line.
 //
 //   bash tests-e2e/run upload-bench
 //   UPLOAD_MIB=1024 bash tests-e2e/run upload-bench
@@ -16,6 +18,7 @@ import { MemorySampler, type BrowserMemory } from './lib/browser-memory.ts';
 import { launchChromium, openLink } from './lib/chromium.ts';
 import { binary, scratchDir } from './lib/paths.ts';
 import { startShare } from './lib/share-process.ts';
+import { downloadThroughPage } from './lib/page-download.ts';
 
 const mib = Number(process.env.UPLOAD_MIB ?? 4096);
 const bytes = mib * 1048576;
@@ -58,6 +61,9 @@ try {
   const same = spawnSync('cmp', ['-s', file, path.join(dir, 'big.bin')]).status === 0;
   if (!same || landed.size !== bytes) throw new Error('the file on the sharer\'s disk is not the one added');
   await sampler.detach();
+  // The other direction in the same run: the page saves the file it added.
+  const saved = path.join(src, 'saved.bin');
+  const down = await downloadThroughPage(page, { target: 'big.bin', out: saved, browserPid: chromium.browserPid, log });
   result = {
     mib,
     seconds: Number(seconds.toFixed(2)),
@@ -67,6 +73,8 @@ try {
     before,
     peak,
     staging_left: (await readdir(path.join(dir, '.linkfs-incoming'))).length,
+    download_mb_per_s: down.mb_per_s,
+    upload_vs_download: Number((bytes / 1e6 / seconds / down.mb_per_s).toFixed(2)),
   };
 } finally {
   await chromium.close();
