@@ -21,10 +21,12 @@
 //   small_files_200_seconds reading 200 small files one after another on the mount
 //   put_mb_per_s            `linkfs put` of the bulk file from the far side (an upload
 //                           link; put_vs_get: as a ratio to the download on the same path)
+//   browser_put_mb_per_s    Chromium on the far side adding the bulk file through the page
+//                           (browser_put_vs_save: against the same page saving it back)
 //   index_100k_seconds      a 100,000-file tree: `linkfs ls` until the index is complete
 //   sharer_peak_rss_mib / mount_peak_rss_mib    the processes' peak RSS after it all
 //
-// Steps (WAN_STEPS=sshfs,get,put,mount,browser,browser_pair,index runs only those; TCP always
+// Steps (WAN_STEPS=sshfs,get,put,mount,browser,browser_put,browser_pair,index runs only those; TCP always
 // runs, it sizes the bulk file; `mount` covers the mount's three figures).
 // Paths (WAN_ONLY=name,... runs only those): rtt5_1g (5 ms, 1 Gbit/s), rtt20_200m,
 // rtt20_200m_loss0.1, rtt50_200m, rtt100_100m_loss0.5, rtt20_200m_turn (both peers
@@ -246,6 +248,22 @@ async function browserRate(far: string, link: string, rel: string, ms: number): 
   }
 }
 
+/** Chromium on the far side adding `dir`/bulk.bin through the page (an upload link): MB/s, and saving it back. */
+async function browserPutRate(far: string, link: string, dir: string, ms: number): Promise<{ up: number; down: number }> {
+  const before = new Set(await readdir(dir));
+  try {
+    const tsx = path.join(repoRoot, 'node_modules', '.bin', 'tsx');
+    const r = await runIn(far, 'browser-put', 'env', [`LINK=${link}`, `UPLOAD_FILE=${path.join(dir, 'bulk.bin')}`, tsx, path.join(repoRoot, 'tests-e2e', 'upload-bench.ts')], ms);
+    const json = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as { mb_per_s: number | null; download_mb_per_s?: number; landed?: string; error: string | null };
+    if (json.mb_per_s === null) throw new Error(json.error ?? 'no figure');
+    const landed = path.join(dir, json.landed ?? '');
+    if (spawnSync('cmp', ['-s', path.join(dir, 'bulk.bin'), landed]).status !== 0) throw new Error(`what landed (${json.landed}) is not bulk.bin`);
+    return { up: json.mb_per_s, down: json.download_mb_per_s ?? Number.NaN };
+  } finally {
+    for (const n of await readdir(dir)) if (!before.has(n)) await rm(path.join(dir, n), { recursive: true, force: true });
+  }
+}
+
 /** Chromium in the near namespace sending `mib` to Chromium in the far one over a plain data channel: MB/s. */
 async function browserPairRate(near: string, far: string, mib: number, ms: number): Promise<number> {
   const signal = await mkdtemp(path.join(scratchDir, 'wan-bench-pair-'));
@@ -371,6 +389,14 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
   }
 
   if (wanted('browser')) await step(f, 'browser_mb_per_s', async () => browserRate(far, link, 'bulk.bin', slow + 120_000));
+  if (wanted('browser_put')) {
+    await step(f, 'browser_put_mb_per_s', async () => {
+      const r = await browserPutRate(far, link, dir, slow + 120_000);
+      f.browser_put_then_save_mb_per_s = r.down;
+      f.browser_put_vs_save = round(r.up / r.down);
+      return r.up;
+    });
+  }
   if (wanted('browser_pair') && !p.turn) await step(f, 'browser_pair_mb_per_s', async () => browserPairRate(near, far, mib, slow + 60_000));
   f.sharer_peak_rss_mib = await peakRssMib(s.pid);
   await s.stop().catch(() => undefined);
@@ -387,7 +413,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     });
   }
 
-  for (const key of ['sshfs', 'get', 'put', 'mount', 'browser', 'browser_pair']) {
+  for (const key of ['sshfs', 'get', 'put', 'mount', 'browser', 'browser_put', 'browser_pair']) {
     const v = f[`${key}_mb_per_s`];
     if (typeof v === 'number' && tcp > 0) f[`${key}_vs_tcp`] = round(v / tcp);
   }
