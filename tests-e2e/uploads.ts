@@ -1,9 +1,11 @@
 // Visitors adding files through the page, in Chromium, against a real `linkfs share`:
-// a folder of awkward names picked and a few files dropped, landing whole in the
-// link's folder; a large file that keeps going across three dropped connections; a
-// reload in the middle of an upload, then the same file added again going on from
-// where it stopped; a drop link that shows nothing. Every file is compared byte for
-// byte with its source on the sharer's disk.
+// - a folder of awkward names dragged and dropped (Chromium's own drop of a folder's
+//   path) and a few files dropped, landing whole in the link's folder;
+// - a large file that keeps going across three dropped connections;
+// - a reload in the middle of an upload, then the same file added again going on
+//   from where it stopped;
+// - a drop link that shows nothing and takes a picked folder.
+// Every file is compared byte for byte with its source on the sharer's disk.
 //
 //   bash tests-e2e/run uploads [NAME_PREFIX...]
 
@@ -100,9 +102,26 @@ function sha256File(file: string): string {
   return r.stdout.split(' ')[0] ?? '';
 }
 
+/**
+ * Drags `paths` (files or folders on this machine) onto the page and drops them,
+ * as a person dragging them from their file manager would: Chromium builds the
+ * drop's entries from the paths itself (folders as folder entries).
+ */
+async function dropPaths(page: Page, paths: string[]): Promise<void> {
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    const data = { items: [], files: paths, dragOperationsMask: 1 };
+    for (const type of ['dragEnter', 'dragOver', 'drop'] as const) {
+      await cdp.send('Input.dispatchDragEvent', { type, x: 400, y: 300, data });
+    }
+  } finally {
+    await cdp.detach().catch(() => undefined);
+  }
+}
+
 const tests: TestCase[] = [
   {
-    name: 'a: a folder of awkward names picked and files dropped land whole in the link\'s folder; a taken name gets " (2)"; nothing outside it',
+    name: 'a: a folder of awkward names dragged and dropped, and files dropped, land whole in the link\'s folder; a taken name gets " (2)"; nothing outside it',
     timeoutMs: 120_000,
     async run(t) {
       const { dir } = await shared(t, 'folder');
@@ -123,8 +142,10 @@ const tests: TestCase[] = [
       const { chromium, page } = await browser(t, 'folder');
       await openLink(page, link, ['connected']);
       await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
-      await page.setInputFiles('[data-testid=upload-folder-input]', album);
-      // And two files dropped on the page (one of them taking a name that is there).
+      // The folder dragged from the desktop and dropped on the page: Chromium's own
+      // drag and drop with the folder's path (what the OS hands it), through DevTools.
+      await dropPaths(page, [album]);
+      // And two files made in the page and dropped (one taking a name that is there).
       await page.evaluate(async () => {
         const dt = new DataTransfer();
         dt.items.add(new File(['dropped one\n'], 'dropped.txt', { type: 'text/plain' }));
@@ -146,7 +167,7 @@ const tests: TestCase[] = [
       assert(JSON.stringify(top) === JSON.stringify(['already-here.txt', 'inbox']), `something landed outside the link's folder: ${JSON.stringify(top)}`);
       // The page shows them through the live share.
       await page.waitForFunction(() => document.querySelector('[data-testid=listing]')?.textContent?.includes('dropped.txt') ?? false, undefined, { timeout: 10_000 });
-      log(`    ${want.size} files of a picked folder and 2 dropped ones landed, byte for byte`);
+      log(`    ${want.size} files of a dropped folder and 2 dropped files landed, byte for byte`);
       assert(chromium.pageErrors.length === 0, `uncaught errors in the page:\n  ${chromium.pageErrors.join('\n  ')}`);
     },
   },
@@ -227,15 +248,15 @@ const tests: TestCase[] = [
       const text = (await page.textContent('body')) ?? '';
       assert(said, `the page does not say what the link is for: ${text.slice(0, 400)}`);
       assert(!text.includes('already-here.txt'), 'a drop link showed the sharer\'s files');
-      await page.evaluate(() => {
-        const dt = new DataTransfer();
-        dt.items.add(new File(['for you\n'], 'for-you.txt'));
-        document.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
-        document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
-      });
+      // A folder picked with "Add a folder".
+      const src = await mkdtemp(path.join(scratchDir, 'uploads-src-drop-'));
+      t.defer(() => rm(src, { recursive: true, force: true }));
+      await mkdir(path.join(src, 'for you', 'inside'), { recursive: true });
+      await writeFile(path.join(src, 'for you', 'inside', 'for-you.txt'), 'for you\n');
+      await page.setInputFiles('[data-testid=upload-folder-input]', path.join(src, 'for you'));
       const done = await uploadsFinished(page, 1, 30_000);
       assert(done[0]?.state === 'done', `not added: ${JSON.stringify(done[0])}`);
-      assert((await readFile(path.join(dir, 'for-you.txt'), 'utf8')) === 'for you\n', 'the dropped file did not land');
+      assert((await readFile(path.join(dir, 'for you', 'inside', 'for-you.txt'), 'utf8')) === 'for you\n', 'the picked folder did not land with its structure');
       const after = (await page.textContent('body')) ?? '';
       assert(!after.includes('already-here.txt'), 'after the upload, the drop link showed the sharer\'s files');
     },
