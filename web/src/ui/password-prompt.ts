@@ -13,7 +13,8 @@ import { el } from './dom';
 const ASKS = 'linkfs-asks-password:';
 const PENDING = 'linkfs-password:';
 
-async function keyTag(key: string): Promise<string> {
+/** A SHA-256 of a link's key (hex), to name what is stored for it without the key itself. */
+export async function keyTag(key: string): Promise<string> {
   const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(key));
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
 }

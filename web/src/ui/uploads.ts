@@ -6,7 +6,8 @@
 // as they go (never a whole file in memory).
 //
 // A reload loses the browser's hold on the files; what was not finished is kept in
-// localStorage (names, sizes, times, where they were going) and offered on the next
+// localStorage under a hash of the link's key (names, sizes, times, where they were
+// going) and offered on the next
 // visit: the same file added again (same name, size and time) goes where it was going
 // and on from where it stopped (the sharer keeps each file's bytes under its path,
 // size and hash).
@@ -15,6 +16,7 @@ import type { LinkRights, ShareApi, UploadState } from '../api';
 import { button, el } from './dom';
 import { formatRate, formatSize } from './format';
 import { icon } from './icons';
+import { keyTag } from './password-prompt';
 
 /** Finished items kept in the panel. */
 const KEEP_FINISHED = 50;
@@ -160,7 +162,8 @@ export class UploadsPanel {
   private readonly title: HTMLElement;
   private readonly resumeNote: HTMLElement;
   private readonly items: Upload[] = [];
-  private readonly storeKey: string;
+  /** Where unfinished uploads are kept: a SHA-256 of the link's key, never the key. */
+  private storeKey: string | null = null;
   private rights: LinkRights | null = null;
 
   constructor(
@@ -169,7 +172,10 @@ export class UploadsPanel {
     /** The folder shown, '/'-separated from the link's folder ('' at its top). */
     private readonly folder: () => string,
   ) {
-    this.storeKey = `linkfs-uploads:${key}`;
+    void keyTag(key).then((tag) => {
+      this.storeKey = `linkfs-uploads:${tag}`;
+      if (this.rights?.upload) this.offerResume();
+    });
     const filesInput = el('input', { attrs: { type: 'file', multiple: '' }, data: { testid: 'upload-files-input' } });
     const folderInput = el('input', { attrs: { type: 'file', webkitdirectory: '' }, data: { testid: 'upload-folder-input' } });
     filesInput.hidden = true;
@@ -283,6 +289,7 @@ export class UploadsPanel {
   }
 
   private unfinished(): Unfinished[] {
+    if (this.storeKey === null) return [];
     try {
       const kept: unknown = JSON.parse(localStorage.getItem(this.storeKey) ?? '[]');
       return Array.isArray(kept) ? (kept as Unfinished[]) : [];
@@ -292,6 +299,7 @@ export class UploadsPanel {
   }
 
   private keep(list: Unfinished[]): void {
+    if (this.storeKey === null) return;
     try {
       if (list.length === 0) localStorage.removeItem(this.storeKey);
       else localStorage.setItem(this.storeKey, JSON.stringify(list.slice(-1000)));
