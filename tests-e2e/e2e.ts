@@ -860,6 +860,36 @@ const tests: TestCase[] = [
       await rm(path.join(fixture.dir, 'made-beside.txt'), { force: true });
     },
   },
+  {
+    name: 'r: on a phone-sized screen (390x844) the listing starts in the first third, nothing scrolls sideways, rows are tall enough to tap, the folder actions are in a menu',
+    timeoutMs: 60_000,
+    async run(t) {
+      const { fixture } = await smallFixture();
+      const { chromium, page } = await browser(t, 'phone');
+      await page.setViewportSize({ width: 390, height: 844 });
+      const s = await share(t, fixture.dir);
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      await page.waitForSelector('.listing-row[data-id]', { timeout: 10_000 });
+      const m = await page.evaluate(() => {
+        const row = document.querySelector<HTMLElement>('.listing-row[data-id]');
+        const r = row?.getBoundingClientRect();
+        return { top: r?.top ?? -1, height: r?.height ?? 0, scrollWidth: document.documentElement.scrollWidth, width: window.innerWidth, height_: window.innerHeight };
+      });
+      assert(m.top > 0 && m.top <= m.height_ / 3, `the first entry starts at ${m.top} px of ${m.height_}: not within the first third`);
+      assert(m.scrollWidth <= m.width, `the page scrolls sideways (${m.scrollWidth} px wide in ${m.width})`);
+      assert(m.height >= 44, `rows are ${m.height} px tall: too small to tap`);
+      // The folder's actions: behind one button, and it works.
+      assert(!(await page.isVisible('[data-testid=folder-download]')), 'the folder actions take room in the toolbar');
+      await page.click('[data-testid=folder-actions-toggle]');
+      assert(await page.isVisible('[data-testid=folder-download]'), 'the actions menu did not open');
+      assert((await page.getAttribute('[data-testid=folder-actions-toggle]', 'aria-expanded')) === 'true', 'the menu button does not say it is open');
+      await page.keyboard.press('Escape');
+      assert(!(await page.isVisible('[data-testid=folder-download]')), 'Escape did not close the actions menu');
+      log(`    first entry at ${m.top.toFixed(0)} px of ${m.height_}, rows ${m.height.toFixed(0)} px`);
+      assertNoPageErrors(chromium);
+    },
+  },
 ];
 
 await runSuite('e2e', tests, {

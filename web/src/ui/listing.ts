@@ -13,7 +13,11 @@ import { previewKindOf } from './file-types';
 import { formatFullTime, formatItems, formatSize, formatTime } from './format';
 import { icon, type IconName } from './icons';
 
-export const ROW_HEIGHT = 36;
+/** Rows are taller on narrow screens, where fingers tap (style.css's --row says the same). */
+const NARROW = typeof matchMedia === 'function' ? matchMedia('(max-width: 600px)') : null;
+export function rowHeight(): number {
+  return NARROW?.matches ? 46 : 36;
+}
 const OVERSCAN = 8;
 /** Keep the scrollable height well under every browser's element size limit. */
 const MAX_SCROLL_PX = 8_000_000;
@@ -192,7 +196,7 @@ export class DirectoryListing {
     const pages = this.pages;
     if (!pages) return;
     const total = pages.total ?? 0;
-    const fullHeight = total * ROW_HEIGHT;
+    const fullHeight = total * rowHeight();
     const height = Math.min(fullHeight, MAX_SCROLL_PX);
     this.sizer.style.height = `${height}px`;
     this.grid.setAttribute('aria-rowcount', String(total + 1));
@@ -209,11 +213,11 @@ export class DirectoryListing {
 
     const viewHeight = this.viewport.clientHeight;
     const scrollTop = this.viewport.scrollTop;
-    const visibleRows = Math.ceil(viewHeight / ROW_HEIGHT);
+    const visibleRows = Math.ceil(viewHeight / rowHeight());
     const scaled = fullHeight > MAX_SCROLL_PX;
     const topRow = scaled
-      ? (scrollTop / Math.max(1, height - viewHeight)) * Math.max(0, total - viewHeight / ROW_HEIGHT)
-      : scrollTop / ROW_HEIGHT;
+      ? (scrollTop / Math.max(1, height - viewHeight)) * Math.max(0, total - viewHeight / rowHeight())
+      : scrollTop / rowHeight();
     const first = Math.max(0, Math.floor(topRow) - OVERSCAN);
     const last = Math.min(total - 1, Math.floor(topRow) + visibleRows + OVERSCAN);
     pages.want(first, Math.max(first, last));
@@ -254,7 +258,7 @@ export class DirectoryListing {
         this.fill(view, index, data);
       }
       previous = view.element;
-      const top = scaled ? scrollTop + (index - topRow) * ROW_HEIGHT : index * ROW_HEIGHT;
+      const top = scaled ? scrollTop + (index - topRow) * rowHeight() : index * rowHeight();
       view.element.style.transform = `translateY(${top}px)`;
     }
     for (const view of free) this.park(view);
@@ -429,7 +433,7 @@ export class DirectoryListing {
   private onKey(event: KeyboardEvent): void {
     if (event.target instanceof HTMLButtonElement && (event.key === 'Enter' || event.key === ' ')) return;
     const total = this.pages?.total ?? 0;
-    const page = Math.max(1, Math.floor(this.viewport.clientHeight / ROW_HEIGHT) - 1);
+    const page = Math.max(1, Math.floor(this.viewport.clientHeight / rowHeight()) - 1);
     let next: number | null = null;
     switch (event.key) {
       case 'ArrowDown': next = this.activeIndex + 1; break;
@@ -481,16 +485,16 @@ export class DirectoryListing {
   private scrollToIndex(index: number): void {
     const total = this.pages?.total ?? 0;
     const viewHeight = this.viewport.clientHeight;
-    const fullHeight = total * ROW_HEIGHT;
+    const fullHeight = total * rowHeight();
     if (fullHeight > MAX_SCROLL_PX) {
       const height = Math.min(fullHeight, MAX_SCROLL_PX);
-      const rowsInView = viewHeight / ROW_HEIGHT;
+      const rowsInView = viewHeight / rowHeight();
       const topRow = Math.max(0, Math.min(index - rowsInView / 2, total - rowsInView));
       this.viewport.scrollTop = (topRow / Math.max(1, total - rowsInView)) * (height - viewHeight);
     } else {
-      const top = index * ROW_HEIGHT;
+      const top = index * rowHeight();
       if (top < this.viewport.scrollTop) this.viewport.scrollTop = top;
-      else if (top + ROW_HEIGHT > this.viewport.scrollTop + viewHeight) this.viewport.scrollTop = top + ROW_HEIGHT - viewHeight;
+      else if (top + rowHeight() > this.viewport.scrollTop + viewHeight) this.viewport.scrollTop = top + rowHeight() - viewHeight;
     }
     this.schedule();
   }

@@ -47,6 +47,9 @@ export class ShareView {
   private readonly toolbar: HTMLElement;
   private readonly folderDownload: HTMLButtonElement;
   private readonly folderSave: HTMLButtonElement;
+  /** The folder's actions; on a narrow screen, a menu behind `actionsToggle`. */
+  private readonly folderActions: HTMLElement;
+  private readonly actionsToggle: HTMLButtonElement;
   private search: SearchPanel | null = null;
   private connectionInfo: ConnectionInfoView | null = null;
   private readonly searchSlot: HTMLElement;
@@ -142,7 +145,29 @@ export class ShareView {
     selectionClear.addEventListener('click', () => this.listing?.clearSelection());
     this.selectionBar = el('div', { className: 'selection-bar', attrs: { role: 'group', 'aria-label': 'Selection' } }, this.selectionCount, selectionDownload, selectionSave, selectionClear);
     this.selectionBar.hidden = true;
-    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.selectionBar, this.folderDownload, this.folderSave, filter);
+    this.folderActions = el('div', { className: 'folder-actions', attrs: { id: 'folder-actions' } }, this.folderDownload, this.folderSave);
+    this.actionsToggle = el('button', {
+      className: 'icon-button folder-actions-toggle',
+      text: '⋯',
+      attrs: { type: 'button', 'aria-label': 'Folder actions', 'aria-expanded': 'false', 'aria-controls': 'folder-actions' },
+      data: { testid: 'folder-actions-toggle' },
+    });
+    this.actionsToggle.addEventListener('click', (event) => {
+      event.stopPropagation();
+      this.showActions(!this.folderActions.classList.contains('is-open'));
+    });
+    // An action taken, a click elsewhere or Escape closes the menu.
+    this.folderActions.addEventListener('click', () => this.showActions(false));
+    document.addEventListener('click', (event) => {
+      if (!this.folderActions.contains(event.target as Node)) this.showActions(false);
+    });
+    document.addEventListener('keydown', (event) => {
+      if (event.key === 'Escape' && this.folderActions.classList.contains('is-open')) {
+        this.showActions(false);
+        this.actionsToggle.focus();
+      }
+    });
+    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.selectionBar, this.actionsToggle, this.folderActions, filter);
 
     this.element = el(
       'div',
@@ -218,7 +243,7 @@ export class ShareView {
     this.content.append(this.listing.element, this.search.element, this.preview.element);
     this.element.append(this.downloads.element);
     this.uploads = new UploadsPanel(api, this.key, () => parseFragment(window.location.hash).path.join('/'));
-    this.folderSave.after(this.uploads.control);
+    this.folderActions.append(this.uploads.control);
     this.element.append(this.uploads.element);
     const rights = api.rights();
     if (rights) this.showRights(rights.list);
@@ -290,6 +315,12 @@ export class ShareView {
         this.showRights(event.rights.list);
         break;
     }
+  }
+
+  /** Opens or closes the folder's actions menu (narrow screens). */
+  private showActions(open: boolean): void {
+    this.folderActions.classList.toggle('is-open', open);
+    this.actionsToggle.setAttribute('aria-expanded', String(open));
   }
 
   /** A drop link (`list` false): the page is for adding files only. */
