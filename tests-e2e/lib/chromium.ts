@@ -39,6 +39,8 @@ export interface ChromiumOptions {
    * Access), as an https relay would be: for a link to another machine's address.
    */
   secureOrigins?: string[];
+  /** A phone: its screen in CSS pixels, device pixel ratio, touch and mobile viewport. */
+  phone?: { width: number; height: number; scale: number };
 }
 
 export interface ChromiumInstance {
@@ -84,8 +86,9 @@ async function browserProcess(userDataDir: string): Promise<{ pid: number; args:
   return null;
 }
 
-async function launchContext(userDataDir: string, args: string[], ignoreDefaultArgs: string[]): Promise<BrowserContext> {
+async function launchContext(userDataDir: string, args: string[], ignoreDefaultArgs: string[], phone?: ChromiumOptions['phone']): Promise<BrowserContext> {
   return chromium.launchPersistentContext(userDataDir, {
+    ...(phone ? { viewport: { width: phone.width, height: phone.height }, deviceScaleFactor: phone.scale, isMobile: true, hasTouch: true } : {}),
     executablePath: chromiumPath,
     headless: true,
     chromiumSandbox: false,
@@ -147,7 +150,7 @@ export async function launchChromium(options: ChromiumOptions): Promise<Chromium
   const userDataDir = await mkdtemp(path.join(scratchDir, `chromium-${name}-`));
   let context: BrowserContext;
   try {
-    context = await launchContext(userDataDir, args, theirs ? [theirs] : []);
+    context = await launchContext(userDataDir, args, theirs ? [theirs] : [], options.phone);
   } catch (e) {
     await rm(userDataDir, { recursive: true, force: true });
     throw new Error(`[${name}] Chromium (${chromiumPath}) did not start: ${(e as Error).message}`);

@@ -28,6 +28,8 @@ import type {
   ShareApi,
   ShareEvent,
   SortKey,
+  Thumbnail,
+  ThumbnailAsk,
   LinkRights,
   UploadState,
 } from '../src/api';
@@ -283,6 +285,15 @@ class FakeShare implements ShareApi {
   upload(file: File, _path: string, onState: (state: UploadState) => void): () => void {
     onState({ phase: 'failed', done: 0, total: file.size, message: 'the development fake takes no files' });
     return () => undefined;
+  }
+
+  thumbnail(_ask: ThumbnailAsk): Promise<Thumbnail> {
+    // The fake share's files are not images: the grid shows their icons.
+    return Promise.resolve({ blob: null, bytesRead: 0, from: 'none' });
+  }
+
+  keepThumbnail(): void {
+    // Nothing is kept by the fake.
   }
 
   close(): void {

@@ -49,6 +49,27 @@ export interface UploadState {
   message?: string;
 }
 
+/** A thumbnail wanted: of entry `entry` as the index lists it, `px` device pixels on its short side. */
+export interface ThumbnailAsk {
+  entry: EntryId;
+  name: string;
+  size: number;
+  mtime: number;
+  px: number;
+  /** Only a cached one (a video's poster, which the page makes and keeps with `keepThumbnail`). */
+  cachedOnly: boolean;
+}
+
+/** A thumbnail, and what it cost. */
+export interface Thumbnail {
+  /** Null: none can be made (not an image this browser decodes, too big, or not cached). */
+  blob: Blob | null;
+  /** Bytes read from the sharer to make it (0 from the cache). */
+  bytesRead: number;
+  /** cache: kept from before; embedded: the preview a photo carries; decoded: from the whole image. */
+  from: 'cache' | 'embedded' | 'decoded' | 'none';
+}
+
 export interface ConnectionStatus {
   state: ConnectionState;
   /** What happened, in words a user understands, with the fix where there is one. */
@@ -198,5 +219,12 @@ export interface ShareApi {
    * until `done` or `failed`. Returns a function that cancels it.
    */
   upload(file: File, path: string, onState: (state: UploadState) => void): () => void;
+  /**
+   * A thumbnail, made in the index worker from the bytes read on demand (a photo's
+   * embedded preview where it has one), or from the browser's cache with nothing read.
+   */
+  thumbnail(ask: ThumbnailAsk, signal?: AbortSignal): Promise<Thumbnail>;
+  /** Keeps a thumbnail the page made (a video's poster) in the cache. */
+  keepThumbnail(ask: ThumbnailAsk, blob: Blob): void;
   close(): void;
 }

@@ -8,12 +8,15 @@ import { errorText } from './ui/save-file';
 import { serviceWorker } from './ui/service-worker';
 import { parseFragment } from './ui/share-link';
 import { ShareView } from './ui/share-view';
+import type { ThumbnailStats } from './ui/thumbnails';
 import { linkAsks, PasswordPrompt, takeKept } from './ui/password-prompt';
 
 declare global {
   interface Window {
     /** The open share, for tests and for the curious (set once openShare resolves). */
     linkfsShare?: ShareApi;
+    /** What the grid's thumbnails cost so far (tests, the benchmark). */
+    linkfsThumbnails?: ThumbnailStats;
   }
 }
 
@@ -51,6 +54,8 @@ async function main(): Promise<void> {
     if (password !== null) api.givePassword(password);
     window.linkfsShare = api;
     view.attach(api);
+    const stats = view.thumbnailStats;
+    if (stats) window.linkfsThumbnails = stats;
   } catch (error) {
     view.showFailure(failureStatus(error));
   }

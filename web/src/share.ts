@@ -22,6 +22,8 @@ import {
   type ShareEvent,
   type SearchUpdate,
   type SortKey,
+  type Thumbnail,
+  type ThumbnailAsk,
   type Transfer,
   type TransferDone,
   type TransferSource,
@@ -78,6 +80,7 @@ class WasmShare implements ShareApi {
   private readonly listeners = new Set<(event: ShareEvent) => void>();
   private readonly queries = new Map<number, PendingQuery>();
   private readonly reads = new Map<number, PendingRead>();
+  private readonly thumbs = new Map<number, { resolve: (t: Thumbnail) => void; reject: (e: Error) => void }>();
   private readonly transfers = new Map<string, PendingTransfer>();
   private search_: { id: number; onUpdate: (u: SearchUpdate) => void; resolve: () => void } | null = null;
   private nextId = 1;
@@ -227,6 +230,14 @@ class WasmShare implements ShareApi {
         this.reads.get(m.id)?.resolve(m.blob);
         this.reads.delete(m.id);
         return;
+      case 'thumb-done':
+        this.thumbs.get(m.id)?.resolve(m.made);
+        this.thumbs.delete(m.id);
+        return;
+      case 'thumb-failed':
+        this.thumbs.get(m.id)?.reject(new Error(m.message));
+        this.thumbs.delete(m.id);
+        return;
       case 'read-failed':
         this.reads.get(m.id)?.reject(new Error(m.message));
         this.reads.delete(m.id);
@@ -363,6 +374,29 @@ class WasmShare implements ShareApi {
       );
       this.post({ type: 'read', id: rid, entry: id });
     });
+  }
+
+  thumbnail(ask: ThumbnailAsk, signal?: AbortSignal): Promise<Thumbnail> {
+    if (signal?.aborted) return Promise.reject(abortError());
+    const id = this.nextId++;
+    return new Promise<Thumbnail>((resolve, reject) => {
+      this.thumbs.set(id, { resolve, reject });
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (this.thumbs.delete(id)) {
+            this.post({ type: 'thumb-cancel', id });
+            reject(abortError());
+          }
+        },
+        { once: true },
+      );
+      this.post({ type: 'thumb', id, ask });
+    });
+  }
+
+  keepThumbnail(ask: ThumbnailAsk, blob: Blob): void {
+    this.post({ type: 'thumb-store', ask, blob });
   }
 
   search(query: string, onUpdate: (update: SearchUpdate) => void, signal?: AbortSignal): Promise<void> {

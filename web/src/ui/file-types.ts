@@ -101,3 +101,19 @@ export function decodeText(bytes: Uint8Array): string | null {
     return null;
   }
 }
+
+/** What a grid tile can show of a file: a thumbnail of an image, a video's poster, or its icon. */
+export function thumbnailKindOf(name: string, size: number): 'image' | 'video' | null {
+  const kind = previewKindOf(name, size);
+  if (kind.kind === 'image') return kind.mime === 'image/svg+xml' ? null : 'image';
+  if (kind.kind === 'media' && kind.element === 'video') return 'video';
+  return null;
+}
+
+/** Whether a folder whose first entries are `rows` is mostly photos and videos (it opens as a grid). */
+export function mostlyPictures(rows: { name: string; size: number; kind: string }[]): boolean {
+  if (rows.length === 0) return false;
+  let pictures = 0;
+  for (const row of rows) if (row.kind === 'file' && thumbnailKindOf(row.name, row.size) !== null) pictures += 1;
+  return pictures / rows.length >= 0.6;
+}

@@ -13,6 +13,11 @@ const PATHS = {
   close: 'M6 6l12 12 M18 6L6 18',
   up: 'M12 19V5 M6 11l6-6 6 6',
   search: 'M11 4a7 7 0 1 0 0.01 0 M20 20l-4-4',
+  grid: 'M4 4h7v7H4z M13 4h7v7h-7z M4 13h7v7H4z M13 13h7v7h-7z',
+  list: 'M4 6h16 M4 12h16 M4 18h16',
+  previous: 'M15 5l-7 7 7 7',
+  next: 'M9 5l7 7-7 7',
+  video: 'M4 6h11v12H4z M15 10l5-3v10l-5-3',
 } as const;
 
 export type IconName = keyof typeof PATHS;

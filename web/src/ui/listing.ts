@@ -9,7 +9,8 @@ import type { EntryId, EntryRow, SortKey, ShareApi } from '../api';
 import { DirectoryPages, type ListingOrder, type RowSource } from './directory-pages';
 import { FilteredRows, type FilterProgress } from './name-filter';
 import { el } from './dom';
-import { previewKindOf } from './file-types';
+import { mostlyPictures, previewKindOf } from './file-types';
+import { ThumbnailQueue } from './thumbnails';
 import { formatFullTime, formatItems, formatSize, formatTime } from './format';
 import { icon, type IconName } from './icons';
 
@@ -19,6 +20,15 @@ export function rowHeight(): number {
   return NARROW?.matches ? 46 : 36;
 }
 const OVERSCAN = 8;
+/** Lines of tiles kept beyond the screen in the grid (thumbnails are asked only for those on it). */
+const GRID_OVERSCAN = 2;
+/** A folder opens as a grid when this many of its first entries are mostly photos and videos. */
+const LAYOUT_SAMPLE = 48;
+/** A touch held this long selects (as on phones), ms. */
+const LONG_PRESS_MS = 500;
+
+/** Rows of names, or tiles of thumbnails. */
+export type Layout = 'list' | 'grid';
 /** Keep the scrollable height well under every browser's element size limit. */
 const MAX_SCROLL_PX = 8_000_000;
 
@@ -34,8 +44,10 @@ export interface ListingActions {
    * scans the directory, its progress.
    */
   countChanged(total: number | null, filter: FilterProgress | null): void;
-  /** The selection changed (checkboxes, Ctrl/⌘-click, Shift-click, Space, Ctrl+A). */
+  /** The selection changed (checkboxes, Ctrl/⌘-click, Shift-click, Space, Ctrl+A, long-press). */
   selectionChanged(rows: EntryRow[]): void;
+  /** The folder is shown as a list or a grid now (chosen, or decided by what it holds). */
+  layoutChanged(layout: Layout): void;
 }
 
 /** At most this many entries are selected at once (select all of a huge folder stops there). */
@@ -58,6 +70,7 @@ interface RowView {
   mtime: HTMLElement;
   download: HTMLButtonElement;
   check: HTMLInputElement;
+  thumb: HTMLImageElement;
   /** The data it shows; a new object from a fresher page re-renders it. */
   data: EntryRow | undefined;
   index: number;
@@ -87,6 +100,16 @@ export class DirectoryListing {
   /** Where a Shift-click range starts (the last row clicked or toggled). */
   private anchor: number | null = null;
   private readonly selectAllBox: HTMLInputElement;
+  private layout: Layout = 'list';
+  /** Decide the layout from the folder's first entries (no choice was made for it). */
+  private layoutPending = false;
+  readonly thumbnails: ThumbnailQueue;
+  /** A long-press selected: the click that ends it does not open the row. */
+  private pressed = false;
+  private pressTimer: ReturnType<typeof setTimeout> | null = null;
+  private pressStart: { x: number; y: number } | null = null;
+  /** The last pointer was a finger (a tap toggles while something is selected). */
+  private touching = false;
 
   constructor(
     private readonly api: ShareApi,
@@ -130,14 +153,23 @@ export class DirectoryListing {
 
     this.viewport.addEventListener('scroll', () => this.schedule(), { passive: true });
     this.viewport.addEventListener('click', (event) => this.onClick(event));
+    this.viewport.addEventListener('pointerdown', (event) => this.onPointerDown(event));
+    this.viewport.addEventListener('pointermove', (event) => this.onPointerMove(event), { passive: true });
+    for (const type of ['pointerup', 'pointercancel'] as const) this.viewport.addEventListener(type, () => this.cancelPress());
+    this.viewport.addEventListener('contextmenu', (event) => {
+      if (this.touching) event.preventDefault();
+    });
     this.grid.addEventListener('keydown', (event) => this.onKey(event));
     new ResizeObserver(() => this.schedule()).observe(this.viewport);
     this.updateHeaders();
+    this.thumbnails = new ThumbnailQueue(api, (id) => this.thumbnailCame(id));
   }
 
   /** Shows `dir` in `order`, scrolled to `scrollTop`, only names containing `filter`. */
-  show(dir: EntryId, order: ListingOrder, scrollTop = 0, filter = ''): void {
+  show(dir: EntryId, order: ListingOrder, scrollTop = 0, filter = '', layout: Layout | null = null): void {
     this.order = order;
+    this.layoutPending = layout === null;
+    this.setLayoutNow(layout ?? this.layout);
     this.pages?.dispose();
     const changed = (): void => this.schedule();
     this.pages = filter.trim() === ''
@@ -181,6 +213,69 @@ export class DirectoryListing {
     this.grid.focus({ preventScroll: true });
   }
 
+  get shownLayout(): Layout {
+    return this.layout;
+  }
+
+  /** Shows the folder as a list or a grid (the user chose). */
+  setLayout(layout: Layout): void {
+    this.layoutPending = false;
+    if (layout === this.layout) return;
+    const index = this.activeIndex;
+    this.setLayoutNow(layout);
+    this.scrollToIndex(index);
+  }
+
+  private setLayoutNow(layout: Layout): void {
+    const changed = layout !== this.layout;
+    this.layout = layout;
+    this.element.classList.toggle('is-grid', layout === 'grid');
+    this.element.dataset.layout = layout;
+    this.grid.setAttribute('aria-colcount', layout === 'grid' ? '1' : '4');
+    if (changed) {
+      // Views are rebuilt for the other shape.
+      for (const view of this.rendered.values()) this.park(view);
+      this.rendered.clear();
+      this.schedule();
+    }
+    this.actions.layoutChanged(layout);
+  }
+
+  /** Columns, and the height of one line of rows or tiles, for the viewport's width. */
+  private metrics(): { cols: number; lineH: number; tileW: number } {
+    if (this.layout === 'list') return { cols: 1, lineH: rowHeight(), tileW: 0 };
+    const width = this.viewport.clientWidth || 360;
+    const cols = Math.max(2, Math.floor(width / (NARROW?.matches ? 110 : 150)));
+    const tileW = Math.floor(width / cols);
+    return { cols, lineH: tileW, tileW };
+  }
+
+  /** Thumbnails' short side in device pixels: the tile's, in steps of 64 (so the cache keeps matching). */
+  private thumbPx(tileW: number): number {
+    const ratio = Math.min(2, Math.max(1, globalThis.devicePixelRatio || 1));
+    return Math.min(512, Math.ceil((tileW * ratio) / 64) * 64);
+  }
+
+  private thumbnailCame(id: EntryId): void {
+    for (const view of this.rendered.values()) if (view.data?.id === id) this.fillThumb(view);
+  }
+
+  private fillThumb(view: RowView): void {
+    const data = view.data;
+    const url = this.layout === 'grid' && data && data.kind === 'file' ? this.thumbnails.url(data, this.thumbPx(this.metrics().tileW)) : null;
+    if (url === null) {
+      if (!view.thumb.hidden) {
+        view.thumb.hidden = true;
+        view.thumb.removeAttribute('src');
+        view.element.classList.remove('has-thumb');
+      }
+      return;
+    }
+    if (view.thumb.getAttribute('src') !== url) view.thumb.src = url;
+    view.thumb.hidden = false;
+    view.element.classList.add('has-thumb');
+  }
+
   // --- rendering ---
 
   private schedule(): void {
@@ -196,7 +291,11 @@ export class DirectoryListing {
     const pages = this.pages;
     if (!pages) return;
     const total = pages.total ?? 0;
-    const fullHeight = total * rowHeight();
+    this.decideLayout(pages, total);
+    const { cols, lineH, tileW } = this.metrics();
+    const grid = this.layout === 'grid';
+    const lines = Math.ceil(total / cols);
+    const fullHeight = lines * lineH;
     const height = Math.min(fullHeight, MAX_SCROLL_PX);
     this.sizer.style.height = `${height}px`;
     this.grid.setAttribute('aria-rowcount', String(total + 1));
@@ -213,13 +312,14 @@ export class DirectoryListing {
 
     const viewHeight = this.viewport.clientHeight;
     const scrollTop = this.viewport.scrollTop;
-    const visibleRows = Math.ceil(viewHeight / rowHeight());
+    const visibleLines = Math.ceil(viewHeight / lineH);
     const scaled = fullHeight > MAX_SCROLL_PX;
-    const topRow = scaled
-      ? (scrollTop / Math.max(1, height - viewHeight)) * Math.max(0, total - viewHeight / rowHeight())
-      : scrollTop / rowHeight();
-    const first = Math.max(0, Math.floor(topRow) - OVERSCAN);
-    const last = Math.min(total - 1, Math.floor(topRow) + visibleRows + OVERSCAN);
+    const topLine = scaled
+      ? (scrollTop / Math.max(1, height - viewHeight)) * Math.max(0, lines - viewHeight / lineH)
+      : scrollTop / lineH;
+    const overscan = grid ? GRID_OVERSCAN : OVERSCAN;
+    const first = Math.max(0, (Math.floor(topLine) - overscan) * cols);
+    const last = Math.min(total - 1, (Math.floor(topLine) + visibleLines + overscan) * cols + cols - 1);
     pages.want(first, Math.max(first, last));
 
     // Views leaving the range are refilled for the rows entering it. The shown rows
@@ -258,10 +358,32 @@ export class DirectoryListing {
         this.fill(view, index, data);
       }
       previous = view.element;
-      const top = scaled ? scrollTop + (index - topRow) * rowHeight() : index * rowHeight();
-      view.element.style.transform = `translateY(${top}px)`;
+      const line = Math.floor(index / cols);
+      const top = scaled ? scrollTop + (line - topLine) * lineH : line * lineH;
+      if (grid) {
+        view.element.style.transform = `translate(${(index % cols) * tileW}px, ${top}px)`;
+        view.element.style.width = `${tileW}px`;
+        view.element.style.height = `${lineH}px`;
+      } else {
+        view.element.style.transform = `translateY(${top}px)`;
+        view.element.style.width = '';
+        view.element.style.height = '';
+      }
     }
     for (const view of free) this.park(view);
+    if (grid) {
+      // Thumbnails for the tiles on screen only.
+      const onScreen: EntryRow[] = [];
+      const from = Math.floor(topLine) * cols;
+      const to = Math.min(total - 1, Math.ceil(topLine + viewHeight / lineH) * cols - 1);
+      for (let index = from; index <= to; index += 1) {
+        const row = this.rendered.get(index)?.data;
+        if (row) onScreen.push(row);
+      }
+      this.thumbnails.want(onScreen, this.thumbPx(tileW));
+    } else {
+      this.thumbnails.want([], 0);
+    }
     this.updateActive();
     this.updateMessage(pages, total);
     // For tests and styles: which folder is shown, and whether rows are still coming.
@@ -278,6 +400,23 @@ export class DirectoryListing {
     }
   }
 
+  /** No layout was chosen for this folder: a grid when its first entries are mostly pictures. */
+  private decideLayout(pages: RowSource, total: number): void {
+    if (!this.layoutPending || pages.total === null) return;
+    const sample: EntryRow[] = [];
+    for (let i = 0; i < Math.min(total, LAYOUT_SAMPLE); i += 1) {
+      const row = pages.row(i);
+      if (!row) {
+        pages.want(0, Math.min(total, LAYOUT_SAMPLE) - 1);
+        return;
+      }
+      sample.push(row);
+    }
+    this.layoutPending = false;
+    const layout: Layout = mostlyPictures(sample) ? 'grid' : 'list';
+    if (layout !== this.layout) this.setLayoutNow(layout);
+  }
+
   private createRow(): RowView {
     const iconSlot = el('span', { className: 'icon-slot' });
     const name = el('span', { className: 'entry-name' });
@@ -291,16 +430,19 @@ export class DirectoryListing {
       icon('download'),
     );
     const check = el('input', { className: 'row-select', attrs: { type: 'checkbox', tabindex: '-1' }, data: { testid: 'row-select' } });
+    // Decorative: the tile's name says what it is.
+    const thumb = el('img', { className: 'tile-thumb', attrs: { alt: '', decoding: 'async', draggable: 'false' }, data: { testid: 'thumb' } });
+    thumb.hidden = true;
     const element = el(
       'div',
       { className: 'listing-row', attrs: { role: 'row' } },
-      el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, check, iconSlot, name, target),
+      el('div', { className: 'cell col-name', attrs: { role: 'gridcell' } }, thumb, check, iconSlot, name, target),
       size,
       mtime,
       el('div', { className: 'cell col-actions', attrs: { role: 'gridcell' } }, download),
     );
     this.sizer.append(element);
-    return { element, iconSlot, iconName: null, name, target, size, mtime, download, check, data: undefined, index: -1 };
+    return { element, iconSlot, iconName: null, name, target, size, mtime, download, check, thumb, data: undefined, index: -1 };
   }
 
   private fill(view: RowView, index: number, data: EntryRow | undefined): void {
@@ -325,6 +467,7 @@ export class DirectoryListing {
       view.mtime.removeAttribute('title');
       view.download.hidden = true;
       view.check.hidden = true;
+      this.fillThumb(view);
       return;
     }
     element.className = `listing-row row-${data.kind}`;
@@ -349,6 +492,13 @@ export class DirectoryListing {
     view.mtime.textContent = formatTime(data.mtime);
     view.mtime.title = formatFullTime(data.mtime);
     view.download.hidden = data.kind === 'symlink';
+    this.fillThumb(view);
+    if (this.layout === 'grid') {
+      const what = data.kind === 'dir' ? `folder, ${view.size.textContent}` : data.kind === 'symlink' ? 'link' : view.size.textContent;
+      element.setAttribute('aria-label', `${data.name}, ${what}`);
+    } else {
+      element.removeAttribute('aria-label');
+    }
     if (data.kind !== 'symlink') {
       const label = data.kind === 'dir' ? `Download ${data.name} as a ZIP` : `Download ${data.name}`;
       view.download.setAttribute('aria-label', label);
@@ -412,10 +562,18 @@ export class DirectoryListing {
   }
 
   private onClick(event: MouseEvent): void {
+    if (this.pressed) {
+      // The click ending a long-press: it selected already.
+      this.pressed = false;
+      event.preventDefault();
+      return;
+    }
     const row = this.rowAtEvent(event);
     if (!row) return;
     const onCheck = event.target instanceof HTMLInputElement && event.target.classList.contains('row-select');
-    if (onCheck || event.ctrlKey || event.metaKey) {
+    // On a phone, once something is selected, a tap adds or removes (as galleries do).
+    const tapToggles = this.touching && this.selected.size > 0;
+    if (onCheck || event.ctrlKey || event.metaKey || tapToggles) {
       this.toggle(row, this.activeIndex);
       if (!onCheck) event.preventDefault();
       return;
@@ -430,15 +588,55 @@ export class DirectoryListing {
     else if (row.kind !== 'symlink') this.actions.open(row);
   }
 
+  private onPointerDown(event: PointerEvent): void {
+    this.touching = event.pointerType === 'touch';
+    this.pressed = false;
+    this.cancelPress();
+    if (!this.touching) return;
+    this.pressStart = { x: event.clientX, y: event.clientY };
+    const target = event.target;
+    this.pressTimer = setTimeout(() => {
+      this.pressTimer = null;
+      const fake = { target } as Event;
+      const row = this.rowAtEvent(fake);
+      if (!row) return;
+      this.pressed = true;
+      this.toggle(row, this.activeIndex);
+      navigator.vibrate?.(10);
+    }, LONG_PRESS_MS);
+  }
+
+  private onPointerMove(event: PointerEvent): void {
+    const start = this.pressStart;
+    if (this.pressTimer === null || !start) return;
+    // A finger that moves is scrolling, not pressing.
+    if (Math.hypot(event.clientX - start.x, event.clientY - start.y) > 10) this.cancelPress();
+  }
+
+  private cancelPress(): void {
+    if (this.pressTimer !== null) clearTimeout(this.pressTimer);
+    this.pressTimer = null;
+    this.pressStart = null;
+  }
+
   private onKey(event: KeyboardEvent): void {
     if (event.target instanceof HTMLButtonElement && (event.key === 'Enter' || event.key === ' ')) return;
     const total = this.pages?.total ?? 0;
-    const page = Math.max(1, Math.floor(this.viewport.clientHeight / rowHeight()) - 1);
+    const { cols, lineH } = this.metrics();
+    const page = Math.max(1, Math.floor(this.viewport.clientHeight / lineH) - 1) * cols;
     let next: number | null = null;
     switch (event.key) {
-      case 'ArrowDown': next = this.activeIndex + 1; break;
+      case 'ArrowDown': next = this.activeIndex + cols; break;
       case 'ArrowUp':
         if (event.altKey) { this.actions.up(); event.preventDefault(); return; }
+        next = this.activeIndex - cols;
+        break;
+      case 'ArrowRight':
+        if (this.layout !== 'grid') return;
+        next = this.activeIndex + 1;
+        break;
+      case 'ArrowLeft':
+        if (this.layout !== 'grid') return;
         next = this.activeIndex - 1;
         break;
       case 'PageDown': next = this.activeIndex + page; break;
@@ -483,20 +681,48 @@ export class DirectoryListing {
   }
 
   private scrollToIndex(index: number): void {
-    const total = this.pages?.total ?? 0;
+    const { cols, lineH } = this.metrics();
+    const lines = Math.ceil((this.pages?.total ?? 0) / cols);
+    const line = Math.floor(index / cols);
     const viewHeight = this.viewport.clientHeight;
-    const fullHeight = total * rowHeight();
+    const fullHeight = lines * lineH;
     if (fullHeight > MAX_SCROLL_PX) {
       const height = Math.min(fullHeight, MAX_SCROLL_PX);
-      const rowsInView = viewHeight / rowHeight();
-      const topRow = Math.max(0, Math.min(index - rowsInView / 2, total - rowsInView));
-      this.viewport.scrollTop = (topRow / Math.max(1, total - rowsInView)) * (height - viewHeight);
+      const linesInView = viewHeight / lineH;
+      const topLine = Math.max(0, Math.min(line - linesInView / 2, lines - linesInView));
+      this.viewport.scrollTop = (topLine / Math.max(1, lines - linesInView)) * (height - viewHeight);
     } else {
-      const top = index * rowHeight();
+      const top = line * lineH;
       if (top < this.viewport.scrollTop) this.viewport.scrollTop = top;
-      else if (top + rowHeight() > this.viewport.scrollTop + viewHeight) this.viewport.scrollTop = top + rowHeight() - viewHeight;
+      else if (top + lineH > this.viewport.scrollTop + viewHeight) this.viewport.scrollTop = top + lineH - viewHeight;
     }
     this.schedule();
+  }
+
+  /** The row `delta` places from `row` in the shown order that is a file (the gallery's next and previous). */
+  async neighbour(row: EntryRow, delta: 1 | -1): Promise<{ row: EntryRow; index: number } | null> {
+    const pages = this.pages;
+    if (!pages || row.parent !== pages.dir) return null;
+    let index: number | null = null;
+    for (const [i, view] of this.rendered) if (view.data?.id === row.id) index = i;
+    index ??= await this.api.indexIn(pages.dir, row.id, this.order.sort, this.order.descending);
+    if (index === null) return null;
+    // Folders and links are stepped over (a few at most are looked at).
+    for (let step = 1; step <= 64; step += 1) {
+      const at = index + delta * step;
+      if (at < 0 || at >= (pages.total ?? 0)) return null;
+      const next = pages.row(at) ?? (await this.api.list(pages.dir, this.order.sort, this.order.descending, at, 1)).rows[0];
+      if (!next) return null;
+      if (next.kind === 'file') return { row: next, index: at };
+    }
+    return null;
+  }
+
+  /** Makes row `index` the active one and scrolls to it (the gallery moved there). */
+  follow(index: number): void {
+    this.activeIndex = index;
+    this.scrollToIndex(index);
+    this.updateActive();
   }
 
   /** Makes row `index` (holding `row`) the active one, scrolled into view and selected alone. */
@@ -599,8 +825,9 @@ export class DirectoryListing {
 function iconFor(row: EntryRow): IconName {
   if (row.kind === 'dir') return 'folder';
   if (row.kind === 'symlink') return 'link';
-  const preview = previewKindOf(row.name, row.size).kind;
-  if (preview === 'image') return 'image';
-  if (preview === 'text') return 'text';
+  const preview = previewKindOf(row.name, row.size);
+  if (preview.kind === 'image') return 'image';
+  if (preview.kind === 'media' && preview.element === 'video') return 'video';
+  if (preview.kind === 'text') return 'text';
   return 'file';
 }

@@ -7,7 +7,7 @@
 // a download. Reading shows progress and stops when the panel closes or another
 // file opens.
 
-import type { EntryRow, ReadProgress, ShareApi, Transfer } from '../api';
+import type { EntryId, EntryRow, ReadProgress, ShareApi, Transfer } from '../api';
 import { button, el } from './dom';
 import { decodeText, previewKindOf, TEXT_PREVIEW_LIMIT } from './file-types';
 import { formatFullTime, formatSize, formatTime } from './format';
@@ -26,7 +26,16 @@ export interface PreviewActions {
   /** Save the file; `blob` when its bytes are already here. */
   download(row: EntryRow, blob?: Blob): void;
   closed(): void;
+  /** The file before or after `row` in the folder as listed (folders stepped over), if any. */
+  neighbour(row: EntryRow, delta: 1 | -1): Promise<{ row: EntryRow; index: number } | null>;
+  /** The gallery moved to the file at `index` of the listing. */
+  moved(row: EntryRow, index: number): void;
 }
+
+/** Images read ahead for the gallery's next and previous, at most this big each. */
+const PRELOAD_LIMIT = 24 * 1024 * 1024;
+/** A finger moved this far sideways (and more sideways than down) is a swipe, px. */
+const SWIPE_PX = 50;
 
 export class PreviewPanel {
   readonly element: HTMLElement;
@@ -39,6 +48,14 @@ export class PreviewPanel {
   private row: EntryRow | null = null;
   private blob: Blob | null = null;
   private served: Served | null = null;
+  private readonly previousButton: HTMLButtonElement;
+  private readonly nextButton: HTMLButtonElement;
+  /** Neighbours' images read ahead, by entry (with the size and time they were read at). */
+  private readonly preloaded = new Map<EntryId, { key: string; blob: Blob }>();
+  private preloading: AbortController | null = null;
+  private swipeStart: { x: number; y: number; id: number } | null = null;
+  /** Which open is current (a step's lookups answer late). */
+  private opened = 0;
 
   constructor(
     private readonly api: ShareApi,
@@ -51,16 +68,88 @@ export class PreviewPanel {
     this.downloadButton.prepend(icon('download'));
     const close = button('Close the preview', 'icon-button preview-close', () => this.close(), '');
     close.append(icon('close'));
+    this.previousButton = button('Previous file', 'icon-button preview-step preview-previous', () => void this.step(-1), '');
+    this.previousButton.append(icon('previous'));
+    this.previousButton.dataset.testid = 'preview-previous';
+    this.nextButton = button('Next file', 'icon-button preview-step preview-next', () => void this.step(1), '');
+    this.nextButton.append(icon('next'));
+    this.nextButton.dataset.testid = 'preview-next';
     this.element = el(
       'aside',
       { className: 'preview', attrs: { 'aria-label': 'Preview' }, data: { testid: 'preview' } },
-      el('header', { className: 'preview-head' }, el('div', { className: 'preview-heading' }, this.title, this.meta), this.downloadButton, close),
+      el('header', { className: 'preview-head' }, el('div', { className: 'preview-heading' }, this.title, this.meta), this.previousButton, this.nextButton, this.downloadButton, close),
       this.body,
     );
     this.element.hidden = true;
     document.addEventListener('keydown', (event) => {
-      if (event.key === 'Escape' && !this.element.hidden) this.close();
+      if (this.element.hidden) return;
+      if (event.key === 'Escape') this.close();
+      // Arrows step through the folder, except where they mean something else (a player, text, a field).
+      const target = event.target;
+      const owned = target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement || target instanceof HTMLMediaElement || (target instanceof HTMLElement && target.isContentEditable);
+      const inListing = target instanceof Element && target.closest('.listing') !== null;
+      if (owned || inListing || event.altKey || event.ctrlKey || event.metaKey) return;
+      if (event.key === 'ArrowRight' || event.key === 'ArrowLeft') {
+        event.preventDefault();
+        void this.step(event.key === 'ArrowRight' ? 1 : -1);
+      }
     });
+    // Swipes on the picture (touch or pen) step to the next and previous file.
+    this.body.addEventListener('pointerdown', (event) => {
+      if (event.pointerType === 'mouse') return;
+      this.swipeStart = { x: event.clientX, y: event.clientY, id: event.pointerId };
+    });
+    this.body.addEventListener('pointerup', (event) => {
+      const start = this.swipeStart;
+      this.swipeStart = null;
+      if (!start || start.id !== event.pointerId) return;
+      const dx = event.clientX - start.x;
+      const dy = event.clientY - start.y;
+      if (Math.abs(dx) >= SWIPE_PX && Math.abs(dx) > 1.5 * Math.abs(dy)) void this.step(dx < 0 ? 1 : -1);
+    });
+    this.body.addEventListener('pointercancel', () => (this.swipeStart = null));
+  }
+
+  /** Shows the next (1) or previous (-1) file of the folder. */
+  async step(delta: 1 | -1): Promise<void> {
+    const row = this.row;
+    if (!row) return;
+    const opened = this.opened;
+    const next = await this.actions.neighbour(row, delta);
+    if (!next || this.opened !== opened) return;
+    this.open(next.row);
+    this.actions.moved(next.row, next.index);
+  }
+
+  /** Finds the neighbours (the steps offered), and reads their images ahead (the next step shows at once). */
+  private async preloadNeighbours(row: EntryRow): Promise<void> {
+    this.preloading?.abort();
+    const controller = new AbortController();
+    this.preloading = controller;
+    const opened = this.opened;
+    const keep = new Set<EntryId>([row.id]);
+    const wanted: EntryRow[] = [];
+    for (const delta of [1, -1] as const) {
+      const next = await this.actions.neighbour(row, delta);
+      if (this.opened !== opened) return;
+      (delta === 1 ? this.nextButton : this.previousButton).hidden = next === null;
+      if (next) {
+        keep.add(next.row.id);
+        wanted.push(next.row);
+      }
+    }
+    for (const id of [...this.preloaded.keys()]) if (!keep.has(id)) this.preloaded.delete(id);
+    for (const next of wanted) {
+      const kind = previewKindOf(next.name, next.size);
+      if (kind.kind !== 'image' || next.size > PRELOAD_LIMIT || this.preloaded.get(next.id)?.key === keyOf(next)) continue;
+      try {
+        const blob = await this.api.read(next.id, { signal: controller.signal });
+        if (controller.signal.aborted) return;
+        this.preloaded.set(next.id, { key: keyOf(next), blob });
+      } catch {
+        if (controller.signal.aborted) return;
+      }
+    }
   }
 
   /** The entry shown, if any. */
@@ -70,7 +159,9 @@ export class PreviewPanel {
 
   open(row: EntryRow): void {
     this.reset();
+    this.opened += 1;
     this.row = row;
+    void this.preloadNeighbours(row);
     this.element.hidden = false;
     this.element.dataset.id = String(row.id);
     this.element.dataset.name = row.name;
@@ -154,6 +245,9 @@ export class PreviewPanel {
   close(): void {
     if (this.element.hidden) return;
     this.reset();
+    this.preloading?.abort();
+    this.preloading = null;
+    this.preloaded.clear();
     this.element.hidden = true;
     this.actions.closed();
   }
@@ -171,8 +265,9 @@ export class PreviewPanel {
       label.textContent = `Reading… ${formatSize(done)} of ${formatSize(total)}`;
     };
     let blob: Blob;
+    const ready = this.preloaded.get(row.id);
     try {
-      blob = await this.api.read(row.id, { signal: controller.signal, onProgress });
+      blob = ready?.key === keyOf(row) ? ready.blob : await this.api.read(row.id, { signal: controller.signal, onProgress });
     } catch (error) {
       if (controller.signal.aborted || isAbort(error)) return;
       this.element.dataset.state = 'failed';
@@ -250,6 +345,11 @@ export class PreviewPanel {
     delete this.element.dataset.kind;
     delete this.element.dataset.servedBytes;
   }
+}
+
+/** What a read-ahead image was read as (a changed file is read again). */
+function keyOf(row: EntryRow): string {
+  return `${row.size}|${row.mtime}`;
 }
 
 /** "1:02:03", "4:05". */

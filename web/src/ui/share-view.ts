@@ -13,7 +13,8 @@ import { formatCount, formatItems } from './format';
 import { MAX_MATCHES, type FilterProgress } from './name-filter';
 import { icon } from './icons';
 import { IndexProgressView } from './index-progress';
-import { DirectoryListing } from './listing';
+import { DirectoryListing, type Layout } from './listing';
+import type { ThumbnailStats } from './thumbnails';
 import { PreviewPanel } from './preview';
 import { errorText } from './save-file';
 import { canSaveIntoFolder, pickFolder } from './save';
@@ -50,6 +51,9 @@ export class ShareView {
   /** The folder's actions; on a narrow screen, a menu behind `actionsToggle`. */
   private readonly folderActions: HTMLElement;
   private readonly actionsToggle: HTMLButtonElement;
+  private readonly layoutToggle: HTMLButtonElement;
+  /** The layout chosen for a folder in this tab (others are decided by what they hold). */
+  private readonly layouts = new Map<EntryId, Layout>();
   private search: SearchPanel | null = null;
   private connectionInfo: ConnectionInfoView | null = null;
   private readonly searchSlot: HTMLElement;
@@ -167,7 +171,20 @@ export class ShareView {
         this.actionsToggle.focus();
       }
     });
-    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.selectionBar, this.actionsToggle, this.folderActions, filter);
+    this.layoutToggle = el('button', {
+      className: 'icon-button layout-toggle',
+      attrs: { type: 'button', 'aria-label': 'Show as a grid', title: 'Show as a grid' },
+      data: { testid: 'layout-toggle' },
+    });
+    this.layoutToggle.append(icon('grid'));
+    this.layoutToggle.addEventListener('click', () => {
+      const listing = this.listing;
+      if (!listing || listing.dir === null) return;
+      const layout: Layout = listing.shownLayout === 'grid' ? 'list' : 'grid';
+      this.layouts.set(listing.dir, layout);
+      listing.setLayout(layout);
+    });
+    this.toolbar = el('div', { className: 'toolbar' }, this.breadcrumbs.element, this.count, this.selectionBar, this.layoutToggle, this.actionsToggle, this.folderActions, filter);
 
     this.element = el(
       'div',
@@ -217,10 +234,20 @@ export class ShareView {
         this.folderSave.hidden = rows.length > 0 || !canSaveIntoFolder();
         this.selectionCount.textContent = `${formatCount(rows.length)} selected`;
       },
+      layoutChanged: (layout) => {
+        const other = layout === 'grid' ? 'list' : 'grid';
+        const label = `Show as a ${other}`;
+        this.layoutToggle.replaceChildren(icon(other));
+        this.layoutToggle.setAttribute('aria-label', label);
+        this.layoutToggle.title = label;
+        this.layoutToggle.dataset.layout = layout;
+      },
     });
     this.preview = new PreviewPanel(api, {
       download: (row, blob) => this.downloads?.start(row, blob),
       closed: () => this.content.classList.remove('has-preview'),
+      neighbour: (row, delta) => this.listing?.neighbour(row, delta) ?? Promise.resolve(null),
+      moved: (_row, index) => this.listing?.follow(index),
     });
     this.downloads = new DownloadsPanel(api);
     this.search = new SearchPanel(api, {
@@ -253,6 +280,11 @@ export class ShareView {
     this.onProgress(api.progress());
     window.addEventListener('hashchange', () => this.onLocationChange());
     this.onLocationChange();
+  }
+
+  /** What the grid's thumbnails cost so far. */
+  get thumbnailStats(): ThumbnailStats | null {
+    return this.listing?.thumbnails.stats ?? null;
   }
 
   /** Saves one file as itself, anything else (a folder, several entries) as one ZIP. */
@@ -449,7 +481,7 @@ export class ShareView {
       // A filter belongs to the folder it was typed in, and so does a preview.
       this.filterBox.value = '';
       if (this.preview?.shown && this.preview.shown.parent !== entry.id) this.preview.close();
-      listing.show(entry.id, this.order, this.scrolls.get(entry.id) ?? 0);
+      listing.show(entry.id, this.order, this.scrolls.get(entry.id) ?? 0, '', this.layouts.get(entry.id) ?? null);
       if (hadFocus) listing.focus();
     }
     this.shownDir = entry;
@@ -527,7 +559,7 @@ export class ShareView {
     const listing = this.listing;
     if (listing?.dir != null) {
       this.scrolls.delete(listing.dir);
-      listing.show(listing.dir, order, 0, this.filterBox.value);
+      listing.show(listing.dir, order, 0, this.filterBox.value, listing.shownLayout);
     }
   }
 
@@ -536,7 +568,7 @@ export class ShareView {
     this.filterTimer = setTimeout(() => {
       this.filterTimer = null;
       const listing = this.listing;
-      if (listing?.dir != null) listing.show(listing.dir, this.order, 0, this.filterBox.value);
+      if (listing?.dir != null) listing.show(listing.dir, this.order, 0, this.filterBox.value, listing.shownLayout);
     }, FILTER_DELAY_MS);
   }
 

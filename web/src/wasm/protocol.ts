@@ -5,7 +5,7 @@
 // the ones the wasm module generates (type-only imports: nothing here loads the wasm).
 
 import type { EntryId, EntryPath, EntryRow, LinkRights, ListPage, Progress, SearchBatch, SortKey, Stats } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
-import type { ConnectionStatus, TransferSource, TransferTarget, UploadState, ZipFacts } from '../api';
+import type { ThumbnailAsk as ThumbAsk, Thumbnail as ThumbMade, ConnectionStatus, TransferSource, TransferTarget, UploadState, ZipFacts } from '../api';
 import type { LinkState } from './page';
 
 /** Figures the worker reports with every progress message (tests, benchmarks). */
@@ -52,7 +52,12 @@ export type ToWorker =
   | { type: 'search-stop'; id: number }
   /** Adds `file` to the share at `path` (relative to the link's folder); its state comes as `upload-state`. */
   | { type: 'upload'; id: number; file: File; path: string }
-  | { type: 'upload-cancel'; id: number };
+  | { type: 'upload-cancel'; id: number }
+  /** A thumbnail of an image (or a cached video poster); answered by `thumb-done`. */
+  | { type: 'thumb'; id: number; ask: ThumbAsk }
+  | { type: 'thumb-cancel'; id: number }
+  /** A thumbnail the page made (a video's poster), to keep. */
+  | { type: 'thumb-store'; ask: ThumbAsk; blob: Blob };
 
 
 export type FromWorker =
@@ -81,4 +86,6 @@ export type FromWorker =
   | { type: 'search-results'; id: number; batch: SearchBatch }
   /** What the link lets this visitor do (once the sharer said). */
   | { type: 'rights'; rights: LinkRights }
-  | { type: 'upload-state'; id: number; state: UploadState };
+  | { type: 'upload-state'; id: number; state: UploadState }
+  | { type: 'thumb-done'; id: number; made: ThumbMade }
+  | { type: 'thumb-failed'; id: number; message: string };

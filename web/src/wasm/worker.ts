@@ -18,6 +18,7 @@ import { saveToBlob, saveToFile } from './save-sinks';
 import { type PlanMember, planZip, zipSource } from './zip-source';
 import { saveToDirectory } from './directory-sink';
 import { Uploads } from './uploads';
+import { shareTag, ThumbnailMaker } from './thumbnails';
 
 declare const self: DedicatedWorkerGlobalScope;
 
@@ -49,6 +50,9 @@ function post(message: FromWorker, transfer: Transferable[] = []): void {
 }
 
 const uploads = new Uploads(post, () => flush(), () => new FileHasher());
+/** Thumbnails (their cache is named once the share's key is known). */
+let tagOfShare: (tag: string) => void = () => undefined;
+const thumbnails = new ThumbnailMaker(new Promise<string>((resolve) => (tagOfShare = resolve)));
 /** The link's rights were told to the page. */
 let rightsTold = false;
 
@@ -447,6 +451,18 @@ function handle(message: ToWorker, v: Visit): void {
     case 'upload-cancel':
       uploads.cancel(message.id, v);
       return;
+    case 'thumb':
+      thumbnails.make(message.id, message.ask, rangeReader(v)).then(
+        (made) => post({ type: 'thumb-done', id: message.id, made }),
+        (error: unknown) => post({ type: 'thumb-failed', id: message.id, message: messageOf(error) }),
+      );
+      return;
+    case 'thumb-cancel':
+      thumbnails.cancel(message.id);
+      return;
+    case 'thumb-store':
+      void thumbnails.store(message.ask, message.blob);
+      return;
   }
 }
 
@@ -520,7 +536,15 @@ let wasmInitMs = 0;
 self.onmessage = (event: MessageEvent<ToWorker>) => {
   const message = event.data;
   if (message.type === 'open') {
+    void shareTag(message.key).then(tagOfShare);
     void open(message.key);
+    return;
+  }
+  if (!visit && message.type === 'thumb' && message.ask.cachedOnly) {
+    thumbnails.make(message.id, message.ask, null).then(
+      (made) => post({ type: 'thumb-done', id: message.id, made }),
+      (error: unknown) => post({ type: 'thumb-failed', id: message.id, message: messageOf(error) }),
+    );
     return;
   }
   if (!visit) {

@@ -1,0 +1,188 @@
+// The grid's thumbnails on the page's side: which to ask the index worker for, in
+// what order, and the object URLs of those that came.
+//
+// - Only the tiles on screen are asked for; a tile scrolled away before its
+//   thumbnail came is cancelled (its read stops).
+// - The smallest files first: they come soonest, so the screen fills fastest.
+// - At most MAX_RUNNING at once (the worker makes them one after the other as
+//   their bytes arrive; more in flight would only delay the first).
+// - A video's poster is made here (a worker has no media element): the video is
+//   served through the service worker like the preview's player, a frame a tenth of
+//   the way in (at most 2 s) is drawn small, and the worker keeps it in its cache.
+//   One at a time.
+// - Object URLs are kept for the last URL_CACHE thumbnails and revoked after.
+
+import type { EntryId, EntryRow, ShareApi, ThumbnailAsk } from '../api';
+import { thumbnailKindOf } from './file-types';
+import { MEDIA_WINDOW } from '../serve/protocol';
+import { controlsPage, newToken, registerServed, servedUrl, unregisterServed } from './service-worker';
+
+const MAX_RUNNING = 4;
+const URL_CACHE = 600;
+/** A poster not made by then is given up (the tile keeps its icon). */
+const POSTER_TIMEOUT_MS = 15_000;
+
+/** What thumbnails cost so far on this page (for the benchmark and the curious). */
+export interface ThumbnailStats {
+  shown: number;
+  fromCache: number;
+  embedded: number;
+  decoded: number;
+  posters: number;
+  none: number;
+  bytesRead: number;
+}
+
+export class ThumbnailQueue {
+  private readonly urls = new Map<string, string>();
+  /** Keys for which there is no thumbnail (not decodable, too big, failed). */
+  private readonly none = new Set<string>();
+  private readonly running = new Map<string, AbortController>();
+  private posterRunning = false;
+  private wanted: { key: string; row: EntryRow; px: number }[] = [];
+  readonly stats: ThumbnailStats = { shown: 0, fromCache: 0, embedded: 0, decoded: 0, posters: 0, none: 0, bytesRead: 0 };
+
+  constructor(
+    private readonly api: ShareApi,
+    /** A thumbnail for entry `id` came: tiles showing it take it now. */
+    private readonly ready: (id: EntryId) => void,
+  ) {}
+
+  /** The object URL of `row`'s thumbnail at `px`, if it is here. */
+  url(row: EntryRow, px: number): string | null {
+    const key = keyOf(row, px);
+    const url = this.urls.get(key);
+    if (url === undefined) return null;
+    // Most recently used last.
+    this.urls.delete(key);
+    this.urls.set(key, url);
+    return url;
+  }
+
+  /** The rows on screen now: what is not among them stops, what is and has no thumbnail is asked for. */
+  want(rows: EntryRow[], px: number): void {
+    const wanted: { key: string; row: EntryRow; px: number }[] = [];
+    for (const row of rows) {
+      if (row.kind !== 'file' || thumbnailKindOf(row.name, row.size) === null) continue;
+      const key = keyOf(row, px);
+      if (this.urls.has(key) || this.none.has(key)) continue;
+      wanted.push({ key, row, px });
+    }
+    wanted.sort((a, b) => a.row.size - b.row.size);
+    const keys = new Set(wanted.map((w) => w.key));
+    for (const [key, controller] of this.running) {
+      if (!keys.has(key)) {
+        controller.abort();
+        this.running.delete(key);
+      }
+    }
+    this.wanted = wanted;
+    this.pump();
+  }
+
+  private pump(): void {
+    for (const want of this.wanted) {
+      if (this.running.size >= MAX_RUNNING) return;
+      if (this.running.has(want.key) || this.urls.has(want.key) || this.none.has(want.key)) continue;
+      // One poster at a time: a media element each is heavy.
+      const video = thumbnailKindOf(want.row.name, want.row.size) === 'video';
+      if (video && this.posterRunning) continue;
+      const controller = new AbortController();
+      this.running.set(want.key, controller);
+      if (video) this.posterRunning = true;
+      void this.make(want, video, controller.signal).finally(() => {
+        if (video) this.posterRunning = false;
+        if (this.running.get(want.key) === controller) this.running.delete(want.key);
+        this.wanted = this.wanted.filter((w) => w.key !== want.key);
+        this.pump();
+      });
+    }
+  }
+
+  private async make(want: { key: string; row: EntryRow; px: number }, video: boolean, signal: AbortSignal): Promise<void> {
+    const { row, px, key } = want;
+    const ask: ThumbnailAsk = { entry: row.id, name: row.name, size: row.size, mtime: row.mtime, px, cachedOnly: video };
+    try {
+      const made = await this.api.thumbnail(ask, signal);
+      let blob = made.blob;
+      this.stats.bytesRead += made.bytesRead;
+      if (made.from === 'cache') this.stats.fromCache += 1;
+      else if (made.from === 'embedded') this.stats.embedded += 1;
+      else if (made.from === 'decoded') this.stats.decoded += 1;
+      if (!blob && video && controlsPage()) {
+        blob = await makePoster(this.api, row, px, signal);
+        if (blob) {
+          this.stats.posters += 1;
+          this.api.keepThumbnail(ask, blob);
+        }
+      }
+      if (signal.aborted) return;
+      if (!blob) {
+        this.stats.none += 1;
+        this.none.add(key);
+        return;
+      }
+      this.urls.set(key, URL.createObjectURL(blob));
+      this.stats.shown += 1;
+      while (this.urls.size > URL_CACHE) {
+        const [oldKey, oldUrl] = this.urls.entries().next().value as [string, string];
+        this.urls.delete(oldKey);
+        URL.revokeObjectURL(oldUrl);
+      }
+      this.ready(row.id);
+    } catch {
+      if (!signal.aborted) this.none.add(key);
+    }
+  }
+}
+
+function keyOf(row: EntryRow, px: number): string {
+  return `${row.id}|${row.size}|${row.mtime}|${px}`;
+}
+
+/** A frame of a video, drawn with its short side at `px`: read through the service worker as the player reads. */
+async function makePoster(api: ShareApi, row: EntryRow, px: number, signal: AbortSignal): Promise<Blob | null> {
+  const token = newToken();
+  const channel = new MessageChannel();
+  const transfer = api.transfer({ kind: 'file', id: row.id }, { kind: 'port', port: channel.port1, once: false });
+  const video = document.createElement('video');
+  const stop = (): void => {
+    video.removeAttribute('src');
+    video.load();
+    unregisterServed(token);
+    transfer.stop('The poster is made.');
+  };
+  try {
+    const ready = await transfer.ready;
+    await registerServed(token, { size: ready.size, name: ready.name, mime: 'video/mp4', disposition: 'inline', ranges: true, window: MEDIA_WINDOW }, channel.port2);
+    video.muted = true;
+    video.playsInline = true;
+    video.preload = 'auto';
+    video.src = servedUrl(token, row.name);
+    const frame = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), POSTER_TIMEOUT_MS);
+      const end = (ok: boolean): void => {
+        clearTimeout(timer);
+        resolve(ok);
+      };
+      signal.addEventListener('abort', () => end(false), { once: true });
+      video.addEventListener('error', () => end(false), { once: true });
+      video.addEventListener('loadedmetadata', () => {
+        const at = Number.isFinite(video.duration) ? Math.min(2, video.duration / 10) : 0;
+        video.currentTime = at;
+      }, { once: true });
+      video.addEventListener('seeked', () => end(true), { once: true });
+    });
+    if (!frame || video.videoWidth === 0) return null;
+    const scale = Math.min(1, px / Math.min(video.videoWidth, video.videoHeight));
+    const canvas = document.createElement('canvas');
+    canvas.width = Math.max(1, Math.round(video.videoWidth * scale));
+    canvas.height = Math.max(1, Math.round(video.videoHeight * scale));
+    canvas.getContext('2d')?.drawImage(video, 0, 0, canvas.width, canvas.height);
+    return await new Promise<Blob | null>((resolve) => canvas.toBlob(resolve, 'image/jpeg', 0.8));
+  } catch {
+    return null;
+  } finally {
+    stop();
+  }
+}
