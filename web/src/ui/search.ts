@@ -78,12 +78,12 @@ export class SearchPanel {
     this.field = el('label', { className: 'search-box' }, icon('search'), this.input);
 
     this.status = el('div', { className: 'search-status', attrs: { role: 'status', 'aria-live': 'polite' }, data: { testid: 'search-status' } });
-    const head = el('div', { className: 'search-head', attrs: { role: 'row' } });
+    const head = el('div', { className: 'search-head' });
     for (const c of COLUMNS) {
       const b = button(`Sort results by ${c.label.toLowerCase()}`, 'sort-button', () => this.sortBy(c.key), c.label);
       b.dataset.testid = `search-sort-${c.key}`;
       this.headers.set(c.key, b);
-      head.append(el('div', { className: `search-col search-col-${c.key}`, attrs: { role: 'columnheader' } }, b));
+      head.append(el('div', { className: `search-col search-col-${c.key}` }, b));
     }
     this.list = el('ol', { className: 'search-list', attrs: { 'aria-label': 'Search results' }, data: { testid: 'search-results' } });
     this.more = button('Show more results', 'text-button search-more', () => {
@@ -222,7 +222,9 @@ export class SearchPanel {
     this.status.textContent = text;
     this.element.dataset.found = String(found);
     for (const [key, b] of this.headers) {
-      b.parentElement?.setAttribute('aria-sort', key === this.sort ? (this.descending ? 'descending' : 'ascending') : 'none');
+      // Sort buttons, not table headers: they say whether they are the order in force.
+      b.setAttribute('aria-pressed', String(key === this.sort));
+      b.dataset.sort = key === this.sort ? (this.descending ? 'descending' : 'ascending') : 'none';
     }
     const want = Math.min(found, this.shownCount);
     if (this.rendered < 0) {

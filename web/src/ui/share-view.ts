@@ -102,7 +102,7 @@ export class ShareView {
     this.folderDownload = el('button', {
       className: 'text-button folder-download',
       text: 'Download folder',
-      attrs: { type: 'button', 'aria-label': 'Download this folder as a ZIP' },
+      attrs: { type: 'button', title: 'Download this folder as a ZIP' },
       data: { testid: 'folder-download' },
     });
     this.folderDownload.prepend(icon('download'));
@@ -113,7 +113,7 @@ export class ShareView {
     this.folderSave = el('button', {
       className: 'text-button folder-save',
       text: 'Save into folder…',
-      attrs: { type: 'button', 'aria-label': 'Save this folder into a folder on this computer, structure kept' },
+      attrs: { type: 'button', title: 'Save this folder into a folder on this computer, structure kept' },
       data: { testid: 'folder-save' },
     });
     this.folderSave.prepend(icon('folder'));
@@ -136,7 +136,7 @@ export class ShareView {
     const selectionSave = el('button', {
       className: 'text-button selection-save',
       text: 'Save into folder…',
-      attrs: { type: 'button', 'aria-label': 'Save the selected entries into a folder on this computer, structure kept' },
+      attrs: { type: 'button', title: 'Save the selected entries into a folder on this computer, structure kept' },
       data: { testid: 'selection-save' },
     });
     selectionSave.prepend(icon('folder'));

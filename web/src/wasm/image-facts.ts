@@ -17,8 +17,11 @@ export interface ImageFacts {
   embedded: Uint8Array | null;
 }
 
-/** Bytes a JPEG's head is read to: its EXIF block (at most 64 KiB) and usually its frame header. */
-export const JPEG_HEAD_BYTES = 96 * 1024;
+/**
+ * Bytes of an image read first: enough for most phones' EXIF blocks with their
+ * previews; a longer EXIF block (at most 64 KiB) is read on to its end (`headNeeds`).
+ */
+export const FIRST_HEAD_BYTES = 32 * 1024;
 /** An embedded preview smaller than this many pixels on its short side is not used. */
 const MIN_EMBEDDED_SIDE = 96;
 
@@ -29,6 +32,26 @@ export function imageFacts(head: Uint8Array): ImageFacts {
     return { width: view.getUint32(16), height: view.getUint32(20), orientation: 1, embedded: null };
   }
   return { width: null, height: null, orientation: 1, embedded: null };
+}
+
+/**
+ * How many bytes from the start hold a JPEG's EXIF block whole (and 2 KiB beyond, for
+ * the frame header), when that is more than `head` holds; else null.
+ */
+export function headNeeds(head: Uint8Array): number | null {
+  if (!(head.length >= 4 && head[0] === 0xff && head[1] === 0xd8)) return null;
+  const view = new DataView(head.buffer, head.byteOffset, head.byteLength);
+  let at = 2;
+  // The EXIF block comes among the first few segments (after JFIF, perhaps).
+  for (let segments = 0; segments < 4 && at + 4 <= head.length; segments += 1) {
+    if (head[at] !== 0xff) return null;
+    const marker = head[at + 1]!;
+    const end = at + 2 + view.getUint16(at + 2);
+    if (marker === 0xe1 && isExif(head, at + 4)) return end > head.length ? end + 2048 : null;
+    if (marker < 0xe0 || marker > 0xef) return null;
+    at = end;
+  }
+  return null;
 }
 
 /** Whether orientation `o` swaps width and height (a quarter turn). */

@@ -5,7 +5,7 @@
 // How one is made:
 // 1. The cache, keyed by the share, the entry, its size and modification time, and
 //    the pixel size asked for. A hit reads nothing from the sharer.
-// 2. A JPEG's head (96 KiB at most): where it embeds a preview in its EXIF block
+// 2. A JPEG's head (32 KiB, or to the end of a longer EXIF block): where it embeds a preview in its EXIF block
 //    (every camera and phone does), that preview is the thumbnail, turned as the
 //    photo is. A few KiB are read, not the photo's MiBs.
 // 3. Otherwise the whole image is read and decoded by `createImageBitmap`, asked for
@@ -19,7 +19,7 @@
 
 import type { EntryId, ThumbnailAsk as ThumbAsk, Thumbnail as ThumbMade } from '../api';
 import type { RangeReader } from './entry-stream';
-import { imageFacts, JPEG_HEAD_BYTES, turnsSideways } from './image-facts';
+import { FIRST_HEAD_BYTES, headNeeds, imageFacts, turnsSideways } from './image-facts';
 
 /** Images bigger than this get no thumbnail (the page shows their icon). */
 export const THUMB_SOURCE_LIMIT = 64 * 1024 * 1024;
@@ -89,8 +89,16 @@ export class ThumbnailMaker {
   }
 
   private async fromSource(ask: ThumbAsk, reader: RangeReader, signal: AbortSignal): Promise<ThumbMade> {
-    const headLen = Math.min(ask.size, JPEG_HEAD_BYTES);
-    const head = await readBytes(reader, ask.entry, 0, headLen, signal);
+    let head = await readBytes(reader, ask.entry, 0, Math.min(ask.size, FIRST_HEAD_BYTES), signal);
+    // An EXIF block longer than the first read: read on to its end (one more round trip).
+    const needs = headNeeds(head);
+    if (needs !== null && head.length < ask.size) {
+      const more = await readBytes(reader, ask.entry, head.length, Math.min(ask.size, needs) - head.length, signal);
+      const joined = new Uint8Array(head.length + more.length);
+      joined.set(head);
+      joined.set(more, head.length);
+      head = joined;
+    }
     let bytesRead = head.length;
     const facts = imageFacts(head);
     const jpeg = head[0] === 0xff && head[1] === 0xd8;
