@@ -38,6 +38,9 @@ export class ThumbnailQueue {
   /** Keys for which there is no thumbnail (not decodable, too big, failed). */
   private readonly none = new Set<string>();
   private readonly running = new Map<string, AbortController>();
+  /** Keys asked of the cache alone (all at once: answers from the cache are quick). */
+  private readonly probed = new Set<string>();
+  private readonly probing = new Map<string, AbortController>();
   private posterRunning = false;
   private wanted: { key: string; row: EntryRow; px: number }[] = [];
   readonly stats: ThumbnailStats = { shown: 0, fromCache: 0, embedded: 0, decoded: 0, posters: 0, none: 0, bytesRead: 0 };
@@ -70,14 +73,57 @@ export class ThumbnailQueue {
     }
     wanted.sort((a, b) => a.row.size - b.row.size);
     const keys = new Set(wanted.map((w) => w.key));
-    for (const [key, controller] of this.running) {
-      if (!keys.has(key)) {
-        controller.abort();
-        this.running.delete(key);
+    for (const running of [this.running, this.probing]) {
+      for (const [key, controller] of running) {
+        if (!keys.has(key)) {
+          controller.abort();
+          running.delete(key);
+        }
       }
     }
-    this.wanted = wanted;
+    // First the cache, for every tile at once (a reopened share fills its screen in one go)…
+    for (const want of wanted) if (!this.probed.has(want.key) && !this.probing.has(want.key)) this.probe(want);
+    // …then what it did not have, a few at a time.
+    this.wanted = wanted.filter((w) => this.probed.has(w.key));
     this.pump();
+  }
+
+  private probe(want: { key: string; row: EntryRow; px: number }): void {
+    const { row, px, key } = want;
+    if (this.probed.size === 0 && this.probing.size === 0) performance.mark('linkfs-thumbs-asked');
+    const controller = new AbortController();
+    this.probing.set(key, controller);
+    const ask: ThumbnailAsk = { entry: row.id, name: row.name, size: row.size, mtime: row.mtime, px, cachedOnly: true };
+    this.api.thumbnail(ask, controller.signal).then(
+      (made) => {
+        if (this.probing.get(key) !== controller) return;
+        this.probing.delete(key);
+        this.probed.add(key);
+        if (made.blob) {
+          this.stats.fromCache += 1;
+          this.take(key, row, made.blob);
+        } else {
+          this.wanted.push(want);
+          this.wanted.sort((a, b) => a.row.size - b.row.size);
+          this.pump();
+        }
+      },
+      () => {
+        if (this.probing.get(key) === controller) this.probing.delete(key);
+      },
+    );
+  }
+
+  private take(key: string, row: EntryRow, blob: Blob): void {
+    this.urls.set(key, URL.createObjectURL(blob));
+    this.stats.shown += 1;
+    performance.mark('linkfs-thumb-came');
+    while (this.urls.size > URL_CACHE) {
+      const [oldKey, oldUrl] = this.urls.entries().next().value as [string, string];
+      this.urls.delete(oldKey);
+      URL.revokeObjectURL(oldUrl);
+    }
+    this.ready(row.id);
   }
 
   private pump(): void {
@@ -101,9 +147,10 @@ export class ThumbnailQueue {
 
   private async make(want: { key: string; row: EntryRow; px: number }, video: boolean, signal: AbortSignal): Promise<void> {
     const { row, px, key } = want;
+    // Its cache entry was looked for already: a video's poster is made here, an image's in the worker.
     const ask: ThumbnailAsk = { entry: row.id, name: row.name, size: row.size, mtime: row.mtime, px, cachedOnly: video };
     try {
-      const made = await this.api.thumbnail(ask, signal);
+      const made = video ? { blob: null, bytesRead: 0, from: 'none' as const } : await this.api.thumbnail(ask, signal);
       let blob = made.blob;
       this.stats.bytesRead += made.bytesRead;
       if (made.from === 'cache') this.stats.fromCache += 1;
@@ -122,14 +169,7 @@ export class ThumbnailQueue {
         this.none.add(key);
         return;
       }
-      this.urls.set(key, URL.createObjectURL(blob));
-      this.stats.shown += 1;
-      while (this.urls.size > URL_CACHE) {
-        const [oldKey, oldUrl] = this.urls.entries().next().value as [string, string];
-        this.urls.delete(oldKey);
-        URL.revokeObjectURL(oldUrl);
-      }
-      this.ready(row.id);
+      this.take(key, row, blob);
     } catch {
       if (!signal.aborted) this.none.add(key);
     }

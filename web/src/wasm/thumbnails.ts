@@ -129,21 +129,37 @@ export class ThumbnailMaker {
     return { blob: await draw(bitmap, ask.px, 1, type), bytesRead, from: 'decoded' };
   }
 
-  private async get(key: string): Promise<Blob | null> {
-    const db = await this.db;
-    if (!db) return null;
+  /** Looks `key` up; lookups asked in the same turn share one transaction (a screenful at once). */
+  private get(key: string): Promise<Blob | null> {
     return new Promise((resolve) => {
-      try {
-        const request = db.transaction(STORE, 'readonly').objectStore(STORE).get(key);
+      this.lookups.push({ key, resolve });
+      // A timer, not a microtask: the lookups of the messages already queued join the batch.
+      if (this.lookups.length === 1) setTimeout(() => void this.lookUp(), 0);
+    });
+  }
+
+  private readonly lookups: { key: string; resolve: (blob: Blob | null) => void }[] = [];
+
+  private async lookUp(): Promise<void> {
+    const db = await this.db;
+    const batch = this.lookups.splice(0);
+    if (!db) {
+      for (const l of batch) l.resolve(null);
+      return;
+    }
+    try {
+      const store = db.transaction(STORE, 'readonly').objectStore(STORE);
+      for (const { key, resolve } of batch) {
+        const request = store.get(key);
         request.onsuccess = () => {
           const value = request.result as { blob?: unknown } | undefined;
           resolve(value?.blob instanceof Blob ? value.blob : null);
         };
         request.onerror = () => resolve(null);
-      } catch {
-        resolve(null);
       }
-    });
+    } catch {
+      for (const l of batch) l.resolve(null);
+    }
   }
 
   private async put(key: string, blob: Blob): Promise<void> {
