@@ -8,7 +8,7 @@
 // - photos without an embedded preview are decoded, and a turned photo (EXIF
 //   orientation 6) stands upright in its thumbnail;
 // - long-press selects, taps then add and remove;
-// - the preview covers the screen and swipes to the next and previous photo;
+// - the preview covers the screen and swipes to the next and previous photo; Back closes it;
 // - the keyboard reaches the grid, steps through it, opens and steps the preview;
 // - axe-core finds nothing serious or critical on the listing, the grid, the
 //   preview and the search results (light and dark).
@@ -252,6 +252,19 @@ const tests: TestCase[] = [
       await page.click('[data-testid=preview-previous]');
       await page.waitForSelector('[data-testid=preview][data-name="clip.mp4"]', { timeout: 10_000 });
       await page.waitForFunction(() => document.querySelector<HTMLButtonElement>('[data-testid=preview-previous]')?.hidden === true, undefined, { timeout: 5_000 });
+      // The phone's Back closes the preview and stays in the folder.
+      const folder = await page.evaluate(() => window.location.hash);
+      await page.evaluate(() => history.back());
+      await page.waitForSelector('[data-testid=preview]', { state: 'hidden', timeout: 5_000 });
+      assert((await page.evaluate(() => window.location.hash)) === folder, 'Back left the folder instead of closing the preview');
+      assert(await page.isVisible('.listing[data-layout=grid]'), 'the grid is not shown after Back');
+      // Closed by its button, the preview leaves no step behind in the history.
+      await page.click('.listing-row[data-name="photo-00003.jpg"]');
+      await page.waitForSelector('[data-testid=preview][data-state=shown]', { timeout: 10_000 });
+      await page.click('.preview-close');
+      await page.waitForSelector('[data-testid=preview]', { state: 'hidden', timeout: 5_000 });
+      await page.waitForTimeout(300);
+      assert((await page.evaluate(() => (history.state as { linkfsPreview?: boolean } | null)?.linkfsPreview)) !== true, 'the closed preview left its history entry');
       assert(chromium.pageErrors.length === 0, `page errors: ${chromium.pageErrors.join('; ')}`);
     },
   },

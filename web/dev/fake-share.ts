@@ -292,6 +292,10 @@ class FakeShare implements ShareApi {
     return Promise.resolve({ blob: null, bytesRead: 0, from: 'none' });
   }
 
+  cachedThumbnail(): Promise<Blob | null> {
+    return Promise.resolve(null);
+  }
+
   keepThumbnail(): void {
     // Nothing is kept by the fake.
   }

@@ -224,6 +224,11 @@ export interface ShareApi {
    * embedded preview where it has one), or from the browser's cache with nothing read.
    */
   thumbnail(ask: ThumbnailAsk, signal?: AbortSignal): Promise<Thumbnail>;
+  /**
+   * A thumbnail from the browser's cache alone, read on the page (not through the
+   * index worker, which may be busy): null when it is not there.
+   */
+  cachedThumbnail(ask: ThumbnailAsk): Promise<Blob | null>;
   /** Keeps a thumbnail the page made (a video's poster) in the cache. */
   keepThumbnail(ask: ThumbnailAsk, blob: Blob): void;
   close(): void;

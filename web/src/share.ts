@@ -31,6 +31,7 @@ import {
   type UploadState,
   type ZipFacts,
 } from './api';
+import { shareTag, ThumbStore } from './thumb-store';
 import type { FromWorker, IndexQuery, QueryAnswer, ShareStats, ToWorker } from './wasm/protocol';
 import { type DataLink, type LinkState, openDataLink, pageWasmMemoryBytes, startIndexWorker, wasmSelfTest } from './wasm/page';
 
@@ -104,11 +105,15 @@ class WasmShare implements ShareApi {
 
   /** Opens the cached index in the worker; resolves once it can answer queries. */
   ready(key: string): Promise<void> {
+    this.thumbStore = new ThumbStore(shareTag(key));
     return new Promise((resolve, reject) => {
       this.readyWaiter = { resolve, reject };
       this.post({ type: 'open', key });
     });
   }
+
+  /** The thumbnails' cache, read from the page. */
+  private thumbStore: ThumbStore | null = null;
 
   private readyWaiter: { resolve: () => void; reject: (e: Error) => void } | null = null;
 
@@ -393,6 +398,10 @@ class WasmShare implements ShareApi {
       );
       this.post({ type: 'thumb', id, ask });
     });
+  }
+
+  cachedThumbnail(ask: ThumbnailAsk): Promise<Blob | null> {
+    return this.thumbStore?.get(ask) ?? Promise.resolve(null);
   }
 
   keepThumbnail(ask: ThumbnailAsk, blob: Blob): void {

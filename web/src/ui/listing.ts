@@ -103,6 +103,8 @@ export class DirectoryListing {
   private anchor: number | null = null;
   private readonly selectAllBox: HTMLInputElement;
   private layout: Layout = 'list';
+  /** The thumbnails' size in this render (0 in the list). */
+  private tilePx = 0;
   /** Decide the layout from the folder's first entries (no choice was made for it). */
   private layoutPending = false;
   readonly thumbnails: ThumbnailQueue;
@@ -264,7 +266,9 @@ export class DirectoryListing {
 
   private fillThumb(view: RowView): void {
     const data = view.data;
-    const url = this.layout === 'grid' && data && data.kind === 'file' ? this.thumbnails.url(data, this.thumbPx(this.metrics().tileW)) : null;
+    // The size of this render's tiles: reading the viewport's width here, between
+    // writes to the rows, would make the browser lay the page out once per tile.
+    const url = this.layout === 'grid' && data && data.kind === 'file' && this.tilePx > 0 ? this.thumbnails.url(data, this.tilePx) : null;
     if (url === null) {
       if (!view.thumb.hidden) {
         view.thumb.hidden = true;
@@ -296,6 +300,7 @@ export class DirectoryListing {
     this.decideLayout(pages, total);
     const { cols, lineH, tileW } = this.metrics();
     const grid = this.layout === 'grid';
+    this.tilePx = grid ? this.thumbPx(tileW) : 0;
     const lines = Math.ceil(total / cols);
     const fullHeight = lines * lineH;
     const height = Math.min(fullHeight, MAX_SCROLL_PX);
@@ -382,7 +387,7 @@ export class DirectoryListing {
         const row = this.rendered.get(index)?.data;
         if (row) onScreen.push(row);
       }
-      this.thumbnails.want(onScreen, this.thumbPx(tileW));
+      this.thumbnails.want(onScreen, this.tilePx);
     } else {
       this.thumbnails.want([], 0);
     }
@@ -405,14 +410,22 @@ export class DirectoryListing {
   /** No layout was chosen for this folder: a grid when its first entries are mostly pictures. */
   private decideLayout(pages: RowSource, total: number): void {
     if (!this.layoutPending || pages.total === null) return;
-    const sample: EntryRow[] = [];
-    for (let i = 0; i < Math.min(total, LAYOUT_SAMPLE); i += 1) {
+    // The folder's first entries; or, scrolled down (a folder shown again), the ones loaded there.
+    const wanted = Math.min(total, LAYOUT_SAMPLE);
+    let sample: EntryRow[] = [];
+    for (let i = 0; i < wanted; i += 1) {
       const row = pages.row(i);
-      if (!row) {
-        pages.want(0, Math.min(total, LAYOUT_SAMPLE) - 1);
-        return;
+      if (row) sample.push(row);
+    }
+    if (sample.length < wanted) {
+      sample = [];
+      const { cols } = this.metrics();
+      const from = Math.floor(this.viewport.scrollTop / this.metrics().lineH) * cols;
+      for (let i = from; i < Math.min(total, from + LAYOUT_SAMPLE); i += 1) {
+        const row = pages.row(i);
+        if (row) sample.push(row);
       }
-      sample.push(row);
+      if (sample.length < Math.min(wanted, LAYOUT_SAMPLE / 2)) return;
     }
     this.layoutPending = false;
     const layout: Layout = mostlyPictures(sample) ? 'grid' : 'list';

@@ -245,7 +245,11 @@ export class ShareView {
     });
     this.preview = new PreviewPanel(api, {
       download: (row, blob) => this.downloads?.start(row, blob),
-      closed: () => this.content.classList.remove('has-preview'),
+      closed: () => {
+        this.content.classList.remove('has-preview');
+        // Closed by its button or Escape: the history entry its opening added goes too.
+        if ((history.state as { linkfsPreview?: boolean } | null)?.linkfsPreview === true) history.back();
+      },
       neighbour: (row, delta) => this.listing?.neighbour(row, delta) ?? Promise.resolve(null),
       moved: (_row, index) => this.listing?.follow(index),
     });
@@ -279,6 +283,9 @@ export class ShareView {
     this.showStatus(api.status());
     this.onProgress(api.progress());
     window.addEventListener('hashchange', () => this.onLocationChange());
+    window.addEventListener('popstate', (event) => {
+      if ((event.state as { linkfsPreview?: boolean } | null)?.linkfsPreview !== true) this.preview?.close();
+    });
     this.onLocationChange();
   }
 
@@ -546,8 +553,11 @@ export class ShareView {
       this.downloads?.start(row);
       return;
     }
+    const wasShown = this.preview?.shown !== null && this.preview?.shown !== undefined;
     this.preview?.open(row);
     this.content.classList.add('has-preview');
+    // The phone's Back closes the preview (it covers the screen there) instead of leaving the folder.
+    if (!wasShown) history.pushState({ linkfsPreview: true }, '');
   }
 
   private up(): void {

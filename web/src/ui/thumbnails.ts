@@ -18,6 +18,8 @@ import { MEDIA_WINDOW } from '../serve/protocol';
 import { controlsPage, newToken, registerServed, servedUrl, unregisterServed } from './service-worker';
 
 const MAX_RUNNING = 4;
+/** A thumbnail that failed (the sharer away, a read that broke) is asked again after this, ms. */
+const RETRY_AFTER_MS = 30_000;
 const URL_CACHE = 600;
 /** A poster not made by then is given up (the tile keeps its icon). */
 const POSTER_TIMEOUT_MS = 15_000;
@@ -37,6 +39,8 @@ export class ThumbnailQueue {
   private readonly urls = new Map<string, string>();
   /** Keys for which there is no thumbnail (not decodable, too big, failed). */
   private readonly none = new Set<string>();
+  /** Keys whose making failed, and when (asked again after RETRY_AFTER_MS). */
+  private readonly failed = new Map<string, number>();
   private readonly running = new Map<string, AbortController>();
   /** Keys asked of the cache alone (all at once: answers from the cache are quick). */
   private readonly probed = new Set<string>();
@@ -69,6 +73,8 @@ export class ThumbnailQueue {
       if (row.kind !== 'file' || thumbnailKindOf(row.name, row.size) === null) continue;
       const key = keyOf(row, px);
       if (this.urls.has(key) || this.none.has(key)) continue;
+      const failedAt = this.failed.get(key);
+      if (failedAt !== undefined && performance.now() - failedAt < RETRY_AFTER_MS) continue;
       wanted.push({ key, row, px });
     }
     wanted.sort((a, b) => a.row.size - b.row.size);
@@ -94,14 +100,14 @@ export class ThumbnailQueue {
     const controller = new AbortController();
     this.probing.set(key, controller);
     const ask: ThumbnailAsk = { entry: row.id, name: row.name, size: row.size, mtime: row.mtime, px, cachedOnly: true };
-    this.api.thumbnail(ask, controller.signal).then(
-      (made) => {
+    this.api.cachedThumbnail(ask).then(
+      (blob) => {
         if (this.probing.get(key) !== controller) return;
         this.probing.delete(key);
         this.probed.add(key);
-        if (made.blob) {
+        if (blob) {
           this.stats.fromCache += 1;
-          this.take(key, row, made.blob);
+          this.take(key, row, blob);
         } else {
           this.wanted.push(want);
           this.wanted.sort((a, b) => a.row.size - b.row.size);
@@ -171,7 +177,7 @@ export class ThumbnailQueue {
       }
       this.take(key, row, blob);
     } catch {
-      if (!signal.aborted) this.none.add(key);
+      if (!signal.aborted) this.failed.set(key, performance.now());
     }
   }
 }

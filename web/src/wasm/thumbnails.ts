@@ -3,8 +3,8 @@
 // once without reading anything.
 //
 // How one is made:
-// 1. The cache, keyed by the share, the entry, its size and modification time, and
-//    the pixel size asked for. A hit reads nothing from the sharer.
+// 1. The cache (../thumb-store.ts), keyed by the share, the entry, its size and
+//    modification time, and the pixel size asked for. A hit reads nothing from the sharer.
 // 2. A JPEG's head (32 KiB, or to the end of a longer EXIF block): where it embeds a preview in its EXIF block
 //    (every camera and phone does), that preview is the thumbnail, turned as the
 //    photo is. A few KiB are read, not the photo's MiBs.
@@ -19,18 +19,23 @@
 
 import type { EntryId, ThumbnailAsk as ThumbAsk, Thumbnail as ThumbMade } from '../api';
 import type { RangeReader } from './entry-stream';
+import type { ThumbStore } from '../thumb-store';
 import { FIRST_HEAD_BYTES, headNeeds, imageFacts, turnsSideways } from './image-facts';
 
 /** Images bigger than this get no thumbnail (the page shows their icon). */
 export const THUMB_SOURCE_LIMIT = 64 * 1024 * 1024;
-/** Thumbnails kept per browser, at most; the oldest go first. */
-const CACHE_MAX = 20_000;
-const DB_NAME = 'linkfs-thumbnails';
-const STORE = 'thumbs';
+/** Images of more pixels than this are not decoded (a small file can claim a huge picture). */
+const MAX_PIXELS = 120_000_000;
+/** Whole images bigger than this are read and decoded one at a time (memory stays bounded). */
+const BIG_SOURCE = 8 * 1024 * 1024;
 
 /** Reads `len` bytes at `offset` of `entry` into memory. */
 function readBytes(reader: RangeReader, entry: EntryId, offset: number, len: number, signal: AbortSignal): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(new DOMException('cancelled', 'AbortError'));
+      return;
+    }
     const out = new Uint8Array(len);
     let at = 0;
     const handle = reader.start(entry, offset, len, {
@@ -50,29 +55,19 @@ function readBytes(reader: RangeReader, entry: EntryId, offset: number, len: num
 }
 
 export class ThumbnailMaker {
-  private db: Promise<IDBDatabase | null>;
   private readonly running = new Map<number, AbortController>();
-  private puts = 0;
 
-  /** `share`: a name for the share that is not its key (the cache's key prefix). */
-  constructor(private readonly share: Promise<string>) {
-    this.db = openDb();
-  }
-
-  private async keyOf(ask: Pick<ThumbAsk, 'entry' | 'size' | 'mtime' | 'px'>): Promise<string> {
-    return `${await this.share}|${ask.entry}|${ask.size}|${ask.mtime}|${ask.px}`;
-  }
+  constructor(private readonly store: ThumbStore) {}
 
   async make(id: number, ask: ThumbAsk, reader: RangeReader | null): Promise<ThumbMade> {
     const controller = new AbortController();
     this.running.set(id, controller);
     try {
-      const key = await this.keyOf(ask);
-      const cached = await this.get(key);
+      const cached = await this.store.get(ask);
       if (cached) return { blob: cached, bytesRead: 0, from: 'cache' };
       if (ask.cachedOnly || !reader || ask.size === 0) return { blob: null, bytesRead: 0, from: 'none' };
       const made = await this.fromSource(ask, reader, controller.signal);
-      if (made.blob) void this.put(key, made.blob);
+      if (made.blob) void this.store.put(ask, made.blob);
       return made;
     } finally {
       this.running.delete(id);
@@ -84,8 +79,8 @@ export class ThumbnailMaker {
   }
 
   /** Keeps a thumbnail the page made (a video's poster). */
-  async store(ask: Pick<ThumbAsk, 'entry' | 'size' | 'mtime' | 'px'>, blob: Blob): Promise<void> {
-    await this.put(await this.keyOf(ask), blob);
+  async keep(ask: ThumbAsk, blob: Blob): Promise<void> {
+    await this.store.put(ask, blob);
   }
 
   private async fromSource(ask: ThumbAsk, reader: RangeReader, signal: AbortSignal): Promise<ThumbMade> {
@@ -101,13 +96,36 @@ export class ThumbnailMaker {
     }
     let bytesRead = head.length;
     const facts = imageFacts(head);
-    const jpeg = head[0] === 0xff && head[1] === 0xd8;
-    const type = jpeg ? 'image/jpeg' : 'image/webp';
     if (facts.embedded) {
       const bitmap = await createImageBitmap(new Blob([facts.embedded as BlobPart], { type: 'image/jpeg' }));
-      return { blob: await draw(bitmap, ask.px, facts.orientation, type), bytesRead, from: 'embedded' };
+      return { blob: await draw(bitmap, ask.px, facts.orientation, 'image/jpeg'), bytesRead, from: 'embedded' };
     }
     if (ask.size > THUMB_SOURCE_LIMIT) return { blob: null, bytesRead, from: 'none' };
+    if (facts.width !== null && facts.height !== null && facts.width * facts.height > MAX_PIXELS) return { blob: null, bytesRead, from: 'none' };
+    // Big ones wait for each other: four 64 MiB photos at once would be 256 MiB here.
+    const release = ask.size > BIG_SOURCE ? await this.bigTurn() : () => undefined;
+    try {
+      return await this.decodeWhole(ask, reader, signal, head, bytesRead, facts);
+    } finally {
+      release();
+    }
+  }
+
+  private bigQueue: Promise<void> = Promise.resolve();
+
+  /** Waits for the previous big image to finish; returns the function that lets the next go. */
+  private async bigTurn(): Promise<() => void> {
+    let release = (): void => undefined;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    const before = this.bigQueue;
+    this.bigQueue = before.then(() => mine);
+    await before;
+    return release;
+  }
+
+  private async decodeWhole(ask: ThumbAsk, reader: RangeReader, signal: AbortSignal, head: Uint8Array, headRead: number, facts: ReturnType<typeof imageFacts>): Promise<ThumbMade> {
+    let bytesRead = headRead;
+    const type = head[0] === 0xff && head[1] === 0xd8 ? 'image/jpeg' : 'image/webp';
     let whole = head;
     if (head.length < ask.size) {
       const rest = await readBytes(reader, ask.entry, head.length, ask.size - head.length, signal);
@@ -129,51 +147,6 @@ export class ThumbnailMaker {
     return { blob: await draw(bitmap, ask.px, 1, type), bytesRead, from: 'decoded' };
   }
 
-  /** Looks `key` up; lookups asked in the same turn share one transaction (a screenful at once). */
-  private get(key: string): Promise<Blob | null> {
-    return new Promise((resolve) => {
-      this.lookups.push({ key, resolve });
-      // A timer, not a microtask: the lookups of the messages already queued join the batch.
-      if (this.lookups.length === 1) setTimeout(() => void this.lookUp(), 0);
-    });
-  }
-
-  private readonly lookups: { key: string; resolve: (blob: Blob | null) => void }[] = [];
-
-  private async lookUp(): Promise<void> {
-    const db = await this.db;
-    const batch = this.lookups.splice(0);
-    if (!db) {
-      for (const l of batch) l.resolve(null);
-      return;
-    }
-    try {
-      const store = db.transaction(STORE, 'readonly').objectStore(STORE);
-      for (const { key, resolve } of batch) {
-        const request = store.get(key);
-        request.onsuccess = () => {
-          const value = request.result as { blob?: unknown } | undefined;
-          resolve(value?.blob instanceof Blob ? value.blob : null);
-        };
-        request.onerror = () => resolve(null);
-      }
-    } catch {
-      for (const l of batch) l.resolve(null);
-    }
-  }
-
-  private async put(key: string, blob: Blob): Promise<void> {
-    const db = await this.db;
-    if (!db) return;
-    try {
-      const tx = db.transaction(STORE, 'readwrite');
-      tx.objectStore(STORE).put({ blob, at: Date.now() }, key);
-      this.puts += 1;
-      if (this.puts % 200 === 0) trim(db);
-    } catch {
-      // A full or closed store: thumbnails are made again next time.
-    }
-  }
 }
 
 /** The pixel size a picture of w×h is drawn at: its short side `px`, its long side at most 3×px. */
@@ -212,45 +185,4 @@ async function draw(bitmap: ImageBitmap, px: number, orientation: number, type: 
   context.drawImage(bitmap, 0, 0, sideways ? H : W, sideways ? W : H);
   bitmap.close();
   return canvas.convertToBlob({ type, quality: 0.8 });
-}
-
-function openDb(): Promise<IDBDatabase | null> {
-  return new Promise((resolve) => {
-    try {
-      const request = indexedDB.open(DB_NAME, 1);
-      request.onupgradeneeded = () => {
-        const store = request.result.createObjectStore(STORE);
-        store.createIndex('at', 'at');
-      };
-      request.onsuccess = () => resolve(request.result);
-      request.onerror = () => resolve(null);
-      request.onblocked = () => resolve(null);
-    } catch {
-      resolve(null);
-    }
-  });
-}
-
-/** Drops the oldest thumbnails beyond CACHE_MAX. */
-function trim(db: IDBDatabase): void {
-  const store = db.transaction(STORE, 'readwrite').objectStore(STORE);
-  const count = store.count();
-  count.onsuccess = () => {
-    let extra = count.result - CACHE_MAX;
-    if (extra <= 0) return;
-    const cursor = store.index('at').openCursor();
-    cursor.onsuccess = () => {
-      const c = cursor.result;
-      if (!c || extra <= 0) return;
-      c.delete();
-      extra -= 1;
-      c.continue();
-    };
-  };
-}
-
-/** A name for the share's thumbnails that does not reveal its key: a SHA-256 of it, in hex. */
-export async function shareTag(key: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(`linkfs-thumbnails:${key}`));
-  return Array.from(new Uint8Array(digest).subarray(0, 16), (b) => b.toString(16).padStart(2, '0')).join('');
 }

@@ -18,7 +18,8 @@ import { saveToBlob, saveToFile } from './save-sinks';
 import { type PlanMember, planZip, zipSource } from './zip-source';
 import { saveToDirectory } from './directory-sink';
 import { Uploads } from './uploads';
-import { shareTag, ThumbnailMaker } from './thumbnails';
+import { ThumbnailMaker } from './thumbnails';
+import { shareTag, ThumbStore } from '../thumb-store';
 
 declare const self: DedicatedWorkerGlobalScope;
 
@@ -52,7 +53,7 @@ function post(message: FromWorker, transfer: Transferable[] = []): void {
 const uploads = new Uploads(post, () => flush(), () => new FileHasher());
 /** Thumbnails (their cache is named once the share's key is known). */
 let tagOfShare: (tag: string) => void = () => undefined;
-const thumbnails = new ThumbnailMaker(new Promise<string>((resolve) => (tagOfShare = resolve)));
+const thumbnails = new ThumbnailMaker(new ThumbStore(new Promise<string>((resolve) => (tagOfShare = resolve))));
 /** The link's rights were told to the page. */
 let rightsTold = false;
 
@@ -461,7 +462,7 @@ function handle(message: ToWorker, v: Visit): void {
       thumbnails.cancel(message.id);
       return;
     case 'thumb-store':
-      void thumbnails.store(message.ask, message.blob);
+      void thumbnails.keep(message.ask, message.blob);
       return;
   }
 }
@@ -538,13 +539,6 @@ self.onmessage = (event: MessageEvent<ToWorker>) => {
   if (message.type === 'open') {
     void shareTag(message.key).then(tagOfShare);
     void open(message.key);
-    return;
-  }
-  if (!visit && message.type === 'thumb' && message.ask.cachedOnly) {
-    thumbnails.make(message.id, message.ask, null).then(
-      (made) => post({ type: 'thumb-done', id: message.id, made }),
-      (error: unknown) => post({ type: 'thumb-failed', id: message.id, message: messageOf(error) }),
-    );
     return;
   }
   if (!visit) {

@@ -1,0 +1,87 @@
+// The thumbnail maker's parser of image heads (web/src/wasm/image-facts.ts) against
+// bytes a sharer could send: well-formed photos with EXIF previews read right, and
+// every truncation and 20,000 random corruptions of them parse without throwing
+// (what does not parse is simply not known). Runs in Node; no browser needed.
+//
+//   node_modules/.bin/tsx tests-e2e/image-facts-check.ts
+
+import { FIRST_HEAD_BYTES, headNeeds, imageFacts } from '../web/src/wasm/image-facts.ts';
+import { withExif } from './lib/photos.ts';
+
+let failures = 0;
+function check(ok: boolean, what: string): void {
+  if (!ok) {
+    failures += 1;
+    console.log(`FAIL ${what}`);
+  }
+}
+
+/** A minimal JPEG: start, a frame header of w×h, `pad` bytes of a comment, end. */
+function jpeg(w: number, h: number, pad = 0): Uint8Array {
+  const sof = [0xff, 0xc0, 0x00, 0x11, 0x08, h >> 8, h & 0xff, w >> 8, w & 0xff, 0x03, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1];
+  const com = pad > 0 ? [0xff, 0xfe, (pad + 2) >> 8, (pad + 2) & 0xff, ...new Array<number>(pad).fill(0x20)] : [];
+  return new Uint8Array([0xff, 0xd8, ...com, ...sof, 0xff, 0xd9]);
+}
+
+// A photo of 4000x3000 turned (orientation 6) with a 160x120 preview.
+const preview = jpeg(160, 120);
+const photo = withExif(jpeg(4000, 3000), preview, 6, 'a photo');
+const facts = imageFacts(photo);
+check(facts.width === 4000 && facts.height === 3000, `the photo's size read as ${facts.width}x${facts.height}, expected 4000x3000`);
+check(facts.orientation === 6, `orientation read as ${facts.orientation}, expected 6`);
+check(facts.embedded !== null && facts.embedded.length === preview.length && facts.embedded.every((b, i) => b === preview[i]), 'the embedded preview was not found byte for byte');
+
+// A preview too small to show (80x60) is not used.
+check(imageFacts(withExif(jpeg(4000, 3000), jpeg(80, 60), 1, 'x')).embedded === null, 'an 80x60 preview was used');
+// No EXIF at all.
+const plain = imageFacts(jpeg(640, 480));
+check(plain.embedded === null && plain.orientation === 1 && plain.width === 640, 'a JPEG without EXIF read wrong');
+
+// An EXIF block longer than the first read: headNeeds says how far to read, and then the preview is found.
+const bigPreview = jpeg(320, 240, 50_000);
+const long = withExif(jpeg(4000, 3000), bigPreview, 1, 'long exif');
+const first = long.subarray(0, FIRST_HEAD_BYTES);
+const needs = headNeeds(first);
+check(needs !== null && needs > FIRST_HEAD_BYTES && needs <= 64 * 1024 + 4096, `headNeeds said ${needs} for a ~50 KB EXIF block`);
+check(imageFacts(first).embedded === null, 'a cut EXIF block gave a preview');
+check(needs !== null && imageFacts(long.subarray(0, needs)).embedded !== null, 'reading to where headNeeds said did not give the preview');
+check(headNeeds(photo) === null, 'headNeeds asked for more of a photo read whole');
+
+// Every truncation, and random corruptions: never a throw.
+let thrown = 0;
+const tryParse = (bytes: Uint8Array): void => {
+  try {
+    imageFacts(bytes);
+    headNeeds(bytes);
+  } catch (error) {
+    thrown += 1;
+    if (thrown <= 3) console.log(`  threw on ${bytes.length} bytes: ${String(error)}`);
+  }
+};
+for (let n = 0; n <= photo.length; n += 1) tryParse(photo.subarray(0, n));
+let seed = 12345;
+const random = (): number => {
+  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+  return seed / 0x7fffffff;
+};
+for (let i = 0; i < 20_000; i += 1) {
+  const bytes = new Uint8Array(photo);
+  const flips = 1 + Math.floor(random() * 4);
+  for (let f = 0; f < flips; f += 1) bytes[Math.floor(random() * Math.min(bytes.length, 200))] = Math.floor(random() * 256);
+  tryParse(bytes.subarray(0, Math.floor(random() * bytes.length) + 1));
+}
+check(thrown === 0, `the parser threw on ${thrown} damaged heads`);
+
+// PNG: the size from its header.
+const png = new Uint8Array(33);
+png.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52]);
+new DataView(png.buffer).setUint32(16, 1920);
+new DataView(png.buffer).setUint32(20, 1080);
+const p = imageFacts(png);
+check(p.width === 1920 && p.height === 1080, `a PNG's size read as ${p.width}x${p.height}`);
+
+if (failures > 0) {
+  console.log(`image facts: ${failures} failed`);
+  process.exit(1);
+}
+console.log('image facts: all checks passed (a photo, previews, a long EXIF block, every truncation, 20,000 corruptions, PNG)');
