@@ -58,11 +58,17 @@ async function firstScreen(page: Page, timeoutMs = 120_000): Promise<{ atMs: num
   }, undefined, { timeout: timeoutMs, polling: 'raf' });
   const done = (await handle.jsonValue()) as { atMs: number; tiles: number };
   const marks = await page.evaluate(() => ({
+    opened: performance.getEntriesByName('linkfs:open')[0]?.startTime ?? null,
+    indexReady: performance.getEntriesByName('linkfs:index-ready')[0]?.startTime ?? null,
+    worker: (() => {
+      const st = (window as unknown as { linkfsStats?: () => { workerWasmInitMs?: number; workerOpenMs?: number } | null }).linkfsStats?.();
+      return st ? { wasm: st.workerWasmInitMs ?? null, open: st.workerOpenMs ?? null } : null;
+    })(),
     listed: performance.getEntriesByName('linkfs-first-row')[0]?.startTime ?? null,
     asked: performance.getEntriesByName('linkfs-thumbs-asked')[0]?.startTime ?? null,
     came: performance.getEntriesByName('linkfs-thumb-came').map((e) => e.startTime),
   }));
-  log(`    first row ${marks.listed?.toFixed(0)} ms, thumbnails asked ${marks.asked?.toFixed(0)} ms, first came ${marks.came[0]?.toFixed(0)} ms, ${done.tiles}th came ${marks.came[done.tiles - 1]?.toFixed(0)} ms, all shown ${done.atMs.toFixed(0)} ms`);
+  log(`    script ran ${marks.opened?.toFixed(0)} ms, index ready ${marks.indexReady?.toFixed(0)} ms (worker wasm ${marks.worker?.wasm?.toFixed(0)} ms, open ${marks.worker?.open?.toFixed(0)} ms), first row ${marks.listed?.toFixed(0)} ms, thumbnails asked ${marks.asked?.toFixed(0)} ms, first came ${marks.came[0]?.toFixed(0)} ms, ${done.tiles}th came ${marks.came[done.tiles - 1]?.toFixed(0)} ms, all shown ${done.atMs.toFixed(0)} ms`);
   return { ...done, listedMs: marks.listed };
 }
 
