@@ -36,7 +36,15 @@ export class ThumbStore {
   private readonly lookups: { key: string; resolve: (blob: Blob | null) => void }[] = [];
   private writes = 0;
 
-  constructor(private readonly tag: Promise<string>) {}
+  /**
+   * `batch`: how lookups are gathered into one transaction: 'turn' (the page, whose
+   * lookups for a screen are asked in one go) or 'timer' (the worker, whose come in
+   * one message each: those already queued join).
+   */
+  constructor(
+    private readonly tag: Promise<string>,
+    private readonly batch: 'turn' | 'timer' = 'turn',
+  ) {}
 
   private async name(k: ThumbKey): Promise<string> {
     return `${await this.tag}|${k.entry}|${k.size}|${k.mtime}|${k.px}`;
@@ -47,8 +55,9 @@ export class ThumbStore {
     const key = await this.name(k);
     return new Promise((resolve) => {
       this.lookups.push({ key, resolve });
-      // A timer, not a microtask: lookups of the messages and frames already queued join the batch.
-      if (this.lookups.length === 1) setTimeout(() => void this.lookUp(), 0);
+      if (this.lookups.length !== 1) return;
+      if (this.batch === 'timer') setTimeout(() => void this.lookUp(), 0);
+      else queueMicrotask(() => void this.lookUp());
     });
   }
 

@@ -6,7 +6,7 @@
 // proportionally: the scrollbar maps onto row indexes instead of onto pixels.
 
 import type { EntryId, EntryRow, SortKey, ShareApi } from '../api';
-import { DirectoryPages, type ListingOrder, type RowSource } from './directory-pages';
+import { DirectoryPages, PAGE_ROWS, type ListingOrder, type RowSource } from './directory-pages';
 import { FilteredRows, type FilterProgress } from './name-filter';
 import { el } from './dom';
 import { mostlyPictures, previewKindOf } from './file-types';
@@ -179,6 +179,8 @@ export class DirectoryListing {
     this.pages = filter.trim() === ''
       ? new DirectoryPages(this.api, dir, order, changed)
       : new FilteredRows(this.api, dir, order, filter, changed);
+    // The first rows are asked for now, not at the next frame's render.
+    if (scrollTop === 0 && this.pages instanceof DirectoryPages) this.pages.want(0, PAGE_ROWS - 1);
     this.activeIndex = 0;
     this.reportedCount = '';
     if (this.selected.size > 0 || this.anchor !== null) this.clearSelection();
@@ -328,6 +330,20 @@ export class DirectoryListing {
     const first = Math.max(0, (Math.floor(topLine) - overscan) * cols);
     const last = Math.min(total - 1, (Math.floor(topLine) + visibleLines + overscan) * cols + cols - 1);
     pages.want(first, Math.max(first, last));
+    // Thumbnails for the tiles on screen only, asked before the tiles are drawn (the
+    // cache's answers come while this render's DOM work goes on).
+    if (grid) {
+      const onScreen: EntryRow[] = [];
+      const from = Math.floor(topLine) * cols;
+      const to = Math.min(total - 1, Math.ceil(topLine + viewHeight / lineH) * cols - 1);
+      for (let index = from; index <= to; index += 1) {
+        const row = pages.row(index);
+        if (row) onScreen.push(row);
+      }
+      this.thumbnails.want(onScreen, this.tilePx);
+    } else {
+      this.thumbnails.want([], 0);
+    }
 
     // Views leaving the range are refilled for the rows entering it. The shown rows
     // stay in index order in the DOM (for screen readers and tests): rows that stay
@@ -378,19 +394,6 @@ export class DirectoryListing {
       }
     }
     for (const view of free) this.park(view);
-    if (grid) {
-      // Thumbnails for the tiles on screen only.
-      const onScreen: EntryRow[] = [];
-      const from = Math.floor(topLine) * cols;
-      const to = Math.min(total - 1, Math.ceil(topLine + viewHeight / lineH) * cols - 1);
-      for (let index = from; index <= to; index += 1) {
-        const row = this.rendered.get(index)?.data;
-        if (row) onScreen.push(row);
-      }
-      this.thumbnails.want(onScreen, this.tilePx);
-    } else {
-      this.thumbnails.want([], 0);
-    }
     this.updateActive();
     this.updateMessage(pages, total);
     // For tests and styles: which folder is shown, and whether rows are still coming.

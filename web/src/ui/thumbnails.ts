@@ -21,6 +21,8 @@ const MAX_RUNNING = 4;
 /** A thumbnail that failed (the sharer away, a read that broke) is asked again after this, ms. */
 const RETRY_AFTER_MS = 30_000;
 const URL_CACHE = 600;
+/** Keys remembered as looked up or as having no thumbnail, at most (then forgotten). */
+const MEMORY_KEYS = 50_000;
 /** A poster not made by then is given up (the tile keeps its icon). */
 const POSTER_TIMEOUT_MS = 15_000;
 
@@ -68,6 +70,9 @@ export class ThumbnailQueue {
 
   /** The rows on screen now: what is not among them stops, what is and has no thumbnail is asked for. */
   want(rows: EntryRow[], px: number): void {
+    // What was learned of keys is only a shortcut: forgotten past a bound (a long visit).
+    if (this.probed.size > MEMORY_KEYS) this.probed.clear();
+    if (this.none.size > MEMORY_KEYS) this.none.clear();
     const wanted: { key: string; row: EntryRow; px: number }[] = [];
     for (const row of rows) {
       if (row.kind !== 'file' || thumbnailKindOf(row.name, row.size) === null) continue;

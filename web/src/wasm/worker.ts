@@ -53,7 +53,7 @@ function post(message: FromWorker, transfer: Transferable[] = []): void {
 const uploads = new Uploads(post, () => flush(), () => new FileHasher());
 /** Thumbnails (their cache is named once the share's key is known). */
 let tagOfShare: (tag: string) => void = () => undefined;
-const thumbnails = new ThumbnailMaker(new ThumbStore(new Promise<string>((resolve) => (tagOfShare = resolve))));
+const thumbnails = new ThumbnailMaker(new ThumbStore(new Promise<string>((resolve) => (tagOfShare = resolve)), 'timer'));
 /** The link's rights were told to the page. */
 let rightsTold = false;
 
