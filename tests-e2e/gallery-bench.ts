@@ -8,8 +8,10 @@
 //   grid is scrolled by wheel for ~4 s, and how many went over 50 ms (budget: none);
 // - bytes_per_photo: bytes read from the sharer per thumbnail made, next to the
 //   photos' mean size;
-// - reopen: a new tab on the same link: first screen from the cache (budget 300 ms)
-//   and the bytes read for thumbnails (budget 0);
+// - reopen: a new tab on the same link, REOPENS times (default 5): the first
+//   screen from the cache (budget 300 ms, judged on the median: single page
+//   loads on a shared 2-core machine vary by 100 ms) and the bytes read for
+//   thumbnails over all of them (budget 0);
 // - decoded: the same first screen for photos without an EXIF preview (the whole
 //   photo is read and decoded), for comparison; no budget.
 //
@@ -28,6 +30,7 @@ import { makePhotos } from './lib/photos.ts';
 const log = (line: string) => console.error(line);
 const COUNT = Number(process.env.PHOTOS ?? 2000);
 const DECODED_COUNT = 60;
+const REOPENS = Math.max(1, Number(process.env.REOPENS ?? 5));
 
 interface Stats {
   shown: number;
@@ -137,12 +140,22 @@ async function measure(link: string, device: 'phone' | 'desktop'): Promise<Recor
     const scroll = await scrollLongTasks(page, 4000);
     const afterScroll = await thumbStats(page);
     await page.close();
-    // Reopened: a new tab of the same browser (its IndexedDB holds the index and the thumbnails).
-    const again = await chromium.page();
-    if (!phone) await again.setViewportSize({ width: 1280, height: 800 });
-    await openLink(again, link, ['connected', 'connecting'], 60_000);
-    const reopened = await firstScreen(again);
-    const warm = await thumbStats(again);
+    // Reopened: a new tab of the same browser (its IndexedDB holds the index and the
+    // thumbnails, its localStorage the folder's first screen), several times.
+    const samples: { atMs: number; listedMs: number | null; tiles: number; stats: Stats }[] = [];
+    for (let i = 0; i < REOPENS; i += 1) {
+      const again = await chromium.page();
+      if (!phone) await again.setViewportSize({ width: 1280, height: 800 });
+      await openLink(again, link, ['connected', 'connecting'], 60_000);
+      const reopened = await firstScreen(again);
+      samples.push({ ...reopened, stats: await thumbStats(again) });
+      await again.close();
+    }
+    const median = <T,>(values: T[], of: (v: T) => number): number => {
+      const sorted = values.map(of).sort((a, b) => a - b);
+      return sorted[Math.floor((sorted.length - 1) / 2)]!;
+    };
+    const mid = samples.find((s) => s.atMs === median(samples, (s) => s.atMs))!;
     return {
       tiles_on_first_screen: first.tiles,
       first_screen_ms: Math.round(first.atMs),
@@ -150,7 +163,16 @@ async function measure(link: string, device: 'phone' | 'desktop'): Promise<Recor
       bytes_per_photo: made === 0 ? null : Math.round(cold.bytesRead / made),
       first_screen: cold,
       scroll: { ...scroll, thumbnails_made_while_scrolling: afterScroll.shown - cold.shown, bytes_read_while_scrolling: afterScroll.bytesRead - cold.bytesRead },
-      reopen: { first_screen_ms: Math.round(reopened.atMs), first_row_ms: reopened.listedMs === null ? null : Math.round(reopened.listedMs), thumbnails_after_first_row_ms: reopened.listedMs === null ? null : Math.round(reopened.atMs - reopened.listedMs), thumbnail_bytes_read: warm.bytesRead, from_cache: warm.fromCache, tiles: reopened.tiles },
+      reopen: {
+        judged_on: `the median of ${REOPENS}`,
+        first_screen_ms: Math.round(mid.atMs),
+        first_screen_samples_ms: samples.map((s) => Math.round(s.atMs)),
+        first_row_ms: mid.listedMs === null ? null : Math.round(mid.listedMs),
+        thumbnails_after_first_row_ms: mid.listedMs === null ? null : Math.round(mid.atMs - mid.listedMs),
+        thumbnail_bytes_read: samples.reduce((sum, s) => sum + s.stats.bytesRead, 0),
+        from_cache: mid.stats.fromCache,
+        tiles: mid.tiles,
+      },
     };
   } finally {
     await chromium.close();

@@ -90,6 +90,7 @@ export async function openShare(fragment: string): Promise<ShareApi> {
 
 class FakeShare implements ShareApi {
   readonly rootId = ROOT_ID;
+  readonly opened = Promise.resolve();
   private readonly tree = buildTree();
   private readonly listeners = new Set<(event: ShareEvent) => void>();
   private readonly timers: ReturnType<typeof setTimeout>[] = [];
@@ -292,7 +293,7 @@ class FakeShare implements ShareApi {
     return Promise.resolve({ blob: null, bytesRead: 0, from: 'none' });
   }
 
-  cachedThumbnail(): Promise<Blob | null> {
+  cachedThumbnail(): Promise<string | null> {
     return Promise.resolve(null);
   }
 

@@ -97,7 +97,12 @@ export type ShareEvent =
    * been renamed, moved or removed); re-list them if shown. `all`: more changed
    * than was recorded, so any directory may have.
    */
-  | { type: 'changed'; dirs: EntryId[]; all?: boolean };
+  | { type: 'changed'; dirs: EntryId[]; all?: boolean }
+  /**
+   * The index opened after the page had drawn a folder from what it kept of an
+   * earlier visit (see `ShareApi.opened`): ask again for what is shown.
+   */
+  | { type: 'opened' };
 
 /** What to serve or save: one file, or a ZIP of a selection of files and folders. */
 export type TransferSource = { kind: 'file'; id: EntryId } | { kind: 'zip'; ids: EntryId[]; name: string };
@@ -185,6 +190,12 @@ export interface ConnectionInfo {
 
 export interface ShareApi {
   readonly rootId: EntryId;
+  /**
+   * Settles once the share's index is open (it can answer everything). Until then a
+   * reopened share may answer the questions that draw a folder from what the page
+   * kept of it (see kept-folders.ts). Rejects when the index cannot be opened.
+   */
+  readonly opened: Promise<void>;
   status(): ConnectionStatus;
   progress(): IndexProgress;
   /** Returns an unsubscribe function. */
@@ -226,9 +237,10 @@ export interface ShareApi {
   thumbnail(ask: ThumbnailAsk, signal?: AbortSignal): Promise<Thumbnail>;
   /**
    * A thumbnail from the browser's cache alone, read on the page (not through the
-   * index worker, which may be busy): null when it is not there.
+   * index worker, which may be busy), as a URL an image can show (the caller owns
+   * it: a `blob:` one is revoked when done with): null when it is not there.
    */
-  cachedThumbnail(ask: ThumbnailAsk): Promise<Blob | null>;
+  cachedThumbnail(ask: ThumbnailAsk): Promise<string | null>;
   /** Keeps a thumbnail the page made (a video's poster) in the cache. */
   keepThumbnail(ask: ThumbnailAsk, blob: Blob): void;
   close(): void;

@@ -6,14 +6,14 @@ import type { ConnectionStatus, ShareApi } from './api';
 import { openShare } from './share';
 import { errorText } from './ui/save-file';
 import { serviceWorker } from './ui/service-worker';
-import { parseFragment } from './ui/share-link';
+import { lookupPath, parseFragment } from './ui/share-link';
 import { ShareView } from './ui/share-view';
 import type { ThumbnailStats } from './ui/thumbnails';
 import { linkAsks, PasswordPrompt, takeKept } from './ui/password-prompt';
 
 declare global {
   interface Window {
-    /** The open share, for tests and for the curious (set once openShare resolves). */
+    /** The open share, for tests and for the curious (set once its index is open). */
     linkfsShare?: ShareApi;
     /** What the grid's thumbnails cost so far (tests, the benchmark). */
     linkfsThumbnails?: ThumbnailStats;
@@ -28,15 +28,16 @@ const NO_KEY: ConnectionStatus = {
 async function main(): Promise<void> {
   const mount = document.getElementById('app');
   if (!mount) throw new Error('index.html has no #app element');
-  const { key } = parseFragment(window.location.hash);
+  const { key, path } = parseFragment(window.location.hash);
   // A link that asks for a password asks before anything of it is shown (its cached
   // listing included); a wrong one's retry brings the password across the reload.
   let password = key === '' ? null : await takeKept(key);
   if (key !== '' && password === null && (await linkAsks(key))) {
     password = await PasswordPrompt.ask(mount);
   }
-  // The index worker starts first (its wasm, the saved index) while the page builds its view.
-  const opening = key === '' ? null : openShare(key);
+  // The index worker starts first (its wasm, the saved index) while the page builds its
+  // view. A folder kept from an earlier visit is drawn meanwhile (not for a password link).
+  const opening = key === '' ? null : openShare(key, password === null ? { showFirst: lookupPath(path) } : {});
   opening?.catch(() => undefined); // awaited below
   const view = new ShareView(key);
   mount.replaceChildren(view.element);
@@ -52,10 +53,12 @@ async function main(): Promise<void> {
   try {
     const api = await opening;
     if (password !== null) api.givePassword(password);
-    window.linkfsShare = api;
     view.attach(api);
     const stats = view.thumbnailStats;
     if (stats) window.linkfsThumbnails = stats;
+    // Resolved early (a kept folder): the index may still fail to open.
+    await api.opened;
+    window.linkfsShare = api;
   } catch (error) {
     view.showFailure(failureStatus(error));
   }

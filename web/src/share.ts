@@ -31,6 +31,7 @@ import {
   type UploadState,
   type ZipFacts,
 } from './api';
+import { KeptFolders } from './kept-folders';
 import { shareTag, ThumbStore } from './thumb-store';
 import type { FromWorker, IndexQuery, QueryAnswer, ShareStats, ToWorker } from './wasm/protocol';
 import { type DataLink, type LinkState, openDataLink, pageWasmMemoryBytes, startIndexWorker, wasmSelfTest } from './wasm/page';
@@ -72,6 +73,15 @@ interface PendingTransfer {
 
 class WasmShare implements ShareApi {
   readonly rootId = ROOT_ID;
+  readonly opened: Promise<void>;
+  /** The index answers (the worker said 'ready'). */
+  private isOpen = false;
+  /** What the page keeps of this share's folders (recorded from the index's answers). */
+  private kept: KeptFolders | null = null;
+  /** Answer from `kept` until the index is open. */
+  private answerEarly = false;
+  /** Something was answered from `kept`: the view asks again once the index is open. */
+  private answeredEarly = false;
   private readonly worker: Worker;
   /** The data link the visit asked for last (open, or being opened). */
   private dataLink: DataLink | null = null;
@@ -93,6 +103,8 @@ class WasmShare implements ShareApi {
 
   constructor(worker: Worker) {
     this.worker = worker;
+    this.opened = new Promise((resolve, reject) => (this.readyWaiter = { resolve, reject }));
+    this.opened.catch(() => undefined); // whoever opened the share hears it
     worker.onmessage = (event: MessageEvent<FromWorker>) => this.onWorker(event.data);
     worker.onerror = (event: ErrorEvent) => {
       this.setStatus({ state: 'error', message: `The page's index worker failed: ${event.message}. Reload the page.` });
@@ -103,13 +115,30 @@ class WasmShare implements ShareApi {
     this.worker.postMessage(message, transfer);
   }
 
-  /** Opens the cached index in the worker; resolves once it can answer queries. */
-  ready(key: string): Promise<void> {
+  /** Opens the cached index in the worker; `opened` settles when it can answer queries. */
+  open(key: string): void {
     this.thumbStore = new ThumbStore(shareTag(key));
-    return new Promise((resolve, reject) => {
-      this.readyWaiter = { resolve, reject };
-      this.post({ type: 'open', key });
-    });
+    this.post({ type: 'open', key });
+  }
+
+  /**
+   * Keeps what the index answers about folders in `kept`; with `answerEarly`, the
+   * questions `kept` can answer are answered from it until the index is open.
+   */
+  keep(kept: KeptFolders, answerEarly: boolean): void {
+    this.kept = kept;
+    this.answerEarly = answerEarly && !this.isOpen;
+  }
+
+  /** The kept answers, while they stand in for the index. */
+  private early(): KeptFolders | null {
+    return this.answerEarly && !this.isOpen ? this.kept : null;
+  }
+
+  /** Answers `value` from what was kept. */
+  private answered<T>(value: T): Promise<T> {
+    this.answeredEarly = true;
+    return Promise.resolve(value);
   }
 
   /** The thumbnails' cache, read from the page. */
@@ -167,6 +196,8 @@ class WasmShare implements ShareApi {
   }
 
   private setStatus(status: ConnectionStatus): void {
+    // What shows nothing of itself next time keeps nothing of this visit.
+    if (['password', 'password-wrong', 'link-ended', 'invalid-link'].includes(status.state)) this.kept?.forget();
     this.currentStatus = status;
     this.emit({ type: 'status', status });
   }
@@ -178,6 +209,7 @@ class WasmShare implements ShareApi {
   private onProgress(progress: IndexProgress, stats: ShareStats): void {
     this.stats = stats;
     this.currentProgress = progress;
+    this.kept?.progressed(progress);
     this.emit({ type: 'progress', progress });
   }
 
@@ -185,9 +217,11 @@ class WasmShare implements ShareApi {
     switch (m.type) {
       case 'ready':
         this.openTimings = { workerWasmInitMs: m.stats.workerWasmInitMs ?? 0, workerOpenMs: m.stats.workerOpenMs ?? 0 };
+        this.isOpen = true;
         this.onProgress(m.progress, m.stats);
         this.readyWaiter?.resolve();
         this.readyWaiter = null;
+        if (this.answeredEarly) this.emit({ type: 'opened' });
         return;
       case 'open-failed':
         this.readyWaiter?.reject(new Error(m.message));
@@ -335,7 +369,7 @@ class WasmShare implements ShareApi {
   }
 
   progress(): IndexProgress {
-    return this.currentProgress;
+    return this.early()?.progress ?? this.currentProgress;
   }
 
   subscribe(listener: (event: ShareEvent) => void): () => void {
@@ -344,7 +378,12 @@ class WasmShare implements ShareApi {
   }
 
   list(dir: EntryId, sort: SortKey, descending: boolean, start: number, count: number): Promise<ListPage> {
-    return this.query({ method: 'list', dir, sort, descending, start, count }, (a) => (a.method === 'list' ? a.value : undefined));
+    const early = this.early()?.list(dir, sort, descending, start, count);
+    if (early) return this.answered(early);
+    return this.query({ method: 'list', dir, sort, descending, start, count }, (a) => (a.method === 'list' ? a.value : undefined)).then((page) => {
+      if (start === 0) this.kept?.listed(page, sort, descending);
+      return page;
+    });
   }
 
   entry(id: EntryId): Promise<EntryRow | null> {
@@ -352,11 +391,21 @@ class WasmShare implements ShareApi {
   }
 
   path(id: EntryId): Promise<EntryRow[]> {
-    return this.query({ method: 'path', id }, (a) => (a.method === 'path' ? a.value : undefined));
+    const early = this.early()?.path(id);
+    if (early) return this.answered(early);
+    return this.query({ method: 'path', id }, (a) => (a.method === 'path' ? a.value : undefined)).then((crumbs) => {
+      this.kept?.pathOf(id, crumbs);
+      return crumbs;
+    });
   }
 
   lookup(path: string): Promise<EntryRow | null> {
-    return this.query({ method: 'lookup', path }, (a) => (a.method === 'lookup' ? a.value : undefined));
+    const early = this.early()?.lookup(path);
+    if (early) return this.answered(early);
+    return this.query({ method: 'lookup', path }, (a) => (a.method === 'lookup' ? a.value : undefined)).then((entry) => {
+      this.kept?.lookedUp(path, entry);
+      return entry;
+    });
   }
 
   read(id: EntryId, options: ReadOptions = {}): Promise<Blob> {
@@ -400,8 +449,8 @@ class WasmShare implements ShareApi {
     });
   }
 
-  cachedThumbnail(ask: ThumbnailAsk): Promise<Blob | null> {
-    return this.thumbStore?.get(ask) ?? Promise.resolve(null);
+  cachedThumbnail(ask: ThumbnailAsk): Promise<string | null> {
+    return this.thumbStore?.url(ask) ?? Promise.resolve(null);
   }
 
   keepThumbnail(ask: ThumbnailAsk, blob: Blob): void {
@@ -517,8 +566,18 @@ function abortError(message = 'The read was cancelled'): Error {
   return new DOMException(message, 'AbortError');
 }
 
+/** How to open a share. */
+export interface OpenOptions {
+  /**
+   * The path (as `lookup` takes it) the page shows first. When the page kept that
+   * folder from an earlier visit, openShare resolves at once and the folder is drawn
+   * from what was kept while the index opens; `opened` says when it has.
+   */
+  showFirst?: string;
+}
+
 /** Opens the share whose key (`<room>.<secret>`) is in the page's fragment. */
-export async function openShare(key: string): Promise<ShareApi> {
+export async function openShare(key: string, options: OpenOptions = {}): Promise<ShareApi> {
   if (!KEY_SHAPE.test(key)) {
     throw new InvalidLinkError(
       'This link is not valid: the part after # should be <room>.<secret>. Check that you copied the whole link.',
@@ -529,10 +588,14 @@ export async function openShare(key: string): Promise<ShareApi> {
   window.linkfsStats = () => share.latestStats();
   window.linkfsSelfTest = wasmSelfTest;
   share.follow(`${window.location.origin}/#${key}`);
-  await share.ready(key);
-  performance.mark('linkfs:index-ready');
-  // The index (from IndexedDB on a return visit) is usable now: the page lists it
-  // while the visit connects (it asks the page for the data link), and a
+  share.open(key);
+  void share.opened.then(() => performance.mark('linkfs:index-ready'), () => undefined);
+  const kept = await KeptFolders.load(key);
+  const early = options.showFirst !== undefined && kept.canShow(options.showFirst);
+  share.keep(kept, early);
+  // The index (from IndexedDB on a return visit) is usable once opened: the page
+  // lists it while the visit connects (it asks the page for the data link), and a
   // connection that fails says so in the status.
+  if (!early) await share.opened;
   return share;
 }

@@ -8,15 +8,15 @@
 // - A link known to ask (localStorage holds a SHA-256 of its key, not the key) shows
 //   the form before the share opens, so its cached listing is not shown first.
 
+import { storageTag } from '../storage-tag';
 import { el } from './dom';
 
 const ASKS = 'linkfs-asks-password:';
 const PENDING = 'linkfs-password:';
 
 /** A SHA-256 of a link's key (hex), to name what is stored for it without the key itself. */
-export async function keyTag(key: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(key));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
+export function keyTag(key: string): Promise<string> {
+  return storageTag(key);
 }
 
 /** Whether this link asked for a password before (on this browser). */

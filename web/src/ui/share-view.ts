@@ -353,7 +353,21 @@ export class ShareView {
       case 'rights':
         this.showRights(event.rights.list);
         break;
+      case 'opened':
+        this.onOpened();
+        break;
     }
+  }
+
+  /**
+   * The index opened after the shown folder was drawn from what the page kept of an
+   * earlier visit: the path is looked up again (an id kept may be stale) and the
+   * rows are asked for anew. Kept rows stay on screen until fresh ones replace them.
+   */
+  private onOpened(): void {
+    this.showPath(parseFragment(window.location.hash).path)
+      .then(() => this.listing?.refresh())
+      .catch((error: unknown) => this.setNotice(`Could not open this folder: ${errorText(error)}`));
   }
 
   /** Opens or closes the folder's actions menu (narrow screens). */

@@ -10,7 +10,8 @@
 //   served through the service worker like the preview's player, a frame a tenth of
 //   the way in (at most 2 s) is drawn small, and the worker keeps it in its cache.
 //   One at a time.
-// - Object URLs are kept for the last URL_CACHE thumbnails and revoked after.
+// - URLs are kept for the last URL_CACHE thumbnails and let go after: data: URLs
+//   for those read from the cache (see thumb-store.ts), object URLs for those made.
 
 import type { EntryId, EntryRow, ShareApi, ThumbnailAsk } from '../api';
 import { thumbnailKindOf } from './file-types';
@@ -20,7 +21,7 @@ import { controlsPage, newToken, registerServed, servedUrl, unregisterServed } f
 const MAX_RUNNING = 4;
 /** A thumbnail that failed (the sharer away, a read that broke) is asked again after this, ms. */
 const RETRY_AFTER_MS = 30_000;
-const URL_CACHE = 600;
+const URL_CACHE = 400;
 /** Keys remembered as looked up or as having no thumbnail, at most (then forgotten). */
 const MEMORY_KEYS = 50_000;
 /** A poster not made by then is given up (the tile keeps its icon). */
@@ -106,13 +107,16 @@ export class ThumbnailQueue {
     this.probing.set(key, controller);
     const ask: ThumbnailAsk = { entry: row.id, name: row.name, size: row.size, mtime: row.mtime, px, cachedOnly: true };
     this.api.cachedThumbnail(ask).then(
-      (blob) => {
-        if (this.probing.get(key) !== controller) return;
+      (url) => {
+        if (this.probing.get(key) !== controller) {
+          if (url !== null) revoke(url);
+          return;
+        }
         this.probing.delete(key);
         this.probed.add(key);
-        if (blob) {
+        if (url !== null) {
           this.stats.fromCache += 1;
-          this.take(key, row, blob);
+          this.take(key, row, url);
         } else {
           this.wanted.push(want);
           this.wanted.sort((a, b) => a.row.size - b.row.size);
@@ -125,14 +129,15 @@ export class ThumbnailQueue {
     );
   }
 
-  private take(key: string, row: EntryRow, blob: Blob): void {
-    this.urls.set(key, URL.createObjectURL(blob));
+  /** `url` (now owned here) shows `row`'s thumbnail. */
+  private take(key: string, row: EntryRow, url: string): void {
+    this.urls.set(key, url);
     this.stats.shown += 1;
     performance.mark('linkfs-thumb-came');
     while (this.urls.size > URL_CACHE) {
       const [oldKey, oldUrl] = this.urls.entries().next().value as [string, string];
       this.urls.delete(oldKey);
-      URL.revokeObjectURL(oldUrl);
+      revoke(oldUrl);
     }
     this.ready(row.id);
   }
@@ -180,11 +185,16 @@ export class ThumbnailQueue {
         this.none.add(key);
         return;
       }
-      this.take(key, row, blob);
+      this.take(key, row, URL.createObjectURL(blob));
     } catch {
       if (!signal.aborted) this.failed.set(key, performance.now());
     }
   }
+}
+
+/** Lets go of a thumbnail's URL (a data: URL needs nothing). */
+function revoke(url: string): void {
+  if (url.startsWith('blob:')) URL.revokeObjectURL(url);
 }
 
 function keyOf(row: EntryRow, px: number): string {
