@@ -19,8 +19,8 @@
 // - Every field is checked as it is read back: a damaged value is dropped, never
 //   shown, and never stops the page.
 
-import type { EntryId, EntryRow, IndexProgress, ListPage, SortKey } from './api';
-import { storageTag } from './storage-tag';
+import type { EntryId, EntryRow, IndexProgress, ListPage, SortKey } from './api.ts';
+import { storageTag } from './storage-tag.ts';
 
 /** Folders kept per share (the most recently shown). */
 export const FOLDERS = 4;
@@ -81,7 +81,7 @@ export class KeptFolders {
       // No storage here (a private window, a blocked origin): nothing kept.
     }
     const kept = new KeptFolders(tag, found);
-    addEventListener('pagehide', () => kept.write());
+    globalThis.addEventListener?.('pagehide', () => kept.write());
     return kept;
   }
 

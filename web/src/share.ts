@@ -137,6 +137,7 @@ class WasmShare implements ShareApi {
 
   /** Answers `value` from what was kept. */
   private answered<T>(value: T): Promise<T> {
+    if (!this.answeredEarly) performance.mark('linkfs:kept-folder');
     this.answeredEarly = true;
     return Promise.resolve(value);
   }
