@@ -728,6 +728,8 @@ const tests: TestCase[] = [
       }
       const visitors = linkfs(['visitors', '--json']).split('\n');
       assert(visitors.length === 2, `two visitors listed: ${visitors.join(' | ')}`);
+      // Ann's page keeps the folder it shows (to draw it at once next time)…
+      await ann.page.waitForFunction(() => Object.keys(localStorage).some((k) => k.startsWith('linkfs-kept:')), undefined, { timeout: 10_000 });
       linkfs(['link', 'revoke', '1']);
       const revokedAt = performance.now();
       await waitForState(ann.page, ['link-ended'], 5_000);
@@ -739,6 +741,12 @@ const tests: TestCase[] = [
       // Reloaded, the withdrawn link is refused with the same words.
       await ann.page.goto('about:blank');
       await openLink(ann.page, annLink, ['link-ended']);
+      // …and once the link ended, nothing of it is kept to be drawn on the next visit.
+      const kept = await ann.page.evaluate(() => ({
+        keys: Object.keys(localStorage).filter((k) => k.startsWith('linkfs-kept:')).length,
+        drawn: performance.getEntriesByName('linkfs:kept-folder').length,
+      }));
+      assert(kept.keys === 0 && kept.drawn === 0, `the withdrawn link's folders are still kept in the browser: ${JSON.stringify(kept)}`);
       // Bob's page still reads, byte for byte.
       const file = tree.entries.find((e) => e.kind === 'file' && e.size > 0 && e.sha256 !== undefined)!;
       const row = await lookup(bob.page, file.path);

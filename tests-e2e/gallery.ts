@@ -5,6 +5,8 @@
 //   the photos' embedded previews (a few KiB read each), tiles off screen none;
 //   the video gets a poster;
 // - reopened, the thumbnails come from the cache with nothing read;
+// - reopened, the folder is drawn at once from what the page kept of it, then what
+//   changed on the sharer's side meanwhile shows; damaged kept values are ignored;
 // - photos without an embedded preview are decoded, and a turned photo (EXIF
 //   orientation 6) stands upright in its thumbnail;
 // - long-press selects, taps then add and remove;
@@ -15,7 +17,7 @@
 //
 //   bash tests-e2e/run gallery [NAME_PREFIX...]
 
-import { readFile, rm, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { copyFile, readFile, rm, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
@@ -183,6 +185,8 @@ const tests: TestCase[] = [
       const cached = await thumbs(again);
       log(`    reopened: ${reopened.withThumb} tiles; ${JSON.stringify(cached)}`);
       assert(cached.bytesRead === 0, `reopened, the thumbnails read ${cached.bytesRead} bytes from the sharer (expected none)`);
+      const keptUsed = await again.evaluate(() => performance.getEntriesByName('linkfs:kept-folder').length);
+      assert(keptUsed === 1, 'reopened, the folder was not drawn from what the page kept of it (it waited for the index)');
       assert(cached.fromCache >= reopened.pictures - 1, `reopened, only ${cached.fromCache} of ${reopened.pictures} thumbnails came from the cache`);
       assert(chromium.pageErrors.length === 0, `page errors: ${chromium.pageErrors.join('; ')}`);
     },
@@ -381,6 +385,79 @@ const tests: TestCase[] = [
       await page.waitForSelector('[data-testid=preview][data-state=shown][data-name="photo-00001.jpg"]', { timeout: 15_000 });
       await (await page.waitForSelector('[data-testid=preview-next]'))!.click();
       await page.waitForSelector('[data-testid=preview][data-state=shown][data-name="photo-00002.jpg"]', { timeout: 15_000 });
+    },
+  },
+  {
+    name: 'g: reopened, the folder is drawn at once from what the page kept, then what changed since shows (a photo added, one removed); damaged kept values are ignored',
+    timeoutMs: 150_000,
+    async run(t) {
+      const { dir, s } = await photoShare(t, 'kept', { photos: 30 });
+      const { chromium, page } = await browser(t, 'phone');
+      const origin = new URL(s.link).origin;
+      await openLink(page, s.link, ['connected']);
+      await page.waitForSelector('.listing[data-layout=grid] .listing-row[data-testid=row]', { timeout: 15_000 });
+      await waitForScreenThumbs(page);
+      // Kept within seconds of the last answer (and as the page goes).
+      await page.waitForFunction(() => Object.keys(localStorage).some((k) => k.startsWith('linkfs-kept:') && localStorage.getItem(k)!.includes('photo-00001.jpg')), undefined, { timeout: 10_000 });
+      await page.close();
+
+      // Meanwhile on the sharer's side: a photo added (it sorts first), one removed.
+      await copyFile(path.join(dir, 'photo-00002.jpg'), path.join(dir, '0-added.jpg'));
+      await rm(path.join(dir, 'photo-00001.jpg'));
+      const shows = (p: Page, added: string, removed: string) =>
+        p.waitForFunction(([a, r]) => {
+          const names = [...document.querySelectorAll<HTMLElement>('.listing-row[data-testid=row]')].map((e) => e.dataset['name']);
+          return names.includes(a) && !names.includes(r);
+        }, [added, removed] as const, { timeout: 20_000 });
+
+      const again = await chromium.page();
+      await openLink(again, s.link, ['connected', 'connecting']);
+      await again.waitForSelector('.listing-row[data-testid=row]', { timeout: 15_000 });
+      const kept = await again.evaluate(() => performance.getEntriesByName('linkfs:kept-folder').length);
+      assert(kept === 1, 'reopened, the folder was not drawn from what the page kept of it');
+      await shows(again, '0-added.jpg', 'photo-00001.jpg');
+      const fresh = await waitForScreenThumbs(again);
+      assert(fresh.names.includes('0-added.jpg'), `the added photo is not on the first screen: ${fresh.names.join(', ')}`);
+      await again.close();
+
+      // Damaged kept values (storage edited, a disk error, another version): each is
+      // ignored, the folder comes from the index, and is kept right again.
+      const damages: [string, string][] = [
+        ['not JSON', '{"v":1,"folders":[{"path":""'],
+        ['a row of another folder', 'parent'],
+        ['more rows than a page', 'rows'],
+        ['an entry id that is text', 'id'],
+      ];
+      for (const [what, how] of damages) {
+        const tab = await chromium.page();
+        await tab.goto(`${origin}/favicon.svg`);
+        const damaged = await tab.evaluate((how) => {
+          let n = 0;
+          for (const k of Object.keys(localStorage)) {
+            if (!k.startsWith('linkfs-kept:')) continue;
+            const value = JSON.parse(localStorage.getItem(k)!) as { folders: { entry: { id: unknown }; list: { rows: { parent: number }[] } }[] };
+            const folder = value.folders[0]!;
+            if (how === 'parent') folder.list.rows[0]!.parent = 999_999;
+            else if (how === 'rows') folder.list.rows = Array.from({ length: 200 }, () => folder.list.rows[0]!);
+            else if (how === 'id') folder.entry.id = 'zero';
+            localStorage.setItem(k, how.startsWith('{') ? how : JSON.stringify(value));
+            n += 1;
+          }
+          return n;
+        }, how);
+        assert(damaged === 1, `expected one kept share to damage, found ${damaged}`);
+        await openLink(tab, s.link, ['connected', 'connecting']);
+        await shows(tab, '0-added.jpg', 'photo-00001.jpg');
+        const used = await tab.evaluate(() => performance.getEntriesByName('linkfs:kept-folder').length);
+        assert(used === 0, `a kept value with ${what} was drawn`);
+        await tab.waitForFunction(() => Object.keys(localStorage).some((k) => k.startsWith('linkfs-kept:') && localStorage.getItem(k)!.includes('0-added.jpg')), undefined, { timeout: 10_000 });
+        await tab.close();
+      }
+      const last = await chromium.page();
+      await openLink(last, s.link, ['connected', 'connecting']);
+      await shows(last, '0-added.jpg', 'photo-00001.jpg');
+      assert((await last.evaluate(() => performance.getEntriesByName('linkfs:kept-folder').length)) === 1, 'after the damaged values, the folder kept right again was not drawn from it');
+      assert(chromium.pageErrors.length === 0, `page errors: ${chromium.pageErrors.join('; ')}`);
     },
   },
 ];

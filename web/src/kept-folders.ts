@@ -13,7 +13,7 @@
 // - Named by a SHA-256 of the link's key, never the key (as are the index and the
 //   thumbnails).
 // - Bounded: at most FOLDERS folders per share, SHARES shares, ROWS rows a folder.
-// - Written at most once every WRITE_EVERY_MS, and when the page is hidden.
+// - Written at most once every WRITE_EVERY_MS, and when the page is hidden or goes.
 // - Forgotten when the link ends, turns out invalid, or asks for a password (a
 //   password link shows nothing of itself before the password).
 // - Every field is checked as it is read back: a damaged value is dropped, never
@@ -81,7 +81,11 @@ export class KeptFolders {
       // No storage here (a private window, a blocked origin): nothing kept.
     }
     const kept = new KeptFolders(tag, found);
+    // A phone may end a hidden page without `pagehide`: hidden is the last sure moment.
     globalThis.addEventListener?.('pagehide', () => kept.write());
+    globalThis.document?.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'hidden') kept.write();
+    });
     return kept;
   }
 
