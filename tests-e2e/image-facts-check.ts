@@ -7,6 +7,7 @@
 
 import { FIRST_HEAD_BYTES, headNeeds, imageFacts } from '../web/src/wasm/image-facts.ts';
 import { withExif } from './lib/photos.ts';
+import { base64 } from '../web/src/thumb-store.ts';
 
 let failures = 0;
 function check(ok: boolean, what: string): void {
@@ -80,8 +81,14 @@ new DataView(png.buffer).setUint32(20, 1080);
 const p = imageFacts(png);
 check(p.width === 1920 && p.height === 1080, `a PNG's size read as ${p.width}x${p.height}`);
 
+// The cache's base64 for data: URLs (Node has no Uint8Array#toBase64: the table is what runs here).
+for (const n of [0, 1, 2, 3, 4, 5, 6, 7, 100, 10_000, 10_001, 10_002]) {
+  const bytes = Uint8Array.from({ length: n }, (_, i) => (i * 7919 + n) & 255);
+  check(base64(bytes) === Buffer.from(bytes).toString('base64'), `base64 of ${n} bytes differs from Node's`);
+}
+
 if (failures > 0) {
   console.log(`image facts: ${failures} failed`);
   process.exit(1);
 }
-console.log('image facts: all checks passed (a photo, previews, a long EXIF block, every truncation, 20,000 corruptions, PNG)');
+console.log('image facts: all checks passed (a photo, previews, a long EXIF block, every truncation, 20,000 corruptions, PNG, base64 for the cache)');
