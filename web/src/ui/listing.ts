@@ -92,6 +92,8 @@ export class DirectoryListing {
   private readonly pool: RowView[] = [];
   private activeIndex = 0;
   private frame = 0;
+  /** focus() came while a render was pending: focus once it is done. */
+  private focusAfterRender = false;
   private pendingScrollTop: number | null = null;
   private revealIndex: number | null = null;
   /** Text for an empty directory: differs while the index is still filling. */
@@ -215,8 +217,14 @@ export class DirectoryListing {
     this.schedule();
   }
 
+  /**
+   * Focuses the listing; with a render pending, right after it (focusing asks the
+   * browser for the page's layout, which the render would then redo: ~20 ms of a
+   * page's first frame).
+   */
   focus(): void {
-    this.grid.focus({ preventScroll: true });
+    if (this.frame !== 0) this.focusAfterRender = true;
+    else this.grid.focus({ preventScroll: true });
   }
 
   get shownLayout(): Layout {
@@ -292,6 +300,10 @@ export class DirectoryListing {
     this.frame = requestAnimationFrame(() => {
       this.frame = 0;
       this.render();
+      if (this.focusAfterRender) {
+        this.focusAfterRender = false;
+        this.grid.focus({ preventScroll: true });
+      }
     });
   }
 
