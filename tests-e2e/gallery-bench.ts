@@ -34,6 +34,7 @@ const REOPENS = Math.max(1, Number(process.env.REOPENS ?? 5));
 
 interface Stats {
   shown: number;
+  kept: number;
   fromCache: number;
   embedded: number;
   decoded: number;
@@ -200,6 +201,7 @@ async function measure(link: string, device: 'phone' | 'desktop'): Promise<Recor
         thumbnails_after_first_row_ms: mid.listedMs === null ? null : Math.round(mid.atMs - mid.listedMs),
         thumbnail_bytes_read: samples.reduce((sum, s) => sum + s.stats.bytesRead, 0),
         from_cache: mid.stats.fromCache,
+        kept_with_the_folder: mid.stats.kept,
         tiles: mid.tiles,
       },
     };

@@ -1,7 +1,8 @@
 // What the page keeps of a share's folders (web/src/kept-folders.ts), checked in
 // Node: answers kept are answered back exactly and only for the question asked;
-// the bounds hold (folders per share, shares per browser); a forgotten share keeps
-// nothing; and every truncation and 20,000 random corruptions of a stored value
+// the bounds hold (folders per share, shares per browser, thumbnails kept); only
+// data: URLs of images are kept as thumbnails; a forgotten share keeps nothing;
+// and every truncation and 20,000 random corruptions of a stored value
 // read back without throwing, as nothing or as folders that hold together (a
 // damaged value is never shown half-right).
 //
@@ -12,7 +13,7 @@
 
 import assert from 'node:assert/strict';
 import type { EntryId, EntryRow, IndexProgress, ListPage } from '../web/src/api.ts';
-import { FOLDERS, KeptFolders, parseKept, ROWS, SHARES } from '../web/src/kept-folders.ts';
+import { FOLDERS, KeptFolders, parseKept, parsePictures, PICTURE_CHARS, PICTURE_SHARES, PICTURES, ROWS, SHARES } from '../web/src/kept-folders.ts';
 
 /** A stand-in for the browser's localStorage (Node has none). */
 class StandInStorage {
@@ -128,6 +129,43 @@ check(![...storage.map.entries()].some(([k, v]) => k.includes('secret-one') || v
   k.listed(page(sub.id, files.slice(0, 3), 200), 'name', false);
   k.write();
   check(!(await KeptFolders.load('room4.secret-four-eeeeeeeeeeee')).canShow('trip'), 'a forgotten share kept what came after');
+}
+
+// The first screen's thumbnails: kept and read back; bounded in count, size and
+// shares; only data: URLs of images under well-formed keys.
+{
+  const url = (n: number, len = 1000) => `data:image/jpeg;base64,${'A'.repeat(len - 24 - String(n).length)}${n}`;
+  const key = (n: number) => `${n}|${n * 1000}|1700000000|320`;
+  const k = await visit('pics1.secret-pics-ffffffffffff');
+  const many = new Map(Array.from({ length: PICTURES + 20 }, (_, i) => [key(i), url(i)] as const));
+  many.set('1|2|3|320', 'javascript:alert(1)');
+  many.set('2|2|3|320', 'data:text/html;base64,PGgxPg==');
+  many.set('../x', url(7));
+  k.keepPictures(many);
+  const back = (await KeptFolders.load('pics1.secret-pics-ffffffffffff')).pictures;
+  check(back.size === PICTURES, `${back.size} thumbnails kept (at most ${PICTURES})`);
+  check(back.get(key(3)) === url(3), 'a kept thumbnail came back different');
+  check([...back.values()].every((u) => u.startsWith('data:image/jpeg;base64,')), 'something other than a data: URL of an image was kept');
+  check(![...back.keys()].includes('../x'), 'a malformed key was kept');
+  // Big ones: no more than PICTURE_CHARS in all.
+  k.keepPictures(new Map(Array.from({ length: 20 }, (_, i) => [key(i), url(i, 100_000)] as const)));
+  const big = (await KeptFolders.load('pics1.secret-pics-ffffffffffff')).pictures;
+  const chars = [...big.values()].reduce((n, u) => n + u.length, 0);
+  check(chars <= PICTURE_CHARS && big.size === Math.floor(PICTURE_CHARS / 100_000), `${big.size} thumbnails of ${chars} characters kept (at most ${PICTURE_CHARS})`);
+  // At most PICTURE_SHARES shares keep thumbnails: the most recently hidden.
+  for (let i = 0; i < PICTURE_SHARES + 2; i += 1) (await visit(`pics${i + 2}.secret-pics-gggggggggggg`)).keepPictures(new Map([[key(1), url(1)]]));
+  const withPictures = storage.keys('linkfs-kept-pictures:').filter((k2) => k2 !== 'linkfs-kept-pictures-shares');
+  check(withPictures.length === PICTURE_SHARES, `${withPictures.length} shares keep thumbnails (at most ${PICTURE_SHARES})`);
+  check((await KeptFolders.load('pics1.secret-pics-ffffffffffff')).pictures.size === 0, 'the share hidden longest ago still keeps its thumbnails');
+  // Forgotten: the thumbnails go too.
+  const last = await KeptFolders.load(`pics${PICTURE_SHARES + 3}.secret-pics-gggggggggggg`);
+  check(last.pictures.size === 1, 'the share hidden last lost its thumbnails');
+  last.forget();
+  check((await KeptFolders.load(`pics${PICTURE_SHARES + 3}.secret-pics-gggggggggggg`)).pictures.size === 0, 'a forgotten share kept its thumbnails');
+  // Damaged: never throws, keeps only well-formed pairs.
+  const text = JSON.stringify([[key(1), url(1)], [key(2), url(2)]]);
+  for (let n = 0; n < text.length; n += 1) check(parsePictures(text.slice(0, n)).size <= 2, 'a truncated value gave more thumbnails than it held');
+  check(parsePictures('{"a":1}').size === 0 && parsePictures('[[1,2],["x"]]').size === 0 && parsePictures('not json').size === 0, 'a damaged value gave thumbnails');
 }
 
 // Damaged values: every truncation and 20,000 random corruptions read back without

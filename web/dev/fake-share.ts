@@ -301,6 +301,14 @@ class FakeShare implements ShareApi {
     // Nothing is kept by the fake.
   }
 
+  keptPictures(): ReadonlyMap<string, string> {
+    return new Map();
+  }
+
+  keepPictures(): void {
+    // Nothing is kept by the fake.
+  }
+
   close(): void {
     for (const timer of this.timers) clearTimeout(timer);
     this.listeners.clear();

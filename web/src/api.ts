@@ -243,5 +243,13 @@ export interface ShareApi {
   cachedThumbnail(ask: ThumbnailAsk): Promise<string | null>;
   /** Keeps a thumbnail the page made (a video's poster) in the cache. */
   keepThumbnail(ask: ThumbnailAsk, blob: Blob): void;
+  /**
+   * The thumbnails kept with the first screen of the folder shown last on an
+   * earlier visit (the grid's key -> data: URL), when that folder is being drawn
+   * from what was kept; else none.
+   */
+  keptPictures(): ReadonlyMap<string, string>;
+  /** Keeps the thumbnails of the first screen shown now for the next visit (as the page is hidden). */
+  keepPictures(pictures: ReadonlyMap<string, string>): void;
   close(): void;
 }

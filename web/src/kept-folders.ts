@@ -5,10 +5,17 @@
 // screen. So the page keeps, per share, the answers that draw a folder opened by
 // its address: where the path leads, the folder's breadcrumbs, and its first rows
 // in the order they were asked for; and how far the index had come (so the header
-// does not change shape when the index opens and says the same). They live in localStorage, which the page can
-// read as it starts. Until the worker is ready, those questions are answered from
-// here; once it is, the index answers everything again, and the view lists anew,
-// so whatever changed since shows then.
+// does not change shape when the index opens and says the same). They live in
+// localStorage, which the page can read as it starts. Until the worker is ready,
+// those questions are answered from here; once it is, the index answers
+// everything again, and the view lists anew, so whatever changed since shows then.
+//
+// With them, the thumbnails of the first screen of the folder last shown, as
+// data: URLs (`pictures`): the thumbnail cache is IndexedDB, which answers a page
+// only once its first frame is done (~60-100 ms later), so a reopened grid would
+// show its pictures a beat after its tiles. Kept as the page is hidden, for the
+// PICTURE_SHARES shares shown last, at most PICTURES of them and PICTURE_CHARS in
+// all (~400 KB) per share.
 //
 // - Named by a SHA-256 of the link's key, never the key (as are the index and the
 //   thumbnails).
@@ -37,6 +44,15 @@ const VERSION = 1;
 const MAX_PATH = 4096;
 const MAX_CRUMBS = 256;
 const MAX_NAME = 4096;
+/** Shares whose first-screen thumbnails are kept (the most recently hidden). */
+export const PICTURE_SHARES = 2;
+/** Thumbnails kept per share, and their size in all (characters of data: URLs). */
+export const PICTURES = 64;
+export const PICTURE_CHARS = 512 * 1024;
+const PICTURES_PREFIX = 'linkfs-kept-pictures:';
+const PICTURE_SHARES_KEY = 'linkfs-kept-pictures-shares';
+const PICTURE_KEY = /^\d{1,10}\|[0-9.e+-]{1,24}\|[0-9.e+-]{1,24}\|\d{1,5}$/;
+const PICTURE_URL = /^data:image\/(?:jpeg|webp|png);base64,[A-Za-z0-9+/]+={0,2}$/;
 
 interface KeptList {
   sort: SortKey;
@@ -58,6 +74,8 @@ export class KeptFolders {
   private folders: KeptFolder[];
   /** The index's progress as last told. */
   private lastProgress: IndexProgress | null;
+  /** Thumbnails of the first screen last shown (thumbnail key -> data: URL). */
+  private keptPictures: Map<string, string>;
   private forgotten = false;
   private writeTimer: ReturnType<typeof setTimeout> | null = null;
   private dirty = false;
@@ -68,15 +86,18 @@ export class KeptFolders {
   ) {
     this.folders = kept.folders;
     this.lastProgress = kept.progress;
+    this.keptPictures = kept.pictures;
   }
 
   /** This share's kept folders (none if the browser keeps nothing, or kept nothing usable). */
   static async load(key: string): Promise<KeptFolders> {
     const tag = await storageTag(key, PREFIX, 16);
-    let found: Kept = { folders: [], progress: null };
+    let found: Kept = { folders: [], progress: null, pictures: new Map() };
     try {
       const text = localStorage.getItem(PREFIX + tag);
       if (text !== null) found = parseKept(text);
+      const pictures = localStorage.getItem(PICTURES_PREFIX + tag);
+      if (pictures !== null) found.pictures = parsePictures(pictures);
     } catch {
       // No storage here (a private window, a blocked origin): nothing kept.
     }
@@ -96,6 +117,11 @@ export class KeptFolders {
   }
 
   // --- answers, while the index is not open ---
+
+  /** Thumbnails of the first screen last shown (thumbnail key -> data: URL). */
+  get pictures(): ReadonlyMap<string, string> {
+    return this.keptPictures;
+  }
 
   /** How far the index had come, as last told. */
   get progress(): IndexProgress | null {
@@ -157,15 +183,54 @@ export class KeptFolders {
     this.changed();
   }
 
+  /**
+   * Keeps `pictures` (the thumbnails of the first screen shown now) for the next
+   * visit, within the bounds; written at once (the page is being hidden).
+   */
+  keepPictures(pictures: ReadonlyMap<string, string>): void {
+    if (this.forgotten) return;
+    const kept = new Map<string, string>();
+    let chars = 0;
+    for (const [key, url] of pictures) {
+      if (kept.size >= PICTURES || chars + url.length > PICTURE_CHARS) break;
+      if (!PICTURE_KEY.test(key) || !PICTURE_URL.test(url)) continue;
+      kept.set(key, url);
+      chars += url.length;
+    }
+    this.keptPictures = kept;
+    try {
+      const others = readTags(PICTURE_SHARES_KEY).filter((t) => t !== this.tag);
+      if (kept.size === 0) {
+        localStorage.removeItem(PICTURES_PREFIX + this.tag);
+        localStorage.setItem(PICTURE_SHARES_KEY, JSON.stringify(others));
+        return;
+      }
+      const tags = [this.tag, ...others];
+      for (const old of tags.splice(PICTURE_SHARES)) localStorage.removeItem(PICTURES_PREFIX + old);
+      localStorage.setItem(PICTURE_SHARES_KEY, JSON.stringify(tags));
+      localStorage.setItem(PICTURES_PREFIX + this.tag, JSON.stringify([...kept]));
+    } catch {
+      // Storage full or refused: none kept (a half-written value would only be dropped).
+      try {
+        localStorage.removeItem(PICTURES_PREFIX + this.tag);
+      } catch {
+        // Nothing to do.
+      }
+    }
+  }
+
   /** Drops what is kept of this share, and keeps nothing more of this visit. */
   forget(): void {
     this.forgotten = true;
     this.folders = [];
+    this.keptPictures = new Map();
     if (this.writeTimer !== null) clearTimeout(this.writeTimer);
     this.writeTimer = null;
     try {
       localStorage.removeItem(PREFIX + this.tag);
+      localStorage.removeItem(PICTURES_PREFIX + this.tag);
       writeShares(readShares().filter((t) => t !== this.tag));
+      localStorage.setItem(PICTURE_SHARES_KEY, JSON.stringify(readTags(PICTURE_SHARES_KEY).filter((t) => t !== this.tag)));
     } catch {
       // Nothing could be stored either.
     }
@@ -199,8 +264,13 @@ export class KeptFolders {
 }
 
 function readShares(): string[] {
+  return readTags(SHARES_KEY);
+}
+
+/** The share tags listed under `key`, most recent first. */
+function readTags(key: string): string[] {
   try {
-    const value: unknown = JSON.parse(localStorage.getItem(SHARES_KEY) ?? '[]');
+    const value: unknown = JSON.parse(localStorage.getItem(key) ?? '[]');
     return Array.isArray(value) ? value.filter((t): t is string => typeof t === 'string' && /^[0-9a-f]{32}$/.test(t)) : [];
   } catch {
     return [];
@@ -214,11 +284,31 @@ function writeShares(tags: string[]): void {
 interface Kept {
   folders: KeptFolder[];
   progress: IndexProgress | null;
+  pictures: Map<string, string>;
+}
+
+/** Kept thumbnails in `text`: pairs of a thumbnail key and a data: URL of an image; bounded; anything else is dropped. */
+export function parsePictures(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  if (text.length > PICTURE_CHARS + PICTURES * 64) return out;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return out;
+  }
+  if (!Array.isArray(value)) return out;
+  for (const pair of value.slice(0, PICTURES)) {
+    if (!Array.isArray(pair) || pair.length !== 2) continue;
+    const [key, url] = pair as unknown[];
+    if (typeof key === 'string' && typeof url === 'string' && PICTURE_KEY.test(key) && PICTURE_URL.test(url)) out.set(key, url);
+  }
+  return out;
 }
 
 /** What is kept in `text`, each part checked; what does not check out is dropped. */
 export function parseKept(text: string): Kept {
-  const none: Kept = { folders: [], progress: null };
+  const none: Kept = { folders: [], progress: null, pictures: new Map() };
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -231,7 +321,7 @@ export function parseKept(text: string): Kept {
     const folder = checkFolder(f);
     if (folder) folders.push(folder);
   }
-  return { folders, progress: checkProgress(value['progress']) };
+  return { folders, progress: checkProgress(value['progress']), pictures: new Map() };
 }
 
 function checkProgress(p: unknown): IndexProgress | null {

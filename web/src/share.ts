@@ -454,6 +454,14 @@ class WasmShare implements ShareApi {
     return this.thumbStore?.url(ask) ?? Promise.resolve(null);
   }
 
+  keptPictures(): ReadonlyMap<string, string> {
+    return (this.answerEarly && this.kept?.pictures) || new Map<string, string>();
+  }
+
+  keepPictures(pictures: ReadonlyMap<string, string>): void {
+    this.kept?.keepPictures(pictures);
+  }
+
   keepThumbnail(ask: ThumbnailAsk, blob: Blob): void {
     this.post({ type: 'thumb-store', ask, blob });
   }

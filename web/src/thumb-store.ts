@@ -65,11 +65,11 @@ export class ThumbStore {
     return new Blob([kept.bytes], { type: kept.type });
   }
 
-  /** The kept thumbnail as a URL the page can show (data: for bytes), or null. */
+  /** The kept thumbnail as a data: URL, or null. */
   async url(k: ThumbKey): Promise<string | null> {
     const kept = await this.lookup(k);
     if (kept === null) return null;
-    if (kept instanceof Blob) return URL.createObjectURL(kept);
+    if (kept instanceof Blob) return dataUrl(kept);
     return `data:${kept.type};base64,${base64(new Uint8Array(kept.bytes))}`;
   }
 
@@ -134,6 +134,11 @@ function keptOf(value: unknown): Kept | null {
   if (v.bytes instanceof ArrayBuffer && typeof v.type === 'string' && /^image\/[a-z0-9.+-]+$/.test(v.type)) return { bytes: v.bytes, type: v.type };
   if (v.blob instanceof Blob) return v.blob;
   return null;
+}
+
+/** `blob` as a data: URL. */
+export async function dataUrl(blob: Blob): Promise<string> {
+  return `data:${blob.type || 'image/jpeg'};base64,${base64(new Uint8Array(await blob.arrayBuffer()))}`;
 }
 
 const BASE64 = new TextEncoder().encode('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/');

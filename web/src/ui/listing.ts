@@ -227,6 +227,23 @@ export class DirectoryListing {
     else this.grid.focus({ preventScroll: true });
   }
 
+  /**
+   * The thumbnails shown on the folder's first screen (the tiles of its first
+   * lines, scrolled or not), for keeping with it: none in the list layout.
+   */
+  firstScreenPictures(): Map<string, string> {
+    const pages = this.pages;
+    if (this.layout !== 'grid' || !pages || this.tilePx === 0) return new Map();
+    const { cols, lineH } = this.metrics();
+    const count = Math.min(pages.total ?? 0, cols * Math.ceil((this.viewport.clientHeight || 1) / lineH));
+    const rows: EntryRow[] = [];
+    for (let index = 0; index < count; index += 1) {
+      const row = pages.row(index);
+      if (row) rows.push(row);
+    }
+    return this.thumbnails.here(rows, this.tilePx);
+  }
+
   get shownLayout(): Layout {
     return this.layout;
   }

@@ -279,6 +279,16 @@ export class ShareView {
     const rights = api.rights();
     if (rights) this.showRights(rights.list);
 
+    // The first screen's thumbnails, kept from the last visit, are there for the first frame…
+    this.listing.thumbnails.seed(api.keptPictures());
+    // …and kept again as the page is hidden (the last moment a phone surely gives).
+    const keepPictures = (): void => {
+      if (this.listing && this.shownDir) api.keepPictures(this.listing.firstScreenPictures());
+    };
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'hidden') keepPictures();
+    });
+    window.addEventListener('pagehide', keepPictures);
     api.subscribe((event) => this.onEvent(event));
     this.showStatus(api.status());
     this.onProgress(api.progress());

@@ -10,10 +10,13 @@
 //   served through the service worker like the preview's player, a frame a tenth of
 //   the way in (at most 2 s) is drawn small, and the worker keeps it in its cache.
 //   One at a time.
-// - URLs are kept for the last URL_CACHE thumbnails and let go after: data: URLs
-//   for those read from the cache (see thumb-store.ts), object URLs for those made.
+// - Thumbnails are data: URLs (see thumb-store.ts for why not Blobs), kept for the
+//   last URL_CACHE thumbnails. Those of a folder's first screen are kept across
+//   visits too (`seed`, `firstScreen`; see kept-folders.ts): a reopened share shows
+//   them in its first frame.
 
 import type { EntryId, EntryRow, ShareApi, ThumbnailAsk } from '../api';
+import { dataUrl } from '../thumb-store';
 import { thumbnailKindOf } from './file-types';
 import { MEDIA_WINDOW } from '../serve/protocol';
 import { controlsPage, newToken, registerServed, servedUrl, unregisterServed } from './service-worker';
@@ -30,6 +33,8 @@ const POSTER_TIMEOUT_MS = 15_000;
 /** What thumbnails cost so far on this page (for the benchmark and the curious). */
 export interface ThumbnailStats {
   shown: number;
+  /** Kept with the folder's first screen from an earlier visit (shown in the first frame). */
+  kept: number;
   fromCache: number;
   embedded: number;
   decoded: number;
@@ -50,7 +55,7 @@ export class ThumbnailQueue {
   private readonly probing = new Map<string, AbortController>();
   private posterRunning = false;
   private wanted: { key: string; row: EntryRow; px: number }[] = [];
-  readonly stats: ThumbnailStats = { shown: 0, fromCache: 0, embedded: 0, decoded: 0, posters: 0, none: 0, bytesRead: 0 };
+  readonly stats: ThumbnailStats = { shown: 0, kept: 0, fromCache: 0, embedded: 0, decoded: 0, posters: 0, none: 0, bytesRead: 0 };
 
   constructor(
     private readonly api: ShareApi,
@@ -58,7 +63,27 @@ export class ThumbnailQueue {
     private readonly ready: (id: EntryId) => void,
   ) {}
 
-  /** The object URL of `row`'s thumbnail at `px`, if it is here. */
+  /** Thumbnails kept from an earlier visit (key -> data: URL): shown as if they had just come. */
+  seed(kept: ReadonlyMap<string, string>): void {
+    for (const [key, url] of kept) {
+      if (this.urls.has(key)) continue;
+      this.urls.set(key, url);
+      this.stats.kept += 1;
+    }
+  }
+
+  /** The thumbnails of `rows` at `px` that are here (key -> data: URL), for keeping. */
+  here(rows: EntryRow[], px: number): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const row of rows) {
+      const key = keyOf(row, px);
+      const url = this.urls.get(key);
+      if (url !== undefined) out.set(key, url);
+    }
+    return out;
+  }
+
+  /** The URL of `row`'s thumbnail at `px`, if it is here. */
   url(row: EntryRow, px: number): string | null {
     const key = keyOf(row, px);
     const url = this.urls.get(key);
@@ -109,7 +134,6 @@ export class ThumbnailQueue {
     this.api.cachedThumbnail(ask).then(
       (url) => {
         if (this.probing.get(key) !== controller) {
-          if (url !== null) revoke(url);
           return;
         }
         this.probing.delete(key);
@@ -135,9 +159,8 @@ export class ThumbnailQueue {
     this.stats.shown += 1;
     performance.mark('linkfs-thumb-came');
     while (this.urls.size > URL_CACHE) {
-      const [oldKey, oldUrl] = this.urls.entries().next().value as [string, string];
+      const oldKey = this.urls.keys().next().value as string;
       this.urls.delete(oldKey);
-      revoke(oldUrl);
     }
     this.ready(row.id);
   }
@@ -185,16 +208,11 @@ export class ThumbnailQueue {
         this.none.add(key);
         return;
       }
-      this.take(key, row, URL.createObjectURL(blob));
+      this.take(key, row, await dataUrl(blob));
     } catch {
       if (!signal.aborted) this.failed.set(key, performance.now());
     }
   }
-}
-
-/** Lets go of a thumbnail's URL (a data: URL needs nothing). */
-function revoke(url: string): void {
-  if (url.startsWith('blob:')) URL.revokeObjectURL(url);
 }
 
 function keyOf(row: EntryRow, px: number): string {
