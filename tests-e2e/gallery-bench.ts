@@ -100,7 +100,9 @@ async function firstScreen(page: Page, timeoutMs = 120_000): Promise<{ atMs: num
     asked: performance.getEntriesByName('linkfs-thumbs-asked')[0]?.startTime ?? null,
     came: performance.getEntriesByName('linkfs-thumb-came').map((e) => e.startTime),
   }));
-  log(`    script ran ${marks.opened?.toFixed(0)} ms, index ready ${marks.indexReady?.toFixed(0)} ms (worker wasm ${marks.worker?.wasm?.toFixed(0)} ms, open ${marks.worker?.open?.toFixed(0)} ms), first row ${marks.listed?.toFixed(0)} ms, thumbnails asked ${marks.asked?.toFixed(0)} ms, first came ${marks.came[0]?.toFixed(0)} ms, ${done.tiles}th came ${marks.came[done.tiles - 1]?.toFixed(0)} ms, all shown ${done.atMs.toFixed(0)} ms`);
+  const ms = (v: number | null | undefined): string => (v === null || v === undefined ? '-' : `${v.toFixed(0)} ms`);
+  const thumbs = marks.asked === null ? 'thumbnails kept with the folder' : `thumbnails asked ${ms(marks.asked)}, first came ${ms(marks.came[0])}, ${done.tiles}th came ${ms(marks.came[done.tiles - 1])}`;
+  log(`    script ran ${ms(marks.opened)}, index ready ${ms(marks.indexReady)} (worker wasm ${ms(marks.worker?.wasm)}, open ${ms(marks.worker?.open)}), first row ${ms(marks.listed)}, ${thumbs}, all shown ${ms(done.atMs)}`);
   return { ...done, listedMs: marks.listed };
 }
 
