@@ -807,6 +807,11 @@ const tests: TestCase[] = [
       await page.getByTestId('password-input').fill('open sesame');
       await page.getByTestId('password-submit').click();
       await waitForState(page, ['connected'], 20_000);
+      // A password link keeps none of its folders to draw before the password
+      // (past the 2 s in which other links' are written).
+      await page.waitForTimeout(2_500);
+      const kept = await page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('linkfs-kept:') || k.startsWith('linkfs-kept-pictures:')));
+      assert(kept.length === 0, `the password link's folders were kept in the browser: ${kept.join(', ')}`);
       assertNoPageErrors(chromium);
       await s.stop();
     },

@@ -85,6 +85,30 @@ check(!(await KeptFolders.load('room2.secret-two-bbbbbbbbbbbbbb')).canShow('trip
 // The key itself is never stored.
 check(![...storage.map.entries()].some(([k, v]) => k.includes('secret-one') || v.includes('secret-one')), 'the link key was stored');
 
+// A short answer from the first row (the preview's neighbour, a selection) does not
+// replace the kept first page (regression: one row was kept of 200, and the next
+// visit drew breadcrumbs and no rows).
+{
+  const k = await KeptFolders.load('room1.secret-one-aaaaaaaaaaaaaa');
+  k.lookedUp('trip', sub);
+  k.listed(page(sub.id, files.slice(0, 1), files.length), 'name', false);
+  k.write();
+  const back = await KeptFolders.load('room1.secret-one-aaaaaaaaaaaaaa');
+  check(back.list(sub.id, 'name', false, 0, ROWS)?.rows.length === ROWS, 'a one-row answer replaced the kept first page');
+}
+
+// Renamed: the kept path no longer leads to the folder, so it is dropped (regression:
+// the old link drew the folder under its new name, then said it is not in the share).
+{
+  const k = await visit('room5.secret-five-hhhhhhhhhhhh');
+  k.pathOf(sub.id, [root, { ...sub, name: 'trip-2024' }]);
+  k.write();
+  check(!(await KeptFolders.load('room5.secret-five-hhhhhhhhhhhh')).canShow('trip'), 'a renamed folder is still drawn for its old path');
+  const stored = JSON.parse(storage.map.get(storage.keys('linkfs-kept:').find((key) => storage.map.get(key)!.includes('img-0000'))!)!) as { v: number; folders: { crumbs: EntryRow[] }[] };
+  stored.folders[0]!.crumbs[1]!.name = 'elsewhere';
+  check(parseKept(JSON.stringify(stored)).folders.length === 0, 'a kept folder whose breadcrumbs spell another path was read back');
+}
+
 // A folder looked up again as something else (a file now) is dropped.
 {
   const k = await KeptFolders.load('room1.secret-one-aaaaaaaaaaaaaa');
@@ -220,6 +244,7 @@ const wrongs: [string, (f: Record<string, unknown>) => void][] = [
   ['an id past 32 bits', (f) => ((f['entry'] as Record<string, unknown>)['id'] = 2 ** 33)],
   ['an unknown order', (f) => ((f['list'] as Record<string, unknown>)['sort'] = 'colour')],
   ['a path that is not text', (f) => (f['path'] = 5)],
+  ['a path its breadcrumbs do not spell', (f) => (f['path'] = 'elsewhere')],
 ];
 for (const [what, spoil] of wrongs) {
   const copy = structuredClone(whole);

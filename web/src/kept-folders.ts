@@ -163,14 +163,19 @@ export class KeptFolders {
   pathOf(id: EntryId, crumbs: EntryRow[]): void {
     const folder = this.byDir(id);
     if (!folder || this.forgotten) return;
-    folder.crumbs = crumbs.slice(0, MAX_CRUMBS);
+    if (!leadsTo(folder.path, crumbs)) {
+      // Renamed or moved: its old path no longer leads here.
+      this.folders = this.folders.filter((f) => f !== folder);
+    } else {
+      folder.crumbs = crumbs.slice(0, MAX_CRUMBS);
+    }
     this.changed();
   }
 
-  /** `list(…, start 0, …)` answered `page`. */
+  /** `list(…, start 0, …)` answered `page` (kept if it holds a whole first page, or the whole folder). */
   listed(page: ListPage, sort: SortKey, descending: boolean): void {
     const folder = this.byDir(page.dir);
-    if (!folder || this.forgotten || page.start !== 0) return;
+    if (!folder || this.forgotten || page.start !== 0 || page.rows.length < Math.min(ROWS, page.total)) return;
     folder.list = { sort, descending, total: page.total, rows: page.rows.slice(0, ROWS) };
     this.changed();
   }
@@ -179,8 +184,10 @@ export class KeptFolders {
   progressed(progress: IndexProgress): void {
     if (this.forgotten) return;
     const { received, announced, complete, persisted, fromCache, loadingCache } = progress;
+    const shapeChanged = this.lastProgress?.complete !== complete;
     this.lastProgress = { received, announced, complete, persisted, fromCache, loadingCache };
-    this.changed();
+    // Only whether it is complete changes the header: counts alone wait for the next write.
+    if (shapeChanged) this.changed();
   }
 
   /**
@@ -229,8 +236,10 @@ export class KeptFolders {
     try {
       localStorage.removeItem(PREFIX + this.tag);
       localStorage.removeItem(PICTURES_PREFIX + this.tag);
-      writeShares(readShares().filter((t) => t !== this.tag));
-      localStorage.setItem(PICTURE_SHARES_KEY, JSON.stringify(readTags(PICTURE_SHARES_KEY).filter((t) => t !== this.tag)));
+      for (const key of [SHARES_KEY, PICTURE_SHARES_KEY]) {
+        const tags = readTags(key);
+        if (tags.includes(this.tag)) localStorage.setItem(key, JSON.stringify(tags.filter((t) => t !== this.tag)));
+      }
     } catch {
       // Nothing could be stored either.
     }
@@ -261,6 +270,11 @@ export class KeptFolders {
     this.dirty = true;
     if (this.writeTimer === null) this.writeTimer = setTimeout(() => this.write(), WRITE_EVERY_MS);
   }
+}
+
+/** Whether `path` (as looked up) names the folder at the end of `crumbs` (root first). */
+function leadsTo(path: string, crumbs: EntryRow[]): boolean {
+  return crumbs.slice(1).map((c) => c.name).join('/') === path;
 }
 
 function readShares(): string[] {
@@ -337,8 +351,8 @@ function checkFolder(f: unknown): KeptFolder | null {
   const entry = checkRow(f['entry']);
   if (!entry || entry.kind !== 'dir') return null;
   const crumbs = checkRows(f['crumbs'], MAX_CRUMBS);
-  // The breadcrumbs end in the folder itself.
-  if (!crumbs || crumbs.length === 0 || crumbs[crumbs.length - 1]!.id !== entry.id) return null;
+  // The breadcrumbs end in the folder itself, and spell its path.
+  if (!crumbs || crumbs.length === 0 || crumbs[crumbs.length - 1]!.id !== entry.id || !leadsTo(f['path'], crumbs)) return null;
   const list = f['list'];
   if (!isObject(list)) return null;
   const sort = list['sort'];

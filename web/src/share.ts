@@ -107,7 +107,9 @@ class WasmShare implements ShareApi {
     this.opened.catch(() => undefined); // whoever opened the share hears it
     worker.onmessage = (event: MessageEvent<FromWorker>) => this.onWorker(event.data);
     worker.onerror = (event: ErrorEvent) => {
-      this.setStatus({ state: 'error', message: `The page's index worker failed: ${event.message}. Reload the page.` });
+      const message = `The page's index worker failed: ${event.message}. Reload the page.`;
+      if (!this.isOpen) this.failOpen(new Error(message));
+      this.setStatus({ state: 'error', message });
     };
   }
 
@@ -130,9 +132,18 @@ class WasmShare implements ShareApi {
     this.answerEarly = answerEarly && !this.isOpen;
   }
 
-  /** The kept answers, while they stand in for the index. */
+  /**
+   * The kept answers, while they stand in for the index: until it is open and its
+   * saved part is loaded whole (a big one answers while it loads the rest, and a
+   * folder not loaded yet would look missing or empty).
+   */
   private early(): KeptFolders | null {
-    return this.answerEarly && !this.isOpen ? this.kept : null;
+    return this.answerEarly && !this.indexWhole() ? this.kept : null;
+  }
+
+  /** The index is open and holds all it saved (what it answers is what it has). */
+  private indexWhole(): boolean {
+    return this.isOpen && !this.currentProgress.loadingCache;
   }
 
   /** Answers `value` from what was kept. */
@@ -208,10 +219,23 @@ class WasmShare implements ShareApi {
   }
 
   private onProgress(progress: IndexProgress, stats: ShareStats): void {
+    const wasWhole = this.indexWhole();
     this.stats = stats;
     this.currentProgress = progress;
-    this.kept?.progressed(progress);
+    if (this.indexWhole()) this.kept?.progressed(progress);
     this.emit({ type: 'progress', progress });
+    // The kept answers stood in until now: the view asks the index again.
+    if (!wasWhole && this.indexWhole() && this.answeredEarly) this.emit({ type: 'opened' });
+  }
+
+  /** The index could not be opened: `opened` rejects, and so does every question waiting for it. */
+  private failOpen(error: Error): void {
+    this.readyWaiter?.reject(error);
+    this.readyWaiter = null;
+    for (const q of this.queries.values()) q.reject(error);
+    this.queries.clear();
+    for (const t of this.thumbs.values()) t.reject(error);
+    this.thumbs.clear();
   }
 
   private onWorker(m: FromWorker): void {
@@ -222,11 +246,9 @@ class WasmShare implements ShareApi {
         this.onProgress(m.progress, m.stats);
         this.readyWaiter?.resolve();
         this.readyWaiter = null;
-        if (this.answeredEarly) this.emit({ type: 'opened' });
         return;
       case 'open-failed':
-        this.readyWaiter?.reject(new Error(m.message));
-        this.readyWaiter = null;
+        this.failOpen(new Error(m.message));
         return;
       case 'send':
         for (const f of m.frames) {
@@ -370,7 +392,10 @@ class WasmShare implements ShareApi {
   }
 
   progress(): IndexProgress {
-    return this.early()?.progress ?? this.currentProgress;
+    // While kept answers stand in, the kept progress (the header keeps its shape),
+    // still loading: a folder not found yet may only not be loaded yet.
+    const kept = this.early()?.progress;
+    return kept ? { ...kept, loadingCache: true } : this.currentProgress;
   }
 
   subscribe(listener: (event: ShareEvent) => void): () => void {
@@ -382,7 +407,7 @@ class WasmShare implements ShareApi {
     const early = this.early()?.list(dir, sort, descending, start, count);
     if (early) return this.answered(early);
     return this.query({ method: 'list', dir, sort, descending, start, count }, (a) => (a.method === 'list' ? a.value : undefined)).then((page) => {
-      if (start === 0) this.kept?.listed(page, sort, descending);
+      if (start === 0 && this.indexWhole()) this.kept?.listed(page, sort, descending);
       return page;
     });
   }
@@ -395,7 +420,7 @@ class WasmShare implements ShareApi {
     const early = this.early()?.path(id);
     if (early) return this.answered(early);
     return this.query({ method: 'path', id }, (a) => (a.method === 'path' ? a.value : undefined)).then((crumbs) => {
-      this.kept?.pathOf(id, crumbs);
+      if (this.indexWhole()) this.kept?.pathOf(id, crumbs);
       return crumbs;
     });
   }
@@ -404,7 +429,7 @@ class WasmShare implements ShareApi {
     const early = this.early()?.lookup(path);
     if (early) return this.answered(early);
     return this.query({ method: 'lookup', path }, (a) => (a.method === 'lookup' ? a.value : undefined)).then((entry) => {
-      this.kept?.lookedUp(path, entry);
+      if (this.indexWhole()) this.kept?.lookedUp(path, entry);
       return entry;
     });
   }
@@ -580,7 +605,8 @@ export interface OpenOptions {
   /**
    * The path (as `lookup` takes it) the page shows first. When the page kept that
    * folder from an earlier visit, openShare resolves at once and the folder is drawn
-   * from what was kept while the index opens; `opened` says when it has.
+   * from what was kept while the index opens; `opened` says when it has. Without it
+   * (a link that asks for a password) nothing of the share is kept or drawn early.
    */
   showFirst?: string;
 }
@@ -599,12 +625,17 @@ export async function openShare(key: string, options: OpenOptions = {}): Promise
   share.follow(`${window.location.origin}/#${key}`);
   share.open(key);
   void share.opened.then(() => performance.mark('linkfs:index-ready'), () => undefined);
-  const kept = await KeptFolders.load(key);
-  const early = options.showFirst !== undefined && kept.canShow(options.showFirst);
-  share.keep(kept, early);
+  // A link that asks for a password (showFirst not given) keeps nothing of itself.
+  if (options.showFirst !== undefined) {
+    const kept = await KeptFolders.load(key);
+    const early = kept.canShow(options.showFirst);
+    share.keep(kept, early);
+    if (!early) await share.opened;
+    return share;
+  }
   // The index (from IndexedDB on a return visit) is usable once opened: the page
   // lists it while the visit connects (it asks the page for the data link), and a
   // connection that fails says so in the status.
-  if (!early) await share.opened;
+  await share.opened;
   return share;
 }

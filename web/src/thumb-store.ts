@@ -69,7 +69,7 @@ export class ThumbStore {
   async url(k: ThumbKey): Promise<string | null> {
     const kept = await this.lookup(k);
     if (kept === null) return null;
-    if (kept instanceof Blob) return dataUrl(kept);
+    if (kept instanceof Blob) return dataUrl(kept).catch(() => null);
     return `data:${kept.type};base64,${base64(new Uint8Array(kept.bytes))}`;
   }
 

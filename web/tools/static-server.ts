@@ -9,7 +9,7 @@ export const CSP = [
   "default-src 'self'",
   "script-src 'self' 'wasm-unsafe-eval'",
   "style-src 'self' 'unsafe-inline'",
-  "img-src 'self' blob:",
+  "img-src 'self' blob: data:",
   "connect-src 'self'",
   "worker-src 'self'",
   "base-uri 'none'",

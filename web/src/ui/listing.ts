@@ -304,7 +304,7 @@ export class DirectoryListing {
       }
       return;
     }
-    if (view.thumb.getAttribute("src") !== url) { performance.mark("tmp-src"); view.thumb.onload = () => performance.mark("tmp-load"); view.thumb.src = url; }
+    if (view.thumb.getAttribute('src') !== url) view.thumb.src = url;
     view.thumb.hidden = false;
     view.element.classList.add('has-thumb');
   }

@@ -479,7 +479,9 @@ export class ShareView {
     const api = this.api;
     if (!api) return;
     const state = api.status().state;
-    const stillArriving = !api.progress().complete && (state === 'connecting' || state === 'connected');
+    const progress = api.progress();
+    // A saved index still loading may hold the folder in a part not loaded yet.
+    const stillArriving = (!progress.complete || progress.loadingCache) && (state === 'connecting' || state === 'connected');
     const where = path.length === 0 ? 'the shared folder' : `“${path.join('/')}”`;
     if (stillArriving) {
       this.waitingFor = path;

@@ -224,7 +224,10 @@ export class UploadsPanel {
       document.body.classList.remove('is-dropping');
       if (!this.rights?.upload || !event.dataTransfer) return;
       event.preventDefault();
-      void droppedFiles(event.dataTransfer).then((files) => this.add(files));
+      void droppedFiles(event.dataTransfer).then(
+        (files) => this.add(files),
+        (error: unknown) => this.dropFailed(error),
+      );
     });
     const known = api.rights();
     if (known) this.setRights(known);
@@ -260,6 +263,19 @@ export class UploadsPanel {
     }
     this.keep(unfinished);
     this.updateTitle();
+  }
+
+  /** What was dropped could not be read (a folder that went away, no permission): say so. */
+  private dropFailed(error: unknown): void {
+    const why = error instanceof Error ? error.message : String(error);
+    const note = el('div', {
+      className: 'upload-resume is-error',
+      text: `Could not read what was dropped (${why}). Try again, or use Add files or Add a folder.`,
+      attrs: { role: 'alert' },
+      data: { testid: 'drop-failed' },
+    });
+    this.list.prepend(note);
+    this.element.hidden = false;
   }
 
   private finished(item: Upload, _ok: boolean): void {
