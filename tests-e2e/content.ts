@@ -10,14 +10,16 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, statusText, type ChromiumInstance } from './lib/chromium.ts';
 import * as firefox from './lib/firefox.ts';
 import { cachedVideo, mp4Boxes } from './lib/media.ts';
 import { downloadThroughPage, openFolder } from './lib/page-download.ts';
+import { firefoxDownload, openRow, playAndSeek, puppeteerClick, realErrors } from './lib/page-actions.ts';
 import { generatedTree } from './lib/gen-tree.ts';
+import { sparseWithRandomRegions } from './lib/fixture.ts';
 import { scratchDir } from './lib/paths.ts';
 import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
@@ -53,39 +55,10 @@ async function scratch(t: TestContext, prefix: string): Promise<string> {
   return dir;
 }
 
-/** A sparse file of `size` bytes with 8 MiB of random bytes at its start, middle and end. */
-async function sparseWithRandomRegions(file: string, size: number): Promise<void> {
-  const fh = await open(file, 'w');
-  try {
-    await fh.truncate(size);
-    for (const at of [0, Math.floor(size / 2 / MIB) * MIB, size - 8 * MIB]) await fh.write(randomBytes(8 * MIB), 0, 8 * MIB, at);
-  } finally {
-    await fh.close();
-  }
-}
-
 async function sha256File(file: string): Promise<string> {
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(file, { highWaterMark: 8 << 20 })) hash.update(chunk as Buffer);
   return hash.digest('hex');
-}
-
-/** What both browsers' pages offer here (Playwright's and puppeteer's). */
-interface AnyPage {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the two libraries type evaluate differently
-  evaluate(fn: (arg: any) => unknown, arg: any): Promise<any>;
-}
-
-/** Clicks a file's row (opens the preview) in its folder; `click(selector)` clicks in either browser. */
-async function openRow(page: AnyPage, relPath: string, click: (selector: string) => Promise<void>): Promise<void> {
-  const entry = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), relPath);
-  assert(entry !== null, `${relPath} is not in the index`);
-  const dir = relPath.includes('/') ? relPath.slice(0, relPath.lastIndexOf('/')) : '';
-  await page.evaluate((d: string) => {
-    const key = window.location.hash.slice(1).split('/')[0] ?? '';
-    window.location.hash = [key, ...(d === '' ? [] : d.split('/').map(encodeURIComponent))].join('/');
-  }, dir);
-  await click(`[data-testid=row][data-id="${entry.id}"]`);
 }
 
 async function firefoxBrowser(t: TestContext, name: string): Promise<{ fx: firefox.FirefoxInstance; page: import('puppeteer-core').Page }> {
@@ -98,99 +71,6 @@ async function firefoxBrowser(t: TestContext, name: string): Promise<{ fx: firef
     log(`    ${name} status ${JSON.stringify(await firefox.statusText(page).catch(() => ''))}`);
   });
   return { fx, page };
-}
-
-/** Puppeteer: waits for `selector` and clicks it. */
-function puppeteerClick(page: import('puppeteer-core').Page): (selector: string) => Promise<void> {
-  return async (selector) => {
-    const handle = await page.waitForSelector(selector, { timeout: 15_000 });
-    assert(handle !== null, `${selector} did not appear`);
-    await handle.click();
-  };
-}
-
-/** Page errors Firefox raises when a media element drops a response it no longer wants after a seek (harmless). */
-function realErrors(errors: string[]): string[] {
-  return errors.filter((e) => !e.includes('A ServiceWorker intercepted the request and encountered an unexpected error'));
-}
-
-/**
- * Downloads `target` (a file, or a folder as a ZIP) through the page in Firefox: the
- * row's button, the service worker, Firefox's download manager into its folder.
- */
-async function firefoxDownload(
-  fx: firefox.FirefoxInstance,
-  page: import('puppeteer-core').Page,
-  target: string,
-  fileName: string,
-  onProgress?: (bytes: number) => void,
-): Promise<{ file: string; seconds: number; route: string | null; files: number | null }> {
-  const entry = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), target);
-  assert(entry !== null, `${target} is not in the index`);
-  const dir = target.includes('/') ? target.slice(0, target.lastIndexOf('/')) : '';
-  await page.evaluate((d: string) => {
-    const key = window.location.hash.slice(1).split('/')[0] ?? '';
-    window.location.hash = [key, ...(d === '' ? [] : d.split('/').map(encodeURIComponent))].join('/');
-  }, dir);
-  await page.evaluate(() => navigator.serviceWorker.ready.then(() => undefined));
-  const t0 = performance.now();
-  await puppeteerClick(page)(`[data-testid=row][data-id="${entry.id}"] [data-testid=row-download]`);
-  // Size: a file's; a ZIP's once the page has planned it.
-  let size: number | undefined = entry.kind === 'file' ? entry.size : undefined;
-  if (size === undefined) {
-    const deadline = Date.now() + 120_000;
-    while (size === undefined) {
-      const max = await page.evaluate(() => document.querySelector<HTMLProgressElement>('[data-testid=download] progress')?.max ?? 0);
-      if (max > 1) size = max;
-      else if (Date.now() > deadline) throw new Error('the page did not plan the ZIP within 120 s');
-      else await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-  const file = await firefox.waitForDownload(fx.downloadDir, fileName, { size, timeoutMs: 30 * 60_000, ...(onProgress ? { onProgress } : {}) });
-  const seconds = (performance.now() - t0) / 1000;
-  const route = await page.evaluate(() => document.querySelector<HTMLElement>('[data-testid=download]')?.dataset.route ?? null);
-  const files = await page.evaluate(() => Number(document.querySelector<HTMLElement>('[data-testid=download]')?.dataset.files ?? NaN));
-  return { file, seconds, route, files: Number.isNaN(files) ? null : files };
-}
-
-interface PlayReport {
-  duration: number;
-  seekMs: number;
-  servedBytes: number;
-  error: string | null;
-}
-
-/** Plays the open preview's player, seeks to 90 %, plays on; reports the seek and the bytes read. */
-async function playAndSeek(page: AnyPage): Promise<PlayReport> {
-  return page.evaluate(async () => {
-    const player = document.querySelector<HTMLMediaElement>('[data-testid=player]')!;
-    const preview = document.querySelector<HTMLElement>('[data-testid=preview]')!;
-    const fail = (what: string) => ({ duration: player.duration, seekMs: -1, servedBytes: Number(preview.dataset.servedBytes ?? 0), error: `${what} (media error ${player.error?.code ?? 'none'}: ${player.error?.message ?? ''})` });
-    const until = (test: () => boolean, ms: number) =>
-      new Promise<boolean>((resolve) => {
-        const t0 = performance.now();
-        const tick = () => {
-          if (test()) resolve(true);
-          else if (performance.now() - t0 > ms || player.error) resolve(false);
-          else setTimeout(tick, 10);
-        };
-        tick();
-      });
-    player.muted = true;
-    if (!(await until(() => player.readyState >= 1, 20_000))) return fail('no metadata within 20 s');
-    await player.play();
-    if (!(await until(() => player.currentTime > 1, 20_000))) return fail('did not play 1 s from the start');
-    const target = player.duration * 0.9;
-    const t0 = performance.now();
-    player.currentTime = target;
-    if (!(await until(() => !player.seeking && player.currentTime > target + 0.05 && !player.paused, 20_000))) return fail('did not play again after seeking to 90 %');
-    const seekMs = performance.now() - t0;
-    if (!(await until(() => player.currentTime > target + 1, 20_000))) return fail('did not play 1 s after the seek');
-    player.pause();
-    // The worker reports what it read at most every 100 ms: wait for its last word.
-    await new Promise((r) => setTimeout(r, 400));
-    return { duration: player.duration, seekMs, servedBytes: Number(preview.dataset.servedBytes ?? 0), error: null };
-  }, undefined);
 }
 
 const VIDEO_SECONDS = 1200;

@@ -27,20 +27,10 @@ import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.
 import { startShare, type ShareProcess } from './lib/share-process.ts';
 import { scratchDir } from './lib/paths.ts';
 import { makePhotos, makeVideo } from './lib/photos.ts';
+import { thumbs, waitForScreenThumbs, type Thumbs } from './lib/gallery-page.ts';
 
 const log = (line: string) => console.log(line);
 const PHONE = { width: 390, height: 844, scale: 3 };
-
-interface Thumbs {
-  shown: number;
-  kept: number;
-  fromCache: number;
-  embedded: number;
-  decoded: number;
-  posters: number;
-  none: number;
-  bytesRead: number;
-}
 
 async function browser(t: TestContext, name: string, phone = true): Promise<{ chromium: ChromiumInstance; page: Page }> {
   const chromium = await launchChromium({ name, log, ...(phone ? { phone: PHONE } : {}) });
@@ -65,42 +55,6 @@ async function photoShare(t: TestContext, tag: string, options: { photos?: numbe
   const s = await startShare(dir, { args: ['--no-qr'] });
   t.defer(() => s.kill());
   return { dir, s };
-}
-
-async function thumbs(page: Page): Promise<Thumbs> {
-  return page.evaluate(() => ({ ...(window as unknown as { linkfsThumbnails: Thumbs }).linkfsThumbnails }));
-}
-
-/** The picture tiles on screen, and how many of them show a loaded thumbnail. */
-async function screenTiles(page: Page): Promise<{ pictures: number; withThumb: number; names: string[] }> {
-  return page.evaluate(() => {
-    const view = document.querySelector('.listing-viewport')!.getBoundingClientRect();
-    let pictures = 0;
-    let withThumb = 0;
-    const names: string[] = [];
-    for (const tile of document.querySelectorAll<HTMLElement>('.listing-row[data-testid=row]')) {
-      const r = tile.getBoundingClientRect();
-      if (r.bottom <= view.top || r.top >= view.bottom) continue;
-      const name = tile.dataset['name'] ?? '';
-      if (!/\.(jpg|mp4)$/.test(name)) continue;
-      pictures += 1;
-      const img = tile.querySelector<HTMLImageElement>('img.tile-thumb');
-      if (img && !img.hidden && img.complete && img.naturalWidth > 0) withThumb += 1;
-      names.push(name);
-    }
-    return { pictures, withThumb, names };
-  });
-}
-
-async function waitForScreenThumbs(page: Page, timeoutMs = 20_000): Promise<{ pictures: number; withThumb: number; names: string[] }> {
-  const until = Date.now() + timeoutMs;
-  let last = await screenTiles(page);
-  while (Date.now() < until) {
-    last = await screenTiles(page);
-    if (last.pictures > 0 && last.withThumb === last.pictures) return last;
-    await page.waitForTimeout(100);
-  }
-  throw new Error(`only ${last.withThumb} of the ${last.pictures} picture tiles on screen got a thumbnail in ${timeoutMs / 1000} s`);
 }
 
 async function touchSession(page: Page) {

@@ -111,8 +111,17 @@ export class MemorySampler {
 
 /** Sum of VmRSS of every `--type=renderer` process descending from `browserPid`. */
 export async function rendererRssOf(browserPid: number): Promise<number> {
+  return processTreeRss(browserPid, (cmdline) => cmdline.includes('--type=renderer'));
+}
+
+/**
+ * Sum of VmRSS of `rootPid` and every process descending from it whose command line
+ * `wanted` accepts (all of them by default): a whole browser, its blob store and
+ * network processes included.
+ */
+export async function processTreeRss(rootPid: number, wanted: (cmdline: string) => boolean = () => true): Promise<number> {
   const parents = new Map<number, number>();
-  const renderers = new Set<number>();
+  const candidates = new Set<number>();
   for (const name of await readdir('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     const pid = Number(name);
@@ -121,17 +130,17 @@ export async function rendererRssOf(browserPid: number): Promise<number> {
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
       parents.set(pid, ppid);
       const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
-      if (cmdline.includes('--type=renderer')) renderers.add(pid);
+      if (wanted(cmdline)) candidates.add(pid);
     } catch {
       // exited meanwhile
     }
   }
   let total = 0;
-  for (const pid of renderers) {
+  for (const pid of candidates) {
     let p: number | undefined = pid;
     let ours = false;
     for (let depth = 0; p !== undefined && p > 1 && depth < 8; depth++) {
-      if (p === browserPid) {
+      if (p === rootPid) {
         ours = true;
         break;
       }

@@ -34,11 +34,6 @@ export interface ChromiumOptions {
   /** Prefix for every forwarded line, e.g. 'browser-a'. */
   name: string;
   log?: Log;
-  /**
-   * Plain-http origins to treat as secure contexts (service workers, File System
-   * Access), as an https relay would be: for a link to another machine's address.
-   */
-  secureOrigins?: string[];
   /** A phone: its screen in CSS pixels, device pixel ratio, touch and mobile viewport. */
   phone?: { width: number; height: number; scale: number };
 }
@@ -142,9 +137,6 @@ export async function launchChromium(options: ChromiumOptions): Promise<Chromium
   const theirs = await playwrightDisableFeatures;
   const features = [...(theirs ? theirs.slice('--disable-features='.length).split(',') : []), ...ourDisabledFeatures];
   const args = [...baseArgs, `--disable-features=${features.filter((f) => f !== '').join(',')}`];
-  if (options.secureOrigins && options.secureOrigins.length > 0) {
-    args.push(`--unsafely-treat-insecure-origin-as-secure=${options.secureOrigins.join(',')}`);
-  }
 
   await mkdir(scratchDir, { recursive: true });
   const userDataDir = await mkdtemp(path.join(scratchDir, `chromium-${name}-`));

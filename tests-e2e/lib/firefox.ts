@@ -41,6 +41,8 @@ export interface FirefoxOptions {
 export interface FirefoxInstance {
   readonly name: string;
   readonly browser: Browser;
+  /** Firefox's main process (its content processes descend from it), if known. */
+  readonly pid: number | null;
   /** The profile (user.js holds the prefs below). */
   readonly userDataDir: string;
   /** Where downloads land, already created. */
@@ -161,6 +163,7 @@ export async function launchFirefox(options: FirefoxOptions): Promise<FirefoxIns
   return {
     name,
     browser,
+    pid: browser.process()?.pid ?? null,
     userDataDir,
     downloadDir,
     pageErrors,

@@ -4,7 +4,7 @@
 // get wrong, and symlinks inside and outside the tree.
 
 import { randomBytes } from 'node:crypto';
-import { chmod, lutimes, mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { chmod, lutimes, mkdir, mkdtemp, open, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { scratchDir } from './paths.ts';
 
@@ -259,4 +259,15 @@ export async function makeBigFileFixture(bytes: number): Promise<Fixture> {
   await writeFile(path.join(dir, 'big.bin'), Buffer.concat(parts));
   const { secretPath, secret } = await writeOutsideSecret(base);
   return fixtureFrom(base, dir, { big: 'big.bin' }, {}, secretPath, secret);
+}
+
+/** A sparse file of `size` bytes with 8 MiB of random bytes at its start, middle and end. */
+export async function sparseWithRandomRegions(file: string, size: number): Promise<void> {
+  const fh = await open(file, 'w');
+  try {
+    await fh.truncate(size);
+    for (const at of [0, Math.floor(size / 2 / 2 ** 20) * 2 ** 20, size - 8 * 2 ** 20]) await fh.write(randomBytes(8 * 2 ** 20), 0, 8 * 2 ** 20, at);
+  } finally {
+    await fh.close();
+  }
 }

@@ -122,12 +122,28 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
   const t0 = performance.now();
   let download: Download;
   try {
-    const started = page.waitForEvent('download', { timeout: 60_000 });
+    // Through the service worker the browser's download starts at once; from a
+    // plain-http page (no service worker) only once the page holds the whole file.
+    const started = page.waitForEvent('download', { timeout: timeoutMs });
     await button.first().click();
-    download = await started.catch(async (e: unknown) => {
-      const item = page.locator('[data-testid=download]').first();
-      const said = (await item.count()) > 0 ? `${await item.getAttribute('data-state')}: ${await item.textContent()}` : 'no download in the panel';
-      throw new Error(`the browser started no download (${said}): ${(e as Error).message.split('\n')[0]}`);
+    const item = page.locator('[data-testid=download]').first();
+    const said = async (): Promise<string> => ((await item.count()) > 0 ? `${await item.getAttribute('data-state')}: ${await item.textContent()}` : 'no download in the panel');
+    let waiting = true;
+    const pageFailed = (async (): Promise<never> => {
+      while (waiting) {
+        await new Promise((r) => setTimeout(r, 500));
+        const state = await item.getAttribute('data-state', { timeout: 1_000 }).catch(() => null);
+        if (waiting && (state === 'failed' || state === 'cancelled')) throw new Error(`the browser started no download: the page's ${await said()}`);
+      }
+      return new Promise<never>(() => undefined);
+    })();
+    download = await Promise.race([
+      started.catch(async (e: unknown) => {
+        throw new Error(`the browser started no download (${await said()}): ${(e as Error).message.split('\n')[0]}`);
+      }),
+      pageFailed,
+    ]).finally(() => {
+      waiting = false;
     });
     log(`download: the browser is saving ${download.suggestedFilename()}`);
     const failure = await Promise.race([

@@ -6,6 +6,7 @@
 //   4. read every file with `read(id)` in the page, hash it there (SHA-256) and compare.
 // Every difference is reported as (path, field, expected, got).
 
+import { createHash } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { describeSnapshot, type EntryId, type EntryKind, type ShareSnapshot } from './page-api.ts';
 import type { Tree, TreeEntry } from './tree.ts';
@@ -204,17 +205,22 @@ export interface ReadResult {
   ms: number;
 }
 
+/** The most a page without `crypto.subtle` (plain http) hands back to be hashed here. */
+const UNHASHED_LIMIT = 64 * 1024 * 1024;
+
 /**
  * Reads files in the page with `linkfsShare.read(id)` (at most `concurrency` at once),
  * hashes each there and returns only hex digests. A read with no progress for
- * `stallMs` is aborted and reported as a stall.
+ * `stallMs` is aborted and reported as a stall. A page that is not a secure context
+ * (a plain-http LAN link) has no `crypto.subtle`: it hands the bytes back (base64, up
+ * to 64 MiB a file) and they are hashed here.
  */
 export async function readInPage(page: Page, ids: number[], concurrency = 4, stallMs = 15_000): Promise<{ results: ReadResult[]; ms: number }> {
-  return page.evaluate(
-    async ({ ids, concurrency, stallMs }) => {
+  const read = await page.evaluate(
+    async ({ ids, concurrency, stallMs, unhashedLimit }) => {
       const share = window.linkfsShare;
       if (!share) throw new Error('window.linkfsShare is not set');
-      const results: Array<{ id: number; bytes: number; sha256: string | null; error: string | null; ms: number }> = [];
+      const results: Array<{ id: number; bytes: number; sha256: string | null; base64?: string; error: string | null; ms: number }> = [];
       let next = 0;
       const hex = (buf: ArrayBuffer) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
       const one = async (id: number) => {
@@ -236,6 +242,17 @@ export async function readInPage(page: Page, ids: number[], concurrency = 4, sta
             },
           });
           lastProgress = performance.now();
+          if (globalThis.crypto?.subtle === undefined) {
+            if (blob.size > unhashedLimit) throw new Error(`${blob.size} bytes: too big to hand back for hashing from a page without crypto.subtle`);
+            const url = await new Promise<string>((resolve, reject) => {
+              const reader = new FileReader();
+              reader.onload = () => resolve(String(reader.result));
+              reader.onerror = () => reject(reader.error ?? new Error('FileReader failed'));
+              reader.readAsDataURL(blob);
+            });
+            results.push({ id, bytes: blob.size, sha256: null, base64: url.slice(url.indexOf(',') + 1), error: null, ms: performance.now() - t0 });
+            return;
+          }
           const buf = await blob.arrayBuffer();
           const digest = await crypto.subtle.digest('SHA-256', buf);
           results.push({ id, bytes: buf.byteLength, sha256: hex(digest), error: null, ms: performance.now() - t0 });
@@ -253,8 +270,10 @@ export async function readInPage(page: Page, ids: number[], concurrency = 4, sta
       await Promise.all(workers);
       return { results, ms: performance.now() - start };
     },
-    { ids, concurrency, stallMs },
+    { ids, concurrency, stallMs, unhashedLimit: UNHASHED_LIMIT },
   );
+  const results = read.results.map(({ base64, ...r }) => (base64 === undefined ? r : { ...r, sha256: createHash('sha256').update(Buffer.from(base64, 'base64')).digest('hex') }));
+  return { results, ms: read.ms };
 }
 
 /** Reads every local file through the page and compares sizes and SHA-256. */

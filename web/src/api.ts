@@ -113,8 +113,11 @@ export type TransferTarget =
   | { kind: 'port'; port: MessagePort; once: boolean }
   /** Into a file the user picked (File System Access), continuing at byte `resumeAt`. */
   | { kind: 'file'; handle: FileSystemFileHandle; resumeAt?: number }
-  /** Into memory, refused above `cap` bytes. */
-  | { kind: 'blob'; cap: number }
+  /**
+   * Into a Blob the browser keeps on its disk until complete (`TransferDone.blob`):
+   * where there is neither a service worker nor File System Access (plain http).
+   */
+  | { kind: 'blob' }
   /**
    * A ZIP source's files and folders into the folder `folder` inside `handle` (File
    * System Access; made if missing), structure kept; `resume`: skip files already

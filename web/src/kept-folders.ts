@@ -91,7 +91,7 @@ export class KeptFolders {
 
   /** This share's kept folders (none if the browser keeps nothing, or kept nothing usable). */
   static async load(key: string): Promise<KeptFolders> {
-    const tag = await storageTag(key, PREFIX, 16);
+    const tag = storageTag(key, PREFIX, 16);
     let found: Kept = { folders: [], progress: null, pictures: new Map() };
     try {
       const text = localStorage.getItem(PREFIX + tag);

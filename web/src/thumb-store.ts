@@ -35,7 +35,7 @@ export interface ThumbKey {
 }
 
 /** A name for the share's thumbnails that does not reveal its key: a SHA-256 of it, in hex. */
-export function shareTag(key: string): Promise<string> {
+export function shareTag(key: string): string {
   return storageTag(key, 'linkfs-thumbnails:', 16);
 }
 
@@ -50,7 +50,8 @@ export class ThumbStore {
    * one message each: those already queued join).
    */
   constructor(
-    private readonly tag: Promise<string>,
+    /** The share's tag, or a promise of it (the worker learns the key after it starts). */
+    private readonly tag: string | Promise<string>,
     private readonly batch: 'turn' | 'timer' = 'turn',
   ) {}
 

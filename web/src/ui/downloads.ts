@@ -1,7 +1,7 @@
 // The downloads panel: every file or ZIP being saved, with a progress bar, its rate,
 // the time left, and cancel / retry / save-again. Several run at once; the share
 // schedules the reads. Bytes go to disk through ./save.ts (the service worker, File
-// System Access, or memory as the last resort), never all through memory. A preview
+// System Access, or a Blob the browser keeps on disk), never all through memory. A preview
 // that already read a file hands its Blob over, so saving it costs nothing.
 
 import type { EntryRow, ShareApi, TransferSource, ZipFacts } from '../api';
@@ -204,6 +204,8 @@ class Download {
           if (total > done) extra += ` · ${formatDuration((total - done) / rate)} left`;
         }
         text = total > 0 ? `${formatSize(done)} of ${formatSize(total)}${extra}` : 'Preparing…';
+        // A plain-http link: the browser keeps the file until complete, then saves it.
+        if (this.route === 'blob') text += ' · saved once complete';
         break;
       }
       case 'done':

@@ -15,14 +15,14 @@ const ASKS = 'linkfs-asks-password:';
 const PENDING = 'linkfs-password:';
 
 /** A SHA-256 of a link's key (hex), to name what is stored for it without the key itself. */
-export function keyTag(key: string): Promise<string> {
+export function keyTag(key: string): string {
   return storageTag(key);
 }
 
 /** Whether this link asked for a password before (on this browser). */
 export async function linkAsks(key: string): Promise<boolean> {
   try {
-    return localStorage.getItem(ASKS + (await keyTag(key))) === '1';
+    return localStorage.getItem(ASKS + keyTag(key)) === '1';
   } catch {
     return false;
   }
@@ -31,7 +31,7 @@ export async function linkAsks(key: string): Promise<boolean> {
 /** Remembers that this link asks for a password. */
 export async function rememberAsks(key: string): Promise<void> {
   try {
-    localStorage.setItem(ASKS + (await keyTag(key)), '1');
+    localStorage.setItem(ASKS + keyTag(key), '1');
   } catch {
     // No storage: the form comes when the sharer asks.
   }
@@ -39,13 +39,13 @@ export async function rememberAsks(key: string): Promise<void> {
 
 /** Keeps `password` for the next page load of this link only (a wrong one's retry). */
 export async function keepForReload(key: string, password: string): Promise<void> {
-  sessionStorage.setItem(PENDING + (await keyTag(key)), password);
+  sessionStorage.setItem(PENDING + keyTag(key), password);
 }
 
 /** The password kept for this load, removed as it is read. */
 export async function takeKept(key: string): Promise<string | null> {
   try {
-    const tag = PENDING + (await keyTag(key));
+    const tag = PENDING + keyTag(key);
     const p = sessionStorage.getItem(tag);
     sessionStorage.removeItem(tag);
     return p;

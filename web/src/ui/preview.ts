@@ -3,8 +3,9 @@
 // text up to 1 MiB as plain text. Audio and video play as they stream, with
 // seeking: the service worker answers the media element's Range requests from
 // on-demand reads (./save.ts's serving path), so nothing is downloaded first. A PDF
-// opens in the browser's own viewer from the same kind of URL. Anything else offers
-// a download. Reading shows progress and stops when the panel closes or another
+// opens in the browser's own viewer from the same kind of URL. A page without a
+// service worker (a plain-http link) reads the file whole first and plays it from a
+// Blob, saying why. Anything else offers a download. Reading shows progress and stops when the panel closes or another
 // file opens.
 
 import type { EntryId, EntryRow, ReadProgress, ShareApi, Transfer } from '../api';
@@ -32,6 +33,21 @@ export interface PreviewActions {
   moved(row: EntryRow, index: number): void;
 }
 
+/** How a video, a sound or a PDF is shown: its type, and the element that plays it (null: a PDF). */
+interface MediaHow {
+  mime: string;
+  element: 'video' | 'audio' | null;
+}
+
+/**
+ * Without a service worker (plain http) a player needs the whole file first: up to
+ * this size it is read as soon as the preview opens, above it on the user's word.
+ */
+const HOLD_AT_ONCE = 256 * 1024 * 1024;
+
+/** What a plain-http page says it lacks, everywhere it says so. */
+export const FULL_PAGE_HINT = 'Opened over https, the page plays and saves files as they stream.';
+
 /** Images read ahead for the gallery's next and previous, at most this big each. */
 const PRELOAD_LIMIT = 24 * 1024 * 1024;
 /** A finger moved this far sideways (and more sideways than down) is a swipe, px. */
@@ -48,6 +64,8 @@ export class PreviewPanel {
   private row: EntryRow | null = null;
   private blob: Blob | null = null;
   private served: Served | null = null;
+  /** A media file being read whole (no service worker), until shown. */
+  private holding: Transfer | null = null;
   private readonly previousButton: HTMLButtonElement;
   private readonly nextButton: HTMLButtonElement;
   /** Neighbours' images read ahead, by entry (with the size and time they were read at). */
@@ -186,10 +204,15 @@ export class PreviewPanel {
     void this.load(row, kind.kind === 'image' ? kind.mime : null);
   }
 
-  /** Serves the file through the service worker and shows it: a player, or a link to the PDF viewer. */
-  private async stream(row: EntryRow, how: { mime: string; element: 'video' | 'audio' | null }): Promise<void> {
+  /**
+   * Shows a video, a sound or a PDF: served through the service worker as the player
+   * asks for it (ranges, seeking); without one (a plain-http link) read whole first
+   * into a Blob the browser keeps on its disk, then played from there.
+   */
+  private async stream(row: EntryRow, how: MediaHow): Promise<void> {
     if (!controlsPage()) {
-      this.showMessage('Playing and viewing files here needs this page to be opened over https or on localhost (its service worker streams them). You can download the file.', true);
+      if (row.size <= HOLD_AT_ONCE) void this.hold(row, how);
+      else this.offerHold(row, how);
       return;
     }
     const token = newToken();
@@ -216,12 +239,68 @@ export class PreviewPanel {
       unregisterServed(token);
       return;
     }
-    const url = servedUrl(token, row.name);
+    this.present(row, how, servedUrl(token, row.name), 'The PDF opens in the browser’s viewer, read from the sharer as you page through it.');
+  }
+
+  /** A big file on a plain-http link: say why the player must wait for it, and let the user choose. */
+  private offerHold(row: EntryRow, how: MediaHow): void {
+    this.element.dataset.state = 'no-preview';
+    const what = how.element === null ? 'view this PDF' : `play this ${how.element === 'video' ? 'video' : 'sound'}`;
+    const load = button(`Load ${row.name} (${formatSize(row.size)}) to ${what}`, 'primary-button', () => void this.hold(row, how), `Load ${formatSize(row.size)} and ${how.element === null ? 'view' : 'play'}`);
+    load.dataset.testid = 'hold-media';
+    this.body.replaceChildren(
+      el(
+        'div',
+        { className: 'preview-message' },
+        el('p', { text: `To ${what}, this page must read all of it first (${formatSize(row.size)}): it was opened over plain http, where browsers do not let a page stream files to its player. ${FULL_PAGE_HINT}` }),
+        load,
+        button('Download this file', 'text-button', () => this.download(), 'Download'),
+      ),
+    );
+  }
+
+  /** Reads the whole file into a Blob the browser keeps on its disk, with progress, then shows it. */
+  private async hold(row: EntryRow, how: MediaHow): Promise<void> {
+    const opened = this.opened;
+    const transfer = this.api.transfer({ kind: 'file', id: row.id }, { kind: 'blob' });
+    this.holding = transfer;
+    this.element.dataset.state = 'loading';
+    const bar = el('progress', { className: 'preview-bar', attrs: { max: String(Math.max(1, row.size)), 'aria-label': `Reading ${row.name}` } });
+    const label = el('span', { text: 'Reading…' });
+    this.body.replaceChildren(
+      el('div', { className: 'preview-loading' }, label, bar, el('p', { className: 'preview-note', text: `This plain-http page reads the whole file before it can ${how.element === null ? 'show it' : 'play it'}. ${FULL_PAGE_HINT}` })),
+    );
+    transfer.onProgress = (sent, read) => {
+      if (this.opened !== opened) return;
+      this.element.dataset.servedBytes = String(read);
+      bar.value = sent;
+      label.textContent = `Reading… ${formatSize(sent)} of ${formatSize(row.size)}`;
+    };
+    let blob: Blob | undefined;
+    try {
+      blob = (await transfer.done).blob;
+      if (!blob) throw new Error('the file did not arrive');
+    } catch (error) {
+      if (this.opened !== opened || isAbort(error)) return;
+      this.element.dataset.state = 'failed';
+      this.showMessage(`Could not read this file: ${errorText(error)}`, true, true);
+      return;
+    }
+    if (this.opened !== opened) return;
+    this.holding = null;
+    this.blob = blob;
+    this.objectUrl = URL.createObjectURL(new Blob([blob], { type: how.mime }));
+    this.present(row, how, this.objectUrl, 'The PDF opens in the browser’s viewer.');
+  }
+
+  /** The player for `url`, or a link that opens the PDF at `url` in the browser's viewer. */
+  private present(row: EntryRow, how: MediaHow, url: string, pdfNote: string): void {
+    const opened = this.opened;
     if (how.element === null) {
       this.element.dataset.state = 'shown';
       this.element.dataset.kind = 'pdf';
       const open = el('a', { className: 'primary-button', text: 'Open the PDF', attrs: { href: url, target: '_blank', rel: 'noopener' }, data: { testid: 'open-pdf' } });
-      this.body.replaceChildren(el('div', { className: 'preview-message' }, el('p', { text: 'The PDF opens in the browser’s viewer, read from the sharer as you page through it.' }), open));
+      this.body.replaceChildren(el('div', { className: 'preview-message' }, el('p', { text: pdfNote }), open));
       return;
     }
     const player = el(how.element, { className: `preview-${how.element}`, attrs: { controls: '', preload: 'metadata', src: url }, data: { testid: 'player' } });
@@ -234,7 +313,7 @@ export class PreviewPanel {
       }
     });
     player.addEventListener('error', () => {
-      if (this.served !== served) return;
+      if (this.opened !== opened) return;
       this.element.dataset.state = 'failed';
       this.showMessage('This browser cannot play this file (its format or codec is not supported here). You can download it.', true, true);
     });
@@ -334,6 +413,8 @@ export class PreviewPanel {
       unregisterServed(token);
       transfer.stop('The preview was closed.');
     }
+    this.holding?.stop('The preview was closed.');
+    this.holding = null;
     this.controller?.abort();
     this.controller = null;
     if (this.objectUrl !== null) URL.revokeObjectURL(this.objectUrl);

@@ -8,7 +8,9 @@
 // 2. File System Access (Chromium without a usable service worker): the user picks
 //    the file, the worker writes it at explicit positions; a retry continues at the
 //    byte reached.
-// 3. Memory (anything else): a Blob, refused above BLOB_CAP, which the UI states.
+// 3. A Blob the browser keeps on its disk (a plain-http link, where neither of the
+//    above exists): the page's memory stays bounded, the file reaches the download
+//    manager once complete, and the disk holds it twice meanwhile.
 //
 // A folder or a selection goes as one ZIP through the same routes, or, when the
 // user chose "Save into a folder…" (File System Access), file by file into a new
@@ -21,10 +23,7 @@ import { registerServed, serviceWorker, servedUrl, startBrowserDownload, newToke
 import { saveFile } from './save-file';
 import { SERVE_WINDOW } from '../serve/protocol';
 
-export type SaveRoute = 'service-worker' | 'file-picker' | 'memory' | 'directory';
-
-/** The most a save through memory may hold (the last resort only). */
-export const BLOB_CAP = 512 * 1024 * 1024;
+export type SaveRoute = 'service-worker' | 'file-picker' | 'blob' | 'directory';
 
 interface SavePickerWindow {
   showSaveFilePicker?: (options?: { suggestedName?: string }) => Promise<FileSystemFileHandle>;
@@ -54,7 +53,7 @@ export async function pickFolder(): Promise<FileSystemDirectoryHandle | null> {
 export async function route(): Promise<SaveRoute> {
   if ((await serviceWorker())?.active) return 'service-worker';
   if (typeof (window as SavePickerWindow).showSaveFilePicker === 'function') return 'file-picker';
-  return 'memory';
+  return 'blob';
 }
 
 export interface SaveJob {
@@ -115,7 +114,7 @@ export async function startSave(api: ShareApi, source: TransferSource, name: str
     handle ??= await picker!.call(window, { suggestedName: name });
     transfer = api.transfer(source, { kind: 'file', handle, resumeAt: reached });
   } else {
-    transfer = api.transfer(source, { kind: 'blob', cap: BLOB_CAP });
+    transfer = api.transfer(source, { kind: 'blob' });
   }
   const done = transfer.done.then(
     (result) => {

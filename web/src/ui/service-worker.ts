@@ -24,7 +24,7 @@ export function serviceWorker(): Promise<ServiceWorkerRegistration | null> {
       await navigator.serviceWorker.ready;
       return reg;
     } catch (error) {
-      console.warn('linkfs: no service worker, downloads go through memory', error);
+      console.warn('linkfs: no service worker: files are read whole before they are saved or played', error);
       return null;
     }
   })();

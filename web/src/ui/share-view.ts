@@ -15,6 +15,7 @@ import { icon } from './icons';
 import { IndexProgressView } from './index-progress';
 import { DirectoryListing, type Layout } from './listing';
 import type { ThumbnailStats } from './thumbnails';
+import { plainHttpNotice } from './plain-http-notice';
 import { PreviewPanel } from './preview';
 import { errorText } from './save-file';
 import { canSaveIntoFolder, pickFolder } from './save';
@@ -198,6 +199,7 @@ export class ShareView {
         this.indexProgress.element,
         this.status.element,
       ),
+      plainHttpNotice(),
       this.password.element,
       this.toolbar,
       this.content,

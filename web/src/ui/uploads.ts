@@ -172,10 +172,7 @@ export class UploadsPanel {
     /** The folder shown, '/'-separated from the link's folder ('' at its top). */
     private readonly folder: () => string,
   ) {
-    void keyTag(key).then((tag) => {
-      this.storeKey = `linkfs-uploads:${tag}`;
-      if (this.rights?.upload) this.offerResume();
-    });
+    this.storeKey = `linkfs-uploads:${keyTag(key)}`;
     const filesInput = el('input', { attrs: { type: 'file', multiple: '' }, data: { testid: 'upload-files-input' } });
     const folderInput = el('input', { attrs: { type: 'file', webkitdirectory: '' }, data: { testid: 'upload-folder-input' } });
     filesInput.hidden = true;

@@ -349,7 +349,7 @@ function serve(message: Extract<ToWorker, { type: 'serve' }>, v: Visit): void {
   const run =
     target.kind === 'file'
       ? saveToFile(bytes, target.handle, target.resumeAt ?? 0, controller.signal, onSent)
-      : saveToBlob(bytes, target.cap, controller.signal, onSent);
+      : saveToBlob(bytes, controller.signal, onSent);
   run.then(
     (result) => {
       if (result.blob) post({ type: 'serve-blob', token, blob: result.blob });
@@ -537,7 +537,7 @@ let wasmInitMs = 0;
 self.onmessage = (event: MessageEvent<ToWorker>) => {
   const message = event.data;
   if (message.type === 'open') {
-    void shareTag(message.key).then(tagOfShare);
+    tagOfShare(shareTag(message.key));
     void open(message.key);
     return;
   }
