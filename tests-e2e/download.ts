@@ -1,7 +1,7 @@
 // Downloads one file, or a folder as a ZIP, from a real share through the page, the
 // way a user's click does, and reports it:
 //
-//   SHARE_DIR=DIR npm run e2e:download -- PATH [--zip] [--out FILE] [--drops N]
+//   SHARE_DIR=DIR npm run e2e:download -- PATH [--zip] [--out FILE] [--drops N] [--lan]
 //   LINK=URL npm run e2e:download -- PATH [--zip] [--out FILE]
 //
 // shares DIR with the real `linkfs share` (or, with LINK, opens a link that is
@@ -11,7 +11,8 @@
 // needs --zip and is saved as one ZIP), lets the browser write it, and moves it to
 // --out (default tests-e2e/out/download/<name>). --drops N drops the data channel
 // N times while it runs (SIGUSR1 to the sharer, spread over the transfer): the
-// download must resume, not restart.
+// download must resume, not restart. --lan shares with `--bind 0.0.0.0:PORT`, so the
+// link names this machine's LAN address: a plain-http page, as a colleague opens it.
 //
 // The LAST stdout line is one JSON object: bytes, seconds, mb_per_s, sha256 (of the
 // file written), browser_peak_bytes (page + worker + service worker JS heaps + both
@@ -25,6 +26,7 @@ import path from 'node:path';
 import { launchChromium, openLink, type ChromiumInstance } from './lib/chromium.ts';
 import { downloadThroughPage, type PageDownloadResult } from './lib/page-download.ts';
 import { outDir } from './lib/paths.ts';
+import { freePort } from './lib/relay-process.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
 
 const log = (line: string) => console.error(line);
@@ -34,10 +36,12 @@ interface Args {
   zip: boolean;
   out: string | null;
   drops: number;
+  /** Share with `--bind 0.0.0.0:PORT`: the link names the LAN address (plain http, not a secure context). */
+  lan: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { target: '', zip: false, out: null, drops: 0 };
+  const args: Args = { target: '', zip: false, out: null, drops: 0, lan: false };
   let positional: string | null = null;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -45,7 +49,8 @@ function parseArgs(argv: string[]): Args {
     else if (a === '--zip') args.zip = true;
     else if (a === '--out') args.out = argv[++i] ?? '';
     else if (a === '--drops') args.drops = Number(argv[++i] ?? 'x');
-    else if (a.startsWith('--')) throw new Error(`unknown option ${a} (options: --zip, --out FILE, --drops N)`);
+    else if (a === '--lan') args.lan = true;
+    else if (a.startsWith('--')) throw new Error(`unknown option ${a} (options: --zip, --out FILE, --drops N, --lan)`);
     else if (positional === null) positional = a;
     else throw new Error(`one PATH only (got ${positional} and ${a})`);
   }
@@ -110,7 +115,8 @@ async function main(): Promise<PageDownloadResult & { drops: number; lanes: numb
     // browser keeps on its disk (the JSON's `route` says which way it went).
     chromium = await launchChromium({ name: 'download', log });
     const page = await chromium.page();
-    if (dir !== null) share = await startShare(dir, { name: 'share' });
+    if (link && args.lan) throw new Error('--lan shares SHARE_DIR on the LAN address: it needs SHARE_DIR, not LINK');
+    if (dir !== null) share = await startShare(dir, { name: 'share', ...(args.lan ? { args: ['--bind', `0.0.0.0:${await freePort()}`, '--no-qr'] } : {}) });
     await openLink(page, share?.link ?? link!, ['connected'], 60_000);
     await waitComplete(page, 10 * 60_000);
     const s = share;

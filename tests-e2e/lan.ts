@@ -14,6 +14,7 @@
 //      the cache with nothing read
 //   d: Chromium: a password link on the LAN address asks, refuses a wrong password,
 //      opens with the right one, and asks again when reopened
+//   d2: Chromium: a link that takes files adds dropped files to the sharer's disk
 //   e: Firefox ESR: the same link opens, lists, searches, previews, plays, saves a file
 //      and a ZIP, and takes a password link
 //   f: a 2 GiB file saved from the LAN link through Chromium (the data link dropped twice
@@ -357,6 +358,45 @@ const tests: TestCase[] = [
       await page.goto('about:blank');
       await page.goto(locked, { waitUntil: 'domcontentloaded' });
       await page.getByTestId('password-form').waitFor({ state: 'visible', timeout: 15_000 });
+      assert(c.pageErrors.length === 0, `uncaught errors in the page: ${c.pageErrors.join('; ')}`);
+    },
+  },
+  {
+    name: 'd2: Chromium on the LAN link: a link that takes files adds two dropped files to the sharer\'s disk, byte for byte',
+    timeoutMs: 120_000,
+    async run(t) {
+      await mkdir(scratchDir, { recursive: true });
+      const dir = await mkdtemp(path.join(scratchDir, 'lan-upload-'));
+      t.defer(() => rm(dir, { recursive: true, force: true }));
+      await mkdir(path.join(dir, 'inbox'));
+      const { chromium: c, page } = await chromium(t, 'upload');
+      await lanShare(t, dir);
+      const r = spawnSync(binary('linkfs'), ['link', 'add', '--allow-upload', '--scope', 'inbox', '--label', 'inbox', '--dir', dir], { encoding: 'utf8' });
+      assert(r.status === 0, `linkfs link add exited ${String(r.status)}: ${r.stderr}`);
+      const link = r.stdout.trim();
+      assert(new URL(link).hostname === nsAddr, `the upload link ${link} does not name the LAN address`);
+      await openLink(page, link, ['connected'], 30_000);
+      await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
+      const bytes = randomBytes(2 * MIB + 3);
+      await page.evaluate(async (b64: string) => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(['from a LAN page\n'], 'hello.txt', { type: 'text/plain' }));
+        dt.items.add(new File([Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0))], 'data.bin'));
+        document.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+        document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      }, bytes.toString('base64'));
+      await page.waitForFunction(
+        () => {
+          const items = [...document.querySelectorAll<HTMLElement>('[data-testid=upload]')];
+          return items.length === 2 && items.every((i) => i.dataset['state'] === 'done' || i.dataset['state'] === 'failed');
+        },
+        undefined,
+        { timeout: 60_000, polling: 200 },
+      );
+      const states = await page.$$eval('[data-testid=upload]', (items) => items.map((i) => `${(i as HTMLElement).dataset['path']}: ${(i as HTMLElement).dataset['state']} ${i.textContent}`));
+      assert(states.every((s) => s.includes(': done')), `uploads: ${JSON.stringify(states)}`);
+      assert((await readFile(path.join(dir, 'inbox', 'hello.txt'), 'utf8')) === 'from a LAN page\n', 'hello.txt did not land as sent');
+      assert((await readFile(path.join(dir, 'inbox', 'data.bin'))).equals(bytes), 'data.bin did not land byte for byte');
       assert(c.pageErrors.length === 0, `uncaught errors in the page: ${c.pageErrors.join('; ')}`);
     },
   },

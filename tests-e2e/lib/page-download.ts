@@ -125,8 +125,18 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
     // Through the service worker the browser's download starts at once; from a
     // plain-http page (no service worker) only once the page holds the whole file.
     const started = page.waitForEvent('download', { timeout: timeoutMs });
+    started.catch(() => undefined); // the race below may end first
+    const items = page.locator('[data-testid=download]');
+    await items.evaluateAll((els) => els.forEach((e) => ((e as HTMLElement).dataset.seenByTest = '1')));
     await button.first().click();
-    const item = page.locator('[data-testid=download]').first();
+    // The click must add the download to the panel (a click that landed while the
+    // listing re-rendered selects the row instead): once more, then say so.
+    if (!(await newItem(page, 10_000))) {
+      log('download: the click added nothing to the downloads panel; clicking again');
+      await button.first().click();
+      if (!(await newItem(page, 50_000))) throw new Error(`clicking the download button of ${target || 'the share'} added nothing to the downloads panel`);
+    }
+    const item = page.locator('[data-testid=download]:not([data-seen-by-test])').first();
     const said = async (): Promise<string> => ((await item.count()) > 0 ? `${await item.getAttribute('data-state')}: ${await item.textContent()}` : 'no download in the panel');
     let waiting = true;
     const pageFailed = (async (): Promise<never> => {
@@ -151,7 +161,7 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
       new Promise<string>((resolve) => setTimeout(() => resolve(`did not finish within ${timeoutMs / 1000} s`), timeoutMs)),
     ]);
     if (failure !== null) {
-      const item = page.locator('[data-testid=download]').first();
+      const item = page.locator('[data-testid=download]:not([data-seen-by-test])').first();
       const said = await item.textContent().catch(() => null);
       throw new Error(`the browser's download failed: ${failure}${said ? ` (the page says: ${said})` : ''}`);
     }
@@ -170,7 +180,7 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
   const saved = await download.path();
   await rename(saved, options.out);
   const bytes = (await stat(options.out)).size;
-  const item = page.locator('[data-testid=download]').first();
+  const item = page.locator('[data-testid=download]:not([data-seen-by-test])').first();
   const route = (await item.getAttribute('data-route')) ?? 'unknown';
   const files = await item.getAttribute('data-files');
   const notes = await item.getAttribute('data-notes');
@@ -187,4 +197,14 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
     zip_files: files === null ? null : Number(files),
     zip_notes: notes === null ? null : Number(notes),
   };
+}
+
+/** Whether the downloads panel shows an item the test has not marked as seen, within `ms`. */
+async function newItem(page: Page, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if ((await page.locator('[data-testid=download]:not([data-seen-by-test])').count()) > 0) return true;
+    await page.waitForTimeout(100);
+  }
+  return false;
 }
