@@ -17,7 +17,7 @@ import { launchChromium, openLink, screenshot, statusText, type ChromiumInstance
 import * as firefox from './lib/firefox.ts';
 import { cachedVideo, mp4Boxes } from './lib/media.ts';
 import { downloadThroughPage, openFolder } from './lib/page-download.ts';
-import { firefoxDownload, openRow, playAndSeek, puppeteerClick, realErrors } from './lib/page-actions.ts';
+import { firefoxBrowser, firefoxDownload, openRow, playAndSeek, puppeteerClick, realErrors } from './lib/page-actions.ts';
 import { generatedTree } from './lib/gen-tree.ts';
 import { sparseWithRandomRegions } from './lib/fixture.ts';
 import { scratchDir } from './lib/paths.ts';
@@ -59,18 +59,6 @@ async function sha256File(file: string): Promise<string> {
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(file, { highWaterMark: 8 << 20 })) hash.update(chunk as Buffer);
   return hash.digest('hex');
-}
-
-async function firefoxBrowser(t: TestContext, name: string): Promise<{ fx: firefox.FirefoxInstance; page: import('puppeteer-core').Page }> {
-  const fx = await firefox.launchFirefox({ name, log });
-  t.defer(() => fx.close());
-  const page = await fx.page();
-  t.onFailure(async () => {
-    const file = await firefox.screenshot(page, `${t.name}-${name}`);
-    if (file !== null) log(`    screenshot of ${name}: ${file}`);
-    log(`    ${name} status ${JSON.stringify(await firefox.statusText(page).catch(() => ''))}`);
-  });
-  return { fx, page };
 }
 
 const VIDEO_SECONDS = 1200;
@@ -480,7 +468,7 @@ const tests: TestCase[] = [
       await cachedVideo(path.join(dir, 'clip end-index.mp4'), VIDEO_SECONDS, VIDEO_KBPS);
       await cachedVideo(path.join(dir, 'clip.webm'), VIDEO_SECONDS, VIDEO_KBPS);
       const s = await share(t, dir);
-      const { fx, page } = await firefoxBrowser(t, 'media-ff');
+      const { fx, page } = await firefoxBrowser(t, 'media-ff', log);
       await firefox.openLink(page, s.link, ['connected'], 30_000);
       await page.waitForFunction(() => window.linkfsShare?.progress().complete === true, { timeout: 30_000 });
       await page.evaluate(() => navigator.serviceWorker.ready.then(() => undefined));
@@ -509,7 +497,7 @@ const tests: TestCase[] = [
       await sparseWithRandomRegions(file, size);
       const expected = await sha256File(file);
       const s = await share(t, dir);
-      const { fx, page } = await firefoxBrowser(t, 'huge-ff');
+      const { fx, page } = await firefoxBrowser(t, 'huge-ff', log);
       await firefox.openLink(page, s.link, ['connected'], 30_000);
       await page.waitForFunction(() => window.linkfsShare?.progress().complete === true, { timeout: 30_000 });
       let dropped = false;
@@ -539,7 +527,7 @@ const tests: TestCase[] = [
       await awkwardTree(folder, 2_000);
       await sparseWithRandomRegions(path.join(folder, 'huge.img'), Math.floor(firefoxGib * GIB));
       const s = await share(t, dir);
-      const { fx, page } = await firefoxBrowser(t, 'zip-ff');
+      const { fx, page } = await firefoxBrowser(t, 'zip-ff', log);
       await firefox.openLink(page, s.link, ['connected'], 30_000);
       await page.waitForFunction(() => window.linkfsShare?.progress().complete === true, { timeout: 60_000 });
       const r = await firefoxDownload(fx, page, 'awkward', 'awkward.zip');

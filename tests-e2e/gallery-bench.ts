@@ -26,22 +26,15 @@ import { launchChromium, openLink } from './lib/chromium.ts';
 import { startShare } from './lib/share-process.ts';
 import { scratchDir } from './lib/paths.ts';
 import { makePhotos } from './lib/photos.ts';
+import type { Thumbs } from './lib/gallery-page.ts';
 
 const log = (line: string) => console.error(line);
 const COUNT = Number(process.env.PHOTOS ?? 2000);
 const DECODED_COUNT = 60;
 const REOPENS = Math.max(1, Number(process.env.REOPENS ?? 5));
 
-interface Stats {
-  shown: number;
-  kept: number;
-  fromCache: number;
-  embedded: number;
-  decoded: number;
-  posters: number;
-  none: number;
-  bytesRead: number;
-}
+/** What the grid's thumbnails cost, as the page reports it. */
+type Stats = Thumbs;
 
 /**
  * Installed in every page before its own scripts (addInitScript): at each frame,

@@ -10,8 +10,9 @@
 //      the folder, a file reads back, and the page says in words what plain http limits
 //   b: Chromium: search, text and image previews, a video read whole then played and
 //      sought, a PDF opened, a file saved, a folder saved as a ZIP; no "Save into folder"
-//   c: Chromium as a phone: the photo grid's thumbnails, and on reopening they come from
-//      the cache with nothing read
+//   c: Chromium as a phone: the listing starts in the first third with the plain-http
+//      note shown; the photo grid's thumbnails, and on reopening they come from the
+//      cache with nothing read
 //   d: Chromium: a password link on the LAN address asks, refuses a wrong password,
 //      opens with the right one, and asks again when reopened
 //   d2: Chromium: a link that takes files adds dropped files to the sharer's disk
@@ -35,7 +36,7 @@ import * as firefox from './lib/firefox.ts';
 import { sparseWithRandomRegions } from './lib/fixture.ts';
 import { thumbs, waitForScreenThumbs } from './lib/gallery-page.ts';
 import { cachedVideo } from './lib/media.ts';
-import { firefoxDownload, openRow, playAndSeek, puppeteerClick, realErrors, type AnyPage } from './lib/page-actions.ts';
+import { firefoxBrowser, firefoxDownload, openRow, playAndSeek, puppeteerClick, realErrors, type AnyPage } from './lib/page-actions.ts';
 import { downloadThroughPage, sha256Of } from './lib/page-download.ts';
 import { binary, repoRoot, scratchDir } from './lib/paths.ts';
 import { makePhotos } from './lib/photos.ts';
@@ -131,18 +132,6 @@ async function chromium(t: TestContext, name: string, phone = false): Promise<{ 
     log(`    ${name} status ${JSON.stringify(await statusText(page).catch(() => ''))}`);
   });
   return { chromium: c, page };
-}
-
-async function firefoxBrowser(t: TestContext, name: string): Promise<{ fx: firefox.FirefoxInstance; page: PuppeteerPage }> {
-  const fx = await firefox.launchFirefox({ name, log });
-  t.defer(() => fx.close());
-  const page = await fx.page();
-  t.onFailure(async () => {
-    const file = await firefox.screenshot(page, `${t.name}-${name}`);
-    if (file !== null) log(`    screenshot of ${name}: ${file}`);
-    log(`    ${name} status ${JSON.stringify(await firefox.statusText(page).catch(() => ''))}`);
-  });
-  return { fx, page };
 }
 
 /** The page is not a secure context (else the test proves nothing) and says what that limits, in words. */
@@ -310,13 +299,21 @@ const tests: TestCase[] = [
     },
   },
   {
-    name: 'c: Chromium as a phone on the LAN link: the photo grid gets thumbnails, and reopened they come from the cache with nothing read',
+    name: 'c: Chromium as a phone on the LAN link: the listing starts in the first third with the plain-http note; the photo grid gets thumbnails, and reopened they come from the cache with nothing read',
     timeoutMs: 120_000,
     async run(t) {
       const { dir } = await lanFolder();
       const { chromium: c, page } = await chromium(t, 'phone', true);
       const s = await lanShare(t, dir);
-      await openLink(page, `${s.link}/photos`, ['connected'], 30_000);
+      // With the plain-http note shown, the listing still starts in the first third.
+      await openLink(page, s.link, ['connected'], 30_000);
+      await page.waitForSelector('.listing-row[data-id]', { timeout: 15_000 });
+      await saysPlainHttp(page, 'Chromium as a phone');
+      const m = await page.evaluate(() => ({ top: document.querySelector('.listing-row[data-id]')!.getBoundingClientRect().top, height: window.innerHeight, scrollWidth: document.documentElement.scrollWidth, width: window.innerWidth }));
+      log(`    first entry at ${m.top.toFixed(0)} px of ${m.height} with the note shown`);
+      assert(m.top > 0 && m.top <= m.height / 3, `with the plain-http note the first entry starts at ${m.top} px of ${m.height}: not within the first third`);
+      assert(m.scrollWidth <= m.width, `the page scrolls sideways (${m.scrollWidth} px wide in ${m.width})`);
+      await page.goto(`${s.link}/photos`);
       await page.waitForSelector('.listing[data-layout=grid] .listing-row[data-testid=row]', { timeout: 15_000 });
       const first = await waitForScreenThumbs(page);
       const made = await thumbs(page);
@@ -405,7 +402,7 @@ const tests: TestCase[] = [
     timeoutMs: 240_000,
     async run(t) {
       const { dir, tree } = await lanFolder();
-      const { fx, page } = await firefoxBrowser(t, 'firefox');
+      const { fx, page } = await firefoxBrowser(t, 'firefox', log);
       const s = await lanShare(t, dir);
       await firefox.openLink(page, s.link, ['connected'], 30_000);
       await saysPlainHttp(page, 'Firefox');
@@ -498,7 +495,7 @@ const tests: TestCase[] = [
 
       // Firefox: every process of the browser from /proc.
       {
-        const { fx, page } = await firefoxBrowser(t, 'huge-firefox');
+        const { fx, page } = await firefoxBrowser(t, 'huge-firefox', log);
         const s = await lanShare(t, dir);
         await firefox.openLink(page, s.link, ['connected'], 30_000);
         await indexComplete(page);

@@ -4,7 +4,20 @@
 
 import type { Page as PuppeteerPage } from 'puppeteer-core';
 import * as firefox from './firefox.ts';
-import { assert } from './runner.ts';
+import { assert, type TestContext } from './runner.ts';
+
+/** A Firefox ESR for one test: closed after it, a screenshot and its status logged if it fails. */
+export async function firefoxBrowser(t: TestContext, name: string, log: (line: string) => void): Promise<{ fx: firefox.FirefoxInstance; page: PuppeteerPage }> {
+  const fx = await firefox.launchFirefox({ name, log });
+  t.defer(() => fx.close());
+  const page = await fx.page();
+  t.onFailure(async () => {
+    const file = await firefox.screenshot(page, `${t.name}-${name}`);
+    if (file !== null) log(`    screenshot of ${name}: ${file}`);
+    log(`    ${name} status ${JSON.stringify(await firefox.statusText(page).catch(() => ''))}`);
+  });
+  return { fx, page };
+}
 
 /** What both browsers' pages offer here (Playwright's and puppeteer's). */
 export interface AnyPage {

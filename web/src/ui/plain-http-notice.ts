@@ -18,12 +18,18 @@ export function plainHttpNotice(): HTMLElement | null {
   } catch {
     // No storage (a blocked origin): the notice shows each time.
   }
+  // One line folded (a phone's listing must still start in the first third), the why unfolded.
   const notice = el(
     'div',
     { className: 'plain-http-notice', attrs: { role: 'note' }, data: { testid: 'plain-http-notice' } },
-    el('p', {
-      text: 'This link is plain http, so the browser does not let this page stream: files are read whole before they are saved or played, and “Save into folder” is not offered. An https link from the sharer gives the full page.',
-    }),
+    el(
+      'details',
+      {},
+      el('summary', { text: 'This link is plain http: files load whole before they are saved or played.' }),
+      el('p', {
+        text: 'Browsers let only https pages (and localhost) stream files, so this page reads each file completely before it saves or plays it, and “Save into folder” is not offered. An https link from the sharer gives the full page.',
+      }),
+    ),
   );
   const close = button('Dismiss this note', 'icon-button', () => {
     notice.remove();

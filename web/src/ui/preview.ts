@@ -46,7 +46,7 @@ interface MediaHow {
 const HOLD_AT_ONCE = 256 * 1024 * 1024;
 
 /** What a plain-http page says it lacks, everywhere it says so. */
-export const FULL_PAGE_HINT = 'Opened over https, the page plays and saves files as they stream.';
+const FULL_PAGE_HINT = 'Opened over https, the page plays and saves files as they stream.';
 
 /** Images read ahead for the gallery's next and previous, at most this big each. */
 const PRELOAD_LIMIT = 24 * 1024 * 1024;
