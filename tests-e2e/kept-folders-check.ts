@@ -4,7 +4,8 @@
 // data: URLs of images are kept as thumbnails; a forgotten share keeps nothing;
 // and every truncation and 20,000 random corruptions of a stored value
 // read back without throwing, as nothing or as folders that hold together (a
-// damaged value is never shown half-right).
+// damaged value is never shown half-right). The storage names are SHA-256, checked
+// against Node's.
 //
 // Node has no localStorage: a Map-backed stand-in of its four methods (named
 // `StandInStorage`) takes its place. Everything else is the page's own code.
@@ -12,7 +13,9 @@
 //   node_modules/.bin/tsx tests-e2e/kept-folders-check.ts
 
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import type { EntryId, EntryRow, IndexProgress, ListPage } from '../web/src/api.ts';
+import { storageTag } from '../web/src/storage-tag.ts';
 import { FOLDERS, KeptFolders, parseKept, parsePictures, PICTURE_CHARS, PICTURE_SHARES, PICTURES, ROWS, SHARES } from '../web/src/kept-folders.ts';
 
 /** A stand-in for the browser's localStorage (Node has none). */
@@ -252,6 +255,14 @@ for (const [what, spoil] of wrongs) {
   check(parseKept(JSON.stringify(copy)).folders.length === 0, `a kept folder with ${what} was read back`);
 }
 check(parseKept(JSON.stringify({ ...whole, v: 2 })).folders.length === 0, 'a value of another version was read back');
+
+// The names under which the page keeps things are the SHA-256 they were when the page
+// used crypto.subtle (now @noble/hashes, which plain http allows): what browsers kept
+// before is still found. Node's own SHA-256 is the reference.
+for (const [key, purpose, bytes] of [['room.secret', '', 32], ['ROOM-ü.sëcret✓', 'linkfs-kept:', 16], ['r.s', 'linkfs-thumbnails:', 16], ['', '', 32]] as const) {
+  const want = createHash('sha256').update(`${purpose}${key}`, 'utf8').digest('hex').slice(0, bytes * 2);
+  check(storageTag(key, purpose, bytes) === want, `storageTag(${JSON.stringify(key)}, ${JSON.stringify(purpose)}, ${bytes}) is ${storageTag(key, purpose, bytes)}, not the SHA-256 ${want}`);
+}
 
 console.log(JSON.stringify({ truncations, corruptions: corrupted, failures }));
 if (failures > 0) process.exit(1);
