@@ -9,7 +9,8 @@
 //      share: Cannot read properties of undefined (reading 'digest')"; the index equals
 //      the folder, a file reads back, and the page says in words what plain http limits
 //   b: Chromium: search, text and image previews, a video read whole then played and
-//      sought, a PDF opened, a file saved, a folder saved as a ZIP; no "Save into folder"
+//      sought, a 300 MiB one read only when asked, a PDF opened, a file saved, a folder
+//      saved as a ZIP; no "Save into folder"
 //   c: Chromium as a phone: the listing starts in the first third with the plain-http
 //      note shown; the photo grid's thumbnails, and on reopening they come from the
 //      cache with nothing read
@@ -97,6 +98,8 @@ function lanFolder(): Promise<LanFolder> {
     await mkdir(path.join(dir, 'media'));
     await cachedVideo(path.join(dir, 'media', 'clip.mp4'), 60, 1000);
     await writeFile(path.join(dir, 'media', 'paper.pdf'), tinyPdf());
+    // Over the 256 MiB a plain-http page reads for the player on its own (not a real video).
+    await sparseWithRandomRegions(path.join(dir, 'media', 'long.webm'), 300 * MIB);
     await mkdir(path.join(dir, 'folder', 'inner'), { recursive: true });
     await writeFile(path.join(dir, 'folder', 'inner', 'a.txt'), 'a\n');
     await writeFile(path.join(dir, 'folder', 'b.bin'), randomBytes(300_000));
@@ -257,7 +260,7 @@ const tests: TestCase[] = [
     },
   },
   {
-    name: 'b: Chromium on the LAN link: search, text and image previews, a video read whole then played and sought, a PDF opened, a file saved and a folder saved as a ZIP',
+    name: 'b: Chromium on the LAN link: search, text and image previews, a video read whole then played and sought, a 300 MiB one read only when asked, a PDF opened, a file saved and a folder saved as a ZIP',
     timeoutMs: 180_000,
     async run(t) {
       const { dir, tree } = await lanFolder();
@@ -286,6 +289,17 @@ const tests: TestCase[] = [
       assert(play.error === null, `the video did not play and seek: ${play.error}`);
       assert(play.servedBytes === clip.size, `the page read ${play.servedBytes} of the video's ${clip.size} bytes before playing it (expected all: there is no service worker)`);
 
+      // Over 256 MiB the page asks first, says why, then reads it all (here: not a video at all).
+      await openRow(page, 'media/long.webm', click);
+      const hold = page.locator('[data-testid=hold-media]');
+      await hold.waitFor({ state: 'visible', timeout: 15_000 });
+      const why = (await page.locator('[data-testid=preview] .preview-message').textContent()) ?? '';
+      assert(why.includes('300 MiB') && why.includes('plain http') && why.includes('https'), `the page does not say why a 300 MiB video waits: ${JSON.stringify(why)}`);
+      assert((await page.getAttribute('[data-testid=preview]', 'data-served-bytes')) === null, 'the page read the big video before it was asked to');
+      await hold.click();
+      await page.waitForSelector('[data-testid=preview][data-state=failed]', { timeout: 120_000 });
+      const after = await page.evaluate(() => ({ read: Number(document.querySelector<HTMLElement>('[data-testid=preview]')!.dataset.servedBytes), text: document.querySelector('[data-testid=preview]')!.textContent ?? '' }));
+      assert(after.read === 300 * MIB && after.text.includes('cannot play'), `after "Load", the page read ${after.read} bytes and says ${JSON.stringify(after.text)}`);
       assert((await previewShown(page, 'media/paper.pdf', click)) === 'pdf', 'the PDF is not offered');
       // "Open the PDF" opens the browser's viewer on the Blob the page read (no service worker).
       const [viewer] = await Promise.all([c.context.waitForEvent('page', { timeout: 15_000 }), page.locator('[data-testid=open-pdf]').click()]);
