@@ -234,7 +234,7 @@ const tests: TestCase[] = [
     },
   },
   {
-    name: 'd: a drop link shows nothing of the share and takes files',
+    name: 'd: a drop link shows nothing of the share and takes files, which land in its own folder',
     timeoutMs: 90_000,
     async run(t) {
       const { dir } = await shared(t, 'drop');
@@ -256,7 +256,9 @@ const tests: TestCase[] = [
       await page.setInputFiles('[data-testid=upload-folder-input]', path.join(src, 'for you'));
       const done = await uploadsFinished(page, 1, 30_000);
       assert(done[0]?.state === 'done', `not added: ${JSON.stringify(done[0])}`);
-      assert((await readFile(path.join(dir, 'for you', 'inside', 'for-you.txt'), 'utf8')) === 'for you\n', 'the picked folder did not land with its structure');
+      // In the link's own folder, apart from the sharer's files.
+      assert((await readFile(path.join(dir, 'Send me files (dropped files)', 'for you', 'inside', 'for-you.txt'), 'utf8')) === 'for you\n', 'the picked folder did not land with its structure in the drop link\'s own folder');
+      assert(!(await readdir(dir)).includes('for you'), 'the drop landed beside the sharer\'s files');
       const after = (await page.textContent('body')) ?? '';
       assert(!after.includes('already-here.txt'), 'after the upload, the drop link showed the sharer\'s files');
     },

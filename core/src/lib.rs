@@ -35,6 +35,8 @@
 //!   browser, the native receiver and the sharer's relay connection share it).
 //! - [`settle::Settler`]: changes on disk settle before they are announced (a
 //!   per-path debounce and a periodic flush; a rescan when events were lost).
+//! - [`password_gate::PasswordGate`]: guesses at a link's password, counted
+//!   before they are tried, per address and per link.
 //! - [`sim`]: a lossy, reordering simulated link and a deterministic PRNG, for
 //!   tests of anything that drives a session.
 //!
@@ -45,6 +47,7 @@ pub mod backoff;
 pub mod index;
 pub mod lanes;
 pub mod link;
+pub mod password_gate;
 pub mod persist;
 pub mod receiver;
 pub mod seal;
@@ -70,6 +73,7 @@ pub use lanes::{
     LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LaneGate, MAX_LANES, lane_may_carry,
 };
 pub use link::{LinkError, ShareLink, ShareSecret};
+pub use password_gate::{GuessSource, GuessTicket, PasswordGate};
 pub use persist::{
     PersistentReceiver, Rebuilder, Rebuilt, SNAPSHOT_MIN_BATCHES, SNAPSHOT_QUIET_MS, StoreOp,
     StoreWrite, StoredEvent, StoredFrame, StoredProgress, StoredSnapshot, StoredState, rebuild,

@@ -103,6 +103,8 @@ pub struct SenderConfig {
     pub selection: Option<std::sync::Arc<crate::Selection>>,
     /// What the link lets its visitor do (sent after `Welcome`).
     pub rights: linkfs_proto::Rights,
+    /// What the link lets uploads be named (kept by the sharer, not sent).
+    pub upload_names: crate::upload_name::NameRules,
 }
 
 impl Default for SenderConfig {
@@ -122,6 +124,7 @@ impl Default for SenderConfig {
                 list: true,
                 ..linkfs_proto::Rights::default()
             },
+            upload_names: crate::upload_name::NameRules::default(),
         }
     }
 }
@@ -252,7 +255,7 @@ pub struct SenderSession {
 impl SenderSession {
     pub fn new(config: SenderConfig) -> Self {
         let rto = config.retransmit_ms;
-        let rights = config.rights;
+        let (rights, upload_names) = (config.rights, config.upload_names);
         SenderSession {
             config,
             state: State::AwaitingHello,
@@ -275,7 +278,7 @@ impl SenderSession {
             early: HashMap::new(),
             stats: SenderStats::default(),
             end_reason: None,
-            uploads: crate::UploadsIn::new(rights),
+            uploads: crate::UploadsIn::new(rights, upload_names),
         }
     }
 
@@ -347,7 +350,7 @@ impl SenderSession {
         self.chunks.clear();
         self.short_chunks = 0;
         // Parts stay where they are: the visitor resumes them.
-        self.uploads = crate::UploadsIn::new(self.config.rights);
+        self.uploads = crate::UploadsIn::new(self.config.rights, self.config.upload_names);
     }
 
     /// Ends the session, telling the receiver why (for example, sharing stopped).

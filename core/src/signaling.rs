@@ -52,6 +52,7 @@
 //! | local candidates a guest keeps until its offer is sent | [`EARLY_CANDIDATE_LIMIT`] |
 //! | candidates the host takes from one visitor | [`CANDIDATES_PER_VISITOR`] |
 //! | visitors admitted and not yet ended | [`HostSignaling::new`]'s `max_visitors` |
+//! | visitors of a password link not yet past its prompt | [`MAX_AT_PROMPT`], apart from `max_visitors`: they take a visitor slot only once the shell says they passed ([`HostSignaling::visitor_passed`]) |
 //! | refusals | one per guest; the last [`REFUSALS_REMEMBERED`] guests are remembered |
 //! | challenges | one per guest; those of the last [`CHALLENGES_KEPT`] guests not yet admitted are kept |
 
@@ -77,6 +78,9 @@ pub const REFUSALS_REMEMBERED: usize = 4096;
 /// Challenges the host keeps for guests not yet admitted: 4,096 (peer numbers
 /// only grow; the oldest go first, and such a guest must connect again).
 pub const CHALLENGES_KEPT: usize = 4096;
+/// Visitors of password links at their prompt at once, share-wide: 16. They
+/// hold no visitor slot, so people at a prompt never turn others away.
+pub const MAX_AT_PROMPT: usize = 16;
 
 /// A challenge: 16 bytes the host made for one guest.
 type Challenge = [u8; 16];
@@ -544,6 +548,8 @@ pub const MAX_LINK_KEYS: usize = 256;
 pub enum Refusal {
     /// Every visitor slot is taken.
     Full { max: usize },
+    /// [`MAX_AT_PROMPT`] visitors of password links were at their prompt.
+    AtPrompt { max: usize },
     /// The guest's link was withdrawn or has expired.
     LinkEnded(LinkEnd),
 }
@@ -552,6 +558,10 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refusal::Full { max } => write!(f, "{max} visitors are connected, the most allowed"),
+            Refusal::AtPrompt { max } => write!(
+                f,
+                "{max} visitors are at a password prompt, the most allowed"
+            ),
             Refusal::LinkEnded(LinkEnd::Withdrawn { .. }) => write!(f, "its link was withdrawn"),
             Refusal::LinkEnded(LinkEnd::Expired { .. }) => write!(f, "its link has expired"),
         }
@@ -607,6 +617,9 @@ struct Slot {
     connected: bool,
     challenge: Challenge,
     link: LinkId,
+    /// Its link asks a password, and the shell has not said it passed: it
+    /// counts against [`MAX_AT_PROMPT`], not `max_visitors`.
+    at_prompt: bool,
 }
 
 /// One link's key, and whether it still admits anyone.
@@ -615,6 +628,8 @@ struct LinkKey {
     id: LinkId,
     key: SignalKey,
     ended: Option<LinkEnd>,
+    /// Its visitors answer a password before they are visitors.
+    asks_password: bool,
 }
 
 /// The host's side of the handshake for every guest of one room. See the module docs.
@@ -657,6 +672,7 @@ impl HostSignaling {
                 id: LinkId(0),
                 key: SignalKey::from_secret(&link.secret),
                 ended: None,
+                asks_password: false,
             }],
             sharer,
             nonces: NonceSequence::new(nonce_seed),
@@ -675,14 +691,23 @@ impl HostSignaling {
         self.actions.pop_front()
     }
 
-    /// Visitors admitted and not yet ended (connecting or connected).
+    /// Visitors admitted and not yet ended (connecting or connected), past
+    /// any password prompt.
     pub fn admitted(&self) -> usize {
-        self.slots.len()
+        self.slots.values().filter(|s| !s.at_prompt).count()
     }
 
-    /// Visitors whose data link is open.
+    /// Visitors of password links at their prompt now.
+    pub fn at_prompt(&self) -> usize {
+        self.slots.values().filter(|s| s.at_prompt).count()
+    }
+
+    /// Visitors whose data link is open, past any password prompt.
     pub fn connected(&self) -> usize {
-        self.slots.values().filter(|s| s.connected).count()
+        self.slots
+            .values()
+            .filter(|s| s.connected && !s.at_prompt)
+            .count()
     }
 
     pub fn is_registered(&self) -> bool {
@@ -705,36 +730,99 @@ impl HostSignaling {
             id,
             key,
             ended: None,
+            asks_password: false,
         });
         Ok(())
+    }
+
+    /// Whether link `id`'s visitors answer a password first: until the shell
+    /// says one passed ([`visitor_passed`](Self::visitor_passed)) it holds no
+    /// visitor slot, only one of the [`MAX_AT_PROMPT`] at a prompt.
+    pub fn set_asks_password(&mut self, id: LinkId, asks: bool) {
+        if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
+            l.asks_password = asks;
+        }
+    }
+
+    /// `peer` gave its link's password: it takes a visitor slot now, if one
+    /// is free. `false`: the share is full, and `peer` is to be told so (its
+    /// shell ends it; [`visitor_ended`](Self::visitor_ended) frees its place).
+    pub fn visitor_passed(&mut self, peer: PeerId) -> bool {
+        let admitted = self.admitted();
+        let Some(slot) = self.slots.get_mut(&peer) else {
+            return false;
+        };
+        if !slot.at_prompt {
+            return true;
+        }
+        if admitted >= self.max_visitors {
+            return false;
+        }
+        slot.at_prompt = false;
+        true
+    }
+
+    /// What a visitor who passed its prompt into a full share is told.
+    pub fn full_words(&self) -> String {
+        full_words(self.max_visitors)
     }
 
     /// Link `id` admits no one from now on: its guests that knock are told
     /// `why` (sealed with its key). Visitors already admitted are the
     /// shell's to end.
     pub fn end_link(&mut self, id: LinkId, why: LinkEnd) {
+        self.end_link_telling(id, why, true);
+    }
+
+    /// See [`end_link`](Self::end_link); `tell`: guests of it still in their
+    /// handshake (a challenge, or admitted and not yet connected) are told
+    /// why, sealed, so they end with the link's reason rather than a timeout.
+    fn end_link_telling(&mut self, id: LinkId, why: LinkEnd, tell: bool) {
         if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
-            l.ended = Some(why);
+            l.ended = Some(why.clone());
         }
-        // Guests of it still in their handshake get no further.
-        let waiting: Vec<u32> = self
+        let mut waiting: Vec<PeerId> = self
             .challenges
             .iter()
             .filter(|(_, (_, link))| *link == id)
-            .map(|(peer, _)| *peer)
+            .map(|(peer, _)| PeerId(*peer))
             .collect();
+        waiting.extend(
+            self.slots
+                .iter()
+                .filter(|(_, s)| s.link == id && !s.connected)
+                .map(|(peer, _)| *peer),
+        );
+        let (reason, code) = match &why {
+            LinkEnd::Withdrawn { words } => (words.clone(), RejectCode::LinkWithdrawn),
+            LinkEnd::Expired { words } => (words.clone(), RejectCode::LinkExpired),
+        };
         for peer in waiting {
-            self.challenges.remove(&peer);
+            if tell {
+                let payload = SignalPayload::Reject {
+                    reason: reason.clone(),
+                    code: Some(code),
+                };
+                self.send_sealed(peer, &payload);
+                self.remember_refused(peer);
+                self.actions.push_back(HostAction::Refused {
+                    peer,
+                    why: Refusal::LinkEnded(why.clone()),
+                });
+            }
+            // Guests of it still in their handshake get no further.
+            self.challenges.remove(&peer.0);
         }
     }
 
     /// Forgets link `id` altogether: its guests are told the link is not valid.
     pub fn forget_link(&mut self, id: LinkId) {
-        self.end_link(
+        self.end_link_telling(
             id,
             LinkEnd::Withdrawn {
                 words: String::new(),
             },
+            false,
         );
         self.links.retain(|l| l.id != id);
     }
@@ -898,14 +986,28 @@ impl HostSignaling {
         if self.refused.contains(&peer.0) {
             return;
         }
-        let reason = format!(
-            "The sharer already has {max} visitors connected, the most it allows. Try again later."
-        );
+        let reason = full_words(max);
         self.send_sealed(peer, &SignalPayload::Reject { reason, code: None });
         self.remember_refused(peer);
         self.actions.push_back(HostAction::Refused {
             peer,
             why: Refusal::Full { max },
+        });
+    }
+
+    /// Tells `peer` too many are at a password prompt now, once per guest.
+    fn refuse_at_prompt(&mut self, peer: PeerId) {
+        if self.refused.contains(&peer.0) {
+            return;
+        }
+        let reason = format!(
+            "{MAX_AT_PROMPT} visitors are at this share's password prompt now, the most it allows. Try again in a minute."
+        );
+        self.send_sealed(peer, &SignalPayload::Reject { reason, code: None });
+        self.remember_refused(peer);
+        self.actions.push_back(HostAction::Refused {
+            peer,
+            why: Refusal::AtPrompt { max: MAX_AT_PROMPT },
         });
     }
 
@@ -976,7 +1078,11 @@ impl HostSignaling {
                 {
                     return;
                 }
-                if self.slots.len() >= self.max_visitors {
+                let at_prompt = self.links.iter().any(|l| l.id == link && l.asks_password);
+                if at_prompt && self.at_prompt() >= MAX_AT_PROMPT {
+                    return self.refuse_at_prompt(from);
+                }
+                if !at_prompt && self.admitted() >= self.max_visitors {
                     let max = self.max_visitors;
                     return self.refuse_full(from, max);
                 }
@@ -988,6 +1094,7 @@ impl HostSignaling {
                         connected: false,
                         challenge,
                         link,
+                        at_prompt,
                     },
                 );
                 self.actions.push_back(HostAction::Answer {
@@ -1036,6 +1143,22 @@ impl HostSignaling {
         }
     }
 
+    /// The shell cannot serve admitted `peer` (what its link shows is gone):
+    /// it is told `words`, sealed, as a link that ended (so it stops, with
+    /// those words), and its slot is free.
+    pub fn turn_away(&mut self, peer: PeerId, words: String) {
+        if !self.slots.contains_key(&peer) {
+            return;
+        }
+        let payload = SignalPayload::Reject {
+            reason: words,
+            code: Some(RejectCode::LinkWithdrawn),
+        };
+        self.send_sealed(peer, &payload);
+        self.slots.remove(&peer);
+        self.remember_refused(peer);
+    }
+
     /// `peer`'s data link opened.
     pub fn visitor_connected(&mut self, peer: PeerId) {
         if let Some(slot) = self.slots.get_mut(&peer) {
@@ -1081,6 +1204,11 @@ impl HostSignaling {
     pub fn relay_open(&self) -> bool {
         self.relay_open
     }
+}
+
+/// What a visitor turned away from a full share is told.
+fn full_words(max: usize) -> String {
+    format!("The sharer already has {max} visitors connected, the most it allows. Try again later.")
 }
 
 #[cfg(test)]

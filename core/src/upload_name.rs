@@ -11,7 +11,11 @@
 //! - a name longer than [`MAX_NAME_BYTES`] is shortened at a character
 //!   boundary, keeping its extension;
 //! - bytes that are not UTF-8 are refused (browsers and `linkfs put` send
-//!   UTF-8; a name the sharer's user cannot read is not made up).
+//!   UTF-8; a name the sharer's user cannot read is not made up);
+//! - a name starting with `.` (hidden on the sharer's system: `.bashrc`,
+//!   `.ssh`) gets `_` for its dot, unless the link was made to take hidden
+//!   names ([`NameRules::hidden`]); [`STAGING_NAME`] (where uploads are
+//!   written aside) is never a name an upload takes, whatever the rules.
 //!
 //! Conflicts ("never over an existing file") are the landing's: it tries the
 //! name, then [`numbered`] ones (`a (2).jpg`), comparing with [`same_name`]
@@ -26,6 +30,18 @@ pub const MAX_NAME_BYTES: usize = 255;
 pub const MAX_DEPTH: usize = 64;
 /// Longest path an upload may name (bytes, as sent).
 pub const MAX_PATH_BYTES: usize = 4096;
+
+/// The folder uploads are written in before they land, at the top of the
+/// shared folder: never a name an upload lands under.
+pub const STAGING_NAME: &str = ".linkfs-incoming";
+
+/// What a link lets its uploads be named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NameRules {
+    /// Names may start with `.` (hidden files and folders): only when the
+    /// sharer asked for it when making the link.
+    pub hidden: bool,
+}
 
 /// A path made safe, and what was changed to make it so.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,8 +75,13 @@ pub enum UploadNameError {
     NotAName(String),
 }
 
-/// See the module docs.
+/// [`safe_path_with`] under the default rules (no hidden names).
 pub fn safe_path(path: &[u8]) -> Result<SafePath, UploadNameError> {
+    safe_path_with(path, NameRules::default())
+}
+
+/// See the module docs.
+pub fn safe_path_with(path: &[u8], rules: NameRules) -> Result<SafePath, UploadNameError> {
     if path.len() > MAX_PATH_BYTES {
         return Err(UploadNameError::TooLong);
     }
@@ -80,9 +101,16 @@ pub fn safe_path(path: &[u8]) -> Result<SafePath, UploadNameError> {
         changes: Vec::new(),
     };
     for part in raw {
-        let (name, why) = safe_name(part);
+        let (mut name, mut why) = safe_name(part);
         if name.is_empty() || name == "." || name == ".." {
             return Err(UploadNameError::NotAName(shown(part)));
+        }
+        if name.eq_ignore_ascii_case(STAGING_NAME) {
+            name.replace_range(..1, "_");
+            why.push("the name of the sharer's own folder for uploads under way");
+        } else if name.starts_with('.') && !rules.hidden {
+            name.replace_range(..1, "_");
+            why.push("'.' at the start would hide it; this link does not take hidden names");
         }
         if !why.is_empty() {
             out.changes.push(format!(
@@ -219,6 +247,40 @@ mod tests {
         assert!(p.parts[0].len() <= MAX_NAME_BYTES);
         assert!(p.parts[0].ends_with("é.jpg"), "{}", p.parts[0]);
         assert!(p.changes[0].contains("shortened"));
+    }
+
+    #[test]
+    fn uploads_never_make_a_hidden_name_unless_the_link_takes_them() {
+        // Regression: `put DROP .bashrc` made `.bashrc`, and `--to .ssh` made
+        // `.ssh/authorized_keys`, beside the sharer's own.
+        let p = safe_path(b".ssh/authorized_keys").unwrap();
+        assert_eq!(p.joined(), "_ssh/authorized_keys");
+        assert_eq!(p.changes.len(), 1, "{:?}", p.changes);
+        assert!(p.changes[0].contains("hidden"), "{:?}", p.changes);
+        assert_eq!(safe_path(b".bashrc").unwrap().joined(), "_bashrc");
+        assert_eq!(
+            safe_path(b"a/b/.hidden.txt").unwrap().joined(),
+            "a/b/_hidden.txt"
+        );
+        assert_eq!(safe_path(b"not.hidden").unwrap().joined(), "not.hidden");
+        let hidden = NameRules { hidden: true };
+        assert_eq!(
+            safe_path_with(b".ssh/x", hidden).unwrap().joined(),
+            ".ssh/x"
+        );
+        // The staging folder is never a name an upload takes, whatever the rules.
+        for rules in [NameRules::default(), hidden] {
+            assert_eq!(
+                safe_path_with(b".linkfs-incoming/x", rules)
+                    .unwrap()
+                    .joined(),
+                "_linkfs-incoming/x"
+            );
+            assert_eq!(
+                safe_path_with(b".LINKFS-INCOMING", rules).unwrap().joined(),
+                "_LINKFS-INCOMING"
+            );
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use linkfs_proto::{
     UploadReady, UploadRefusal, UploadRefused, upload_chunk_hash,
 };
 
-use crate::upload_name::{SafePath, safe_path};
+use crate::upload_name::{NameRules, SafePath, safe_path_with};
 
 /// Most uploads one session has open at once.
 pub const MAX_UPLOADS: usize = 4;
@@ -84,6 +84,7 @@ struct Incoming {
 #[derive(Debug, Default)]
 pub struct UploadsIn {
     rights: Rights,
+    names: NameRules,
     uploads: BTreeMap<UploadId, Incoming>,
     io: VecDeque<UploadIo>,
     /// Uploads whose written bytes moved since the last ack (one ack frame
@@ -104,9 +105,10 @@ fn refused(upload: UploadId, code: UploadRefusal, message: impl Into<String>) ->
 }
 
 impl UploadsIn {
-    pub fn new(rights: Rights) -> Self {
+    pub fn new(rights: Rights, names: NameRules) -> Self {
         UploadsIn {
             rights,
+            names,
             ..UploadsIn::default()
         }
     }
@@ -148,7 +150,7 @@ impl UploadsIn {
                 ),
             )]);
         }
-        let path = match safe_path(&b.path) {
+        let path = match safe_path_with(&b.path, self.names) {
             Ok(p) => p,
             Err(e) => {
                 return Ok(vec![refused(

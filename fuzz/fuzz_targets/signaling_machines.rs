@@ -1,8 +1,10 @@
 //! The signaling machines fed anything a relay (or a guest through it) could send:
-//! no panic, and the bounds hold (visitors admitted, actions per input).
+//! no panic, and the bounds hold (visitors admitted, visitors at a password
+//! prompt, actions per input), with a password link and visitors passing it.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use linkfs_core::{GuestSignaling, HostAction, HostSignaling, IceCandidate, ShareLink};
+use linkfs_core::signaling::MAX_AT_PROMPT;
+use linkfs_core::{GuestSignaling, HostAction, HostSignaling, IceCandidate, LinkId, ShareLink, ShareSecret};
 use linkfs_proto::signal::PeerId;
 
 const MAX_VISITORS: usize = 3;
@@ -12,11 +14,17 @@ fuzz_target!(|data: &[u8]| {
     let link = ShareLink::of_sharer("http://127.0.0.1:1", &sharer, [5; 16]);
     let mut guest = GuestSignaling::new(&link, [1; 16]);
     let mut host = HostSignaling::new(&link, sharer, MAX_VISITORS, [2; 16]);
+    let _ = host.add_link(LinkId(1), &ShareSecret::from_bytes([3; 16]));
+    host.set_asks_password(LinkId(1), true);
     for (i, chunk) in data.split(|b| *b == 0xfe).enumerate() {
         let Ok(text) = std::str::from_utf8(chunk) else { continue };
         guest.handle_relay_text(text);
         host.handle_relay_text(text);
-        match i % 5 {
+        match i % 7 {
+            5 => {
+                let _ = host.visitor_passed(PeerId(i as u32 % 7));
+            }
+            6 => host.visitor_connected(PeerId(i as u32 % 7)),
             0 => guest.offer_made("v=0".into()),
             1 => guest.answer_applied(),
             2 => guest.local_candidate(IceCandidate {
@@ -34,5 +42,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(host.admitted() <= MAX_VISITORS);
             }
         }
+        assert!(host.admitted() <= MAX_VISITORS, "{} admitted", host.admitted());
+        assert!(host.at_prompt() <= MAX_AT_PROMPT, "{} at a prompt", host.at_prompt());
     }
 });

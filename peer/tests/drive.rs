@@ -112,6 +112,7 @@ async fn index_of(root: &Path, config: SenderConfig) -> Shared {
             watch: None,
             password: None,
             intake: None,
+            source: None,
         },
         entries: summary.entries,
         _progress: progress,
@@ -377,7 +378,7 @@ impl LanedShare {
             self.lane_cuts.lock().unwrap().push(cut);
         }
         let (ctx, board) = (self.shared.ctx.clone(), self.board.clone());
-        tokio::spawn(async move { serve_link(a, ctx, board.as_ref(), |_| async {}).await });
+        tokio::spawn(async move { serve_link(a, ctx, board.as_ref(), |_| async { Ok(()) }).await });
         Counted {
             link: b,
             chunk_bytes: counter.clone(),
@@ -551,10 +552,9 @@ async fn a_lane_that_names_no_session_is_closed() {
     let shared = index_of(&dir.0, quick_sender()).await;
     let board = LaneBoard::<MemorySender>::new();
     let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
-    let served =
-        tokio::spawn(
-            async move { serve_link(a, shared.ctx.clone(), Some(&board), |_| async {}).await },
-        );
+    let served = tokio::spawn(async move {
+        serve_link(a, shared.ctx.clone(), Some(&board), |_| async { Ok(()) }).await
+    });
     let (mut tx, mut rx) = b.split();
     tx.ready().await.unwrap();
     tx.send(Bytes::from(

@@ -134,6 +134,7 @@ impl Live {
             watch: None,
             password: None,
             intake: None,
+            source: None,
         };
         let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
         tokio::spawn(serve(a, ctx.clone()));

@@ -276,11 +276,10 @@ fn a_drop_link_shows_nothing_takes_files_and_its_caps_say_no_in_words() {
             || said.contains("at most 1024 bytes"),
         "{said}"
     );
-    assert_eq!(
-        std::fs::read(share.dir.join("small.txt")).unwrap(),
-        b"small"
-    );
-    assert!(!share.dir.join("big.txt").exists());
+    // It lands in the link's own folder, apart from the sharer's files.
+    let own = share.dir.join("Send me files (dropped files)");
+    assert_eq!(std::fs::read(own.join("small.txt")).unwrap(), b"small");
+    assert!(!own.join("big.txt").exists() && !share.dir.join("small.txt").exists());
     std::fs::write(src.join("two.txt"), b"2").unwrap();
     std::fs::write(src.join("three.txt"), b"3").unwrap();
     let o = put(&drop, &[&src.join("two.txt"), &src.join("three.txt")], None);
@@ -289,7 +288,7 @@ fn a_drop_link_shows_nothing_takes_files_and_its_caps_say_no_in_words() {
     assert_eq!(
         ["two.txt", "three.txt"]
             .iter()
-            .filter(|n| share.dir.join(n).exists())
+            .filter(|n| own.join(n).exists())
             .count(),
         1,
         "the second file of the cap landed, the third did not"
@@ -302,6 +301,228 @@ fn a_drop_link_shows_nothing_takes_files_and_its_caps_say_no_in_words() {
         "{}",
         text(&o.stderr)
     );
+    let _ = std::fs::remove_dir_all(&src);
+}
+
+/// What `put` said, with `name` written as NAME and every number as #
+/// (times, rates and byte counts differ from run to run).
+fn said_about(o: &Output, name: &str) -> String {
+    text(&o.stderr)
+        .replace(name, "NAME")
+        .lines()
+        .filter(|l| !l.contains("connect"))
+        .map(|l| {
+            l.chars()
+                .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
+fn a_drop_link_says_the_same_for_names_that_exist_and_plants_nothing_beside_the_sharers_files() {
+    // Regression: `put DROP secret.txt` answered "that name was taken; saved as
+    // secret (2).txt" when the sharer had a secret.txt, `--to private` and
+    // `--to secret.txt/x` answered differently for names that exist, and
+    // `put DROP authorized_keys --to .ssh` made `.ssh/authorized_keys` at the
+    // share's root.
+    let share = Share::new("drop-oracle");
+    std::fs::write(share.dir.join("secret.txt"), b"the sharer's").unwrap();
+    std::fs::create_dir_all(share.dir.join("private")).unwrap();
+    let before = tree(&share.dir);
+    let drop = add_link(&share, &["--drop", "--label", "files for me"]);
+    let src = source("drop-oracle");
+    for name in ["secret.txt", "unheard.txt", "authorized_keys", ".bashrc"] {
+        std::fs::write(src.join(name), format!("the visitor's {name}")).unwrap();
+    }
+    let same = |a: (&Output, &str), b: (&Output, &str)| {
+        assert!(
+            a.0.status.success() && b.0.status.success(),
+            "{}\n{}",
+            text(&a.0.stderr),
+            text(&b.0.stderr)
+        );
+        assert_eq!(
+            said_about(a.0, a.1),
+            said_about(b.0, b.1),
+            "a drop link answered differently for a name the sharer has"
+        );
+    };
+    let taken = put(&drop, &[&src.join("secret.txt")], None);
+    let free = put(&drop, &[&src.join("unheard.txt")], None);
+    same((&taken, "secret.txt"), (&free, "unheard.txt"));
+    assert!(
+        !text(&taken.stderr).contains("taken"),
+        "{}",
+        text(&taken.stderr)
+    );
+    let taken = put(&drop, &[&src.join("secret.txt")], Some("private"));
+    let free = put(&drop, &[&src.join("secret.txt")], Some("unheard"));
+    same((&taken, "private"), (&free, "unheard"));
+    let taken = put(&drop, &[&src.join("unheard.txt")], Some("secret.txt/x"));
+    let free = put(&drop, &[&src.join("unheard.txt")], Some("unheard.txt/x"));
+    same((&taken, "secret.txt"), (&free, "unheard.txt"));
+    // Hidden names are not made, and nothing lands beside the sharer's files.
+    let o = put(&drop, &[&src.join("authorized_keys")], Some(".ssh"));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = put(&drop, &[&src.join(".bashrc")], None);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let after = tree(&share.dir);
+    let own = "files for me (dropped files)";
+    let outside: Vec<_> = after
+        .iter()
+        .filter(|(p, _)| !p.starts_with(own) && !before.iter().any(|(b, _)| b == p))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "landed beside the sharer's files: {outside:?}"
+    );
+    assert_eq!(
+        before,
+        after
+            .iter()
+            .filter(|(p, _)| !p.starts_with(own))
+            .cloned()
+            .collect::<Vec<_>>(),
+        "the sharer's files changed"
+    );
+    let mine = share.dir.join(own);
+    assert_eq!(
+        std::fs::read(mine.join("_ssh/authorized_keys")).unwrap(),
+        b"the visitor's authorized_keys"
+    );
+    assert_eq!(
+        std::fs::read(mine.join("_bashrc")).unwrap(),
+        b"the visitor's .bashrc"
+    );
+    assert!(!share.dir.join(".ssh").exists() && !share.dir.join(".bashrc").exists());
+    // A folder named where a file is: the next numbered folder, silently.
+    assert_eq!(
+        std::fs::read(mine.join("secret.txt")).unwrap(),
+        b"the visitor's secret.txt"
+    );
+    assert_eq!(
+        std::fs::read(mine.join("secret (2).txt/x/unheard.txt")).unwrap(),
+        b"the visitor's unheard.txt"
+    );
+    assert_eq!(
+        std::fs::read(mine.join("unheard (2).txt/x/unheard.txt")).unwrap(),
+        b"the visitor's unheard.txt"
+    );
+    // The sharer sees where they land.
+    let list = text(&share.ask(&["link", "list", "--json"]).stdout);
+    assert!(
+        list.contains(&format!("\"drop_folder\":\"{own}\"")),
+        "{list}"
+    );
+    let _ = std::fs::remove_dir_all(&src);
+}
+
+/// The bytes of part files in the share's staging folder.
+fn staged_bytes(share: &Share) -> u64 {
+    std::fs::read_dir(share.dir.join(".linkfs-incoming"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
+fn uploads_to_a_refused_target_keep_no_bytes_and_count_against_no_one() {
+    // Regression: six 1 MiB puts at a refused target under --max-upload-bytes
+    // 3M left 6 MiB in .linkfs-incoming for a week, counted against no cap.
+    let share = Share::new("refused-bytes");
+    std::fs::create_dir_all(share.dir.join("inbox")).unwrap();
+    std::fs::write(share.dir.join("inbox/existing.txt"), b"the sharer's").unwrap();
+    let link = add_link(
+        &share,
+        &[
+            "--allow-upload",
+            "--scope",
+            "inbox",
+            "--max-upload-bytes",
+            "3M",
+        ],
+    );
+    let src = source("refused-bytes");
+    for n in 0..6 {
+        std::fs::write(src.join(format!("m{n}.bin")), random_bytes(1 << 20, n)).unwrap();
+    }
+    for n in 0..6 {
+        let o = put(
+            &link,
+            &[&src.join(format!("m{n}.bin"))],
+            Some("existing.txt"),
+        );
+        let said = text(&o.stderr);
+        assert!(
+            !o.status.success(),
+            "a file where a folder is named was taken: {said}"
+        );
+        // Named from the link's folder, as the visitor knows it.
+        assert!(
+            said.contains("'existing.txt'") && !said.contains("inbox/"),
+            "{said}"
+        );
+    }
+    assert_eq!(
+        staged_bytes(&share),
+        0,
+        "refused uploads left bytes on the sharer's disk"
+    );
+    // The cap was not spent by them: 3 MiB still go in.
+    let o = put(
+        &link,
+        &[
+            &src.join("m0.bin"),
+            &src.join("m1.bin"),
+            &src.join("m2.bin"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // And now it is: a fourth is refused before its first byte, keeping nothing.
+    let o = put(&link, &[&src.join("m3.bin")], Some("more"));
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("at most 3145728 bytes"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(staged_bytes(&share), 0);
+    let _ = std::fs::remove_dir_all(&src);
+}
+
+#[test]
+#[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
+fn put_refuses_a_target_from_the_root_and_never_writes_into_the_staging_folder() {
+    // Regressions: `put --to /tmp` dropped the '/' silently, and `--to
+    // .linkfs-incoming` on a whole-share link landed in the real staging
+    // folder, invisible and never swept.
+    let share = Share::new("put-targets");
+    let link = add_link(&share, &["--allow-upload", "--allow-hidden"]);
+    let src = source("put-targets");
+    std::fs::write(src.join("f.txt"), b"f").unwrap();
+    let o = put(&link, &[&src.join("f.txt")], Some("/tmp"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("'/tmp'"), "{}", text(&o.stderr));
+    assert!(!share.dir.join("tmp").exists());
+    let o = put(&link, &[&src.join("f.txt")], Some(".linkfs-incoming"));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        std::fs::read(share.dir.join("_linkfs-incoming/f.txt")).unwrap(),
+        b"f"
+    );
+    assert_eq!(staged_bytes(&share), 0);
+    // With --allow-hidden, a hidden name is made as asked.
+    let o = put(&link, &[&src.join("f.txt")], Some(".config"));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(share.dir.join(".config/f.txt").exists());
     let _ = std::fs::remove_dir_all(&src);
 }
 

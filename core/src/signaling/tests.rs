@@ -900,3 +900,170 @@ fn a_share_holds_a_bounded_number_of_link_keys() {
     h.add_link(LinkId(3), &ShareSecret::from_bytes([200; 16]))
         .unwrap();
 }
+
+/// `peer`'s offer through the link whose secret is `[secret; 16]`: the host's actions.
+fn offer_through(h: &mut HostSignaling, peer: PeerId, secret: u8) -> Vec<HostAction> {
+    let mut g = GuestSignaling::new(&link(secret), [peer.0 as u8; 16]);
+    g.handle_relay(welcome_as(peer));
+    guest_actions(&mut g);
+    knock(h, &g, peer);
+    let challenge = host_actions(h);
+    to_guest(peer, &challenge, &mut g);
+    g.offer_made(format!("offer {}", peer.0));
+    let a = guest_actions(&mut g);
+    to_host(peer, &a, h);
+    host_actions(h)
+}
+
+#[test]
+fn visitors_waiting_at_a_password_prompt_hold_no_visitor_slot() {
+    // Regression: with --max-visitors 3, three visitors sitting at a password
+    // prompt made the main link answer "already has 3 visitors connected".
+    let mut h = host(3);
+    h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
+        .expect("room for a link");
+    h.set_asks_password(LinkId(5), true);
+    for p in 1..=3 {
+        assert!(
+            matches!(
+                &offer_through(&mut h, PeerId(p), 8)[..],
+                [HostAction::Answer { .. }]
+            ),
+            "visitor {p} at the prompt"
+        );
+    }
+    assert_eq!((h.admitted(), h.at_prompt()), (0, 3));
+    // The main link still admits its three.
+    for p in 4..=6 {
+        assert!(
+            matches!(
+                &offer_from(&mut h, PeerId(p))[..],
+                [HostAction::Answer { .. }]
+            ),
+            "visitor {p} of the main link"
+        );
+    }
+    assert_eq!(h.admitted(), 3);
+    // Past the prompt into a full share: not admitted (the shell tells it why).
+    assert!(!h.visitor_passed(PeerId(1)));
+    assert!(h.full_words().contains("3 visitors"));
+    h.visitor_ended(PeerId(4));
+    assert!(h.visitor_passed(PeerId(1)), "a slot was free");
+    assert_eq!((h.admitted(), h.at_prompt()), (3, 2));
+    // Passing twice, or for a visitor of a link without a password, changes nothing.
+    assert!(h.visitor_passed(PeerId(1)));
+    assert!(h.visitor_passed(PeerId(5)));
+    assert_eq!(h.admitted(), 3);
+}
+
+#[test]
+fn at_most_max_at_prompt_visitors_wait_at_password_prompts() {
+    let mut h = host(1);
+    h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
+        .expect("room for a link");
+    h.set_asks_password(LinkId(5), true);
+    for p in 1..=MAX_AT_PROMPT as u32 {
+        assert!(matches!(
+            &offer_through(&mut h, PeerId(p), 8)[..],
+            [HostAction::Answer { .. }]
+        ));
+    }
+    let a = offer_through(&mut h, PeerId(100), 8);
+    assert!(
+        a.contains(&HostAction::Refused {
+            peer: PeerId(100),
+            why: Refusal::AtPrompt { max: MAX_AT_PROMPT }
+        }),
+        "{a:?}"
+    );
+    // The main link's one slot is untouched.
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(200))[..],
+        [HostAction::Answer { .. }]
+    ));
+    // One at the prompt gives up: another may wait.
+    h.visitor_ended(PeerId(1));
+    assert!(matches!(
+        &offer_through(&mut h, PeerId(101), 8)[..],
+        [HostAction::Answer { .. }]
+    ));
+}
+
+#[test]
+fn a_guest_in_its_handshake_when_its_link_is_withdrawn_is_told_so_not_left_to_time_out() {
+    // Regression: a `get` whose link was withdrawn mid-handshake waited for
+    // the handshake to time out and exited 5 ("could not be reached")
+    // instead of 6 ("withdrawn").
+    let mut h = host(8);
+    h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
+        .unwrap();
+    let mut g = GuestSignaling::new(&link(8), [1; 16]);
+    g.handle_relay(welcome_as(PeerId(1)));
+    guest_actions(&mut g);
+    join(&mut h, &mut g, PeerId(1));
+    h.end_link(
+        LinkId(5),
+        LinkEnd::Withdrawn {
+            words: "The sharer withdrew this link.".into(),
+        },
+    );
+    let told = host_actions(&mut h);
+    assert!(told.contains(&HostAction::Refused {
+        peer: PeerId(1),
+        why: Refusal::LinkEnded(LinkEnd::Withdrawn {
+            words: "The sharer withdrew this link.".into()
+        })
+    }));
+    to_guest(PeerId(1), &told, &mut g);
+    let failed = guest_actions(&mut g);
+    assert!(
+        matches!(&failed[..], [GuestAction::Fail(GuestFailure::LinkWithdrawn(w))] if w == "The sharer withdrew this link."),
+        "{failed:?}"
+    );
+    // Admitted and still connecting: told too.
+    let mut h = host(8);
+    h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
+        .unwrap();
+    assert!(matches!(
+        &offer_through(&mut h, PeerId(2), 8)[..],
+        [HostAction::Answer { .. }]
+    ));
+    h.end_link(
+        LinkId(5),
+        LinkEnd::Expired {
+            words: "expired".into(),
+        },
+    );
+    assert!(host_actions(&mut h).iter().any(|a| matches!(
+        a,
+        HostAction::Refused {
+            peer: PeerId(2),
+            ..
+        }
+    )));
+}
+
+#[test]
+fn a_visitor_the_shell_cannot_serve_is_told_why_and_frees_its_slot() {
+    // Regression: after a restart where a scoped link's folder had become a
+    // symlink, its visitor was told "this link is not valid" instead of why.
+    let mut h = host(1);
+    let (a, mut g) = offer_and_guest(&mut h, PeerId(1));
+    assert!(matches!(&a[..], [HostAction::Answer { .. }]));
+    h.turn_away(
+        PeerId(1),
+        "The folder this link shows is not there any more.".into(),
+    );
+    let told = host_actions(&mut h);
+    to_guest(PeerId(1), &told, &mut g);
+    let failed = guest_actions(&mut g);
+    assert!(
+        matches!(&failed[..], [GuestAction::Fail(GuestFailure::LinkWithdrawn(w))] if w.contains("not there any more")),
+        "{failed:?}"
+    );
+    assert_eq!(h.admitted(), 0);
+    assert!(matches!(
+        &offer_from(&mut h, PeerId(2))[..],
+        [HostAction::Answer { .. }]
+    ));
+}

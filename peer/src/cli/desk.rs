@@ -65,9 +65,14 @@ pub struct UploadArgs {
     /// whole share): they land beside what is there, never over it.
     #[arg(long)]
     allow_upload: bool,
-    /// A drop link: visitors add files and see nothing of the share.
+    /// A drop link: visitors add files and see nothing of the share; what
+    /// they add lands in a folder of the link's own (named in `link list`).
     #[arg(long)]
     drop: bool,
+    /// Uploads may make hidden files and folders (names starting with `.`,
+    /// such as `.ssh`); without it such a name gets `_` for its dot.
+    #[arg(long)]
+    allow_hidden: bool,
     /// Most bytes visitors may add through the link in all (10G, 500M, 1.5GiB).
     #[arg(long, value_name = "SIZE")]
     max_upload_bytes: Option<String>,
@@ -89,6 +94,9 @@ impl UploadArgs {
             if capped {
                 anyhow::bail!("upload caps need --allow-upload (or --drop)");
             }
+            if self.allow_hidden {
+                anyhow::bail!("--allow-hidden needs --allow-upload (or --drop)");
+            }
             return Ok(None);
         }
         let size = |s: &Option<String>| {
@@ -102,6 +110,7 @@ impl UploadArgs {
             max_bytes: size(&self.max_upload_bytes)?,
             max_files: self.max_upload_files.unwrap_or(0),
             max_file: size(&self.max_upload_file)?,
+            hidden: self.allow_hidden,
             ..UploadRights::default()
         }))
     }
@@ -249,10 +258,11 @@ pub async fn link(cmd: LinkCommand) -> anyhow::Result<()> {
                         .collect::<Vec<_>>()
                         .join(" + ")
                 };
-                match l.upload {
-                    Some(u) if u.drop => scope.push_str(" (drop)"),
-                    Some(_) => scope.push_str(" (+upload)"),
-                    None => {}
+                match (l.upload, &l.drop_folder) {
+                    (Some(u), Some(folder)) if u.drop => scope = format!("drop into /{folder}"),
+                    (Some(u), None) if u.drop => scope.push_str(" (drop)"),
+                    (Some(_), _) => scope.push_str(" (+upload)"),
+                    (None, _) => {}
                 }
                 println!(
                     "{:>4}  {:<20} {:<20} {:<26} {:>8} {:>10}  {}",

@@ -97,8 +97,18 @@ pub struct PutArgs {
     #[arg(required = true, value_name = "FILE|DIR")]
     paths: Vec<PathBuf>,
     /// Where to put them in the link's folder (made if missing; default: at its top).
-    #[arg(long, value_name = "PATH", default_value = "")]
+    #[arg(long, value_name = "PATH", default_value = "", value_parser = folder_in_link)]
     to: String,
+}
+
+/// A `--to` folder: inside the link's folder, so never from the root.
+fn folder_in_link(to: &str) -> Result<String, String> {
+    if to.starts_with('/') {
+        return Err(format!(
+            "'{to}' starts at the root ('/'); --to names a folder inside the link's folder, like photos/2026"
+        ));
+    }
+    Ok(to.to_owned())
 }
 
 #[derive(Debug, clap::Args)]
@@ -315,6 +325,21 @@ pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
         eprintln!("linkfs: failed: {}", linkfs_peer::terminal::escaped(f));
     }
     let problems = summary.refused.len() + summary.failed.len();
+    // The session ended under it (its link withdrawn or expired, the sharer
+    // gone): that is the reason, with its exit code, not a retry.
+    if problems > 0
+        && let Some(end) = client.status().ended.filter(|e| {
+            !matches!(
+                e.kind(),
+                linkfs_core::FailureKind::Unreachable | linkfs_core::FailureKind::Other
+            )
+        })
+    {
+        return Err(anyhow::Error::new(VisitError::Ended(end)).context(format!(
+            "{} entries were not fetched; what completed is in place",
+            summary.refused.len() + summary.failed.len()
+        )));
+    }
     if problems > 0 {
         bail!(
             "{} entries were refused and {} failed (listed above); what completed is in place, and running the command again retries the rest",

@@ -78,6 +78,10 @@ pub struct LinkView {
     /// It takes files (and what it took).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload: Option<super::links::UploadRights>,
+    /// A drop link: the folder its visitors' files land in ('/'-separated,
+    /// relative to the shared folder; made when the first file lands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_folder: Option<String>,
     /// It asks for a password.
     #[serde(default)]
     pub password: bool,

@@ -143,6 +143,7 @@ impl Desk {
             if host.add_link(l.link_id(), &secret).is_err() {
                 continue;
             }
+            host.set_asks_password(l.link_id(), l.password.is_some());
             if let Some(end) = l.end() {
                 host.end_link(l.link_id(), end);
             }
@@ -268,6 +269,14 @@ impl Desk {
         &self.links
     }
 
+    /// Whether what `link` shows can be shown now; else the words its visitor is told.
+    pub fn can_show(&mut self, link: LinkId) -> Result<(), String> {
+        let shown = self.links.get(link.0).map_or(Shown::Whole, Shown::of);
+        self.view_of(&shown)
+            .map(|_| ())
+            .map_err(|_| SCOPE_GONE.to_owned())
+    }
+
     /// A visitor admitted through `link`: its own cancel token and farewell
     /// beside what its link shows (the whole share, or its scope's view).
     pub fn admitted(&mut self, peer: PeerId, link: LinkId, now: u64) -> ServeContext {
@@ -313,8 +322,13 @@ impl Desk {
         let Some(rights) = record.upload else {
             return;
         };
-        let folder = record.scope.clone();
         let drop_link = rights.drop;
+        // A drop link's files land in its own folder, apart from the sharer's.
+        let folder = match record.drop_folder() {
+            Some(own) if record.scope.is_empty() => own,
+            Some(own) => format!("{}/{own}", record.scope),
+            None => record.scope.clone(),
+        };
         let ledger = self
             .ledgers
             .entry(link.0)
@@ -324,14 +338,15 @@ impl Desk {
                     rights.max_files,
                     rights.added_bytes,
                     rights.added_files,
+                    rights.received_bytes,
                 ))
             })
             .clone();
         if self.dock.is_none() {
             match Dock::open(&self.scoping.root) {
                 Ok(dock) => {
-                    // Parts nobody went on with for a week go.
-                    let _ = dock.sweep(std::time::Duration::from_secs(7 * 24 * 3600));
+                    // Parts left by uploads cut off are bounded (age, bytes, count).
+                    let _ = dock.trim(std::time::SystemTime::now());
                     self.dock = Some(dock);
                 }
                 Err(e) => {
@@ -349,11 +364,15 @@ impl Desk {
             bytes_left,
             files_left,
         };
+        ctx.config.upload_names = linkfs_core::upload_name::NameRules {
+            hidden: rights.hidden,
+        };
         ctx.intake = self.dock.clone().map(|dock| UploadPlace {
             dock,
             folder,
             link: link.0,
             ledger,
+            drop: drop_link,
         });
         if drop_link {
             let (index, changed) = nothing_shown(&record.label);
@@ -407,7 +426,11 @@ impl Desk {
                     self.ledgers.get(&v.link.0),
                     self.links.get(v.link.0).and_then(|l| l.upload),
                 ) {
-                    (rights.added_bytes, rights.added_files) = ledger.added();
+                    (
+                        rights.added_bytes,
+                        rights.added_files,
+                        rights.received_bytes,
+                    ) = ledger.added();
                     self.links.set_upload(v.link.0, Some(rights));
                 }
                 if v.link == LinkId(0) {
@@ -588,10 +611,14 @@ impl Desk {
             let upload = UploadRights {
                 added_bytes: 0,
                 added_files: 0,
+                received_bytes: 0,
                 ..upload
             };
             self.links.set_upload(record.id, Some(upload));
             record.upload = Some(upload);
+            if let Some(kept) = self.links.get(record.id) {
+                record.drop_folder = kept.drop_folder.clone();
+            }
         }
         if let Err(e) = host.add_link(record.link_id(), &secret) {
             let _ = self.links.revoke(record.id, now);
@@ -606,6 +633,7 @@ impl Desk {
             self.passwords
                 .insert(record.id, Arc::new(LinkPassword::new(hash.clone())));
             record.password = Some(hash);
+            host.set_asks_password(record.link_id(), true);
         }
         Ok(record)
     }
@@ -709,6 +737,13 @@ impl Desk {
             scope: l.scope.clone(),
             selection: l.selection.clone(),
             upload: l.upload,
+            drop_folder: l.drop_folder().map(|own| {
+                if l.scope.is_empty() {
+                    own
+                } else {
+                    format!("{}/{own}", l.scope)
+                }
+            }),
             password: l.password.is_some(),
             created: Some(l.created),
             expires: l.expires,
@@ -729,6 +764,7 @@ impl Desk {
             scope: String::new(),
             selection: Vec::new(),
             upload: None,
+            drop_folder: None,
             password: false,
             created: None,
             expires: None,

@@ -10,6 +10,10 @@
 //!
 //! - Folders are watched as the walk reaches them (before they are listed, so
 //!   nothing created after the listing is missed) and as they appear later.
+//! - Watches are added, and events named, through the shared folder held open
+//!   (`/proc/self/fd/N/...`), not through its path: a shared folder renamed or
+//!   moved while it is shared (a scoped link's folder, say) is still followed
+//!   whole, its new subfolders included.
 //! - notify's thread only forwards: events are queued (at most [`EVENT_QUEUE`]);
 //!   a full queue, inotify's own overflow or any watcher error never loses a
 //!   change silently: the settler asks for a rescan of everything, which
@@ -60,7 +64,13 @@ pub enum RawEvent {
 /// The watches on the shared folder's folders.
 pub struct FolderWatch {
     watcher: Mutex<notify::RecommendedWatcher>,
+    /// Where watches are added and events are named from: the shared folder
+    /// held open (`/proc/self/fd/N`), or its path where that is not available.
     root: PathBuf,
+    /// The shared folder's path when sharing started (the walk names folders from it).
+    given: PathBuf,
+    /// The shared folder, held open for `root`.
+    _held: Option<std::os::fd::OwnedFd>,
     limit_reached: AtomicBool,
     unwatched: AtomicU64,
 }
@@ -83,16 +93,32 @@ fn relative(root: &Path, path: &Path) -> Option<Vec<u8>> {
 impl FolderWatch {
     /// Starts the watcher (no folder watched yet). Raw events go to the returned queue.
     pub fn start(root: &Path) -> notify::Result<(Arc<FolderWatch>, Receiver<RawEvent>)> {
+        use std::os::fd::AsRawFd;
         let (tx, rx) = sync_channel(EVENT_QUEUE);
         let lost = Arc::new(AtomicBool::new(false));
-        let handler_root = root.to_path_buf();
+        let held = nix::fcntl::open(
+            root,
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok();
+        let through_fd = held
+            .as_ref()
+            .map(|fd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())))
+            .filter(|p| p.is_dir());
+        let watch_root = through_fd.unwrap_or_else(|| root.to_path_buf());
+        let handler_root = watch_root.clone();
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             forward(&handler_root, &tx, &lost, res);
         })?;
         Ok((
             Arc::new(FolderWatch {
                 watcher: Mutex::new(watcher),
-                root: root.to_path_buf(),
+                root: watch_root,
+                given: root.to_path_buf(),
+                _held: held,
                 limit_reached: AtomicBool::new(false),
                 unwatched: AtomicU64::new(0),
             }),
@@ -100,8 +126,19 @@ impl FolderWatch {
         ))
     }
 
-    /// Watches one folder (not its subfolders) by its full path.
+    /// Watches one folder (not its subfolders) by its full path as the walk
+    /// names it (from the shared folder's path when sharing started).
     pub fn watch_path(&self, path: &Path) {
+        let path = match path.strip_prefix(&self.given) {
+            Ok(rel) if !rel.as_os_str().is_empty() => self.root.join(rel),
+            Ok(_) => self.root.clone(),
+            Err(_) => path.to_path_buf(),
+        };
+        self.watch_at(&path);
+    }
+
+    /// Watches one folder (not its subfolders) at `path` (under `root`).
+    fn watch_at(&self, path: &Path) {
         let result = match self.watcher.lock() {
             Ok(mut w) => w.watch(path, RecursiveMode::NonRecursive),
             Err(_) => return,
@@ -136,7 +173,7 @@ impl FolderWatch {
 impl FolderWatches for FolderWatch {
     fn watch(&self, rel: &[u8]) {
         use std::os::unix::ffi::OsStrExt;
-        self.watch_path(&self.root.join(std::ffi::OsStr::from_bytes(rel)));
+        self.watch_at(&self.root.join(std::ffi::OsStr::from_bytes(rel)));
     }
 
     fn unwatch(&self, rel: &[u8]) {

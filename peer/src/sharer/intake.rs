@@ -1,7 +1,9 @@
 //! A session's uploads carried out: the [`UploadIo`] its sans-IO session
 //! leaves, done in order on one blocking worker per session (one part file
 //! open per upload, at most `MAX_UPLOADS`), with the link's caps kept in its
-//! [`UploadLedger`] (shared by every session of the link).
+//! [`UploadLedger`] (shared by every session of the link): the way is checked
+//! and the bytes an upload may still receive are reserved before its first
+//! byte, and every byte received counts against the link's cap.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +14,11 @@ use tokio::sync::mpsc;
 
 use super::landing::{Dock, Incoming, LandingError, Upload};
 
-/// A link's upload caps (0: none) and what was added through it.
+/// A link's upload caps (0: none) and what came through it. The byte cap
+/// counts every byte the sharer received through the link, whether it landed
+/// or was refused or cancelled after it came: a visitor cannot walk around
+/// the cap by sending to a target that refuses. What an upload may still
+/// receive is reserved when it begins (before its first byte).
 #[derive(Debug, Default)]
 pub struct UploadLedger {
     pub max_bytes: u64,
@@ -22,35 +28,45 @@ pub struct UploadLedger {
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Used {
-    bytes: u64,
+    /// Bytes of files that landed.
+    landed: u64,
     files: u64,
-    /// Of uploads under way.
+    /// Bytes received through the link, landed or not.
+    received: u64,
+    /// Of uploads under way: bytes they may still receive, and files.
     reserved_bytes: u64,
     reserved_files: u64,
 }
 
 impl UploadLedger {
-    pub fn new(max_bytes: u64, max_files: u64, bytes: u64, files: u64) -> Self {
+    /// A link's ledger: its caps, and what landed (`landed` bytes in
+    /// `files` files) and came (`received` bytes) through it before.
+    pub fn new(max_bytes: u64, max_files: u64, landed: u64, files: u64, received: u64) -> Self {
         UploadLedger {
             max_bytes,
             max_files,
             used: Mutex::new(Used {
-                bytes,
+                landed,
                 files,
+                received: received.max(landed),
                 ..Used::default()
             }),
         }
     }
 
-    /// Bytes and files added through the link so far.
-    pub fn added(&self) -> (u64, u64) {
-        let u = *self.used.lock().unwrap_or_else(|p| p.into_inner());
-        (u.bytes, u.files)
+    fn used(&self) -> std::sync::MutexGuard<'_, Used> {
+        self.used.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes and files that landed through the link, and the bytes received.
+    pub fn added(&self) -> (u64, u64, u64) {
+        let u = *self.used();
+        (u.landed, u.files, u.received)
     }
 
     /// Bytes and files the link may still take (0: no cap).
     pub fn left(&self) -> (u64, u64) {
-        let u = *self.used.lock().unwrap_or_else(|p| p.into_inner());
+        let u = *self.used();
         let left = |max: u64, used: u64| {
             if max == 0 {
                 0
@@ -59,57 +75,72 @@ impl UploadLedger {
             }
         };
         (
-            left(self.max_bytes, u.bytes + u.reserved_bytes),
+            left(self.max_bytes, u.received + u.reserved_bytes),
             left(self.max_files, u.files + u.reserved_files),
         )
     }
 
-    fn reserve(self: &Arc<Self>, size: u64) -> Result<Reservation, String> {
-        let mut u = self.used.lock().unwrap_or_else(|p| p.into_inner());
+    /// Room for one upload that may still receive `need` bytes.
+    fn reserve(self: &Arc<Self>, need: u64) -> Result<Reservation, String> {
+        let mut u = self.used();
         if self.max_files > 0 && u.files + u.reserved_files >= self.max_files {
             return Err(format!(
                 "this link takes at most {} files, and has them",
                 self.max_files
             ));
         }
-        if self.max_bytes > 0 && u.bytes + u.reserved_bytes + size > self.max_bytes {
+        if self.max_bytes > 0 && u.received + u.reserved_bytes + need > self.max_bytes {
             return Err(format!(
-                "this link takes at most {} bytes in all; {} are left and the file is {size}",
+                "this link takes at most {} bytes in all (every byte sent to it counts, kept or not); {} are left and this file needs {need}",
                 self.max_bytes,
-                self.max_bytes.saturating_sub(u.bytes + u.reserved_bytes)
+                self.max_bytes.saturating_sub(u.received + u.reserved_bytes)
             ));
         }
-        u.reserved_bytes += size;
+        u.reserved_bytes += need;
         u.reserved_files += 1;
         Ok(Reservation {
             ledger: self.clone(),
-            size,
+            left: need,
+            size: 0,
             kept: false,
         })
     }
 }
 
-/// Room held for one upload under way; given back unless kept.
+/// Room held for one upload under way: the bytes it may still receive (each
+/// counted as received when it comes), given back unless it lands.
 #[derive(Debug)]
 struct Reservation {
     ledger: Arc<UploadLedger>,
+    left: u64,
+    /// The file's size, once it lands.
     size: u64,
     kept: bool,
 }
 
 impl Reservation {
-    fn keep(mut self) {
+    /// `n` more bytes came.
+    fn received(&mut self, n: u64) {
+        let n = n.min(self.left);
+        self.left -= n;
+        let mut u = self.ledger.used();
+        u.reserved_bytes = u.reserved_bytes.saturating_sub(n);
+        u.received = u.received.saturating_add(n);
+    }
+
+    fn keep(mut self, size: u64) {
         self.kept = true;
+        self.size = size;
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        let mut u = self.ledger.used.lock().unwrap_or_else(|p| p.into_inner());
-        u.reserved_bytes = u.reserved_bytes.saturating_sub(self.size);
+        let mut u = self.ledger.used();
+        u.reserved_bytes = u.reserved_bytes.saturating_sub(self.left);
         u.reserved_files = u.reserved_files.saturating_sub(1);
         if self.kept {
-            u.bytes += self.size;
+            u.landed += self.size;
             u.files += 1;
         }
     }
@@ -119,15 +150,20 @@ impl Drop for Reservation {
 #[derive(Debug, Clone)]
 pub struct UploadPlace {
     pub dock: Dock,
-    /// The folder the link shows, relative to the shared folder.
+    /// The folder uploads land in, relative to the shared folder: the folder
+    /// the link shows, or a drop link's own folder.
     pub folder: String,
     pub link: u32,
     pub ledger: Arc<UploadLedger>,
+    /// A drop link (see `landing`): never refused for what is there, told
+    /// only the name asked for.
+    pub drop: bool,
 }
 
 /// What landed, for the visitor's figures and the activity log.
 #[derive(Debug, Clone)]
 pub struct LandedFile {
+    /// Relative to the shared folder.
     pub path: String,
     pub size: u64,
 }
@@ -167,7 +203,8 @@ fn from_landing(e: &LandingError) -> UploadResult {
         LandingError::Busy => UploadRefusal::Busy,
         LandingError::WrongLength { .. }
         | LandingError::OutOfOrder { .. }
-        | LandingError::Io(_) => UploadRefusal::Failed,
+        | LandingError::Io(_)
+        | LandingError::NotTaken => UploadRefusal::Failed,
     };
     refused(code, e.to_string())
 }
@@ -184,38 +221,47 @@ fn step(
             size,
             hash,
         } => {
-            let reservation = match place.ledger.reserve(size) {
-                Ok(r) => r,
-                Err(words) => return (upload, refused(UploadRefusal::OverCap, words), None),
-            };
             let incoming = Incoming {
                 link: place.link,
                 folder: place.folder.clone(),
                 path,
                 size,
                 hash,
+                drop: place.drop,
             };
-            match place.dock.begin(incoming) {
-                Ok(u) => {
-                    let offset = u.offset();
-                    open.insert(upload, (u, reservation));
-                    (upload, UploadResult::Ready { offset }, None)
+            // The way there is checked before anything is kept.
+            let u = match place.dock.begin(incoming) {
+                Ok(u) => u,
+                Err(e) => return (upload, from_landing(&e), None),
+            };
+            // What it may still receive is reserved before its first byte.
+            let reservation = match place.ledger.reserve(size - u.offset()) {
+                Ok(r) => r,
+                Err(words) => {
+                    if u.offset() == 0 {
+                        u.abandon();
+                    }
+                    return (upload, refused(UploadRefusal::OverCap, words), None);
                 }
-                Err(e) => (upload, from_landing(&e), None),
-            }
+            };
+            let offset = u.offset();
+            open.insert(upload, (u, reservation));
+            (upload, UploadResult::Ready { offset }, None)
         }
         UploadIo::Write {
             upload,
             offset,
             data,
         } => {
-            let Some((u, _)) = open.get_mut(&upload) else {
+            let Some((u, reservation)) = open.get_mut(&upload) else {
                 return (
                     upload,
                     refused(UploadRefusal::Failed, "no such upload"),
                     None,
                 );
             };
+            // Received, whatever becomes of it.
+            reservation.received(data.len() as u64);
             match u.write(offset, &data) {
                 Ok(()) => (upload, UploadResult::Written { end: u.offset() }, None),
                 Err(e) => {
@@ -238,9 +284,9 @@ fn step(
             let size = u.incoming().size;
             match u.finish() {
                 Ok(landed) => {
-                    reservation.keep();
+                    reservation.keep(size);
                     let file = LandedFile {
-                        path: landed.path.clone(),
+                        path: landed.on_disk.clone(),
                         size,
                     };
                     (

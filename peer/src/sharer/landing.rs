@@ -17,8 +17,21 @@
 //!   the name, else `name (2)`, `name (3)`, ... A name a visitor could take
 //!   for an existing one (case or Unicode normalisation aside) counts as taken.
 //!
-//! Nothing half-written is ever in place: a failed upload leaves at most its
-//! part file, which a resume continues and [`Dock::sweep`] removes when old.
+//! - the way there is checked before the first byte is taken ([`Dock::begin`]):
+//!   a folder on the way that is a file or a symlink refuses the upload then,
+//!   not after its bytes came;
+//! - a drop link's uploads ([`Incoming::drop`]) land in the link's own folder
+//!   and are never refused for what is there: a name taken, or a folder on the
+//!   way that is a file, gets the next numbered name, and the visitor is told
+//!   only the name it asked for, so a drop link answers the same whatever the
+//!   folder holds.
+//!
+//! Nothing half-written is ever in place, and nothing refused is kept: a
+//! refused, corrupt or cancelled upload's part goes at once. A part stays only
+//! when its visitor's connection ended mid-upload (so it can resume), and
+//! [`Dock::trim`] bounds those: [`IDLE_PART_AGE`] at most, and the oldest go
+//! first beyond [`IDLE_PART_BYTES`] and [`IDLE_PARTS`] (the newest one is
+//! always kept, so one big upload cut off can resume).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -43,6 +56,13 @@ pub const RESERVE_BYTES: u64 = 64 << 20;
 
 /// Most numbered names tried for one file (`a (2)` ... `a (1000)`).
 const MAX_NUMBER: u32 = 1000;
+
+/// A part nobody has written to for this long goes.
+pub const IDLE_PART_AGE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// Parts not being written hold at most this many bytes (beyond the newest)...
+pub const IDLE_PART_BYTES: u64 = 4 << 30;
+/// ...and number at most this many.
+pub const IDLE_PARTS: usize = 256;
 
 /// Whether `rel` (relative to a shared folder) is the staging folder or in it.
 pub fn is_staging(rel: &[u8]) -> bool {
@@ -71,6 +91,10 @@ pub enum LandingError {
     NoFreeName(String),
     #[error("the sharer cannot write there: {0}")]
     Io(#[from] io::Error),
+    /// A drop link's upload could not land (the way there changed under it):
+    /// said in the same words whatever the reason, so it tells nothing of the folder.
+    #[error("the sharer could not take this file: nothing was saved; send it again")]
+    NotTaken,
 }
 
 impl From<Errno> for LandingError {
@@ -93,9 +117,25 @@ pub struct Incoming {
     pub path: SafePath,
     pub size: u64,
     pub hash: [u8; 32],
+    /// Through a drop link: see the module docs.
+    pub drop: bool,
 }
 
 impl Incoming {
+    /// The folders on the way to the file (the link's folder's, then the
+    /// path's), and how many of them are the link's folder.
+    fn way(&self) -> (Vec<String>, usize) {
+        let link: Vec<String> = self
+            .folder
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let skip = link.len();
+        let path = &self.path.parts[..self.path.parts.len().saturating_sub(1)];
+        (link.into_iter().chain(path.iter().cloned()).collect(), skip)
+    }
+
     /// The part file's name: the same upload always finds the same part.
     fn part_name(&self) -> String {
         let mut h = blake3::Hasher::new();
@@ -159,6 +199,8 @@ impl Dock {
     /// Starts (or resumes) `incoming`: its part file, and how much of it is
     /// already there.
     pub fn begin(&self, incoming: Incoming) -> Result<Upload, LandingError> {
+        self.check_way(&incoming)?;
+        let _ = self.trim(std::time::SystemTime::now());
         let part_name = incoming.part_name();
         if !self
             .busy
@@ -223,8 +265,11 @@ impl Dock {
         })
     }
 
-    /// Removes part files not written to for `older_than` (abandoned uploads).
-    pub fn sweep(&self, older_than: std::time::Duration) -> io::Result<u64> {
+    /// Bounds the parts left by uploads cut off (see the module docs): those
+    /// idle for [`IDLE_PART_AGE`] go, then the oldest beyond the newest while
+    /// they hold more than [`IDLE_PART_BYTES`] or number more than
+    /// [`IDLE_PARTS`]. Parts being written are left alone. How many went.
+    pub fn trim(&self, now: std::time::SystemTime) -> io::Result<u64> {
         let fd = openat(
             &*self.staging,
             ".",
@@ -232,25 +277,34 @@ impl Dock {
             Mode::empty(),
         )?;
         let mut dir = nix::dir::Dir::from_fd(fd)?;
-        let now = std::time::SystemTime::now();
-        let mut removed = 0;
-        let names: Vec<Vec<u8>> = dir
+        let busy = self.busy.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut idle: Vec<(std::time::SystemTime, u64, Vec<u8>)> = dir
             .iter()
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_bytes().to_vec())
-            .filter(|n| n.ends_with(b".part"))
+            .filter(|n| n.ends_with(b".part") && !busy.contains(&*String::from_utf8_lossy(n)))
+            .filter_map(|name| {
+                let st = fstatat(
+                    &*self.staging,
+                    OsStr::from_bytes(&name),
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .ok()?;
+                let modified = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_secs(st.st_mtime.max(0) as u64);
+                Some((modified, st.st_size.max(0) as u64, name))
+            })
             .collect();
-        for name in names {
-            let Ok(st) = fstatat(
-                &*self.staging,
-                OsStr::from_bytes(&name),
-                AtFlags::AT_SYMLINK_NOFOLLOW,
-            ) else {
-                continue;
-            };
-            let modified =
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs(st.st_mtime.max(0) as u64);
-            if now.duration_since(modified).unwrap_or_default() >= older_than
+        // Newest first: the first is always kept (unless it is too old).
+        idle.sort_by_key(|p| std::cmp::Reverse(p.0));
+        let mut removed = 0;
+        let mut kept_bytes = 0u64;
+        let mut kept = 0usize;
+        for (i, (modified, size, name)) in idle.into_iter().enumerate() {
+            let too_old = now.duration_since(modified).unwrap_or_default() >= IDLE_PART_AGE;
+            let over =
+                i > 0 && (kept_bytes.saturating_add(size) > IDLE_PART_BYTES || kept >= IDLE_PARTS);
+            if (too_old || over)
                 && nix::unistd::unlinkat(
                     &*self.staging,
                     OsStr::from_bytes(&name),
@@ -259,36 +313,103 @@ impl Dock {
                 .is_ok()
             {
                 removed += 1;
+            } else {
+                kept_bytes = kept_bytes.saturating_add(size);
+                kept += 1;
             }
         }
         Ok(removed)
     }
 
-    /// Opens the folder `parts` beneath the root, making what is missing;
-    /// nothing followed through a symlink.
-    fn folder(&self, parts: &[&str]) -> Result<OwnedFd, LandingError> {
+    /// The folders on the way to `incoming`, as they are now: for a link
+    /// that is not a drop link, one that is a file or a symlink refuses the
+    /// upload before its first byte. Missing folders are fine (made at the landing).
+    fn check_way(&self, incoming: &Incoming) -> Result<(), LandingError> {
+        if incoming.drop {
+            return Ok(());
+        }
+        let (parts, skip) = incoming.way();
         let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
         let mut at = beneath(&self.root, ".", flags)?;
         for (i, part) in parts.iter().enumerate() {
-            let shown = || parts[..=i].join("/");
             match beneath(&at, part, flags) {
                 Ok(fd) => at = fd,
-                Err(Errno::ENOENT) => {
-                    match mkdirat(&at, *part, Mode::from_bits_truncate(0o755)) {
-                        Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                    at =
-                        beneath(&at, part, flags).map_err(|_| LandingError::NotAFolder(shown()))?;
-                }
+                Err(Errno::ENOENT) => return Ok(()),
                 Err(Errno::ELOOP | Errno::ENOTDIR | Errno::EXDEV) => {
-                    return Err(LandingError::NotAFolder(shown()));
+                    return Err(LandingError::NotAFolder(shown_from(&parts, skip, i)));
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(at)
+        Ok(())
     }
+
+    /// Opens the folder `parts` beneath the root, making what is missing;
+    /// nothing followed through a symlink. The first `skip` parts are the
+    /// link's own folder (left out of what a visitor is told). With
+    /// `numbered` (a drop link) a part that is a file or a symlink is passed
+    /// by for the next numbered name (`a (2)`) that is a folder or free; the
+    /// parts taken are returned.
+    fn folder(
+        &self,
+        parts: &[String],
+        skip: usize,
+        numbered_way: bool,
+    ) -> Result<(OwnedFd, Vec<String>), LandingError> {
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+        let mut at = beneath(&self.root, ".", flags)?;
+        let mut taken = Vec::with_capacity(parts.len());
+        for (i, part) in parts.iter().enumerate() {
+            let mut n = 1;
+            loop {
+                let name = if n == 1 {
+                    part.clone()
+                } else {
+                    numbered(part, n)
+                };
+                match beneath(&at, &name, flags) {
+                    Ok(fd) => {
+                        at = fd;
+                        taken.push(name);
+                        break;
+                    }
+                    Err(Errno::ENOENT) => {
+                        match mkdirat(&at, name.as_str(), Mode::from_bits_truncate(0o755)) {
+                            Ok(()) | Err(Errno::EEXIST) => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                        match beneath(&at, &name, flags) {
+                            Ok(fd) => {
+                                at = fd;
+                                taken.push(name);
+                                break;
+                            }
+                            Err(_) if numbered_way && n < MAX_NUMBER => n += 1,
+                            Err(_) => {
+                                return Err(LandingError::NotAFolder(shown_from(parts, skip, i)));
+                            }
+                        }
+                    }
+                    Err(Errno::ELOOP | Errno::ENOTDIR | Errno::EXDEV)
+                        if numbered_way && n < MAX_NUMBER =>
+                    {
+                        n += 1
+                    }
+                    Err(Errno::ELOOP | Errno::ENOTDIR | Errno::EXDEV) => {
+                        return Err(LandingError::NotAFolder(shown_from(parts, skip, i)));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok((at, taken))
+    }
+}
+
+/// What a visitor is told of the way to its file: the parts after the link's
+/// own folder (the first `skip`), up to part `i`.
+fn shown_from(parts: &[String], skip: usize, i: usize) -> String {
+    parts[skip.min(i)..=i].join("/")
 }
 
 /// Opens `name` beneath `dir`, following no symlink and never climbing.
@@ -333,10 +454,14 @@ impl Drop for Held {
 /// Where a finished upload landed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Landed {
-    /// Relative to the folder the link shows.
+    /// What the visitor is told: where it landed, relative to the folder the
+    /// link shows (a drop link: the path it asked for).
     pub path: String,
-    /// The name it was asked to have, if a taken one made it another.
+    /// The name it was asked to have, if a taken one made it another (never
+    /// for a drop link).
     pub renamed_from: Option<String>,
+    /// Where it is, relative to the shared folder (for the sharer's log).
+    pub on_disk: String,
 }
 
 impl Upload {
@@ -384,8 +509,30 @@ impl Upload {
         );
     }
 
-    /// Checks the whole file, syncs it and renames it into place.
+    /// Checks the whole file, syncs it and renames it into place. Whatever
+    /// goes wrong, its part goes too: nothing refused is kept.
     pub fn finish(self) -> Result<Landed, LandingError> {
+        let staging = self.dock.staging.clone();
+        let part = self.part_name.clone();
+        let drop_link = self.incoming.drop;
+        let landed = self.land();
+        if landed.is_err() {
+            let _ = nix::unistd::unlinkat(
+                &*staging,
+                part.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
+        landed.map_err(|e| match e {
+            // A drop link tells nothing of what is there.
+            LandingError::NotAFolder(_) | LandingError::NoFreeName(_) if drop_link => {
+                LandingError::NotTaken
+            }
+            e => e,
+        })
+    }
+
+    fn land(self) -> Result<Landed, LandingError> {
         if self.written != self.incoming.size {
             return Err(LandingError::WrongLength {
                 size: self.incoming.size,
@@ -393,23 +540,12 @@ impl Upload {
             });
         }
         if *self.hasher.finalize().as_bytes() != self.incoming.hash {
-            self.abandon();
             return Err(LandingError::HashMismatch);
         }
         fchmod(&self.file, Mode::from_bits_truncate(0o644))?;
         self.file.sync_all()?;
-        let folder_parts: Vec<&str> = self
-            .incoming
-            .folder
-            .split('/')
-            .filter(|p| !p.is_empty())
-            .chain(
-                self.incoming.path.parts[..self.incoming.path.parts.len() - 1]
-                    .iter()
-                    .map(String::as_str),
-            )
-            .collect();
-        let dir = self.dock.folder(&folder_parts)?;
+        let (way, skip) = self.incoming.way();
+        let (dir, taken_way) = self.dock.folder(&way, skip, self.incoming.drop)?;
         let wanted = self.incoming.path.parts.last().cloned().unwrap_or_default();
         let taken = look_alikes(&dir, &wanted)?;
         let mut n = 1;
@@ -438,14 +574,32 @@ impl Upload {
             }
         };
         let _ = nix::unistd::fsync(&dir);
+        let asked = self.incoming.path.joined();
+        if self.incoming.drop {
+            // Told only what it asked for: where it went says what was there.
+            return Ok(Landed {
+                path: asked,
+                renamed_from: None,
+                on_disk: taken_way
+                    .into_iter()
+                    .chain(std::iter::once(name))
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            });
+        }
         let mut parts = self.incoming.path.parts.clone();
-        let renamed_from = (name != wanted).then(|| parts.join("/"));
+        let renamed_from = (name != wanted).then(|| asked.clone());
         if let Some(last) = parts.last_mut() {
             *last = name;
         }
         Ok(Landed {
             path: parts.join("/"),
             renamed_from,
+            on_disk: taken_way
+                .into_iter()
+                .chain(parts.last().cloned())
+                .collect::<Vec<_>>()
+                .join("/"),
         })
     }
 }
@@ -505,6 +659,7 @@ mod tests {
             path: safe_path(path.as_bytes()).unwrap(),
             size: bytes.len() as u64,
             hash: *blake3::hash(bytes).as_bytes(),
+            drop: false,
         }
     }
 
@@ -629,6 +784,128 @@ mod tests {
         );
         assert!(walked.iter().any(|n| n == b"shared.txt"));
         u.abandon();
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    fn parts_in(d: &Path) -> usize {
+        std::fs::read_dir(d.join(STAGING)).unwrap().count()
+    }
+
+    #[test]
+    fn a_file_where_a_folder_is_named_refuses_the_upload_before_its_first_byte() {
+        // Regression: the target was checked only after every byte came, and
+        // the refused file's bytes stayed in the staging folder for a week.
+        let d = tmp("before");
+        std::fs::create_dir_all(d.join("inbox")).unwrap();
+        std::fs::write(d.join("inbox/plain"), b"the sharer's").unwrap();
+        let dock = Dock::open(&d).unwrap();
+        let mut scoped = incoming("plain/x.bin", b"visitor's bytes");
+        scoped.folder = "inbox".into();
+        match dock.begin(scoped) {
+            Err(LandingError::NotAFolder(shown)) => {
+                assert_eq!(
+                    shown, "plain",
+                    "named from the link's folder, not the share's root"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(parts_in(&d), 0, "a part was made for a refused upload");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_upload_refused_at_its_landing_leaves_no_part() {
+        // Regression: a folder swapped for a symlink after the bytes came left
+        // the whole file in the staging folder.
+        let d = tmp("refused-part");
+        let outside = tmp("refused-part-outside");
+        std::fs::create_dir_all(d.join("inbox")).unwrap();
+        let dock = Dock::open(&d).unwrap();
+        let mut u = dock
+            .begin(incoming("inbox/y.bin", &[7u8; 100_000]))
+            .unwrap();
+        u.write(0, &[7u8; 100_000]).unwrap();
+        std::fs::remove_dir(d.join("inbox")).unwrap();
+        std::os::unix::fs::symlink(&outside, d.join("inbox")).unwrap();
+        assert!(matches!(u.finish(), Err(LandingError::NotAFolder(_))));
+        assert_eq!(parts_in(&d), 0, "the refused upload's bytes were kept");
+        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_dir_all(&outside);
+    }
+
+    #[test]
+    fn a_drop_link_lands_in_its_own_folder_and_answers_the_same_whatever_is_there() {
+        let d = tmp("drop");
+        let dock = Dock::open(&d).unwrap();
+        let drop_in = |path: &str, bytes: &[u8]| {
+            let mut i = incoming(path, bytes);
+            i.folder = "drop link 3".into();
+            i.drop = true;
+            let mut u = dock.begin(i).unwrap();
+            u.write(0, bytes).unwrap();
+            u.finish()
+        };
+        let first = drop_in("secret.txt", b"one").unwrap();
+        let second = drop_in("secret.txt", b"two").unwrap();
+        // Both told the name they asked for; both kept.
+        assert_eq!(
+            (first.path.as_str(), first.renamed_from.clone()),
+            ("secret.txt", None)
+        );
+        assert_eq!(
+            (second.path.as_str(), second.renamed_from.clone()),
+            ("secret.txt", None)
+        );
+        assert_eq!(first.on_disk, "drop link 3/secret.txt");
+        assert_eq!(second.on_disk, "drop link 3/secret (2).txt");
+        // A folder named where a file is: the next numbered folder, silently.
+        let third = drop_in("secret.txt/inner.txt", b"three").unwrap();
+        assert_eq!(third.path, "secret.txt/inner.txt");
+        // ("secret (2).txt" is the second file: the next number is free.)
+        assert_eq!(third.on_disk, "drop link 3/secret (3).txt/inner.txt");
+        assert_eq!(
+            std::fs::read(d.join("drop link 3/secret.txt")).unwrap(),
+            b"one"
+        );
+        // The link's folder itself taken by a file of the sharer's: numbered too.
+        std::fs::write(d.join("drop link 4"), b"the sharer's").unwrap();
+        let mut i = incoming("a.txt", b"a");
+        i.folder = "drop link 4".into();
+        i.drop = true;
+        let mut u = dock.begin(i).unwrap();
+        u.write(0, b"a").unwrap();
+        assert_eq!(u.finish().unwrap().on_disk, "drop link 4 (2)/a.txt");
+        assert_eq!(
+            std::fs::read(d.join("drop link 4")).unwrap(),
+            b"the sharer's"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn parts_left_by_uploads_cut_off_are_bounded_and_the_newest_is_kept() {
+        let d = tmp("trim");
+        let dock = Dock::open(&d).unwrap();
+        for n in 0..(IDLE_PARTS + 10) {
+            let bytes = format!("part {n}");
+            let mut u = dock
+                .begin(incoming(&format!("f{n}.bin"), &[0u8; 64]))
+                .unwrap();
+            u.write(0, &bytes.as_bytes()[..bytes.len().min(64)])
+                .unwrap();
+            drop(u);
+        }
+        assert!(
+            parts_in(&d) <= IDLE_PARTS + 1,
+            "{} parts kept",
+            parts_in(&d)
+        );
+        // A day later only what is being written would stay.
+        let later =
+            std::time::SystemTime::now() + IDLE_PART_AGE + std::time::Duration::from_secs(1);
+        dock.trim(later).unwrap();
+        assert_eq!(parts_in(&d), 0);
         let _ = std::fs::remove_dir_all(&d);
     }
 

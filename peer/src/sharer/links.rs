@@ -80,6 +80,12 @@ pub struct LinkRecord {
     /// Visitors may add files (see [`UploadRights`]); none: they may not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload: Option<UploadRights>,
+    /// A drop link's own folder (in the folder it was made for), where what
+    /// its visitors add lands, apart from the sharer's files; made when the
+    /// first file lands. Empty: not a drop link, or one kept before this
+    /// field (see [`LinkRecord::drop_folder`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub drop_folder: String,
 }
 
 /// What a link that takes files takes, and what it took.
@@ -95,11 +101,32 @@ pub struct UploadRights {
     pub max_files: u64,
     #[serde(default)]
     pub max_file: u64,
-    /// Added through the link so far (kept across runs).
+    /// Added through the link so far (kept across runs): bytes and files that
+    /// landed, and every byte received (landed or not: what the byte cap counts).
     #[serde(default)]
     pub added_bytes: u64,
     #[serde(default)]
     pub added_files: u64,
+    #[serde(default)]
+    pub received_bytes: u64,
+    /// Uploads may make hidden names (starting with `.`): only when the sharer
+    /// asked for it (`--allow-hidden`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
+}
+
+/// The folder a drop link's files land in: its label's, or its number's,
+/// made a safe single name (never hidden, never the staging folder's).
+pub fn drop_folder_name(id: u32, label: &str) -> String {
+    let wanted = if label.trim().is_empty() {
+        format!("Dropped files (link {id})")
+    } else {
+        format!("{} (dropped files)", label.trim().replace('/', "_"))
+    };
+    linkfs_core::upload_name::safe_path(wanted.as_bytes())
+        .ok()
+        .and_then(|p| p.parts.into_iter().next())
+        .unwrap_or_else(|| format!("Dropped files (link {id})"))
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -107,6 +134,19 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl LinkRecord {
+    /// A drop link's own folder: the one kept, or (a link kept before drop
+    /// links had one) the one it would be given now.
+    pub fn drop_folder(&self) -> Option<String> {
+        let drop = self.upload.is_some_and(|u| u.drop);
+        drop.then(|| {
+            if self.drop_folder.is_empty() {
+                drop_folder_name(self.id, &self.label)
+            } else {
+                self.drop_folder.clone()
+            }
+        })
+    }
+
     /// What this link shows, as a key: empty for the whole share, its scope,
     /// or its selection's paths each after a NUL (a scope holds none).
     pub fn view_key(&self) -> String {
@@ -256,6 +296,7 @@ impl Links {
             ended: None,
             started: false,
             password: None,
+            drop_folder: String::new(),
         });
         self.trim_ended();
         Ok(self.links.last().expect("just pushed"))
@@ -272,6 +313,10 @@ impl Links {
     pub fn set_upload(&mut self, id: u32, rights: Option<UploadRights>) {
         if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
             l.upload = rights;
+            // A drop link's own folder is named once, when it becomes one.
+            if rights.is_some_and(|r| r.drop) && l.drop_folder.is_empty() {
+                l.drop_folder = drop_folder_name(l.id, &l.label);
+            }
         }
     }
 

@@ -326,6 +326,7 @@ pub async fn share(
         watch: None,
         password: None,
         intake: None,
+        source: None,
     };
     // The share's other links, and the control socket `linkfs link` uses.
     let (kept_links, links_trouble) = match &state {
@@ -408,6 +409,12 @@ pub async fn share(
         for action in host.flush().await {
             match action {
                 HostAction::Answer { peer, offer, link } => {
+                    // What its link shows is gone (a scope renamed away before a
+                    // restart): it is told so now, sealed, not left to time out.
+                    if let Err(words) = desk.can_show(link) {
+                        host.machine().turn_away(peer, words);
+                        continue;
+                    }
                     let visitor_ctx = desk.admitted(peer, link, unix_now());
                     visitors.admit(
                         peer,
@@ -471,7 +478,13 @@ pub async fn share(
                     desk.lane(peer);
                     host.machine().visitor_is_lane(peer);
                 }
-                VisitorNews::Connected(peer) => {
+                VisitorNews::Connected(peer, may) => {
+                    // Past any password prompt: it takes a visitor slot now, if one is free.
+                    if !host.machine().visitor_passed(peer) {
+                        let _ = may.send(Err(host.machine().full_words()));
+                        continue;
+                    }
+                    let _ = may.send(Ok(()));
                     let who = desk.connected(peer);
                     host.machine().visitor_connected(peer);
                     let visitors = host.machine().connected();

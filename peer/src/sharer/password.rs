@@ -1,14 +1,16 @@
 //! A link's password, on the sharer's side: kept only as an Argon2id hash
 //! (`links.json`), checked for each visitor before anything of the share is
-//! sent, with the guesses against one link rate-limited.
+//! sent, with the guesses against one link counted before they are tried
+//! ([`linkfs_core::PasswordGate`]: per address and per link).
 //!
 //! ```text
 //! visitor                                   sharer (a password link)
-//!   Hello ------------------------------->  held
+//!   Hello ------------------------------->  held; no visitor slot yet (one of those at a prompt)
 //!         <-----------------------------  PasswordNeeded
-//!   Password(text) ---------------------->  too many wrong lately?  Goodbye(TooManyTries, "wait N s")
-//!                                           wrong?                  Goodbye(WrongPassword), one guess spent
-//!                                           right: the held Hello goes to the session (Welcome, index...)
+//!   Password(text) ---------------------->  the gate: no guess left?  Goodbye(TooManyTries, "wait N s")
+//!                                           counted, then Argon2: wrong? Goodbye(WrongPassword)
+//!                                           right: a visitor slot (or Goodbye: the share is full),
+//!                                           then the held Hello goes to the session (Welcome, index...)
 //! ```
 //!
 //! Why it is safe to send the password itself: it travels on the data
@@ -16,22 +18,21 @@
 //! its answer, fingerprint included, with the key the room is derived from),
 //! so neither the relay nor anyone holding only the link sees it or can test
 //! a guess without asking the sharer. Each visitor's connection gets one
-//! guess; each link [`GUESSES`] wrong guesses at once, then one more every
-//! [`GUESS_EVERY`].
+//! guess; how many the link takes is the gate's (see its docs).
 
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use linkfs_core::{GuessSource, Millis, PasswordGate};
 
-/// Wrong guesses a link takes at once...
-pub const GUESSES: u32 = 5;
-/// ...and then one more per this long.
-pub const GUESS_EVERY: Duration = Duration::from_secs(12);
-/// How long a visitor may take to give the password.
-pub const ANSWER_WITHIN: Duration = Duration::from_secs(600);
+/// How long a visitor at the prompt may take to give the password before its
+/// connection is closed (it holds no visitor slot meanwhile, only one of the
+/// few at a prompt; the page connects again when its person answers).
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 
 /// What a visitor is told.
 pub const WRONG: &str = "The password is wrong.";
@@ -63,48 +64,70 @@ pub enum Guess {
     TooMany(Duration),
 }
 
+/// Where a guess came from, for the gate: the address the visitor's data link
+/// comes from (an IPv6 address by its /64), if known. Every address of this
+/// machine (loopback included) is one source: a visitor on the sharer's own
+/// host, whichever of its addresses ICE picked, has one budget.
+pub fn source_of(addr: Option<IpAddr>) -> GuessSource {
+    let this_host =
+        addr.is_some_and(|a| a.is_loopback() || crate::local_addrs::interface_addrs().contains(&a));
+    if this_host {
+        return GuessSource(Some([0xff; 16]));
+    }
+    GuessSource(addr.map(|a| match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => {
+            let mut o = v6.octets();
+            o[8..].fill(0);
+            o
+        }
+    }))
+}
+
 /// One link's password and its guesses (shared by the link's visitors).
 #[derive(Debug)]
 pub struct LinkPassword {
     hash: String,
-    /// Wrong guesses it may take now, and when that was counted.
-    left: Mutex<(f64, Instant)>,
+    gate: Mutex<PasswordGate>,
+    /// The gate's clock starts here.
+    since: Instant,
 }
 
 impl LinkPassword {
     pub fn new(hash: String) -> LinkPassword {
         LinkPassword {
             hash,
-            left: Mutex::new((f64::from(GUESSES), Instant::now())),
+            gate: Mutex::new(PasswordGate::new(Millis(0))),
+            since: Instant::now(),
         }
     }
 
-    fn refill(&self, now: Instant) -> (f64, Instant) {
-        let Ok(mut left) = self.left.lock() else {
-            return (0.0, now);
+    fn now(&self) -> Millis {
+        Millis(self.since.elapsed().as_millis() as u64)
+    }
+
+    /// Checks a guess from `source`: counted first, then Argon2 off the
+    /// runtime's workers, then settled (a right guess costs nothing).
+    pub async fn guess(&self, attempt: String, source: GuessSource) -> Guess {
+        let now = self.now();
+        let taken = self
+            .gate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(now, source);
+        let ticket = match taken {
+            Ok(ticket) => ticket,
+            Err(wait_ms) => return Guess::TooMany(Duration::from_millis(wait_ms)),
         };
-        let grown = now.saturating_duration_since(left.1).as_secs_f64() / GUESS_EVERY.as_secs_f64();
-        *left = ((left.0 + grown).min(f64::from(GUESSES)), now);
-        *left
-    }
-
-    /// Checks a guess (Argon2 off the runtime's workers).
-    pub async fn guess(&self, attempt: String) -> Guess {
-        let (left, _) = self.refill(Instant::now());
-        if left < 1.0 {
-            return Guess::TooMany(GUESS_EVERY.mul_f64(1.0 - left));
-        }
         let hash = self.hash.clone();
         let right = tokio::task::spawn_blocking(move || matches(&hash, &attempt))
             .await
             .unwrap_or(false);
-        if right {
-            return Guess::Right;
-        }
-        if let Ok(mut left) = self.left.lock() {
-            left.0 -= 1.0;
-        }
-        Guess::Wrong
+        self.gate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .settle(ticket, right);
+        if right { Guess::Right } else { Guess::Wrong }
     }
 }
 
@@ -131,22 +154,51 @@ mod tests {
         assert_ne!(hash("open sesame").unwrap(), h, "salted");
     }
 
-    #[tokio::test]
-    async fn wrong_guesses_against_a_link_are_rate_limited_then_allowed_again() {
-        let p = LinkPassword::new(hash("right").unwrap());
-        for _ in 0..GUESSES {
-            assert_eq!(p.guess("wrong".into()).await, Guess::Wrong);
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn twelve_guesses_sent_at_once_cost_five_and_the_right_password_waits_one_refill() {
+        // Regression: the budget was checked before Argon2 ran and taken after,
+        // so twelve wrong guesses at once all got "wrong", and the right
+        // password was then refused for 89 s.
+        let p = std::sync::Arc::new(LinkPassword::new(hash("right").unwrap()));
+        let from = source_of(Some("10.0.0.9".parse().unwrap()));
+        let guesses: Vec<_> = (0..12)
+            .map(|_| {
+                let p = p.clone();
+                tokio::spawn(async move { p.guess("wrong".into(), from).await })
+            })
+            .collect();
+        let mut wrong = 0;
+        for g in guesses {
+            match g.await.unwrap() {
+                Guess::Wrong => wrong += 1,
+                Guess::TooMany(wait) => assert!(wait <= Duration::from_secs(12), "{wait:?}"),
+                Guess::Right => panic!("a wrong guess was right"),
+            }
         }
-        // Even the right one waits now.
-        match p.guess("right".into()).await {
-            Guess::TooMany(wait) => assert!(wait <= GUESS_EVERY, "{wait:?}"),
+        assert_eq!(wrong, 5, "guesses tried");
+        match p.guess("right".into(), from).await {
+            Guess::TooMany(wait) => assert!(wait <= Duration::from_secs(12), "{wait:?}"),
             other => panic!("{other:?}"),
         }
-        // A guess's worth of time later, one more is taken.
-        if let Ok(mut left) = p.left.lock() {
-            left.1 -= GUESS_EVERY;
-        }
-        assert_eq!(p.guess("right".into()).await, Guess::Right);
+        // Another address is not locked out by this one's flood.
+        let other = source_of(Some("192.168.1.20".parse().unwrap()));
+        assert_eq!(p.guess("right".into(), other).await, Guess::Right);
         assert!(too_many(Duration::from_millis(300)).contains("1 s"));
+    }
+
+    #[test]
+    fn an_ipv6_source_is_its_64() {
+        let a = source_of(Some("2001:db8:1:2:aaaa::1".parse().unwrap()));
+        let b = source_of(Some("2001:db8:1:2:bbbb::2".parse().unwrap()));
+        let c = source_of(Some("2001:db8:1:3::1".parse().unwrap()));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(source_of(None), GuessSource(None));
+        // This machine's addresses are one source, whichever ICE picked.
+        let here = source_of(Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(here, source_of(Some("::1".parse().unwrap())));
+        for a in crate::local_addrs::interface_addrs() {
+            assert_eq!(source_of(Some(a)), here, "{a}");
+        }
     }
 }

@@ -68,6 +68,9 @@ pub struct ServeContext {
     pub watch: Option<Arc<super::activity::VisitorWatch>>,
     /// The visitor's link asks for this password before anything else.
     pub password: Option<Arc<super::password::LinkPassword>>,
+    /// The address the visitor's data link comes from (as ICE proved it), for
+    /// its link's password gate; `None` when not known.
+    pub source: Option<std::net::IpAddr>,
     /// Where the visitor's uploads go, if its link takes them.
     pub intake: Option<super::intake::UploadPlace>,
 }
@@ -352,8 +355,10 @@ pub enum LinkIs {
 
 /// Serves a visitor's data link: a session that offers lanes on `board`,
 /// or, when its first frame says so, a lane of a session already served.
-/// `announce` runs once it is known which.
-pub async fn serve_link<L: FrameLink, F: Future<Output = ()>>(
+/// `announce` runs once it is known which (for a session: past any password
+/// prompt); it may turn a session away (the share is full), in the words
+/// given, which the visitor is told.
+pub async fn serve_link<L: FrameLink, F: Future<Output = Result<(), String>>>(
     link: L,
     ctx: ServeContext,
     board: Option<&LaneBoard<L::Sender>>,
@@ -370,7 +375,7 @@ pub async fn serve_link<L: FrameLink, F: Future<Output = ()>>(
     {
         return match board.and_then(|b| b.admit(&join.token)) {
             Some(admission) => {
-                announce(LinkIs::Lane).await;
+                let _ = announce(LinkIs::Lane).await;
                 Served::Lane(hold_lane(Halves(tx, rx), admission, ctx.cancel.clone()).await)
             }
             None => {
@@ -382,17 +387,25 @@ pub async fn serve_link<L: FrameLink, F: Future<Output = ()>>(
     }
     let (tx, rx, first) = match &ctx.password {
         None => (tx, rx, first),
-        Some(password) => match ask_password(tx, rx, first, password, &ctx.cancel).await {
-            Ok(passed) => passed,
-            Err(words) => {
-                return Served::Session(ServeOutcome {
-                    end: ServeEnd::SentOff(words),
-                    stats: Default::default(),
-                });
+        Some(password) => {
+            match ask_password(tx, rx, first, password, ctx.source, &ctx.cancel).await {
+                Ok(passed) => passed,
+                Err(words) => {
+                    return Served::Session(ServeOutcome {
+                        end: ServeEnd::SentOff(words),
+                        stats: Default::default(),
+                    });
+                }
             }
-        },
+        }
     };
-    announce(LinkIs::Session).await;
+    if let Err(words) = announce(LinkIs::Session).await {
+        say_goodbye(tx, GoodbyeCode::SentAway, &words).await;
+        return Served::Session(ServeOutcome {
+            end: ServeEnd::SentOff(words),
+            stats: Default::default(),
+        });
+    }
     let lanes = board.and_then(|b| {
         let token = crate::random::random_bytes::<16>().ok()?;
         Some(b.open(LaneToken(token), MAX_LANES))
@@ -441,9 +454,10 @@ async fn ask_password<S: FrameSender, R: FrameReceiver>(
     mut rx: R,
     first: Option<Bytes>,
     password: &super::password::LinkPassword,
+    source: Option<std::net::IpAddr>,
     cancel: &CancellationToken,
 ) -> Result<(S, R, Option<Bytes>), String> {
-    use super::password::{ANSWER_WITHIN, Guess, WRONG, too_many};
+    use super::password::{ANSWER_WITHIN, Guess, WRONG, source_of, too_many};
     use linkfs_proto::{ReceiverToSender, SenderToReceiver};
     let mut hello = None;
     let mut frame = first;
@@ -477,18 +491,23 @@ async fn ask_password<S: FrameSender, R: FrameReceiver>(
             return Err("it gave no password".into());
         }
     };
-    let (code, words) = match password.guess(attempt).await {
+    let (code, words) = match password.guess(attempt, source_of(source)).await {
         Guess::Right => return Ok((tx, rx, hello)),
         Guess::Wrong => (GoodbyeCode::WrongPassword, WRONG.to_owned()),
         Guess::TooMany(wait) => (GoodbyeCode::TooManyTries, too_many(wait)),
     };
-    let goodbye = SenderToReceiver::Goodbye(linkfs_proto::Goodbye {
+    say_goodbye(tx, code, &words).await;
+    Err(words)
+}
+
+/// Tells the visitor why it goes (before any session), then closes its link.
+async fn say_goodbye<S: FrameSender>(mut tx: S, code: GoodbyeCode, words: &str) {
+    let goodbye = linkfs_proto::SenderToReceiver::Goodbye(linkfs_proto::Goodbye {
         code,
-        message: words.clone(),
+        message: words.to_owned(),
     });
     if tx.ready().await.is_ok() {
         let _ = tx.send(Bytes::from(goodbye.encode()));
     }
     tx.close().await;
-    Err(words)
 }

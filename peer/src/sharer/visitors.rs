@@ -14,7 +14,7 @@ use std::future::Future;
 
 use linkfs_core::IceCandidate;
 use linkfs_proto::signal::PeerId;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::{Id, JoinSet};
 
 use super::serve::{LinkIs, ServeContext, ServeOutcome, Served, serve_link};
@@ -31,7 +31,9 @@ pub const CANDIDATE_QUEUE: usize = linkfs_core::signaling::CANDIDATES_PER_VISITO
 pub enum VisitorNews {
     Answer(PeerId, String),
     LocalCandidate(PeerId, IceCandidate),
-    Connected(PeerId),
+    /// Its session starts (past any password prompt): may it? `Err`: the
+    /// words it is turned away with (the share is full).
+    Connected(PeerId, oneshot::Sender<Result<(), String>>),
     /// Its link is a lane of another visitor's: it holds no visitor slot.
     Lane(PeerId),
 }
@@ -95,6 +97,7 @@ impl Visitors {
     ) {
         let (cand_tx, cand_rx) = mpsc::channel(CANDIDATE_QUEUE);
         self.spawn(peer, cand_tx, async move {
+            let mut ctx = ctx;
             let cancel = ctx.cancel.clone();
             let link = tokio::select! {
                 link = connect_visitor(peer, offer, transport, cand_rx, &news) => link,
@@ -102,6 +105,8 @@ impl Visitors {
             };
             match link {
                 Ok(link) => {
+                    // Whom its link's password guesses are counted against.
+                    ctx.source = link.remote_address().await;
                     if let Some(watch) = ctx.watch.clone() {
                         // ICE says its pair when it knows: asked beside serving.
                         let probe = link.path_probe();
@@ -116,11 +121,20 @@ impl Visitors {
                         });
                     }
                     let announce = |is: LinkIs| async move {
-                        let said = match is {
-                            LinkIs::Session => VisitorNews::Connected(peer),
-                            LinkIs::Lane => VisitorNews::Lane(peer),
-                        };
-                        let _ = news.send(said).await;
+                        const STOPPING: &str = "the sharer is stopping";
+                        match is {
+                            LinkIs::Session => {
+                                let (said, heard) = oneshot::channel();
+                                if news.send(VisitorNews::Connected(peer, said)).await.is_err() {
+                                    return Err(STOPPING.to_owned());
+                                }
+                                heard.await.unwrap_or_else(|_| Err(STOPPING.to_owned()))
+                            }
+                            LinkIs::Lane => {
+                                let _ = news.send(VisitorNews::Lane(peer)).await;
+                                Ok(())
+                            }
+                        }
                     };
                     match serve_link(link, ctx, Some(&lanes), announce).await {
                         Served::Session(outcome) => VisitorEnd::Served(outcome),

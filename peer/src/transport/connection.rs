@@ -159,6 +159,16 @@ pub(crate) async fn route_of(pc: &dyn PeerConnection) -> Option<Route> {
     )
 }
 
+/// The address the other end's packets come from: the remote candidate of the
+/// selected pair, as ICE's checks proved it (a peer-reflexive one included; a
+/// TURN server's address when the other end is relayed). `None` until ICE
+/// has selected a pair.
+pub(crate) async fn remote_address_of(pc: &dyn PeerConnection) -> Option<std::net::IpAddr> {
+    let ice = pc.sctp().await?.transport().ice_transport();
+    let pair = ice.get_selected_candidate_pair().await.ok()??;
+    pair.remote().address.parse().ok()
+}
+
 /// The round trip of the selected candidate pair, as ICE's checks last measured it.
 pub(crate) async fn round_trip_of(pc: &dyn PeerConnection) -> Option<std::time::Duration> {
     use webrtc::peer_connection::StatsSelector;

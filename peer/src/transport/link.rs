@@ -38,7 +38,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use webrtc::data_channel::{DataChannel, DataChannelEvent};
 
 use super::SendWindow;
-use super::connection::{Connection, Route, ended, round_trip_of, route_of};
+use super::connection::{Connection, Route, ended, remote_address_of, round_trip_of, route_of};
 use super::error::{LinkClosed, LinkError};
 use super::pace::{PaceConfig, Pacer};
 
@@ -115,6 +115,12 @@ impl DataLink {
     /// The route of the selected candidate pair, once ICE has chosen one.
     pub async fn route(&self) -> Option<Route> {
         route_of(self.sender.shared.connection.pc.as_ref()).await
+    }
+
+    /// The address the other end's packets come from, as ICE proved it (see
+    /// `remote_address_of`); `None` until a pair is selected.
+    pub async fn remote_address(&self) -> Option<std::net::IpAddr> {
+        remote_address_of(self.sender.shared.connection.pc.as_ref()).await
     }
 
     pub(crate) fn new(connection: Arc<Connection>, channel: Arc<dyn DataChannel>) -> Self {

@@ -34,7 +34,7 @@ pub struct Outgoing {
 /// The files under `paths` (each file itself, each folder with everything
 /// in it, under its own name), to go under `to`; and what was skipped, in words.
 pub fn gather(paths: &[PathBuf], to: &str) -> (Vec<Outgoing>, Vec<String>) {
-    let to = to.trim_matches('/');
+    let to = to.trim_end_matches('/');
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     for p in paths {
