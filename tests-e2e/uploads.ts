@@ -157,9 +157,13 @@ const tests: TestCase[] = [
       const failed = done.filter((u) => u.state !== 'done');
       assert(failed.length === 0, `not added: ${JSON.stringify(failed)}`);
       const got = await hashes(path.join(dir, 'inbox'));
+      // A hidden name (a leading '.') lands with '_' for its dot: this link does not take hidden names.
+      const landedAs = (rel: string) => rel.split('/').map((part) => (part.startsWith('.') ? `_${part.slice(1)}` : part)).join('/');
       for (const [rel, h] of want) {
-        assert(got.get(rel) === h, `${rel}: ${got.has(rel) ? 'other bytes' : 'missing'} on the sharer's disk`);
+        assert(got.get(landedAs(rel)) === h, `${rel}: ${got.has(landedAs(rel)) ? 'other bytes' : `missing on the sharer's disk (as ${landedAs(rel)})`}`);
       }
+      const hidden = done.find((u) => u.path.endsWith('.hidden'));
+      assert(hidden !== undefined && `${hidden.detail} ${hidden.notes}`.includes('hidden'), `the page did not say the hidden name was changed: ${JSON.stringify(hidden)}`);
       assert((await readFile(path.join(dir, 'inbox', 'notes.txt'), 'utf8')) === 'the sharer\'s own notes\n', 'the sharer\'s file was replaced');
       assert((await readFile(path.join(dir, 'inbox', 'notes (2).txt'), 'utf8')) === 'the visitor\'s notes\n', 'the taken name did not land as "notes (2).txt"');
       assert(done.some((u) => u.path === 'notes.txt' && u.detail.includes('notes (2).txt')), `the page did not say where the taken name landed: ${JSON.stringify(done.find((u) => u.path === 'notes.txt'))}`);
