@@ -817,6 +817,33 @@ const tests: TestCase[] = [
     },
   },
   {
+    name: 'p2: the right password given at the first prompt opens the share (regression: the page stayed on its password form while the sharer served it)',
+    timeoutMs: 90_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      const { chromium, page } = await browser(t, 'password-first');
+      const s = await share(t, fixture.dir);
+      const pwFile = path.join(scratchDir, `pw2-${process.pid}`);
+      await writeFile(pwFile, 'open sesame\n');
+      t.defer(() => rm(pwFile, { force: true }));
+      const r = spawnSync(binary('linkfs'), ['link', 'add', '--label', 'locked', '--password-file', pwFile, '--dir', fixture.dir], { encoding: 'utf8' });
+      assert(r.status === 0, `link add: ${r.stderr}`);
+      await openLink(page, r.stdout.trim(), ['password']);
+      await page.getByTestId('password-input').fill('open sesame');
+      await page.getByTestId('password-submit').click();
+      await waitForState(page, ['connected'], 20_000);
+      assert(await page.getByTestId('password-form').isHidden(), 'the password form is still shown once the share opened');
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const file = tree.entries.find((e) => e.kind === 'file' && e.size > 0 && e.sha256 !== undefined)!;
+      const row = await lookup(page, file.path);
+      assert(row !== null, `${file.path} is not listed`);
+      const { results } = await readInPage(page, [row.id], 1, 10_000);
+      assert(results[0]!.sha256 === file.sha256, `reading ${file.path}: ${JSON.stringify(results[0])}`);
+      assertNoPageErrors(chromium);
+      await s.stop();
+    },
+  },
+  {
     name: 'q: a scoped link shows its folder as the root: the page holds exactly that tree, and nothing above or beside it (live, and in what it keeps)',
     timeoutMs: 120_000,
     async run(t) {

@@ -772,6 +772,10 @@ fn words_of(status: &VisitStatus) -> (ConnectionState, String) {
         }
         VisitStatus::Connecting { step } => (ConnectionState::Connecting, step.clone()),
         VisitStatus::Connected => (ConnectionState::Connected, "Connected to the sharer".into()),
+        VisitStatus::AtPrompt => (
+            ConnectionState::Password,
+            "This link asks for a password.".into(),
+        ),
         VisitStatus::Reconnecting { .. } => (
             ConnectionState::Reconnecting,
             "Lost the connection to the sharer; reconnecting… Downloads continue once it is back."

@@ -149,6 +149,11 @@ pub enum VisitStatus {
         step: String,
     },
     Connected,
+    /// The data link is open and the sharer asks for the link's password,
+    /// which was not given yet ([`Visit::give_password`]): nothing of the
+    /// share comes before it. A link reopened meanwhile stays here (the
+    /// sharer asks again); the session opening makes it `Connected`.
+    AtPrompt,
     /// The link was lost and new ones are being tried (reads wait).
     /// `attempts` failed so far; `last` says why the last one failed.
     Reconnecting {
@@ -594,7 +599,12 @@ impl<F: StoredFrame> Visit<F> {
         if !self.receiver.is_restoring() {
             self.receiver.channel_opened();
         }
-        self.set_status(VisitStatus::Connected);
+        // The sharer asked for a password no one gave yet: it will ask again.
+        self.set_status(if self.password_asked {
+            VisitStatus::AtPrompt
+        } else {
+            VisitStatus::Connected
+        });
         self.settle();
     }
 
@@ -854,6 +864,7 @@ impl<F: StoredFrame> Visit<F> {
                     }
                     None => {
                         self.password_asked = true;
+                        self.set_status(VisitStatus::AtPrompt);
                         VisitEvent::PasswordNeeded
                     }
                 },
@@ -864,6 +875,8 @@ impl<F: StoredFrame> Visit<F> {
                 }
                 StoredEvent::Opened => {
                     self.uploads.session_opened();
+                    // Past any prompt: the session is open.
+                    self.set_status(VisitStatus::Connected);
                     continue;
                 }
                 StoredEvent::Upload(news) => {

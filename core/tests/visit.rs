@@ -861,3 +861,75 @@ fn a_directory_entry_is_never_read() {
         Err(StartReadError::NotAFile(..))
     ));
 }
+
+#[test]
+fn the_right_password_given_at_the_prompt_says_connected_again_once_the_session_opens() {
+    // Regression: the data link was open all along, so the status never
+    // changed after the prompt, and the page stayed on its password form
+    // while the sharer served it.
+    let mut visit: Visit<Vec<u8>> = Visit::new(Millis(0), VisitConfig::default(), 7);
+    let mut events = Vec::new();
+    let mut sent = Vec::new();
+    let drain =
+        |visit: &mut Visit<Vec<u8>>, events: &mut Vec<VisitEvent>, sent: &mut Vec<Vec<u8>>| {
+            for _ in 0..10_000 {
+                match visit.poll_output() {
+                    Output::Event(e) => events.push(e),
+                    Output::Transmit(f) => sent.push(f),
+                    Output::Timeout(_) => return,
+                    _ => {}
+                }
+            }
+        };
+    drain(&mut visit, &mut events, &mut sent);
+    visit.link_opened(Millis(5));
+    drain(&mut visit, &mut events, &mut sent);
+    let asked = linkfs_proto::SenderToReceiver::PasswordNeeded.encode();
+    visit.handle_frame(Millis(6), &asked, &asked);
+    drain(&mut visit, &mut events, &mut sent);
+    assert!(
+        matches!(events.last(), Some(VisitEvent::PasswordNeeded)),
+        "{events:?}"
+    );
+    assert_eq!(*visit.status(), VisitStatus::AtPrompt);
+    // The sharer closes a prompt left unanswered; the link opened again is at the prompt still.
+    visit.link_closed(Millis(8));
+    drain(&mut visit, &mut events, &mut sent);
+    visit.handle_timeout(Millis(60_000));
+    drain(&mut visit, &mut events, &mut sent);
+    visit.link_opened(Millis(60_005));
+    drain(&mut visit, &mut events, &mut sent);
+    assert_eq!(
+        *visit.status(),
+        VisitStatus::AtPrompt,
+        "a reopened link said connected before the password"
+    );
+    visit.handle_frame(Millis(60_006), &asked, &asked);
+    drain(&mut visit, &mut events, &mut sent);
+    events.clear();
+    visit.give_password("open sesame");
+    drain(&mut visit, &mut events, &mut sent);
+    assert!(
+        sent.iter().any(|f| matches!(
+            linkfs_proto::ReceiverToSender::decode(f),
+            Ok(linkfs_proto::ReceiverToSender::Password(p)) if p == "open sesame"
+        )),
+        "the password was not sent"
+    );
+    let welcome = linkfs_proto::SenderToReceiver::Welcome(linkfs_proto::Welcome {
+        version: linkfs_proto::PROTOCOL_VERSION,
+        epoch: linkfs_proto::Epoch(9),
+        start: linkfs_proto::Seq(0),
+        max_read: 1 << 20,
+        max_reads_in_flight: 8,
+    })
+    .encode();
+    visit.handle_frame(Millis(60_007), &welcome, &welcome);
+    drain(&mut visit, &mut events, &mut sent);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, VisitEvent::Status(VisitStatus::Connected))),
+        "past the prompt the visit did not say it is connected: {events:?}"
+    );
+}

@@ -685,7 +685,7 @@ impl VisitShell {
                 }
                 self.end = Some(reason);
             }
-            VisitStatus::Connecting { .. } => {}
+            VisitStatus::Connecting { .. } | VisitStatus::AtPrompt => {}
         }
     }
 

@@ -91,6 +91,8 @@ export class PasswordPrompt {
   /** Shows the form (with `problem`, if the last try failed); `submit` gets the password. */
   show(problem: string, submit: (password: string) => void): void {
     this.onSubmit = submit;
+    // Asked again after a reconnect: what is typed (or being checked) stays.
+    if (!this.element.hidden && problem === '') return;
     this.message.textContent = problem;
     this.button.disabled = false;
     this.input.value = '';

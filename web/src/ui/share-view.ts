@@ -647,6 +647,9 @@ export class ShareView {
    */
   private askPassword(status: ConnectionStatus): void {
     if (status.state !== 'password' && status.state !== 'password-wrong') {
+      // The sharer closes a prompt left for a minute and the page connects
+      // again: the form stays, with what was typed, until the share opens.
+      if ((status.state === 'reconnecting' || status.state === 'connecting') && !this.password.element.hidden) return;
       if (!this.password.element.hidden) {
         this.password.hide();
         this.setContentShown(true);
