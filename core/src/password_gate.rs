@@ -156,15 +156,7 @@ impl PasswordGate {
     /// The bucket `source` spends from: its own, made room for if need be.
     fn bucket_for(&mut self, now: Millis, source: GuessSource) -> Bucket {
         let own = Bucket::Source(source);
-        if self.sources.contains_key(&own) {
-            return own;
-        }
-        let remembered = self
-            .sources
-            .keys()
-            .filter(|b| matches!(b, Bucket::Source(_)))
-            .count();
-        if remembered < MAX_SOURCES {
+        if self.sources.contains_key(&own) || self.remembered() < MAX_SOURCES {
             return own;
         }
         // Forget the sources whose budgets are full again: they carry nothing.
@@ -173,16 +165,19 @@ impl PasswordGate {
             b2.refill(now, SOURCE_BURST, SOURCE_REFILL_MS);
             matches!(b, Bucket::Overflow) || !b2.is_full(SOURCE_BURST, SOURCE_REFILL_MS)
         });
-        let remembered = self
-            .sources
-            .keys()
-            .filter(|b| matches!(b, Bucket::Source(_)))
-            .count();
-        if remembered < MAX_SOURCES {
+        if self.remembered() < MAX_SOURCES {
             own
         } else {
             Bucket::Overflow
         }
+    }
+
+    /// Sources with a budget of their own (the shared one aside).
+    fn remembered(&self) -> usize {
+        self.sources
+            .keys()
+            .filter(|b| matches!(b, Bucket::Source(_)))
+            .count()
     }
 }
 

@@ -660,20 +660,9 @@ fn ls_with(link: &str, password: Option<&Path>) -> Output {
 #[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
 fn a_password_link_asks_first_refuses_wrong_guesses_and_rate_limits_them() {
     let share = Share::new("password");
-    let right = share.dir.with_extension("pw-right");
+    let (locked, right) = password_link(&share, "open sesame");
     let wrong = share.dir.with_extension("pw-wrong");
-    std::fs::write(&right, "open sesame\n").unwrap();
     std::fs::write(&wrong, "open sesame!\n").unwrap();
-    let o = share.ask(&[
-        "link",
-        "add",
-        "--label",
-        "locked",
-        "--password-file",
-        right.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let locked = text(&o.stdout).trim().to_owned();
     let list = text(&share.ask(&["link", "list", "--json"]).stdout);
     assert!(list.contains("\"password\":true"), "{list}");
 

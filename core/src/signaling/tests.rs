@@ -858,8 +858,8 @@ fn a_withdrawn_or_expired_link_is_told_so_and_the_others_still_open() {
     assert_eq!(g, vec![GuestAction::Fail(GuestFailure::InvalidLink)]);
 }
 
-#[test]
-fn a_link_withdrawn_during_a_guests_handshake_admits_it_no_further() {
+/// A host with link 5 (secret 8), and guest 1 of that link holding its challenge.
+fn challenged_through_link_5() -> (HostSignaling, GuestSignaling) {
     let mut h = host(8);
     h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
         .unwrap();
@@ -867,6 +867,12 @@ fn a_link_withdrawn_during_a_guests_handshake_admits_it_no_further() {
     g.handle_relay(welcome_as(PeerId(1)));
     guest_actions(&mut g);
     join(&mut h, &mut g, PeerId(1));
+    (h, g)
+}
+
+#[test]
+fn a_link_withdrawn_during_a_guests_handshake_admits_it_no_further() {
+    let (mut h, mut g) = challenged_through_link_5();
     h.end_link(
         LinkId(5),
         LinkEnd::Withdrawn {
@@ -994,13 +1000,7 @@ fn a_guest_in_its_handshake_when_its_link_is_withdrawn_is_told_so_not_left_to_ti
     // Regression: a `get` whose link was withdrawn mid-handshake waited for
     // the handshake to time out and exited 5 ("could not be reached")
     // instead of 6 ("withdrawn").
-    let mut h = host(8);
-    h.add_link(LinkId(5), &ShareSecret::from_bytes([8; 16]))
-        .unwrap();
-    let mut g = GuestSignaling::new(&link(8), [1; 16]);
-    g.handle_relay(welcome_as(PeerId(1)));
-    guest_actions(&mut g);
-    join(&mut h, &mut g, PeerId(1));
+    let (mut h, mut g) = challenged_through_link_5();
     h.end_link(
         LinkId(5),
         LinkEnd::Withdrawn {
