@@ -442,16 +442,7 @@ fn offer_from(h: &mut HostSignaling, peer: PeerId) -> Vec<HostAction> {
 
 /// A guest let in as `peer` offers; the host's actions, and the guest.
 fn offer_and_guest(h: &mut HostSignaling, peer: PeerId) -> (Vec<HostAction>, GuestSignaling) {
-    let mut g = GuestSignaling::new(&link(7), [peer.0 as u8; 16]);
-    g.handle_relay(welcome_as(peer));
-    guest_actions(&mut g);
-    knock(h, &g, peer);
-    let challenge = host_actions(h);
-    to_guest(peer, &challenge, &mut g);
-    g.offer_made(format!("offer {}", peer.0));
-    let a = guest_actions(&mut g);
-    to_host(peer, &a, h);
-    (host_actions(h), g)
+    guest_offering_through(h, peer, 7)
 }
 
 #[test]
@@ -909,6 +900,16 @@ fn a_share_holds_a_bounded_number_of_link_keys() {
 
 /// `peer`'s offer through the link whose secret is `[secret; 16]`: the host's actions.
 fn offer_through(h: &mut HostSignaling, peer: PeerId, secret: u8) -> Vec<HostAction> {
+    guest_offering_through(h, peer, secret).0
+}
+
+/// A guest of the link whose secret is `[secret; 16]`, as `peer`, that knocked
+/// and sent its offer: the host's actions, and the guest.
+fn guest_offering_through(
+    h: &mut HostSignaling,
+    peer: PeerId,
+    secret: u8,
+) -> (Vec<HostAction>, GuestSignaling) {
     let mut g = GuestSignaling::new(&link(secret), [peer.0 as u8; 16]);
     g.handle_relay(welcome_as(peer));
     guest_actions(&mut g);
@@ -918,7 +919,7 @@ fn offer_through(h: &mut HostSignaling, peer: PeerId, secret: u8) -> Vec<HostAct
     g.offer_made(format!("offer {}", peer.0));
     let a = guest_actions(&mut g);
     to_host(peer, &a, h);
-    host_actions(h)
+    (host_actions(h), g)
 }
 
 #[test]
