@@ -43,9 +43,11 @@
 //!   [`WalkHandle::cancel_flag`]) stops listers between two entries; dropping the
 //!   handle cancels too.
 
+mod found;
 mod lister;
 mod numbering;
 mod problems;
+mod shared;
 mod stack;
 
 use std::ffi::OsStr;
@@ -57,113 +59,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use linkfs_core::NewEntry;
-use linkfs_proto::{Entry, EntryId, EntryKind, Generation};
+use linkfs_proto::{EntryId, EntryKind};
 
 use crate::disk_entry::DiskEntry;
 
+pub use found::{CHUNK_LEN, FolderHook, OUTPUT_BATCHES, WalkOptions, WalkSummary, WalkedEntry};
 pub use problems::WalkProblem;
-
-/// Most entries a lister sends to the numbering thread in one message.
-pub const CHUNK_LEN: usize = 1024;
-/// Batches the numbering thread may have waiting for the consumer.
-pub const OUTPUT_BATCHES: usize = 16;
-
-/// One entry found by the walk: its number, its place, its name and what
-/// the disk says of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WalkedEntry {
-    pub id: EntryId,
-    /// The folder holding it; the root is its own parent.
-    pub parent: EntryId,
-    /// The raw bytes of its name (a Linux name need not be UTF-8).
-    pub name: Vec<u8>,
-    pub disk: DiskEntry,
-}
-
-impl WalkedEntry {
-    /// The entry as the wire announces it, at generation 0.
-    pub fn to_entry(&self) -> Entry {
-        Entry {
-            id: self.id,
-            parent: self.parent,
-            kind: self.disk.kind,
-            name: self.name.clone(),
-            size: self.disk.size,
-            mtime: self.disk.mtime,
-            mode: self.disk.mode,
-            generation: Generation(0),
-            target: self.disk.target.clone(),
-        }
-    }
-
-    /// The entry for the share index.
-    pub fn new_entry(&self) -> NewEntry<'_> {
-        self.disk.new_entry(self.id, self.parent, &self.name)
-    }
-
-    /// An entry as found; ids are filled in by the numbering thread.
-    fn found(name: Vec<u8>, disk: DiskEntry) -> Self {
-        WalkedEntry {
-            id: EntryId::ROOT,
-            parent: EntryId::ROOT,
-            name,
-            disk,
-        }
-    }
-}
-
-/// Called with a folder's path just before the walk lists it (the sharer
-/// starts watching it there, so nothing created after the listing is missed).
-pub type FolderHook = Arc<dyn Fn(&Path) + Send + Sync>;
-
-/// How to walk.
-#[derive(Clone)]
-pub struct WalkOptions {
-    /// Lister threads (at least 1). The default, 2, measured best on 2 cores
-    /// (see `linkfs-bench-walk`).
-    pub workers: usize,
-    /// Most entries per batch handed to the consumer (at least 1).
-    pub batch_len: usize,
-    /// Do not enter folders on another filesystem than the root's (like
-    /// `find -xdev`): their mount points are reported as empty folders.
-    pub one_file_system: bool,
-    /// How many unreadable paths the summary keeps (all are counted).
-    pub max_problems: usize,
-    /// See [`FolderHook`].
-    pub before_listing: Option<FolderHook>,
-    /// Walk only what this selection shows (a link that selects paths):
-    /// nothing beside it is listed or even looked at twice.
-    pub selection: Option<Arc<linkfs_core::Selection>>,
-}
-
-impl std::fmt::Debug for WalkOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WalkOptions")
-            .field("workers", &self.workers)
-            .field("batch_len", &self.batch_len)
-            .field("one_file_system", &self.one_file_system)
-            .field("max_problems", &self.max_problems)
-            .field("before_listing", &self.before_listing.is_some())
-            .field("selection", &self.selection)
-            .finish()
-    }
-}
-
-impl Default for WalkOptions {
-    fn default() -> Self {
-        WalkOptions {
-            workers: 2,
-            batch_len: 1024,
-            one_file_system: false,
-            max_problems: 16,
-            before_listing: None,
-            selection: None,
-        }
-    }
-}
+use shared::Shared;
+use stack::FolderJob;
 
 /// Why a walk could not start.
 #[derive(Debug, thiserror::Error)]
@@ -179,29 +84,6 @@ pub enum WalkError {
     Unreadable { path: PathBuf, source: io::Error },
     #[error("cannot start the folder walk: {0}")]
     Spawn(io::Error),
-}
-
-/// What the walk found, once it is over.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WalkSummary {
-    /// Entries emitted, the root included.
-    pub entries: u64,
-    /// Folders, the root included.
-    pub dirs: u64,
-    pub files: u64,
-    pub symlinks: u64,
-    /// Sum of the files' sizes.
-    pub bytes: u64,
-    /// Sockets, fifos and devices: not shared.
-    pub skipped_special: u64,
-    /// Entries that could not be read (and folders not entered, see
-    /// [`WalkOptions::one_file_system`] and the module docs).
-    pub error_count: u64,
-    /// The first [`WalkOptions::max_problems`] of them, with the reason.
-    pub errors: Vec<WalkProblem>,
-    /// The walk was cancelled before it was over.
-    pub cancelled: bool,
-    pub elapsed: Duration,
 }
 
 /// Starts walks.
@@ -273,47 +155,6 @@ impl Drop for WalkHandle {
         if self.numbering.is_some() {
             self.cancel();
         }
-    }
-}
-
-/// A folder waiting to be listed.
-#[derive(Debug)]
-struct FolderJob {
-    id: EntryId,
-    path: PathBuf,
-    /// The device and inode the folder had when it was found: the folder
-    /// opened for listing must be this one (see `lister`).
-    dev: u64,
-    ino: u64,
-}
-
-/// State the listers and the numbering thread share.
-struct Shared {
-    stack: stack::FolderStack,
-    problems: Mutex<problems::ProblemLog>,
-    cancel: Arc<AtomicBool>,
-    before_listing: Option<FolderHook>,
-    /// The walked folder, and the selection of it to walk (if any).
-    root: PathBuf,
-    selection: Option<Arc<linkfs_core::Selection>>,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("stack", &self.stack)
-            .field("cancel", &self.cancel)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
-    }
-
-    fn problem(&self, path: &Path, reason: String) {
-        problems::ProblemLog::record(&self.problems, path, reason);
     }
 }
 
@@ -415,16 +256,5 @@ fn root_name(root: &Path) -> Vec<u8> {
             .as_bytes()
             .to_vec(),
         Err(_) => b"/".to_vec(),
-    }
-}
-
-/// Words a user understands for why an entry could not be read.
-fn io_reason(action: &str, e: &io::Error) -> String {
-    match e.kind() {
-        io::ErrorKind::NotFound => {
-            format!("{action}: it was deleted during the walk")
-        }
-        io::ErrorKind::PermissionDenied => format!("{action}: permission denied"),
-        _ => format!("{action}: {e}"),
     }
 }

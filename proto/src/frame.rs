@@ -397,6 +397,9 @@ impl<'a> SenderToReceiver<'a> {
 /// Largest header of a `ReadChunk` frame: type, read id, offset, hash.
 pub const READ_CHUNK_HEADER_MAX: usize = 1 + 5 + 10 + 32;
 
+/// Most file bytes in one `ReadChunk` frame: the frame cap less its header.
+pub const CHUNK_LEN: usize = crate::MAX_FRAME_LEN - READ_CHUNK_HEADER_MAX;
+
 /// Writes a `ReadChunk` frame into `out` (cleared first).
 pub fn encode_chunk_into(out: &mut Vec<u8>, c: &ReadChunk<'_>) {
     out.clear();

@@ -69,8 +69,7 @@ pub const PROTOCOL_VERSION: u16 = 1;
 /// webrtc-rs advertises `max-message-size:65536`; Chromium 262,144.
 pub const MAX_FRAME_LEN: usize = 60 * 1024;
 
-/// Most file bytes in one `ReadChunk` frame: the frame cap less its header.
-pub const CHUNK_LEN: usize = MAX_FRAME_LEN - frame::READ_CHUNK_HEADER_MAX;
+pub use frame::CHUNK_LEN;
 
 /// The data-channel label both sides use.
 pub const CHANNEL_LABEL: &str = "linkfs/1";

@@ -1,7 +1,10 @@
 //! Command-line glue: argument parsing, logging, signals, exit codes.
 
 mod desk;
+mod link_args;
 mod share;
+mod sizes;
+mod stop;
 mod visit;
 
 use std::process::ExitCode;
@@ -158,21 +161,5 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         Some(FailureKind::LinkEnded) => exit::LINK_ENDED,
         Some(FailureKind::PasswordRefused) => exit::PASSWORD,
         _ => exit::FAILURE,
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }

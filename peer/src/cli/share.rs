@@ -97,9 +97,9 @@ pub struct ShareArgs {
     #[arg(long)]
     label: Option<String>,
     #[command(flatten)]
-    password: super::desk::NewPassword,
+    password: super::link_args::NewPassword,
     #[command(flatten)]
-    upload: super::desk::UploadArgs,
+    upload: super::link_args::UploadArgs,
     /// Write one JSON line per visitor's join, read, download and leave to
     /// FILE (0600; rotated to FILE.1 past 16 MiB).
     #[arg(long, value_name = "FILE")]
@@ -115,21 +115,6 @@ fn qr(link: &str) -> Option<String> {
             .quiet_zone(true)
             .build(),
     )
-}
-
-pub(crate) fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 /// Shows the walk: a spinner on a terminal, a line a second otherwise.
@@ -201,7 +186,7 @@ impl IndexingProgress {
             s.files,
             s.dirs,
             s.symlinks,
-            human_bytes(s.bytes),
+            super::sizes::human_bytes(s.bytes),
             s.elapsed.as_secs_f64()
         );
         if s.skipped_special > 0 {
@@ -336,7 +321,7 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
         });
     }
     let sharing = tokio::spawn(share(options, events_tx, walk_tx, cancel.clone(), drop_rx));
-    let stop = super::stop_signal();
+    let stop = super::stop::stop_signal();
     tokio::pin!(stop);
     tokio::pin!(sharing);
     let mut progress: Option<IndexingProgress> = None;
@@ -385,7 +370,7 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<()> {
                     let line = format!(
                         "{} left after {}: {} ({visitors} connected)",
                         linkfs_peer::terminal::escaped(&who),
-                        human_bytes(served),
+                        super::sizes::human_bytes(served),
                         linkfs_peer::terminal::escaped(&end.to_string())
                     );
                     match &progress { Some(p) => p.println(&line), None => eprintln!("{line}") }

@@ -236,7 +236,7 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<(Client, RouteT
             let bytes = client.with_visit(|v| v.index_wire_bytes());
             eprintln!(
                 "linkfs: index complete: {entries} entries ({}) in {:.2} s",
-                super::share::human_bytes(bytes),
+                super::sizes::human_bytes(bytes),
                 started.elapsed().as_secs_f64()
             );
             let (refused, count) = client.refusals();
@@ -291,7 +291,7 @@ pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let summary = tokio::select! {
         s = get(&client, &options, &b) => s?,
-        () = super::stop_signal() => {
+        () = super::stop::stop_signal() => {
             b.abandon();
             client.shutdown().await;
             bail!("interrupted; run the same command again to continue where it stopped");
@@ -425,7 +425,7 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
     let mut unmounted_outside = false;
     let mut ended: Option<EndReason> = None;
     let reason = tokio::select! {
-        () = super::stop_signal() => "stopped".to_owned(),
+        () = super::stop::stop_signal() => "stopped".to_owned(),
         r = client.ended() => {
             let words = format!("the share ended: {r}");
             ended = Some(r);
@@ -507,7 +507,7 @@ pub async fn put_cmd(args: PutArgs) -> anyhow::Result<()> {
     let progress = PutBar(b.clone());
     let summary = tokio::select! {
         s = put(&client, files, &progress) => s,
-        () = super::stop_signal() => {
+        () = super::stop::stop_signal() => {
             b.abandon();
             client.shutdown().await;
             bail!("interrupted; run the same command again to go on where it stopped");

@@ -27,13 +27,14 @@ use tokio::sync::{mpsc, watch};
 
 use super::activity::{ActivityLog, VisitorWatch};
 use super::control::{Answer, LinkView, Request, VisitorView};
+use super::event::ShareEvent;
 use super::intake::{UploadLedger, UploadPlace};
 use super::landing::Dock;
 use super::links::{EndedWhy, LinkRecord, Links, UploadRights, parse_expiry};
+use super::live_index::{IndexStart, LiveIndex};
 use super::password::LinkPassword;
 use super::serve::{Farewell, ServeContext};
 use super::share_state::ShareState;
-use super::{IndexStart, LiveIndex, ShareEvent};
 use std::sync::Arc;
 
 /// What a scoped link's visitor is told when its folder cannot be shown.
@@ -645,7 +646,7 @@ impl Desk {
         &mut self,
         host: &mut HostSignaling,
         state: Option<&ShareState>,
-        start: &super::StartLink,
+        start: &super::event::StartLink,
         now: u64,
     ) -> Result<ShareLink, String> {
         let shown = match start.scopes.as_slice() {

@@ -36,8 +36,8 @@ use linkfs_core::{Millis, Ready, SettleConfig, Settler, ShareIndex};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
-use super::ShareEvent;
 use super::disk::ShareRoot;
+use super::event::ShareEvent;
 use super::reconcile::{
     FolderWatches, ReconcileStats, RescanOptions, reconcile_paths, rescan_shared,
 };

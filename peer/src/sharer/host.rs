@@ -7,7 +7,7 @@ use linkfs_proto::sharer_key::{SharerKey, host_query};
 use linkfs_proto::signal::{IceServer, Role};
 use tokio::time::Instant;
 
-use super::ShareError;
+use super::event::ShareError;
 use crate::random::random_bytes;
 use crate::relay_client::RelayClient;
 

@@ -15,10 +15,10 @@ use linkfs_proto::Epoch;
 use tokio::sync::{mpsc, watch};
 
 use super::disk::ShareRoot;
+use super::event::{ShareError, ShareEvent};
 use super::feed::{CheckSummary, WalkProgress, spawn_feed};
 use super::folder_watch::{FolderWatch, WatchContext, spawn_watch_thread};
 use super::reconcile::{NoWatches, RescanOptions, rescan_shared};
-use super::{ShareError, ShareEvent};
 use crate::walk::{FolderHook, WalkOptions, Walker};
 
 /// Where the index starts from.

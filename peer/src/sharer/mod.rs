@@ -24,6 +24,7 @@ pub mod activity;
 pub mod control;
 mod desk;
 mod disk;
+mod event;
 mod feed;
 pub mod folder_watch;
 mod host;
@@ -41,7 +42,7 @@ mod visitors;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use linkfs_core::{HostAction, HostFailure, SenderConfig, SettleConfig, ShareLink, ShareSecret};
+use linkfs_core::{HostAction, SenderConfig, SettleConfig, ShareLink, ShareSecret};
 use linkfs_proto::Epoch;
 use linkfs_proto::sharer_key::SharerKey;
 use linkfs_proto::signal::IceServer;
@@ -49,6 +50,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use disk::{DiskEntry, OPEN_FILES, OpenFiles, ShareRoot};
+pub use event::{ShareError, ShareEvent, StartLink};
 pub use feed::{CheckSummary, WalkProgress, spawn_feed};
 pub use host::HostRelay;
 pub use live_index::{IndexStart, LiveIndex};
@@ -58,10 +60,8 @@ pub use serve::{
 };
 pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visitors};
 
-use crate::random::{RandomError, random_bytes};
-use crate::relay_client::RelayClientError;
+use crate::random::random_bytes;
 use crate::transport::{IcePolicy, NativeTuning, TransportConfig};
-use crate::walk::WalkError;
 use share_state::{KeptLink, ShareState};
 
 #[derive(Debug, Clone)]
@@ -84,98 +84,6 @@ pub struct ShareOptions {
     pub start_link: Option<StartLink>,
     /// Write one JSON line per visitor's join, read, download and leave here.
     pub activity_log: Option<PathBuf>,
-}
-
-/// The rights of the link `linkfs share` prints, when given on its command
-/// line (`--scope`, `--expires`, `--label`): a link of its own beside the
-/// main one, kept like the others. Run again with the same label and scope,
-/// the same link is printed again while it lives (its expiry stays the first
-/// one's); otherwise a new one is made.
-#[derive(Debug, Clone, Default)]
-pub struct StartLink {
-    pub label: String,
-    /// `--scope`, as often as given: one folder becomes the link's root; a
-    /// file or several paths make a selection.
-    pub scopes: Vec<String>,
-    /// Visitors may add files (`--allow-upload`, `--drop`).
-    pub upload: Option<links::UploadRights>,
-    pub expires: Option<String>,
-    pub password: Option<String>,
-}
-
-/// What the sharer reports to its user interface.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ShareEvent {
-    /// The share can be opened at this link (and, for an embedded relay on
-    /// every interface, at these others: the machine's other addresses).
-    Ready {
-        link: String,
-        other_links: Vec<String>,
-    },
-    /// A visitor's data link opened (`who`: "visitor 4 (link 1, for Ann)").
-    VisitorConnected {
-        peer: u32,
-        visitors: usize,
-        who: String,
-    },
-    /// A visitor left (or could not connect), after `served` bytes.
-    VisitorLeft {
-        peer: u32,
-        visitors: usize,
-        end: VisitorEnd,
-        who: String,
-        served: u64,
-    },
-    /// Something worth telling the user that does not stop the share.
-    Warning(String),
-    /// A change to the share's links (added, withdrawn, expired), in words.
-    Links(String),
-}
-
-/// Why sharing could not start or had to stop.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ShareError {
-    #[error(transparent)]
-    Walk(#[from] WalkError),
-    #[error("cannot open {path} for reading")]
-    Root {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot start the relay on {bind} (is the port in use? pick another with --bind)")]
-    RelayBind {
-        bind: std::net::SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot start the relay: {0}")]
-    Relay(String),
-    #[error(transparent)]
-    RelayClient(#[from] RelayClientError),
-    #[error(transparent)]
-    Refused(HostFailure),
-    #[error("the relay closed the connection before the share was registered")]
-    RelayClosed,
-    #[error(transparent)]
-    Random(#[from] RandomError),
-    #[error("cannot start a thread: {0}")]
-    Thread(std::io::Error),
-    /// The link asked for on the command line cannot be made (its words).
-    #[error("{0}")]
-    StartLink(String),
-    #[error("cannot write the activity log {path}: {source}")]
-    ActivityLog {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "cannot watch the folder for changes: {0} (share it without following changes: --no-watch)"
-    )]
-    Watch(#[from] notify::Error),
 }
 
 /// The transport settings for visitors: the relay's ICE servers added, and the

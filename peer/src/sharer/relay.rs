@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use linkfs_proto::signal::IceServer;
 
-use super::ShareError;
+use super::event::ShareError;
 use crate::local_addrs;
 
 /// What an embedded relay hands its rooms' members besides signaling: STUN or

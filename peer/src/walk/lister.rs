@@ -22,7 +22,9 @@ use nix::sys::stat::{Mode, fstat, fstatat};
 
 use linkfs_proto::{EntryId, EntryKind};
 
-use super::{CHUNK_LEN, FolderJob, Shared, WalkedEntry, io_reason};
+use super::found::{CHUNK_LEN, WalkedEntry};
+use super::shared::{Shared, io_reason};
+use super::stack::FolderJob;
 use crate::disk_entry::DiskEntry;
 
 /// One entry found in a folder.

@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 
 use linkfs_proto::{EntryId, EntryKind};
 
+use super::found::{WalkOptions, WalkSummary, WalkedEntry};
 use super::lister::{Chunk, Found};
 use super::problems::ProblemLog;
-use super::{FolderJob, Shared, WalkOptions, WalkSummary, WalkedEntry};
+use super::shared::Shared;
+use super::stack::FolderJob;
 
 /// How often the numbering thread looks at the cancel flag while it waits.
 const CANCEL_POLL: Duration = Duration::from_millis(50);

@@ -7,9 +7,21 @@
 //! waiting for the numbering thread), and every folder on it is a real folder
 //! of the tree, so the tree bounds it.
 
+use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use super::FolderJob;
+use linkfs_proto::EntryId;
+
+/// A folder waiting to be listed.
+#[derive(Debug)]
+pub(super) struct FolderJob {
+    pub(super) id: EntryId,
+    pub(super) path: PathBuf,
+    /// The device and inode the folder had when it was found: the folder
+    /// opened for listing must be this one (see `lister`).
+    pub(super) dev: u64,
+    pub(super) ino: u64,
+}
 
 #[derive(Debug, Default)]
 pub(super) struct FolderStack {
