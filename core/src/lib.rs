@@ -55,6 +55,7 @@ pub mod search;
 pub mod selection;
 pub mod sender;
 pub mod settle;
+pub mod share;
 pub mod share_index;
 pub mod signaling;
 pub mod sim;

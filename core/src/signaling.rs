@@ -516,12 +516,23 @@ impl GuestSignaling {
 
 /// Names one of a share's links on the sharer's side. Never on the wire:
 /// a guest's link is known by the key its knock opens with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct LinkId(pub u32);
 
 impl std::fmt::Display for LinkId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.0)
+    }
+}
+
+/// A link's number as people write it (`linkfs link revoke 3`).
+impl std::str::FromStr for LinkId {
+    type Err = std::num::ParseIntError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.trim().parse().map(LinkId)
     }
 }
 

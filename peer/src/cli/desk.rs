@@ -52,7 +52,7 @@ pub enum LinkCommand {
     /// at once (other links and their visitors are untouched).
     Revoke {
         /// The link's id (`linkfs link list`).
-        id: u32,
+        id: linkfs_core::LinkId,
         #[command(flatten)]
         share: ShareDir,
     },

@@ -50,13 +50,13 @@ pub enum Request {
         selection: Vec<String>,
         /// Visitors may add files (and what they may add).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        upload: Option<super::links::UploadRights>,
+        upload: Option<linkfs_core::share::links::UploadRights>,
         /// The link's password (kept only as a hash).
         #[serde(default)]
         password: Option<String>,
     },
     /// Withdraws link `id`: its visitors are disconnected at once.
-    Revoke { id: u32 },
+    Revoke { id: linkfs_core::LinkId },
     /// The visitors connected now.
     Visitors,
     /// Disconnects visitor `visitor` (its number in `visitors`).
@@ -66,7 +66,7 @@ pub enum Request {
 /// One link, as `list` and `add` report it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkView {
-    pub id: u32,
+    pub id: linkfs_core::LinkId,
     pub label: String,
     pub url: String,
     /// The folder it shows as its root; empty: the whole share.
@@ -77,7 +77,7 @@ pub struct LinkView {
     pub selection: Vec<String>,
     /// It takes files (and what it took).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upload: Option<super::links::UploadRights>,
+    pub upload: Option<linkfs_core::share::links::UploadRights>,
     /// A drop link: the folder its visitors' files land in ('/'-separated,
     /// relative to the shared folder; made when the first file lands).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +102,7 @@ pub struct LinkView {
 pub struct VisitorView {
     /// Its number (for `kick`).
     pub visitor: u32,
-    pub link: u32,
+    pub link: linkfs_core::LinkId,
     pub link_label: String,
     /// Unix seconds.
     pub since: u64,
@@ -293,7 +293,10 @@ mod tests {
             }
         );
         assert_eq!(
-            serde_json::to_string(&Request::Revoke { id: 3 }).unwrap(),
+            serde_json::to_string(&Request::Revoke {
+                id: linkfs_core::LinkId(3)
+            })
+            .unwrap(),
             r#"{"cmd":"revoke","id":3}"#
         );
     }
@@ -308,12 +311,23 @@ mod tests {
         let task = listen(socket.clone(), tx, cancel.clone()).unwrap();
         let looped = tokio::spawn(async move {
             let r = rx.recv().await.unwrap();
-            assert_eq!(r.request, Request::Revoke { id: 9 });
+            assert_eq!(
+                r.request,
+                Request::Revoke {
+                    id: linkfs_core::LinkId(9)
+                }
+            );
             let _ = r.reply.send(Answer::failed("there is no link 9"));
         });
-        let a = ask(&socket, "DIR", &Request::Revoke { id: 9 })
-            .await
-            .unwrap();
+        let a = ask(
+            &socket,
+            "DIR",
+            &Request::Revoke {
+                id: linkfs_core::LinkId(9),
+            },
+        )
+        .await
+        .unwrap();
         assert_eq!(a.error.as_deref(), Some("there is no link 9"));
         looped.await.unwrap();
         // Junk gets words, not silence.

@@ -30,11 +30,11 @@ use super::control::{Answer, LinkView, Request, VisitorView};
 use super::event::ShareEvent;
 use super::intake::{UploadLedger, UploadPlace};
 use super::landing::Dock;
-use super::links::{EndedWhy, LinkRecord, Links, UploadRights, parse_expiry};
 use super::live_index::{IndexStart, LiveIndex};
 use super::password::LinkPassword;
 use super::serve::{Farewell, ServeContext};
 use super::share_state::ShareState;
+use linkfs_core::share::links::{EndedWhy, LinkRecord, Links, UploadRights, parse_expiry};
 use std::sync::Arc;
 
 /// What a scoped link's visitor is told when its folder cannot be shown.
@@ -120,11 +120,11 @@ pub struct Desk {
     scoping: Scoping,
     scopes: HashMap<String, ScopeView>,
     /// The passwords of links that have one, by link id.
-    passwords: HashMap<u32, Arc<LinkPassword>>,
+    passwords: HashMap<LinkId, Arc<LinkPassword>>,
     /// Bytes served to the main link's visitors who left, since the start.
     main_served: u64,
     /// Each upload link's caps and what it took, shared by its sessions.
-    ledgers: HashMap<u32, Arc<UploadLedger>>,
+    ledgers: HashMap<LinkId, Arc<UploadLedger>>,
     /// Where uploads land (opened with the first upload link's visitor).
     dock: Option<Dock>,
 }
@@ -161,7 +161,7 @@ impl Desk {
             ledgers: HashMap::new(),
             dock: None,
         };
-        let passwords: Vec<(u32, String)> = desk
+        let passwords: Vec<(LinkId, String)> = desk
             .links
             .live()
             .filter_map(|l| l.password.clone().map(|h| (l.id, h)))
@@ -272,7 +272,7 @@ impl Desk {
 
     /// Whether what `link` shows can be shown now; else the words its visitor is told.
     pub fn can_show(&mut self, link: LinkId) -> Result<(), String> {
-        let shown = self.links.get(link.0).map_or(Shown::Whole, Shown::of);
+        let shown = self.links.get(link).map_or(Shown::Whole, Shown::of);
         self.view_of(&shown)
             .map(|_| ())
             .map_err(|_| SCOPE_GONE.to_owned())
@@ -281,7 +281,7 @@ impl Desk {
     /// A visitor admitted through `link`: its own cancel token and farewell
     /// beside what its link shows (the whole share, or its scope's view).
     pub fn admitted(&mut self, peer: PeerId, link: LinkId, now: u64) -> ServeContext {
-        let shown = self.links.get(link.0).map_or(Shown::Whole, Shown::of);
+        let shown = self.links.get(link).map_or(Shown::Whole, Shown::of);
         let shown = self.view_of(&shown).cloned();
         let mut ctx = shown.clone().unwrap_or_else(|_| self.base.clone());
         ctx.cancel = self.base.cancel.child_token();
@@ -293,7 +293,7 @@ impl Desk {
             self.scoping.log.clone(),
         ));
         ctx.watch = Some(watch.clone());
-        ctx.password = self.passwords.get(&link.0).cloned();
+        ctx.password = self.passwords.get(&link).cloned();
         self.give_upload_rights(link, &mut ctx);
         if shown.is_err() {
             // Never the whole share instead: the visitor is told, at once.
@@ -317,7 +317,7 @@ impl Desk {
     /// A visitor of an upload link: what it may add, where it lands, and
     /// (a drop link) an index that shows nothing of the share.
     fn give_upload_rights(&mut self, link: LinkId, ctx: &mut ServeContext) {
-        let Some(record) = self.links.get(link.0) else {
+        let Some(record) = self.links.get(link) else {
             return;
         };
         let Some(rights) = record.upload else {
@@ -332,7 +332,7 @@ impl Desk {
         };
         let ledger = self
             .ledgers
-            .entry(link.0)
+            .entry(link)
             .or_insert_with(|| {
                 Arc::new(UploadLedger::new(
                     rights.max_bytes,
@@ -424,20 +424,20 @@ impl Desk {
                 }
                 let served = v.watch.doing().bytes_served;
                 if let (Some(ledger), Some(mut rights)) = (
-                    self.ledgers.get(&v.link.0),
-                    self.links.get(v.link.0).and_then(|l| l.upload),
+                    self.ledgers.get(&v.link),
+                    self.links.get(v.link).and_then(|l| l.upload),
                 ) {
                     (
                         rights.added_bytes,
                         rights.added_files,
                         rights.received_bytes,
                     ) = ledger.added();
-                    self.links.set_upload(v.link.0, Some(rights));
+                    self.links.set_upload(v.link, Some(rights));
                 }
                 if v.link == LinkId(0) {
                     self.main_served = self.main_served.saturating_add(served);
                 } else {
-                    self.links.add_served(v.link.0, served);
+                    self.links.add_served(v.link, served);
                 }
                 (who, served)
             }
@@ -451,7 +451,7 @@ impl Desk {
     }
 
     /// Ends the links whose time ran out by `now`: their ids.
-    pub fn expire(&mut self, host: &mut HostSignaling, now: u64) -> Vec<u32> {
+    pub fn expire(&mut self, host: &mut HostSignaling, now: u64) -> Vec<LinkId> {
         let due = self.links.expire_due(now);
         for id in &due {
             self.end_link(host, *id);
@@ -459,7 +459,7 @@ impl Desk {
         due
     }
 
-    fn end_link(&mut self, host: &mut HostSignaling, id: u32) {
+    fn end_link(&mut self, host: &mut HostSignaling, id: LinkId) {
         let Some(record) = self.links.get(id) else {
             return;
         };
@@ -474,8 +474,8 @@ impl Desk {
             }
             _ => String::new(),
         };
-        host.end_link(LinkId(id), end);
-        for v in self.visitors.values().filter(|v| v.link == LinkId(id)) {
+        host.end_link(id, end);
+        for v in self.visitors.values().filter(|v| v.link == id) {
             v.ctx.farewell.set(code, words.clone());
             v.ctx.cancel.cancel();
         }
@@ -533,7 +533,7 @@ impl Desk {
             }
             Request::Revoke { id } => match self.links.revoke(id, now) {
                 Ok(_) => {
-                    let gone = self.visitors_of(LinkId(id));
+                    let gone = self.visitors_of(id);
                     self.end_link(host, id);
                     Answer::done(format!(
                         "link {id} withdrawn; {gone} visitor{} disconnected",
@@ -584,7 +584,10 @@ impl Desk {
         secret: impl FnOnce() -> Option<ShareSecret>,
         now: u64,
     ) -> Result<LinkRecord, String> {
-        let expires = expires.map(|e| parse_expiry(e, now)).transpose()?;
+        let expires = expires
+            .map(|e| parse_expiry(e, now))
+            .transpose()
+            .map_err(|e| e.to_string())?;
         if password.is_some_and(str::is_empty) {
             return Err("an empty password is no password: give one, or none".into());
         }
@@ -759,7 +762,7 @@ impl Desk {
 
     fn link_views(&self) -> Vec<LinkView> {
         let main = LinkView {
-            id: 0,
+            id: LinkId(0),
             label: "main".into(),
             url: self.main.to_url(),
             scope: String::new(),
@@ -783,7 +786,7 @@ impl Desk {
             return "main".into();
         }
         self.links
-            .get(link.0)
+            .get(link)
             .map(|l| l.label.clone())
             .unwrap_or_default()
     }
@@ -795,7 +798,7 @@ impl Desk {
                 let doing = v.watch.doing();
                 VisitorView {
                     visitor: peer.0,
-                    link: v.link.0,
+                    link: v.link,
                     link_label: self.label_of(v.link),
                     since: v.since,
                     connected: v.connected,

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use linkfs_core::HostFailure;
 
-use super::links;
 use super::visitors::VisitorEnd;
 use crate::random::RandomError;
 use crate::relay_client::RelayClientError;
 use crate::walk::WalkError;
+use linkfs_core::share::links;
 
 /// The rights of the link `linkfs share` prints, when given on its command
 /// line (`--scope`, `--expires`, `--label`): a link of its own beside the

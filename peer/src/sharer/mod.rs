@@ -30,7 +30,6 @@ pub mod folder_watch;
 mod host;
 pub mod intake;
 pub mod landing;
-pub mod links;
 mod live_index;
 pub mod password;
 pub mod reconcile;
@@ -53,6 +52,7 @@ pub use disk::{DiskEntry, OPEN_FILES, OpenFiles, ShareRoot};
 pub use event::{ShareError, ShareEvent, StartLink};
 pub use feed::{CheckSummary, WalkProgress, spawn_feed};
 pub use host::HostRelay;
+pub use linkfs_core::share::links;
 pub use live_index::{IndexStart, LiveIndex};
 pub use relay::{EmbeddedRelayConfig, RelayChoice, RelayInUse};
 pub use serve::{

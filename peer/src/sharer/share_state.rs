@@ -198,26 +198,29 @@ impl ShareState {
     /// Forgets the kept link and index (`--new-link`).
     /// The share's extra links (none if none were kept). A file that cannot
     /// be read is set aside (`links.json.damaged`) and said so.
-    pub fn links(&self) -> (super::links::Links, Option<String>) {
+    pub fn links(&self) -> (linkfs_core::share::links::Links, Option<String>) {
         let path = self.dir.join(LINKS_FILE);
         match std::fs::read(&path) {
-            Ok(bytes) => match super::links::Links::from_json(&bytes) {
+            Ok(bytes) => match linkfs_core::share::links::Links::from_json(&bytes) {
                 Ok(links) => (links, None),
                 Err(e) => {
                     let _ = std::fs::rename(&path, path.with_extension("json.damaged"));
-                    (super::links::Links::default(), Some(e.to_string()))
+                    (
+                        linkfs_core::share::links::Links::default(),
+                        Some(e.to_string()),
+                    )
                 }
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
             Err(e) => (
-                super::links::Links::default(),
+                linkfs_core::share::links::Links::default(),
                 Some(format!("cannot read {}: {e}", path.display())),
             ),
         }
     }
 
     /// Keeps the share's extra links (0600).
-    pub fn keep_links(&self, links: &super::links::Links) -> Result<(), StateError> {
+    pub fn keep_links(&self, links: &linkfs_core::share::links::Links) -> Result<(), StateError> {
         write_private(&self.dir.join(LINKS_FILE), &links.to_json())
     }
 

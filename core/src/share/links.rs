@@ -2,7 +2,7 @@
 //! can be withdrawn without touching the others), a label and an optional
 //! expiry. Kept with the share's state (`links.json`, 0600) so they survive
 //! a restart like the main link does; told to the host's signaling machine
-//! ([`linkfs_core::HostSignaling::add_link`]) by their [`LinkId`].
+//! ([`crate::HostSignaling::add_link`]) by their [`LinkId`].
 //!
 //! ```text
 //! links.json  {"next_id": 4, "links": [
@@ -17,8 +17,10 @@
 //! or "expired" rather than "not valid". Ids are never reused. The main link
 //! is [`LinkId`]`(0)` and is not kept here (it is the folder's kept link).
 
-use linkfs_core::{LinkEnd, LinkId, ShareSecret};
 use serde::{Deserialize, Serialize};
+
+use crate::link::ShareSecret;
+use crate::signaling::{LinkEnd, LinkId};
 
 /// Most live links a share has besides its main one.
 pub const MAX_LIVE_LINKS: usize = 64;
@@ -45,7 +47,7 @@ pub struct Ended {
 /// One link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkRecord {
-    pub id: u32,
+    pub id: LinkId,
     #[serde(default)]
     pub label: String,
     /// The secret, base64url (as in the link).
@@ -117,13 +119,13 @@ pub struct UploadRights {
 
 /// The folder a drop link's files land in: its label's, or its number's,
 /// made a safe single name (never hidden, never the staging folder's).
-pub fn drop_folder_name(id: u32, label: &str) -> String {
+pub fn drop_folder_name(id: LinkId, label: &str) -> String {
     let wanted = if label.trim().is_empty() {
         format!("Dropped files (link {id})")
     } else {
         format!("{} (dropped files)", label.trim().replace('/', "_"))
     };
-    linkfs_core::upload_name::safe_path(wanted.as_bytes())
+    crate::upload_name::safe_path(wanted.as_bytes())
         .ok()
         .and_then(|p| p.parts.into_iter().next())
         .unwrap_or_else(|| format!("Dropped files (link {id})"))
@@ -158,7 +160,7 @@ impl LinkRecord {
     }
 
     pub fn link_id(&self) -> LinkId {
-        LinkId(self.id)
+        self.id
     }
 
     /// The secret, if the record holds a valid one.
@@ -203,9 +205,9 @@ pub enum LinksError {
     )]
     TooMany,
     #[error("there is no link {0} (`linkfs link list` shows them)")]
-    NoSuchLink(u32),
+    NoSuchLink(LinkId),
     #[error("link {0} has already ended")]
-    AlreadyEnded(u32),
+    AlreadyEnded(LinkId),
     #[error(
         "the main link (0) is withdrawn with `linkfs share DIR --new-link`, which makes a new one"
     )]
@@ -235,12 +237,14 @@ impl Links {
         links.next_id = links
             .links
             .iter()
-            .map(|l| l.id.saturating_add(1))
+            .map(|l| l.id.0.saturating_add(1))
             .max()
             .unwrap_or(1)
             .max(links.next_id)
             .max(1);
-        links.links.retain(|l| l.id != 0 && l.secret().is_some());
+        links
+            .links
+            .retain(|l| l.id != LinkId(0) && l.secret().is_some());
         Ok(links)
     }
 
@@ -254,7 +258,7 @@ impl Links {
         &self.links
     }
 
-    pub fn get(&self, id: u32) -> Option<&LinkRecord> {
+    pub fn get(&self, id: LinkId) -> Option<&LinkRecord> {
         self.links.iter().find(|l| l.id == id)
     }
 
@@ -284,7 +288,7 @@ impl Links {
         let id = self.next_id.max(1);
         self.next_id = id + 1;
         self.links.push(LinkRecord {
-            id,
+            id: LinkId(id),
             label: label.to_owned(),
             secret: secret.encode(),
             created: now,
@@ -303,14 +307,14 @@ impl Links {
     }
 
     /// Counts `bytes` more served to link `id`'s visitors.
-    pub fn add_served(&mut self, id: u32, bytes: u64) {
+    pub fn add_served(&mut self, id: LinkId, bytes: u64) {
         if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
             l.served = l.served.saturating_add(bytes);
         }
     }
 
     /// Sets what link `id` takes of uploads (and what it took).
-    pub fn set_upload(&mut self, id: u32, rights: Option<UploadRights>) {
+    pub fn set_upload(&mut self, id: LinkId, rights: Option<UploadRights>) {
         if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
             l.upload = rights;
             // A drop link's own folder is named once, when it becomes one.
@@ -321,29 +325,29 @@ impl Links {
     }
 
     /// Makes link `id` show `paths` of the share (see [`LinkRecord::selection`]).
-    pub fn set_selection(&mut self, id: u32, paths: Vec<String>) {
+    pub fn set_selection(&mut self, id: LinkId, paths: Vec<String>) {
         if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
             l.selection = paths;
         }
     }
 
     /// Gives link `id` a password (its hash).
-    pub fn set_password(&mut self, id: u32, hash: String) {
+    pub fn set_password(&mut self, id: LinkId, hash: String) {
         if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
             l.password = Some(hash);
         }
     }
 
     /// Marks link `id` as made for `linkfs share`'s command line.
-    pub fn mark_started(&mut self, id: u32) {
+    pub fn mark_started(&mut self, id: LinkId) {
         if let Some(l) = self.links.iter_mut().find(|l| l.id == id) {
             l.started = true;
         }
     }
 
     /// Withdraws link `id`.
-    pub fn revoke(&mut self, id: u32, now: u64) -> Result<LinkRecord, LinksError> {
-        if id == 0 {
+    pub fn revoke(&mut self, id: LinkId, now: u64) -> Result<LinkRecord, LinksError> {
+        if id == LinkId(0) {
             return Err(LinksError::MainLink);
         }
         let l = self
@@ -364,7 +368,7 @@ impl Links {
     }
 
     /// Ends the live links whose time ran out by `now`; their ids.
-    pub fn expire_due(&mut self, now: u64) -> Vec<u32> {
+    pub fn expire_due(&mut self, now: u64) -> Vec<LinkId> {
         let mut due = Vec::new();
         for l in &mut self.links {
             if l.ended.is_none() && l.expires.is_some_and(|at| at <= now) {
@@ -391,13 +395,13 @@ impl Links {
             return;
         }
         // The longest-ended go first.
-        let mut order: Vec<(u64, u32)> = self
+        let mut order: Vec<(u64, LinkId)> = self
             .links
             .iter()
             .filter_map(|l| l.ended.map(|e| (e.at, l.id)))
             .collect();
         order.sort_unstable();
-        let gone: Vec<u32> = order.iter().take(drop).map(|(_, id)| *id).collect();
+        let gone: Vec<LinkId> = order.iter().take(drop).map(|(_, id)| *id).collect();
         self.links.retain(|l| {
             if drop > 0 && gone.contains(&l.id) {
                 drop -= 1;
@@ -412,7 +416,7 @@ impl Links {
 /// An expiry as people write it: a duration from `now` (`48h`, `30m`,
 /// `7d`, `1w 2d`), a date (`2026-11-27`, the start of that day, UTC) or a
 /// moment (`2026-11-27 18:00`, `2026-11-27T18:00:00Z`, UTC). Unix seconds.
-pub fn parse_expiry(text: &str, now: u64) -> Result<u64, String> {
+pub fn parse_expiry(text: &str, now: u64) -> Result<u64, ExpiryError> {
     let t = text.trim();
     if let Ok(d) = humantime::parse_duration(t) {
         return Ok(now.saturating_add(d.as_secs().max(1)));
@@ -429,12 +433,15 @@ pub fn parse_expiry(text: &str, now: u64) -> Result<u64, String> {
             t.duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs())
         })
-        .map_err(|_| {
-            format!(
-                "'{text}' is not an expiry: give a duration (48h, 30m, 7d) or a date and time in UTC (2026-11-27 or 2026-11-27 18:00)"
-            )
-        })
+        .map_err(|_| ExpiryError(text.to_owned()))
 }
+
+/// An expiry that is neither a duration nor a date and time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{0}' is not an expiry: give a duration (48h, 30m, 7d) or a date and time in UTC (2026-11-27 or 2026-11-27 18:00)"
+)]
+pub struct ExpiryError(pub String);
 
 #[cfg(test)]
 mod tests {
@@ -453,11 +460,11 @@ mod tests {
             .add("for Ann", Some(NOW + 3600), "photos", secret(1), NOW)
             .unwrap();
         links.add("", None, "", secret(2), NOW).unwrap();
-        links.revoke(2, NOW + 5).unwrap();
+        links.revoke(LinkId(2), NOW + 5).unwrap();
         let back = Links::from_json(&links.to_json()).unwrap();
         assert_eq!(back, links);
         assert_eq!(back.live().count(), 1);
-        assert_eq!(back.get(1).unwrap().secret(), Some(secret(1)));
+        assert_eq!(back.get(LinkId(1)).unwrap().secret(), Some(secret(1)));
     }
 
     #[test]
@@ -466,9 +473,12 @@ mod tests {
         let a = links.add("a", None, "", secret(1), NOW).unwrap().id;
         links.revoke(a, NOW).unwrap();
         let b = links.add("b", None, "", secret(2), NOW).unwrap().id;
-        assert!(b > a && a >= 1);
-        assert_eq!(links.revoke(0, NOW), Err(LinksError::MainLink));
-        assert_eq!(links.revoke(99, NOW), Err(LinksError::NoSuchLink(99)));
+        assert!(b > a && a >= LinkId(1));
+        assert_eq!(links.revoke(LinkId(0), NOW), Err(LinksError::MainLink));
+        assert_eq!(
+            links.revoke(LinkId(99), NOW),
+            Err(LinksError::NoSuchLink(LinkId(99)))
+        );
         assert_eq!(links.revoke(a, NOW), Err(LinksError::AlreadyEnded(a)));
     }
 
@@ -483,9 +493,9 @@ mod tests {
             .unwrap();
         assert_eq!(links.next_expiry(), Some(NOW + 60));
         assert!(links.expire_due(NOW + 59).is_empty());
-        assert_eq!(links.expire_due(NOW + 60), vec![1]);
+        assert_eq!(links.expire_due(NOW + 60), vec![LinkId(1)]);
         assert_eq!(links.next_expiry(), Some(NOW + 600));
-        match links.get(1).unwrap().end() {
+        match links.get(LinkId(1)).unwrap().end() {
             Some(LinkEnd::Expired { words }) => {
                 assert!(words.contains("expired on 2026-"), "{words}")
             }
@@ -508,14 +518,17 @@ mod tests {
             Err(LinksError::TooMany)
         );
         for id in 1..=MAX_LIVE_LINKS as u32 {
-            links.revoke(id, NOW + u64::from(id)).unwrap();
+            links.revoke(LinkId(id), NOW + u64::from(id)).unwrap();
         }
         for i in 0..10 {
             let id = links.add("", None, "", secret(i), NOW).unwrap().id;
             links.revoke(id, NOW + 1000 + u64::from(i)).unwrap();
         }
         assert_eq!(links.all().len(), ENDED_KEPT);
-        assert!(links.get(1).is_none(), "the longest-ended went first");
+        assert!(
+            links.get(LinkId(1)).is_none(),
+            "the longest-ended went first"
+        );
     }
 
     #[test]
@@ -540,7 +553,7 @@ mod tests {
             parse_expiry("2026-11-27T18:00:00Z", NOW),
             Ok(1_795_737_600 + 18 * 3600)
         );
-        let e = parse_expiry("next tuesday", NOW).unwrap_err();
+        let e = parse_expiry("next tuesday", NOW).unwrap_err().to_string();
         assert!(e.contains("48h") && e.contains("2026-11-27"), "{e}");
         assert_eq!(when(1_795_737_600 + 18 * 3600), "2026-11-27 18:00 UTC");
     }
