@@ -651,12 +651,11 @@ impl Share {
         secret: ShareSecret,
     ) -> Result<LinkRecord, AddLinkError> {
         self.at(now);
-        if new.upload.is_some() && matches!(new.shown, Shown::Selection(_)) {
-            return Err(RightsError::UploadToSelection.into());
-        }
-        if new.password_hash.as_deref().is_some_and(str::is_empty) {
-            return Err(RightsError::EmptyPassword.into());
-        }
+        rights::check_new(
+            &new.shown,
+            new.upload.is_some(),
+            new.password_hash.as_deref(),
+        )?;
         let (scope, selection) = new.shown.as_record();
         let id = self
             .links

@@ -110,9 +110,7 @@ async fn index_of(root: &Path, config: SenderConfig) -> Shared {
             drop_links: None,
             farewell: Default::default(),
             watch: None,
-            password: None,
             intake: None,
-            source: None,
         },
         entries: summary.entries,
         _progress: progress,
@@ -378,7 +376,7 @@ impl LanedShare {
             self.lane_cuts.lock().unwrap().push(cut);
         }
         let (ctx, board) = (self.shared.ctx.clone(), self.board.clone());
-        tokio::spawn(async move { serve_link(a, ctx, board.as_ref(), |_| async { Ok(()) }).await });
+        tokio::spawn(async move { serve_link(a, ctx, board.as_ref()).await });
         Counted {
             link: b,
             chunk_bytes: counter.clone(),
@@ -552,9 +550,7 @@ async fn a_lane_that_names_no_session_is_closed() {
     let shared = index_of(&dir.0, quick_sender()).await;
     let board = LaneBoard::<MemorySender>::new();
     let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
-    let served = tokio::spawn(async move {
-        serve_link(a, shared.ctx.clone(), Some(&board), |_| async { Ok(()) }).await
-    });
+    let served = tokio::spawn(async move { serve_link(a, shared.ctx.clone(), Some(&board)).await });
     let (mut tx, mut rx) = b.split();
     tx.ready().await.unwrap();
     tx.send(Bytes::from(

@@ -132,9 +132,7 @@ impl Live {
             drop_links: None,
             farewell: Default::default(),
             watch: None,
-            password: None,
             intake: None,
-            source: None,
         };
         let (a, b) = MemoryLink::pair(LinkModel::PERFECT, 1);
         tokio::spawn(serve(a, ctx.clone()));

@@ -66,6 +66,23 @@ pub enum RightsError {
     EmptyPassword,
 }
 
+/// Whether a new link may have these rights: one that selects paths takes
+/// no files, and an empty password is no password (`password`: as given,
+/// before it is hashed; `None` when there is none or it is checked already).
+pub fn check_new(
+    shown: &Shown,
+    takes_files: bool,
+    password: Option<&str>,
+) -> Result<(), RightsError> {
+    if takes_files && matches!(shown, Shown::Selection(_)) {
+        return Err(RightsError::UploadToSelection);
+    }
+    if password.is_some_and(str::is_empty) {
+        return Err(RightsError::EmptyPassword);
+    }
+    Ok(())
+}
+
 /// A scope as given (`a/b`, `/a/b/`, `./a//b`): its '/'-separated form
 /// relative to the shared folder, or why it cannot be one.
 pub fn normal_scope(text: &str) -> Result<String, RightsError> {

@@ -89,9 +89,10 @@ pub enum ShareError {
     Random(#[from] RandomError),
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
-    /// The link asked for on the command line cannot be made (its words).
-    #[error("{0}")]
-    StartLink(String),
+    /// The link asked for on the command line cannot be made (why: a
+    /// `LinkRefused`, boxed so these words need none of the share loop's modules).
+    #[error(transparent)]
+    StartLink(Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot write the activity log {path}: {source}")]
     ActivityLog {
         path: PathBuf,

@@ -22,7 +22,6 @@
 
 pub mod activity;
 pub mod control;
-mod desk;
 mod disk;
 mod event;
 mod feed;
@@ -34,35 +33,47 @@ mod live_index;
 pub mod password;
 pub mod reconcile;
 mod relay;
+mod requests;
 mod serve;
+mod share_loop;
 pub mod share_state;
+mod shown_paths;
+mod views;
 mod visitors;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use linkfs_core::{HostAction, SenderConfig, SettleConfig, ShareLink, ShareSecret};
+use linkfs_core::share::{Share, ShareConfig};
+use linkfs_core::{SenderConfig, SettleConfig, ShareLink};
 use linkfs_proto::Epoch;
 use linkfs_proto::sharer_key::SharerKey;
-use linkfs_proto::signal::IceServer;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use disk::{DiskEntry, OPEN_FILES, OpenFiles, ShareRoot};
 pub use event::{ShareError, ShareEvent, StartLink};
 pub use feed::{CheckSummary, WalkProgress, spawn_feed};
-pub use host::HostRelay;
 pub use linkfs_core::share::links;
 pub use live_index::{IndexStart, LiveIndex};
 pub use relay::{EmbeddedRelayConfig, RelayChoice, RelayInUse};
+pub use requests::LinkRefused;
 pub use serve::{
-    LinkIs, ServeContext, ServeEnd, ServeOutcome, Served, ServedSession, serve, serve_link,
+    ServeContext, ServeEnd, ServeOutcome, Served, ServedSession, serve, serve_link, serve_session,
 };
-pub use visitors::{CANDIDATE_QUEUE, VisitorEnd, VisitorLeft, VisitorNews, Visitors};
+pub use shown_paths::PathError;
+pub use views::ViewError;
+pub use visitors::{
+    CANDIDATE_QUEUE, INSTRUCTIONS, Instruction, Reach, VisitorEnd, VisitorLeft, VisitorNews,
+    Visitors,
+};
 
 use crate::random::random_bytes;
-use crate::transport::{IcePolicy, NativeTuning, TransportConfig};
+use crate::transport::TransportConfig;
+use host::RelayLine;
+use share_loop::{ShareClock, ShareLoop, register};
 use share_state::{KeptLink, ShareState};
+use views::{Scoping, Views};
 
 #[derive(Debug, Clone)]
 pub struct ShareOptions {
@@ -84,32 +95,6 @@ pub struct ShareOptions {
     pub start_link: Option<StartLink>,
     /// Write one JSON line per visitor's join, read, download and leave here.
     pub activity_log: Option<PathBuf>,
-}
-
-/// The transport settings for visitors: the relay's ICE servers added, and the
-/// same-host tuning when only this host can reach the relay.
-fn visitor_transport(
-    base: &TransportConfig,
-    ice_servers: Vec<IceServer>,
-    loopback_only: bool,
-) -> TransportConfig {
-    let mut transport = base.clone();
-    transport.ice_servers.extend(ice_servers);
-    if loopback_only && transport.native_peer.is_some() && transport.ice_policy != IcePolicy::Relay
-    {
-        // Only this host can reach a loopback relay, so a native visitor is on this
-        // host too: large SCTP packets are safe (measured 730-915 MB/s against
-        // about 300). Browsers never ask for native tuning.
-        transport.native_peer = Some(NativeTuning::SAME_HOST);
-    }
-    transport
-}
-
-/// Seconds since 1970 (0 if the clock is before that).
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// Shares `options.root` until `cancel` fires. The walk's progress goes to
@@ -171,6 +156,7 @@ pub async fn share(
         walk_progress,
         events.clone(),
     )?;
+    let seed = random_bytes()?;
     let relay =
         RelayInUse::start(&options.relay, kept.as_ref().and_then(|k| k.embedded_port)).await?;
     let sharer = match &kept {
@@ -213,30 +199,14 @@ pub async fn share(
         origin: relay.connect_origin.clone(),
         ..link.clone()
     };
-    let (mut host, ice_servers) =
-        match HostRelay::register(&host_link, sharer, options.max_visitors).await {
-            Ok(registered) => registered,
-            Err(e) => {
-                relay.shutdown().await;
-                return Err(e);
-            }
-        };
-    let mut transport = visitor_transport(&options.transport, ice_servers, relay.loopback_only);
-
-    let ctx = ServeContext {
-        index: live.index.clone(),
-        index_changed: live.changed.clone(),
-        root: live.root.clone(),
-        config: options.sender.clone(),
-        cancel: CancellationToken::new(),
-        drop_links: Some(drop_links),
-        farewell: Default::default(),
-        watch: None,
-        password: None,
-        intake: None,
-        source: None,
+    let mut line = match RelayLine::connect(&host_link, sharer.clone()).await {
+        Ok(line) => line,
+        Err(e) => {
+            relay.shutdown().await;
+            return Err(e);
+        }
     };
-    // The share's other links, and the control socket `linkfs link` uses.
+    // The share's other links, kept from earlier runs.
     let (kept_links, links_trouble) = match &state {
         Some(state) => state.links(),
         None => Default::default(),
@@ -244,33 +214,59 @@ pub async fn share(
     if let Some(why) = links_trouble {
         warn(why).await;
     }
-    let scoping = desk::Scoping {
+    let clock = ShareClock::start();
+    let config = ShareConfig {
+        max_visitors: options.max_visitors,
+        ..ShareConfig::default()
+    };
+    let mut share = Share::new(clock.now(), &link, sharer, kept_links, config, seed);
+    let ice_servers = match register(&mut share, &mut line, &clock).await {
+        Ok(servers) => servers,
+        Err(e) => {
+            line.close().await;
+            relay.shutdown().await;
+            return Err(e);
+        }
+    };
+
+    let stop_visitors = CancellationToken::new();
+    let base = ServeContext {
+        index: live.index.clone(),
+        index_changed: live.changed.clone(),
+        root: live.root.clone(),
+        config: options.sender.clone(),
+        cancel: stop_visitors.clone(),
+        drop_links: Some(drop_links),
+        farewell: Default::default(),
+        watch: None,
+        intake: None,
+    };
+    let scoping = Scoping {
         root: std::fs::canonicalize(&options.root).unwrap_or_else(|_| options.root.clone()),
         watch: options.watch,
         settle: SettleConfig::default(),
         events: events.clone(),
         log: activity_log,
     };
-    let mut desk = desk::Desk::new(
-        link.clone(),
-        kept_links,
-        host.machine(),
-        ctx.clone(),
-        scoping,
-    );
+    let mut views = Views::new(base, scoping);
+    views.start_all(share.links());
     // The printed link: the main one, or one with the rights asked for.
     let printed = match &options.start_link {
         None => link.clone(),
-        Some(start) => match desk.start_link(host.machine(), state.as_ref(), start, unix_now()) {
-            Ok(l) => l,
-            Err(why) => {
-                host.close().await;
-                relay.shutdown().await;
-                desk.stop().await;
-                live.stop().await;
-                return Err(ShareError::StartLink(why));
+        Some(start) => {
+            match requests::start_link(&mut share, &mut views, state.as_ref(), start, clock.now())
+                .await
+            {
+                Ok(l) => l,
+                Err(why) => {
+                    line.close().await;
+                    relay.shutdown().await;
+                    views.stop().await;
+                    live.stop().await;
+                    return Err(ShareError::StartLink(Box::new(why)));
+                }
             }
-        },
+        }
     };
     let other_links = relay
         .other_origins
@@ -310,119 +306,23 @@ pub async fn share(
     };
     let _stop_control = control_stop.drop_guard();
 
-    let (news_tx, mut news_rx) = mpsc::channel::<VisitorNews>(256);
-    let mut visitors = Visitors::new();
-    let lanes = crate::lanes::LaneBoard::new();
-    loop {
-        for action in host.flush().await {
-            match action {
-                HostAction::Answer { peer, offer, link } => {
-                    // What its link shows is gone (a scope renamed away before a
-                    // restart): it is told so now, sealed, not left to time out.
-                    if let Err(words) = desk.can_show(link) {
-                        host.machine().turn_away(peer, words);
-                        continue;
-                    }
-                    let visitor_ctx = desk.admitted(peer, link, unix_now());
-                    visitors.admit(
-                        peer,
-                        offer,
-                        transport.clone(),
-                        visitor_ctx,
-                        lanes.clone(),
-                        news_tx.clone(),
-                    );
-                }
-                HostAction::AddCandidate { peer, candidate } => {
-                    visitors.add_candidate(peer, candidate);
-                }
-                HostAction::Refused { peer, why } => {
-                    tracing::info!(peer = peer.0, %why, "turned a visitor away");
-                }
-                HostAction::Warning(w) => {
-                    let _ = events.send(ShareEvent::Warning(w)).await;
-                }
-                HostAction::IceServers { ice_servers } => {
-                    transport =
-                        visitor_transport(&options.transport, ice_servers, relay.loopback_only);
-                }
-                _ => {}
-            }
-        }
-        let expiry = desk
-            .next_expiry()
-            .map(|at| Duration::from_secs(at.saturating_sub(unix_now())));
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => break,
-            () = tokio::time::sleep(expiry.unwrap_or_default()), if expiry.is_some() => {
-                for id in desk.expire(host.machine(), unix_now()) {
-                    let _ = events.send(ShareEvent::Links(format!("link {id} expired; its visitors were disconnected"))).await;
-                }
-                if let Some(state) = &state
-                    && let Err(e) = state.keep_links(desk.links())
-                {
-                    warn(format!("the links could not be kept for the next run: {e}")).await;
-                }
-            }
-            Some(asked) = control_rx.recv() => {
-                let announce = matches!(asked.request, control::Request::Add { .. } | control::Request::Revoke { .. } | control::Request::Kick { .. });
-                let answer = desk.handle(
-                    asked.request,
-                    host.machine(),
-                    state.as_ref(),
-                    || random_bytes().ok().map(ShareSecret::from_bytes),
-                    unix_now(),
-                );
-                if announce && answer.ok {
-                    let _ = events.send(ShareEvent::Links(answer.said.clone())).await;
-                }
-                let _ = asked.reply.send(answer);
-            }
-            Some(news) = news_rx.recv() => match news {
-                VisitorNews::Answer(peer, sdp) => host.machine().answer_made(peer, sdp),
-                VisitorNews::LocalCandidate(peer, c) => host.machine().local_candidate(peer, c),
-                VisitorNews::Lane(peer) => {
-                    desk.lane(peer);
-                    host.machine().visitor_is_lane(peer);
-                }
-                VisitorNews::Connected(peer, may) => {
-                    // Past any password prompt: it takes a visitor slot now, if one is free.
-                    if !host.machine().visitor_passed(peer) {
-                        let _ = may.send(Err(host.machine().full_words()));
-                        continue;
-                    }
-                    let _ = may.send(Ok(()));
-                    let who = desk.connected(peer);
-                    host.machine().visitor_connected(peer);
-                    let visitors = host.machine().connected();
-                    let _ = events.send(ShareEvent::VisitorConnected { peer: peer.0, visitors, who }).await;
-                }
-            },
-            Some(left) = visitors.next_left(), if !visitors.is_empty() => {
-                let (who, served) = desk.left(left.peer, &left.end.to_string());
-                // Bytes served and files added are kept with the links.
-                if let Some(state) = &state
-                    && let Err(e) = state.keep_links(desk.links())
-                {
-                    warn(format!("the links could not be kept for the next run: {e}")).await;
-                }
-                host.machine().visitor_ended(left.peer);
-                let visitors = host.machine().connected();
-                let _ = events
-                    .send(ShareEvent::VisitorLeft { peer: left.peer.0, visitors, end: left.end, who, served })
-                    .await;
-            }
-            () = host.recv() => {}
-        }
-    }
+    let mut share_loop = ShareLoop::new(
+        share,
+        views,
+        line,
+        state,
+        events.clone(),
+        clock,
+        options.transport.clone(),
+        relay.loopback_only,
+        ice_servers,
+        stop_visitors,
+    );
+    share_loop.run(&cancel, &mut control_rx).await;
 
     // Stop: say goodbye to every visitor, give them a moment to hear it, close the relay.
-    ctx.cancel.cancel();
-    visitors.wind_down(Duration::from_secs(3)).await;
-    host.close().await;
+    let state = share_loop.stop(Duration::from_secs(3)).await;
     relay.shutdown().await;
-    desk.stop().await;
     let index = live.index.clone();
     live.stop().await;
     if let Some(state) = state {

@@ -6,7 +6,6 @@
 //! the share index grows (the walk, or later a change), the session is woken to
 //! cut new batches.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
@@ -66,11 +65,6 @@ pub struct ServeContext {
     pub farewell: Farewell,
     /// The visitor's figures and activity log, if anyone watches.
     pub watch: Option<Arc<super::activity::VisitorWatch>>,
-    /// The visitor's link asks for this password before anything else.
-    pub password: Option<Arc<super::password::LinkPassword>>,
-    /// The address the visitor's data link comes from (as ICE proved it), for
-    /// its link's password gate; `None` when not known.
-    pub source: Option<std::net::IpAddr>,
     /// Where the visitor's uploads go, if its link takes them.
     pub intake: Option<super::intake::UploadPlace>,
 }
@@ -87,7 +81,8 @@ impl Farewell {
         let _ = self.0.set((code, words));
     }
 
-    fn get(&self) -> Option<&(GoodbyeCode, String)> {
+    /// Why, if it was said.
+    pub fn get(&self) -> Option<&(GoodbyeCode, String)> {
         self.0.get()
     }
 }
@@ -344,75 +339,66 @@ pub enum Served {
     Lane(Option<LinkClosed>),
 }
 
-/// What a visitor's link turned out to be, once its first frame said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkIs {
-    /// A visitor's session.
-    Session,
-    /// A lane admitted to another link's session: not a visitor of its own.
-    Lane,
-}
-
-/// Serves a visitor's data link: a session that offers lanes on `board`,
-/// or, when its first frame says so, a lane of a session already served.
-/// `announce` runs once it is known which (for a session: past any password
-/// prompt); it may turn a session away (the share is full), in the words
-/// given, which the visitor is told.
-pub async fn serve_link<L: FrameLink, F: Future<Output = Result<(), String>>>(
+/// Serves a data link whose first frame decides what it is: a lane of a
+/// session on `board`, or a session of its own that offers lanes there. (The
+/// share's visitors go through [`super::visitors`], where the share machine
+/// decides between the first frame and the session.)
+pub async fn serve_link<L: FrameLink>(
     link: L,
     ctx: ServeContext,
     board: Option<&LaneBoard<L::Sender>>,
-    announce: impl FnOnce(LinkIs) -> F,
 ) -> Served {
     let (tx, mut rx) = link.split();
     let first = tokio::select! {
         first = rx.recv() => first,
         () = ctx.cancel.cancelled() => None,
     };
-    if let Some(join) = first
-        .as_deref()
-        .and_then(|f| LaneJoin::decode(f).ok().flatten())
-    {
-        return match board.and_then(|b| b.admit(&join.token)) {
-            Some(admission) => {
-                let _ = announce(LinkIs::Lane).await;
-                Served::Lane(hold_lane(Halves(tx, rx), admission, ctx.cancel.clone()).await)
-            }
-            None => {
-                tracing::debug!("a lane named no session that takes one: closed");
-                tx.close().await;
-                Served::Lane(None)
-            }
-        };
+    if let Some(join) = first.as_deref().and_then(lane_join) {
+        return Served::Lane(serve_lane(tx, rx, &join, board, ctx.cancel.clone()).await);
     }
-    let (tx, rx, first) = match &ctx.password {
-        None => (tx, rx, first),
-        Some(password) => {
-            match ask_password(tx, rx, first, password, ctx.source, &ctx.cancel).await {
-                Ok(passed) => passed,
-                Err(words) => {
-                    return Served::Session(ServeOutcome {
-                        end: ServeEnd::SentOff(words),
-                        stats: Default::default(),
-                    });
-                }
-            }
+    Served::Session(serve_session(tx, rx, first, &ctx, board).await)
+}
+
+/// The lane a link's first frame asks to join, if it is a lane's.
+pub fn lane_join(first: &[u8]) -> Option<LaneJoin> {
+    LaneJoin::decode(first).ok().flatten()
+}
+
+/// Holds a lane `board` admits (or closes one that names no session taking
+/// lanes there) until it ends: why it ended, if it did on its own.
+pub async fn serve_lane<S: FrameSender, R: FrameReceiver>(
+    tx: S,
+    rx: R,
+    join: &LaneJoin,
+    board: Option<&LaneBoard<S>>,
+    cancel: CancellationToken,
+) -> Option<LinkClosed> {
+    match board.and_then(|b| b.admit(&join.token)) {
+        Some(admission) => hold_lane(Halves(tx, rx), admission, cancel).await,
+        None => {
+            tracing::debug!("a lane named no session that takes one: closed");
+            tx.close().await;
+            None
         }
-    };
-    if let Err(words) = announce(LinkIs::Session).await {
-        say_goodbye(tx, GoodbyeCode::SentAway, &words).await;
-        return Served::Session(ServeOutcome {
-            end: ServeEnd::SentOff(words),
-            stats: Default::default(),
-        });
     }
+}
+
+/// Serves one session over the link's halves, `first` being a frame it sent
+/// already; it offers lanes on `board`.
+pub async fn serve_session<S: FrameSender, R: FrameReceiver>(
+    tx: S,
+    rx: R,
+    first: Option<Bytes>,
+    ctx: &ServeContext,
+    board: Option<&LaneBoard<S>>,
+) -> ServeOutcome {
     let lanes = board.and_then(|b| {
         let token = crate::random::random_bytes::<16>().ok()?;
         Some(b.open(LaneToken(token), MAX_LANES))
     });
     let link = Halves(LanedSender::new(tx, lanes), FirstThen { first, rest: rx });
-    let mut session = ServedSession::new(&ctx);
-    Served::Session(drive(&mut session, link, ctx.cancel.clone(), Clock::start()).await)
+    let mut session = ServedSession::new(ctx);
+    drive(&mut session, link, ctx.cancel.clone(), Clock::start()).await
 }
 
 /// A link from its two halves.
@@ -445,63 +431,8 @@ impl<R: FrameReceiver> FrameReceiver for FirstThen<R> {
     }
 }
 
-/// Asks a visitor for its link's password before anything of the share
-/// (see [`super::password`]): the link's halves and its first session frame
-/// (the held Hello) if the password is right; otherwise what it was told,
-/// once it was told.
-async fn ask_password<S: FrameSender, R: FrameReceiver>(
-    mut tx: S,
-    mut rx: R,
-    first: Option<Bytes>,
-    password: &super::password::LinkPassword,
-    source: Option<std::net::IpAddr>,
-    cancel: &CancellationToken,
-) -> Result<(S, R, Option<Bytes>), String> {
-    use super::password::{ANSWER_WITHIN, Guess, WRONG, source_of, too_many};
-    use linkfs_proto::{ReceiverToSender, SenderToReceiver};
-    let mut hello = None;
-    let mut frame = first;
-    let sent = async {
-        tx.ready().await?;
-        tx.send(Bytes::from(SenderToReceiver::PasswordNeeded.encode()))
-    };
-    if sent.await.is_err() {
-        return Err("it left before giving the password".into());
-    }
-    let deadline = tokio::time::Instant::now() + ANSWER_WITHIN;
-    let attempt = loop {
-        if let Some(f) = frame.take() {
-            match ReceiverToSender::decode(&f) {
-                Ok(ReceiverToSender::Password(p)) => break p,
-                // The session's first frame, kept for it.
-                Ok(ReceiverToSender::Hello(_)) if hello.is_none() => hello = Some(f),
-                _ => {}
-            }
-        }
-        frame = tokio::select! {
-            f = rx.recv() => match f {
-                Some(f) => Some(f),
-                None => return Err("it left before giving the password".into()),
-            },
-            () = tokio::time::sleep_until(deadline) => None,
-            () = cancel.cancelled() => None,
-        };
-        if frame.is_none() {
-            tx.close().await;
-            return Err("it gave no password".into());
-        }
-    };
-    let (code, words) = match password.guess(attempt, source_of(source)).await {
-        Guess::Right => return Ok((tx, rx, hello)),
-        Guess::Wrong => (GoodbyeCode::WrongPassword, WRONG.to_owned()),
-        Guess::TooMany(wait) => (GoodbyeCode::TooManyTries, too_many(wait)),
-    };
-    say_goodbye(tx, code, &words).await;
-    Err(words)
-}
-
 /// Tells the visitor why it goes (before any session), then closes its link.
-async fn say_goodbye<S: FrameSender>(mut tx: S, code: GoodbyeCode, words: &str) {
+pub async fn say_goodbye<S: FrameSender>(mut tx: S, code: GoodbyeCode, words: &str) {
     let goodbye = linkfs_proto::SenderToReceiver::Goodbye(linkfs_proto::Goodbye {
         code,
         message: words.to_owned(),
