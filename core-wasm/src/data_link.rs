@@ -35,13 +35,10 @@ use std::rc::Rc;
 use js_sys::ArrayBuffer;
 use std::rc::Weak;
 
-use linkfs_core::lanes::{
-    FRAME_HEAD_BYTES, GateSays, LANE_END_GRACE, LANE_MIN_RTT, LANES_CONNECTING_AT_ONCE, LaneGate,
-    MAX_LANES, lane_may_carry,
-};
+use linkfs_core::lanes::{FRAME_HEAD_BYTES, FrameIs, LaneDo, LaneNo, LaneSet, MAX_LANES};
 use linkfs_core::{GuestAction, GuestFailure, GuestSignaling, IceCandidate, Millis, ShareLink};
 use linkfs_proto::signal::{IceServer, Role};
-use linkfs_proto::{CHANNEL_LABEL, LaneJoin, LaneOffer, MAX_FRAME_LEN};
+use linkfs_proto::{CHANNEL_LABEL, MAX_FRAME_LEN};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, spawn_local};
@@ -129,22 +126,21 @@ enum Reports {
     /// The session's own link: everything to the page.
     Page {
         handlers: DataLinkHandlers,
-        gate: LaneGate,
-        /// To connect lanes: the share, and when the gate's clock started.
+        /// Everything about lanes is decided here; this shell connects and
+        /// closes what it says.
+        lanes: Box<LaneSet>,
+        /// To connect lanes: the share, and when the set's clock started.
         link: ShareLink,
         started_ms: f64,
-        /// Lanes opened (or opening) for this link.
-        lanes: Vec<Shared>,
-        /// Lanes still to connect ([`LANES_CONNECTING_AT_ONCE`] at a time),
-        /// and the frame they join with.
-        queued: u8,
-        join: Vec<u8>,
-        /// A lane ended: the link ends after the grace, unless first.
-        lane_ended: bool,
+        /// Lanes connected (or connecting) for this link.
+        conns: Vec<(LaneNo, Shared)>,
+        /// The set's timeout a browser timer is set for.
+        timer_for: Option<Millis>,
     },
     /// A lane: only its read chunks, to the page through its session link.
     Lane {
         session: Weak<RefCell<Inner>>,
+        lane: LaneNo,
         join: Vec<u8>,
     },
 }
@@ -195,8 +191,8 @@ fn report_status(inner: &Shared, state: &str, message: &str) {
 /// `finished` and does nothing.
 fn detach(i: &mut Inner) {
     i.finished = true;
-    if let Reports::Page { lanes, .. } = &mut i.reports {
-        for lane in lanes.drain(..) {
+    if let Reports::Page { conns, .. } = &mut i.reports {
+        for (_, lane) in conns.drain(..) {
             if let Ok(mut lane) = lane.try_borrow_mut() {
                 detach(&mut lane);
             }
@@ -234,17 +230,52 @@ fn finish(inner: &Shared, state: &str, message: &str) {
         detach(&mut i);
     }
     report_status(inner, state, message);
-    next_lanes_of(inner);
+    lane_closed(inner);
 }
 
-/// If `inner` is a lane, its session may connect the next queued lanes.
-fn next_lanes_of(inner: &Shared) {
-    let session = match &inner.borrow().reports {
-        Reports::Lane { session, .. } => session.upgrade(),
-        Reports::Page { .. } => None,
+/// The page's monotonic clock (ms): `performance.now()`, in a window or a worker.
+fn monotonic_ms() -> f64 {
+    js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("performance"))
+        .ok()
+        .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
+        .map_or_else(js_sys::Date::now, |p| p.now())
+}
+
+/// The lane set's time for a session link that started at `started_ms`.
+fn set_time(started_ms: f64) -> Millis {
+    Millis((monotonic_ms() - started_ms).max(0.0) as u64)
+}
+
+/// Runs `f` on the lane set of `session` (a page link) at the set's now.
+fn with_lanes<T>(session: &Shared, f: impl FnOnce(&mut LaneSet, Millis) -> T) -> Option<T> {
+    let mut i = session.borrow_mut();
+    if i.finished {
+        return None;
+    }
+    match &mut i.reports {
+        Reports::Page {
+            lanes, started_ms, ..
+        } => {
+            let now = set_time(*started_ms);
+            Some(f(lanes, now))
+        }
+        Reports::Lane { .. } => None,
+    }
+}
+
+/// If `inner` is a lane, tells its session's set it closed (before or after
+/// it opened), and carries out what the set says then.
+fn lane_closed(inner: &Shared) {
+    let (session, lane) = match &inner.borrow().reports {
+        Reports::Lane { session, lane, .. } => (session.upgrade(), *lane),
+        Reports::Page { .. } => return,
     };
     if let Some(session) = session {
-        connect_lanes(&session);
+        if let Reports::Page { conns, .. } = &mut session.borrow_mut().reports {
+            conns.retain(|(n, _)| *n != lane);
+        }
+        with_lanes(&session, |set, now| set.lane_closed(now, lane));
+        obey_lanes(&session);
     }
 }
 
@@ -318,13 +349,11 @@ impl DataLink {
         let link = ShareLink::parse(link).map_err(|e| JsError::new(&e.to_string()))?;
         let reports = Reports::Page {
             handlers,
-            gate: LaneGate::new(PAGE_LANES),
+            lanes: Box::new(LaneSet::new(PAGE_LANES)),
             link: link.clone(),
-            started_ms: js_sys::Date::now(),
-            lanes: Vec::new(),
-            queued: 0,
-            join: Vec::new(),
-            lane_ended: false,
+            started_ms: monotonic_ms(),
+            conns: Vec::new(),
+            timer_for: None,
         };
         let inner = connect(&link, ice_policy == "relay", reports)?;
         Ok(DataLink { inner })
@@ -367,10 +396,7 @@ impl DataLink {
     #[wasm_bindgen(js_name = lanesOpen)]
     pub fn lanes_open(&self) -> u32 {
         match &self.inner.borrow().reports {
-            Reports::Page { lanes, .. } => lanes
-                .iter()
-                .filter(|l| l.try_borrow().is_ok_and(|l| l.opened && !l.finished))
-                .count() as u32,
+            Reports::Page { lanes, .. } => lanes.open() as u32,
             Reports::Lane { .. } => 0,
         }
     }
@@ -380,9 +406,9 @@ impl DataLink {
     pub fn frame_bytes(&self) -> f64 {
         let i = self.inner.borrow();
         let lanes = match &i.reports {
-            Reports::Page { lanes, .. } => lanes
+            Reports::Page { conns, .. } => conns
                 .iter()
-                .filter_map(|l| l.try_borrow().ok().map(|l| l.frame_bytes))
+                .filter_map(|(_, l)| l.try_borrow().ok().map(|l| l.frame_bytes))
                 .sum(),
             Reports::Lane { .. } => 0,
         };
@@ -524,10 +550,7 @@ fn start_peer(inner: &Shared, ice_servers: &[IceServer], relay_only: bool) -> Re
                 h.on_status("connected", words::CONNECTED);
                 h.on_open();
             }
-            None => {
-                join_lane(&inner);
-                next_lanes_of(&inner);
-            }
+            None => join_lane(&inner),
         }
     });
     dc.set_onopen(Some(on_open.as_ref().unchecked_ref()));
@@ -613,33 +636,23 @@ fn apply_answer(inner: &Shared, sdp: String) {
 /// The open channel closed (or the connection failed after it opened): the
 /// page decides, with the worker, whether to reconnect.
 fn channel_closed(inner: &Shared) {
-    let session = {
+    let is_lane = {
         let mut i = inner.borrow_mut();
         if i.finished {
             return;
         }
         detach(&mut i);
-        match &i.reports {
-            Reports::Lane { session, .. } => Some(session.clone()),
-            Reports::Page { .. } => None,
-        }
+        matches!(i.reports, Reports::Lane { .. })
     };
-    match session {
-        None => {
-            if let Some(h) = handlers(inner) {
-                h.on_close(words::CHANNEL_CLOSED);
-            }
-        }
-        Some(session) => {
-            lane_ended(&session);
-            if let Some(session) = session.upgrade() {
-                connect_lanes(&session);
-            }
-        }
+    if is_lane {
+        lane_closed(inner);
+    } else if let Some(h) = handlers(inner) {
+        h.on_close(words::CHANNEL_CLOSED);
     }
 }
 
-/// One frame from the sharer: to the page, past the lane rule.
+/// One frame from the sharer: to the page, if the lane set says it is the
+/// session's.
 fn deliver(inner: &Shared, buf: ArrayBuffer) {
     let len = buf.byte_length() as usize;
     let head_len = len.min(FRAME_HEAD_BYTES);
@@ -647,154 +660,155 @@ fn deliver(inner: &Shared, buf: ArrayBuffer) {
     js_sys::Uint8Array::new_with_byte_offset_and_length(&buf, 0, head_len as u32)
         .copy_to(&mut head[..head_len]);
     let head = &head[..head_len];
-    let lane_of = {
+    let (session, lane) = {
         let mut i = inner.borrow_mut();
         i.frame_bytes += len as u64;
         match &i.reports {
-            Reports::Page { .. } => None,
-            // A lane carries read chunks only; anything else on one is dropped.
-            Reports::Lane { .. } if !lane_may_carry(head) => return,
-            Reports::Lane { session, .. } => match session.upgrade() {
-                Some(session) => Some(session),
+            Reports::Page { .. } => (inner.clone(), None),
+            Reports::Lane { session, lane, .. } => match session.upgrade() {
+                Some(session) => (session, Some(*lane)),
                 None => return,
             },
         }
     };
-    let to = lane_of.unwrap_or_else(|| inner.clone());
-    let says = {
-        let mut i = to.borrow_mut();
-        if i.finished {
-            return;
-        }
-        let is_lane = !Rc::ptr_eq(&to, inner);
-        match &mut i.reports {
-            Reports::Page {
-                gate, started_ms, ..
-            } => {
-                let now = Millis((js_sys::Date::now() - *started_ms).max(0.0) as u64);
-                if is_lane {
-                    gate.on_lane_chunk(now, len)
-                } else {
-                    gate.on_frame_head(now, head, len)
-                }
-            }
-            Reports::Lane { .. } => GateSays::Pass,
-        }
-    };
-    match says {
-        GateSays::Skip => return,
-        GateSays::Pass => {}
-        GateSays::Open { offer, count } => open_lanes(&to, offer, count),
-    }
-    if let Some(h) = handlers(&to) {
+    let is = with_lanes(&session, |set, now| match lane {
+        None => set.on_session_frame(now, head, len),
+        Some(lane) => set.on_lane_frame(now, lane, head, len),
+    });
+    obey_lanes(&session);
+    // (The set may have ended the link just now: then nothing more goes up.)
+    if is == Some(FrameIs::Deliver)
+        && !session.borrow().finished
+        && let Some(h) = handlers(&session)
+    {
         h.on_frame(buf);
     }
 }
 
-/// Queues `count` more lanes joining `offer` beside the session link
-/// `session`, if its path is long enough for them to help.
-fn open_lanes(session: &Shared, offer: LaneOffer, count: u8) {
-    let Some(pc) = session.borrow().pc.clone() else {
-        return;
-    };
+/// Carries out what the lane set of `session` says, until it says nothing,
+/// and keeps a browser timer set for its next timeout.
+fn obey_lanes(session: &Shared) {
+    while let Some(todo) = with_lanes(session, |set, _| set.poll_output()).flatten() {
+        match todo {
+            LaneDo::MeasureRoundTrip => measure_round_trip(session),
+            LaneDo::Connect { lane, join } => connect_lane(session, lane, join),
+            LaneDo::EndLink => return channel_closed(session),
+        }
+    }
+    arm_lane_timer(session);
+}
+
+fn measure_round_trip(session: &Shared) {
+    let pc = session.borrow().pc.clone();
     let weak = Rc::downgrade(session);
     spawn_local(async move {
-        let rtt = round_trip(&pc).await;
+        let rtt = match pc {
+            Some(pc) => round_trip(&pc).await,
+            None => None,
+        };
         let Some(session) = weak.upgrade() else {
             return;
         };
-        match rtt {
-            Some(rtt) if rtt >= LANE_MIN_RTT.as_secs_f64() => {}
-            _ => return,
-        }
-        if session.borrow().finished {
-            return;
-        }
-        if let Reports::Page { queued, join, .. } = &mut session.borrow_mut().reports {
-            *queued = queued.saturating_add(count);
-            *join = LaneJoin { token: offer.token }.encode();
-        }
-        connect_lanes(&session);
+        let rtt = rtt.filter(|r| r.is_finite() && *r >= 0.0);
+        with_lanes(&session, |set, _| {
+            set.round_trip(rtt.map(std::time::Duration::from_secs_f64))
+        });
+        obey_lanes(&session);
     });
 }
 
-/// Connects queued lanes of `session` while fewer than
-/// [`LANES_CONNECTING_AT_ONCE`] are connecting (the relay admits 16 guests
-/// of a room from one address at a time).
-fn connect_lanes(session: &Shared) {
-    loop {
-        let (link, relay_only, join) = {
-            let mut i = session.borrow_mut();
-            let (finished, relay_only) = (i.finished, i.relay_only);
-            let Reports::Page {
-                link,
-                lanes,
-                queued,
-                join,
-                ..
-            } = &mut i.reports
-            else {
-                return;
-            };
-            let connecting = lanes
-                .iter()
-                .filter(|l| l.try_borrow().is_ok_and(|l| !l.opened && !l.finished))
-                .count();
-            if finished || *queued == 0 || connecting >= LANES_CONNECTING_AT_ONCE {
-                return;
+/// Starts lane `lane` beside `session`; it joins with `join` once open.
+fn connect_lane(session: &Shared, lane: LaneNo, join: Vec<u8>) {
+    let (link, relay_only) = {
+        let i = session.borrow();
+        match &i.reports {
+            Reports::Page { link, .. } => (link.clone(), i.relay_only),
+            Reports::Lane { .. } => return,
+        }
+    };
+    let reports = Reports::Lane {
+        session: Rc::downgrade(session),
+        lane,
+        join,
+    };
+    match connect(&link, relay_only, reports) {
+        Ok(conn) => {
+            if let Reports::Page { conns, .. } = &mut session.borrow_mut().reports {
+                conns.push((lane, conn));
             }
-            *queued -= 1;
-            (link.clone(), relay_only, join.clone())
-        };
-        let reports = Reports::Lane {
-            session: Rc::downgrade(session),
-            join,
-        };
-        let Ok(lane) = connect(&link, relay_only, reports) else {
-            return;
-        };
-        if let Reports::Page { lanes, .. } = &mut session.borrow_mut().reports {
-            lanes.push(lane);
+        }
+        // No WebSocket: this lane is gone; the set may start the next.
+        Err(_) => {
+            with_lanes(session, |set, now| set.lane_closed(now, lane));
         }
     }
 }
 
-/// A lane's channel opened: its first frame names the session it joins.
-fn join_lane(lane: &Shared) {
-    let i = lane.borrow();
-    if let (Reports::Lane { join, .. }, Some(dc)) = (&i.reports, &i.dc) {
-        // A lane that cannot say so carries nothing: the sharer closes it.
-        let _ = dc.send_with_u8_array(join);
-    }
-}
-
-/// A lane of `session` ended: its chunks are lost, so the link ends too,
-/// after [`LANE_END_GRACE`] for the sharer's own word on the session link.
-fn lane_ended(session: &Weak<RefCell<Inner>>) {
-    let Some(inner) = session.upgrade() else {
-        return;
-    };
-    {
-        let mut i = inner.borrow_mut();
+/// Keeps one browser timer set for the lane set's next timeout.
+fn arm_lane_timer(session: &Shared) {
+    let due = {
+        let mut i = session.borrow_mut();
         if i.finished {
             return;
         }
-        match &mut i.reports {
-            Reports::Page { lane_ended, .. } if !*lane_ended => *lane_ended = true,
-            _ => return,
+        let Reports::Page {
+            lanes,
+            started_ms,
+            timer_for,
+            ..
+        } = &mut i.reports
+        else {
+            return;
+        };
+        let due = lanes.poll_timeout();
+        if due.is_none() || due == *timer_for {
+            return;
         }
-    }
-    let weak = session.clone();
-    let end = Closure::once_into_js(move || {
-        if let Some(inner) = weak.upgrade() {
-            channel_closed(&inner);
+        *timer_for = due;
+        due.map(|d| d.0.saturating_sub(set_time(*started_ms).0))
+    };
+    let Some(wait) = due else { return };
+    let weak = Rc::downgrade(session);
+    let fire = Closure::once_into_js(move || {
+        let Some(session) = weak.upgrade() else {
+            return;
+        };
+        with_lanes(&session, |set, now| set.handle_timeout(now));
+        if let Reports::Page { timer_for, .. } = &mut session.borrow_mut().reports {
+            *timer_for = None;
         }
+        obey_lanes(&session);
     });
     let global: web_sys::Window = js_sys::global().unchecked_into();
     let _ = global.set_timeout_with_callback_and_timeout_and_arguments_0(
-        end.unchecked_ref(),
-        LANE_END_GRACE.as_millis() as i32,
+        fire.unchecked_ref(),
+        i32::try_from(wait).unwrap_or(i32::MAX),
     );
+}
+
+/// A lane's channel opened: its first frame names the session it joins,
+/// then the session's set counts it open.
+fn join_lane(lane: &Shared) {
+    let (session, no) = {
+        let i = lane.borrow();
+        let Reports::Lane {
+            session,
+            lane,
+            join,
+        } = &i.reports
+        else {
+            return;
+        };
+        // A lane that cannot say so carries nothing: the sharer closes it.
+        if let Some(dc) = &i.dc {
+            let _ = dc.send_with_u8_array(join);
+        }
+        (session.upgrade(), *lane)
+    };
+    if let Some(session) = session {
+        with_lanes(&session, |set, _| set.lane_opened(no));
+        obey_lanes(&session);
+    }
 }
 
 /// The round trip of the connection's selected candidate pair (seconds), as

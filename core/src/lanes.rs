@@ -39,10 +39,17 @@
 //! multiply it, each about as much as the first, until the path is full. A
 //! path that the first eight already fill (or a receiver that cannot take
 //! more, like Chromium) shows it at the first measurement and gets no more.
+//!
+//! The rest of a receiver's lane lifecycle (the round-trip check, how many
+//! connect at once, the end grace, what a lane may carry) is [`LaneSet`],
+//! which holds this gate: both receivers' shells drive that.
 
 use std::time::Duration;
 
 use linkfs_proto::{FRAME_READ_CHUNK, LaneOffer};
+
+mod set;
+pub use set::{FrameIs, LaneDo, LaneNo, LaneSet};
 
 use crate::Millis;
 

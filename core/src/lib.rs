@@ -29,8 +29,10 @@
 //! - [`seal`] and [`link`]: share links and the sealing of signaling payloads
 //!   with a key derived from the link's secret.
 //!
-//! - [`lanes::LaneGate`]: when a receiver opens lanes (more peer connections
-//!   for one session's read chunks), for the native receiver and the page.
+//! - [`lanes::LaneSet`]: a receiver's lanes (more peer connections for one
+//!   session's read chunks) from the first to the last, with
+//!   [`lanes::LaneGate`], when they open, inside; the native receiver and the
+//!   page only connect and close what it says.
 //! - [`backoff::Backoff`]: when to try again after a lost connection (the
 //!   browser, the native receiver and the sharer's relay connection share it).
 //! - [`settle::Settler`]: changes on disk settle before they are announced (a
@@ -71,7 +73,8 @@ pub use index::{
 };
 pub use lanes::{
     FRAME_HEAD_BYTES, GateSays, LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT,
-    LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LaneGate, MAX_LANES, lane_may_carry,
+    LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LaneDo, LaneGate, LaneNo, LaneSet, MAX_LANES,
+    lane_may_carry,
 };
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use password_gate::{GuessSource, GuessTicket, PasswordGate};

@@ -7,8 +7,10 @@
 //!                                               on a long path (round trip >= LANE_MIN_RTT)
 //!                                               whose one link moves a bulk read slowly
 //!                                               (under LANE_BELOW_RATE), it connects more
-//!                                               links in steps while they add up (the rule:
-//!                                               core::lanes), at most `lanes`, 8 at a time
+//!                                               links in steps while they add up, at most
+//!                                               `lanes`, 8 at a time (all of it decided by
+//!                                               core::lanes::LaneSet; this half connects
+//!                                               and reads what it says)
 //!  a link whose first frame is LaneJoin <------ LaneJoin {token}, on each
 //!  LaneBoard: token -> that session's LanedSender
 //!  LanedSender: a ReadChunk goes on whichever   LanedReceiver: the frames of every link,
@@ -45,19 +47,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use futures_util::future::{join_all, select_all};
-use linkfs_proto::{FRAME_READ_CHUNK, LaneJoin, LaneOffer, LaneToken};
+use linkfs_proto::{FRAME_READ_CHUNK, LaneOffer, LaneToken};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::drive::{FrameLink, FrameReceiver, FrameSender, LinkClosed};
 
+use linkfs_core::Millis;
 pub use linkfs_core::lanes::{
     FIRST_LANES, LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT,
     LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LANES_CONNECTING_AT_ONCE, MAX_LANES,
 };
-use linkfs_core::lanes::{GateSays, LaneGate, lane_may_carry};
+use linkfs_core::lanes::{FrameIs, LaneDo, LaneNo, LaneSet};
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -360,21 +362,23 @@ impl<L: FrameLink> FrameLink for LanedLink<L> {
 
     fn split(self) -> (L::Sender, LanedReceiver<L>) {
         let (tx, rx) = self.link.split();
-        let (joiner, joined) = mpsc::channel(usize::from(MAX_LANES));
+        // At most one round trip and LANES_CONNECTING_AT_ONCE connects are
+        // outstanding (the set's bounds).
+        let (told, news) = mpsc::channel(LANES_CONNECTING_AT_ONCE + 1);
         let opening = CancellationToken::new();
         (
             tx,
             LanedReceiver {
                 primary: rx,
                 lanes: Vec::new(),
-                joined,
-                joiner,
-                gate: LaneGate::new(self.maker.as_ref().map_or(0, |m| m.lanes)),
+                news,
+                told,
+                set: LaneSet::new(self.maker.as_ref().map_or(0, |m| m.lanes)),
                 clock: tokio::time::Instant::now(),
                 maker: self.maker,
                 opening: opening.clone(),
                 _stop_opening: opening.drop_guard(),
-                lane_ended: None,
+                lane_end: None,
                 ended: None,
                 turn: 0,
             },
@@ -382,25 +386,32 @@ impl<L: FrameLink> FrameLink for LanedLink<L> {
     }
 }
 
-/// The receiving half of a [`LanedLink`]: see the module docs.
+/// What the tasks this half started report back.
+enum LaneNews<L: FrameLink> {
+    RoundTrip(Option<Duration>),
+    /// A lane's link opened and took its join frame (or did not).
+    Connected(LaneNo, Option<(L::Sender, L::Receiver)>),
+}
+
+/// The receiving half of a [`LanedLink`]: a shell for [`LaneSet`], which
+/// decides everything about lanes; this half connects and reads them.
 pub struct LanedReceiver<L: FrameLink> {
     primary: L::Receiver,
     /// Open lanes (the sending half only keeps the connection).
-    lanes: Vec<(L::Sender, L::Receiver)>,
-    joined: mpsc::Receiver<(L::Sender, L::Receiver)>,
-    /// A clone goes to each opener.
-    joiner: mpsc::Sender<(L::Sender, L::Receiver)>,
+    lanes: Vec<(LaneNo, L::Sender, L::Receiver)>,
+    news: mpsc::Receiver<LaneNews<L>>,
+    /// A clone goes to each task.
+    told: mpsc::Sender<LaneNews<L>>,
     maker: Option<LaneMaker<L>>,
-    /// When to open lanes (the rule the page follows too).
-    gate: LaneGate,
-    /// The gate's clock starts with the link.
+    set: LaneSet,
+    /// The set's clock starts with the link.
     clock: tokio::time::Instant,
-    /// Stops the openers...
+    /// Stops the tasks...
     opening: CancellationToken,
     /// ...when this half goes.
     _stop_opening: DropGuard,
-    /// A lane ended (when, and why): the link ends after the grace.
-    lane_ended: Option<(tokio::time::Instant, LinkClosed)>,
+    /// Why the first lane that ended did (the link's reason if it ends for it).
+    lane_end: Option<LinkClosed>,
     ended: Option<LinkClosed>,
     /// Which link is looked at first, in turn (a busy one must not starve
     /// the others: their windows would close).
@@ -410,8 +421,8 @@ pub struct LanedReceiver<L: FrameLink> {
 enum Got<L: FrameLink> {
     Primary(Option<Bytes>),
     Lane(usize, Option<Bytes>),
-    Joined((L::Sender, L::Receiver)),
-    GraceOver,
+    News(LaneNews<L>),
+    Timeout,
 }
 
 impl<L: FrameLink> LanedReceiver<L> {
@@ -420,47 +431,54 @@ impl<L: FrameLink> LanedReceiver<L> {
         self.lanes.len()
     }
 
-    /// Starts opening `count` more lanes joining `offer` (the gate said they help).
-    fn open_lanes(&mut self, offer: LaneOffer, count: u8) {
-        let Some(maker) = self.maker.clone() else {
-            return;
-        };
-        let (joiner, cancel) = (self.joiner.clone(), self.opening.clone());
+    fn now(&self) -> Millis {
+        Millis(self.clock.elapsed().as_millis() as u64)
+    }
+
+    /// Carries out what the set says; false once it ended the link.
+    fn obey(&mut self) -> bool {
+        while let Some(todo) = self.set.poll_output() {
+            match todo {
+                LaneDo::MeasureRoundTrip => self.measure(),
+                LaneDo::Connect { lane, join } => self.connect(lane, Bytes::from(join)),
+                LaneDo::EndLink => {
+                    self.ended = Some(self.lane_end.take().unwrap_or(LinkClosed::ConnectionLost));
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn spawn(&self, task: impl Future<Output = LaneNews<L>> + Send + 'static) {
+        let (told, cancel) = (self.told.clone(), self.opening.clone());
         tokio::spawn(async move {
             tokio::select! {
-                () = open_lanes(maker, offer, count, joiner) => {}
+                news = task => { let _ = told.send(news).await; }
                 () = cancel.cancelled() => {}
             }
         });
     }
-}
 
-/// Connects `count` lanes, [`LANES_CONNECTING_AT_ONCE`] at a time; each
-/// joins with `offer`'s token and goes to `joiner` as it opens.
-async fn open_lanes<L: FrameLink>(
-    maker: LaneMaker<L>,
-    offer: LaneOffer,
-    count: u8,
-    joiner: mpsc::Sender<(L::Sender, L::Receiver)>,
-) {
-    match (maker.round_trip)().await {
-        Some(rtt) if rtt >= LANE_MIN_RTT => {
-            tracing::debug!(rtt_ms = rtt.as_millis() as u64, count, "opening lanes");
-        }
-        rtt => {
-            tracing::debug!(?rtt, "a short path: no lanes");
-            return;
+    fn measure(&self) {
+        match self.maker.clone() {
+            Some(maker) => {
+                self.spawn(async move { LaneNews::RoundTrip((maker.round_trip)().await) })
+            }
+            None => self.spawn(async { LaneNews::RoundTrip(None) }),
         }
     }
-    let join = Bytes::from(LaneJoin { token: offer.token }.encode());
-    futures_util::stream::iter((0..count).map(|_| {
-        let (maker, joiner, join) = (maker.clone(), joiner.clone(), join.clone());
-        async move {
+
+    fn connect(&self, lane: LaneNo, join: Bytes) {
+        let Some(maker) = self.maker.clone() else {
+            return self.spawn(async move { LaneNews::Connected(lane, None) });
+        };
+        self.spawn(async move {
             let link = match (maker.connect)().await {
                 Ok(link) => link,
                 Err(why) => {
                     tracing::debug!(%why, "a lane could not connect");
-                    return;
+                    return LaneNews::Connected(lane, None);
                 }
             };
             let (mut tx, rx) = link.split();
@@ -469,16 +487,14 @@ async fn open_lanes<L: FrameLink>(
                 Err(e) => Err(e),
             };
             match sent {
-                Ok(()) => {
-                    let _ = joiner.send((tx, rx)).await;
+                Ok(()) => LaneNews::Connected(lane, Some((tx, rx))),
+                Err(reason) => {
+                    tracing::debug!(%reason, "a lane closed before it joined");
+                    LaneNews::Connected(lane, None)
                 }
-                Err(reason) => tracing::debug!(%reason, "a lane closed before it joined"),
             }
-        }
-    }))
-    .buffer_unordered(LANES_CONNECTING_AT_ONCE)
-    .for_each(|()| async {})
-    .await;
+        });
+    }
 }
 
 impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
@@ -487,72 +503,89 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
             if self.ended.is_some() {
                 return None;
             }
-            let grace_until = self.lane_ended.as_ref().map(|(at, _)| *at + LANE_END_GRACE);
-            if grace_until.is_some_and(|t| tokio::time::Instant::now() >= t) {
-                self.ended = self.lane_ended.take().map(|(_, reason)| reason);
-                return None;
-            }
+            let due = self
+                .set
+                .poll_timeout()
+                .map(|t| self.clock + Duration::from_millis(t.0));
             let turn = self.turn;
             self.turn = self.turn.wrapping_add(1);
             let got = {
-                let (primary, lanes, joined) =
-                    (&mut self.primary, &mut self.lanes, &mut self.joined);
+                let (primary, lanes, news) = (&mut self.primary, &mut self.lanes, &mut self.news);
                 let mut waits: Vec<Boxed<'_, Got<L>>> = Vec::with_capacity(lanes.len() + 3);
                 waits.push(Box::pin(async move { Got::Primary(primary.recv().await) }));
-                for (i, (_, lane)) in lanes.iter_mut().enumerate() {
+                for (i, (_, _, lane)) in lanes.iter_mut().enumerate() {
                     waits.push(Box::pin(async move { Got::Lane(i, lane.recv().await) }));
                 }
-                // Never ends: this half keeps a joiner.
+                // Never ends: this half keeps a sender.
                 waits.push(Box::pin(async move {
-                    match joined.recv().await {
-                        Some(lane) => Got::Joined(lane),
-                        None => Got::GraceOver,
+                    match news.recv().await {
+                        Some(n) => Got::News(n),
+                        None => std::future::pending().await,
                     }
                 }));
-                if let Some(t) = grace_until {
+                if let Some(t) = due {
                     waits.push(Box::pin(async move {
                         tokio::time::sleep_until(t).await;
-                        Got::GraceOver
+                        Got::Timeout
                     }));
                 }
                 let n = waits.len();
                 waits.rotate_left(turn % n);
                 select_all(waits).await.0
             };
-            match got {
+            let now = self.now();
+            let deliver = match got {
                 Got::Primary(Some(frame)) => {
-                    let now = linkfs_core::Millis(self.clock.elapsed().as_millis() as u64);
-                    match self.gate.on_session_frame(now, &frame) {
-                        GateSays::Skip => continue,
-                        GateSays::Pass => {}
-                        GateSays::Open { offer, count } => self.open_lanes(offer, count),
+                    match self.set.on_session_frame(now, &frame, frame.len()) {
+                        FrameIs::Deliver => Some(frame),
+                        FrameIs::Drop => None,
                     }
-                    return Some(frame);
                 }
                 Got::Primary(None) => {
                     self.ended = Some(self.primary.closed_reason());
                     return None;
                 }
-                // A lane carries chunks only; anything else on one is dropped.
-                Got::Lane(_, Some(frame)) if lane_may_carry(&frame) => {
-                    let now = linkfs_core::Millis(self.clock.elapsed().as_millis() as u64);
-                    if let GateSays::Open { offer, count } =
-                        self.gate.on_lane_chunk(now, frame.len())
+                Got::Lane(i, Some(frame)) => {
+                    match self
+                        .set
+                        .on_lane_frame(now, self.lanes[i].0, &frame, frame.len())
                     {
-                        self.open_lanes(offer, count);
+                        FrameIs::Deliver => Some(frame),
+                        FrameIs::Drop => None,
                     }
-                    return Some(frame);
                 }
-                Got::Lane(_, Some(_)) => {}
                 Got::Lane(i, None) => {
-                    let (_, lane) = self.lanes.remove(i);
-                    let reason = lane.closed_reason();
+                    let (lane, _, rx) = self.lanes.remove(i);
+                    let reason = rx.closed_reason();
                     tracing::debug!(%reason, "a lane ended; the link follows unless the sharer says why");
-                    self.lane_ended
-                        .get_or_insert((tokio::time::Instant::now(), reason));
+                    self.lane_end.get_or_insert(reason);
+                    self.set.lane_closed(now, lane);
+                    None
                 }
-                Got::Joined(lane) => self.lanes.push(lane),
-                Got::GraceOver => {}
+                Got::News(LaneNews::RoundTrip(rtt)) => {
+                    tracing::debug!(?rtt, "the session link's round trip, for lanes");
+                    self.set.round_trip(rtt);
+                    None
+                }
+                Got::News(LaneNews::Connected(lane, Some((tx, rx)))) => {
+                    self.lanes.push((lane, tx, rx));
+                    self.set.lane_opened(lane);
+                    None
+                }
+                Got::News(LaneNews::Connected(lane, None)) => {
+                    self.set.lane_closed(now, lane);
+                    None
+                }
+                Got::Timeout => {
+                    self.set.handle_timeout(now);
+                    None
+                }
+            };
+            if !self.obey() {
+                return None;
+            }
+            if deliver.is_some() {
+                return deliver;
             }
         }
     }
