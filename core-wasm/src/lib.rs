@@ -39,6 +39,6 @@ pub(crate) fn install_panic_hook() {
 /// checked.
 #[wasm_bindgen(js_name = selfTest)]
 pub fn self_test() -> Result<u32, JsError> {
-    let n = linkfs_proto::vectors::check_all().map_err(|e| JsError::new(&e))?;
+    let n = linkfs_proto::vectors::check_all()?;
     Ok(n as u32)
 }

@@ -19,7 +19,7 @@ use linkfs_core::{
     EndReason, FailureKind, LoadRequest, Millis, Output, ReadEvent, ReadHandle, Search, SortKey,
     Storage, StoreJob, VisitConfig, VisitEvent, VisitStatus,
 };
-use linkfs_core::{ShareLink, StoredState};
+use linkfs_core::{ShareLink, StorageError, StoredState};
 use linkfs_proto::EntryId;
 use tsify::{Ts, Tsify as _};
 use wasm_bindgen::JsCast;
@@ -613,8 +613,10 @@ impl Visit {
         };
         spawn_local(async move {
             let failed = |e: JsValue| {
-                e.as_string()
-                    .unwrap_or_else(|| "IndexedDB failed to save the index".into())
+                StorageError::new(
+                    e.as_string()
+                        .unwrap_or_else(|| "IndexedDB failed to save the index".into()),
+                )
             };
             let result = match (&store, &job) {
                 (Some(s), StoreJob::Batches(w)) => s.write(w).await.map_err(failed),

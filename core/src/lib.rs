@@ -79,8 +79,9 @@ pub use lanes::{
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use password_gate::{GuessSource, GuessTicket, PasswordGate};
 pub use persist::{
-    PersistentReceiver, Rebuilder, Rebuilt, SNAPSHOT_MIN_BATCHES, SNAPSHOT_QUIET_MS, StoreOp,
-    StoreWrite, StoredEvent, StoredFrame, StoredProgress, StoredSnapshot, StoredState, rebuild,
+    PersistentReceiver, Rebuilder, Rebuilt, SNAPSHOT_MIN_BATCHES, SNAPSHOT_QUIET_MS, StorageError,
+    StoreOp, StoreWrite, StoredEvent, StoredFrame, StoredProgress, StoredSnapshot, StoredState,
+    rebuild,
 };
 pub use receiver::{
     BatchBytes, EndReason, FailureKind, HEDGE_MAX_BYTES, Progress, ReadEvent, ReadFailure,
@@ -91,7 +92,7 @@ pub use search::{MAX_RESULTS, NamePattern, Search, SearchStep};
 pub use selection::{MAX_SELECTED_PATHS, Selection, SelectionError};
 pub use sender::{
     IoFailure, MAX_RETRANSMITS, ReadIo, SHORT_READ, SHORT_READ_EXTRA_IO, SenderConfig,
-    SenderSession, SenderStats, SessionError, target_leaves_root,
+    SenderOutput, SenderSession, SenderStats, SessionError, target_leaves_root,
 };
 pub use settle::{Ready, SettleConfig, Settler};
 pub use share_index::{
@@ -102,7 +103,7 @@ pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
     IceCandidate, LinkEnd, LinkId, MAX_LINK_KEYS, Refusal, TooManyLinks,
 };
-pub use uploads_in::{MAX_UPLOADS, UploadIo, UploadResult, UploadsIn};
+pub use uploads_in::{MAX_UPLOADS, UploadIo, UploadResult, UploadViolation, UploadsIn};
 pub use uploads_out::{UploadEvent, UploadNews, UploadsOut};
 pub use visit::{
     IndexChanges, LoadRequest, Output, SnapshotFigures, Storage, StoreJob, Visit, VisitConfig,

@@ -351,6 +351,23 @@ pub struct StoredProgress {
     pub storage_problem: Option<String>,
 }
 
+/// Why the shell's storage did not take a write, in the shell's words (the
+/// browser's, for IndexedDB: storage is on the other side of the sans-IO
+/// boundary, so its words are all this side learns).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{words}")]
+pub struct StorageError {
+    pub words: String,
+}
+
+impl StorageError {
+    pub fn new(words: impl Into<String>) -> Self {
+        StorageError {
+            words: words.into(),
+        }
+    }
+}
+
 /// A snapshot whose parts are being built, the index batches held back
 /// meanwhile (time, bytes, the shell's handle), and their bytes in all.
 #[derive(Debug)]
@@ -603,14 +620,14 @@ impl<F: StoredFrame> PersistentReceiver<F> {
     /// The write from [`poll_write`](Self::poll_write) committed, or failed
     /// (the words say why). Either way its batches are acknowledged: the page
     /// still has the entries.
-    pub fn write_done(&mut self, result: Result<(), String>) {
+    pub fn write_done(&mut self, result: Result<(), StorageError>) {
         let Some(end) = self.writing.take() else {
             return;
         };
         if let Err(problem) = result
             && self.storage_problem.is_none()
         {
-            self.storage_problem = Some(problem);
+            self.storage_problem = Some(problem.words);
         }
         if let Some((seq, entries)) = end {
             self.receiver.persisted(seq);
@@ -700,7 +717,7 @@ impl<F: StoredFrame> PersistentReceiver<F> {
     /// The snapshot write from [`poll_snapshot`](Self::poll_snapshot) committed
     /// or failed. A failure loses nothing (the batches are still stored); the
     /// next try waits for twice as many batches.
-    pub fn snapshot_done(&mut self, result: Result<(), String>) {
+    pub fn snapshot_done(&mut self, result: Result<(), StorageError>) {
         let Some((state, fresh_starts)) = self.snapshot_writing.take() else {
             return;
         };

@@ -3,10 +3,13 @@
 //! ```text
 //! shell                                   SenderSession
 //!  frame from the data channel ---------> handle_frame(now, frame, &index)
-//!  ready to send? <---------------------- poll_transmit(now, &index) -> frame
-//!  file IO to do? <---------------------- poll_io() -> ReadIo
 //!  bytes read (or the failure) ---------> handle_io(io, result)
-//!  timer <------------------------------- poll_timeout();  handle_timeout(now)
+//!  an upload step done ------------------> handle_upload_io(upload, result)
+//!  the timer fired ----------------------> handle_timeout(now)
+//!  after each: poll_output(now, &index, room) until Wait:
+//!    Read(io)        read from disk      Upload(step)  write an upload step
+//!    Transmit(frame) (only with room)    Ended(why)    the session is over
+//!    Wait(at)        sleep until `at` (or the next input)
 //! ```
 //!
 //! Index batches are cut from the share's log at the session's cursor while the
@@ -51,6 +54,22 @@ use linkfs_proto::{
 
 use crate::Millis;
 use crate::share_index::{ReadTarget, ShareIndex};
+
+/// What a [`SenderSession`] has for its shell ([`SenderSession::poll_output`]).
+#[derive(Debug)]
+pub enum SenderOutput {
+    /// Read this from disk; answer with [`SenderSession::handle_io`].
+    Read(ReadIo),
+    /// Do this upload step; answer with [`SenderSession::handle_upload_io`].
+    Upload(crate::UploadIo),
+    /// Send this frame.
+    Transmit(Vec<u8>),
+    /// The session is over (`None`: closed here with nothing wrong), and its
+    /// last frame was taken.
+    Ended(Option<SessionError>),
+    /// Nothing now; call [`SenderSession::handle_timeout`] at this time, if any.
+    Wait(Option<Millis>),
+}
 
 /// Whether a symlink target, as read from a link `depth` folders below the
 /// shared folder, leads out of it: absolute, or climbing above it with `..`
@@ -166,6 +185,9 @@ pub enum SessionError {
     BadFrame(linkfs_proto::DecodeError),
     #[error("the receiver broke the protocol: {0}")]
     Protocol(String),
+    /// The receiver broke the upload protocol.
+    #[error("the receiver broke the protocol: {0}")]
+    Upload(#[from] crate::uploads_in::UploadViolation),
     #[error("the receiver speaks protocol version {0}; this sharer speaks {PROTOCOL_VERSION}")]
     Version(u16),
     #[error("the receiver said goodbye: {0}")]
@@ -461,14 +483,14 @@ impl SenderSession {
                 Ok(())
             }
             (State::Open, ReceiverToSender::UploadBegin(b)) => {
-                let replies = self.uploads.begin(b).map_err(SessionError::Protocol)?;
+                let replies = self.uploads.begin(b)?;
                 for f in replies {
                     self.push_control_frame(f);
                 }
                 Ok(())
             }
             (State::Open, ReceiverToSender::UploadChunk(c)) => {
-                let replies = self.uploads.chunk(&c).map_err(SessionError::Protocol)?;
+                let replies = self.uploads.chunk(&c)?;
                 for f in replies {
                     self.push_control_frame(f);
                 }
@@ -872,6 +894,28 @@ impl SenderSession {
             return Some(self.next_batch(now, index));
         }
         None
+    }
+
+    /// Everything the session has for its shell, one item a call, in the
+    /// order a shell must take them: file IO first (reads start while frames
+    /// go out), upload steps, a frame if the link has `room` for one, the end
+    /// once every frame it wanted to send was taken, else when to call
+    /// [`SenderSession::handle_timeout`]. This is the shell's one poll: call
+    /// it after every input until it says [`SenderOutput::Wait`].
+    pub fn poll_output(&mut self, now: Millis, index: &ShareIndex, room: bool) -> SenderOutput {
+        if let Some(io) = self.poll_io() {
+            return SenderOutput::Read(io);
+        }
+        if let Some(io) = self.poll_upload_io() {
+            return SenderOutput::Upload(io);
+        }
+        if room && let Some(frame) = self.poll_transmit(now, index) {
+            return SenderOutput::Transmit(frame);
+        }
+        if self.is_finished() {
+            return SenderOutput::Ended(self.end_reason.clone());
+        }
+        SenderOutput::Wait(self.poll_timeout())
     }
 
     /// When `handle_timeout` should next be called.

@@ -93,7 +93,31 @@ pub struct UploadsIn {
 }
 
 /// What a frame did: frames to send back, or a reason to end the session.
-pub type Replies = Result<Vec<Vec<u8>>, String>;
+pub type Replies = Result<Vec<Vec<u8>>, UploadViolation>;
+
+/// How a visitor broke the upload protocol (its session ends).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UploadViolation {
+    #[error("upload {} was begun twice", .0.0)]
+    BegunTwice(UploadId),
+    #[error("bytes of upload {} before it was ready", .0.0)]
+    BeforeReady(UploadId),
+    #[error("upload {}: bytes at {offset} where {next} was next", upload.0)]
+    OutOfOrder {
+        upload: UploadId,
+        offset: u64,
+        next: u64,
+    },
+    #[error("upload {}: {end} bytes of a {size}-byte file", upload.0)]
+    PastEnd {
+        upload: UploadId,
+        end: u64,
+        size: u64,
+    },
+    #[error("upload {}: more than {UPLOAD_WINDOW} bytes sent ahead of the sharer", .0.0)]
+    PastWindow(UploadId),
+}
 
 fn refused(upload: UploadId, code: UploadRefusal, message: impl Into<String>) -> Vec<u8> {
     SenderToReceiver::UploadRefused(UploadRefused {
@@ -131,7 +155,7 @@ impl UploadsIn {
             )]);
         }
         if self.uploads.contains_key(&b.upload) {
-            return Err(format!("upload {} was begun twice", b.upload.0));
+            return Err(UploadViolation::BegunTwice(b.upload));
         }
         if self.uploads.len() >= MAX_UPLOADS {
             return Ok(vec![refused(
@@ -186,29 +210,25 @@ impl UploadsIn {
             return Ok(Vec::new());
         };
         if u.phase != Phase::Open {
-            return Err(format!(
-                "bytes of upload {} before it was ready",
-                c.upload.0
-            ));
+            return Err(UploadViolation::BeforeReady(c.upload));
         }
         if c.offset != u.next || c.data.is_empty() {
-            return Err(format!(
-                "upload {}: bytes at {} where {} was next",
-                c.upload.0, c.offset, u.next
-            ));
+            return Err(UploadViolation::OutOfOrder {
+                upload: c.upload,
+                offset: c.offset,
+                next: u.next,
+            });
         }
         let end = c.offset + c.data.len() as u64;
         if end > u.size {
-            return Err(format!(
-                "upload {}: {end} bytes of a {}-byte file",
-                c.upload.0, u.size
-            ));
+            return Err(UploadViolation::PastEnd {
+                upload: c.upload,
+                end,
+                size: u.size,
+            });
         }
         if end - u.written > UPLOAD_WINDOW {
-            return Err(format!(
-                "upload {}: more than {UPLOAD_WINDOW} bytes sent ahead of the sharer",
-                c.upload.0
-            ));
+            return Err(UploadViolation::PastWindow(c.upload));
         }
         if upload_chunk_hash(&u.hash, c.offset, c.data) != c.hash {
             let upload = c.upload;

@@ -75,7 +75,7 @@ use crate::Millis;
 use crate::backoff::{Backoff, BackoffConfig, Retry};
 use crate::index::{Index, IndexChange, IndexError};
 use crate::persist::{
-    PersistentReceiver, Rebuilt, StoreWrite, StoredEvent, StoredFrame, StoredState,
+    PersistentReceiver, Rebuilt, StorageError, StoreWrite, StoredEvent, StoredFrame, StoredState,
 };
 use crate::receiver::{
     EndReason, FailureKind, ReadEvent, ReadHandle, ReceiverConfig, StartReadError,
@@ -546,14 +546,14 @@ impl<F: StoredFrame> Visit<F> {
 
     /// The write from [`Output::Store`] committed, or failed (the words say
     /// why; nothing is lost: what was received stays in memory).
-    pub fn stored(&mut self, now: Millis, result: Result<(), String>) {
+    pub fn stored(&mut self, now: Millis, result: Result<(), StorageError>) {
         self.now = self.now.max(now);
         match self.writing.take() {
             Some(Writing::Batches) => {
                 let first_failure = self.receiver.progress().storage_problem.is_none();
-                if let (Err(words), true) = (&result, first_failure) {
+                if let (Err(e), true) = (&result, first_failure) {
                     self.queue
-                        .push_back(Output::Event(VisitEvent::StorageFailed(words.clone())));
+                        .push_back(Output::Event(VisitEvent::StorageFailed(e.words.clone())));
                 }
                 self.receiver.write_done(result);
             }

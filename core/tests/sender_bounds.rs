@@ -68,3 +68,45 @@ fn a_receiver_that_never_acknowledges_costs_one_queued_resend_then_ends_the_sess
         "the receiver is told why"
     );
 }
+
+/// The shell's one poll: no frame without room, and the end only after the
+/// last frame (the goodbye) was taken.
+#[test]
+fn poll_output_gives_no_frame_without_room_and_ends_after_the_goodbye_went() {
+    use linkfs_core::SenderOutput;
+    let ix = index(10);
+    let mut s = SenderSession::new(SenderConfig::default());
+    let hello = ReceiverToSender::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        resume: None,
+    })
+    .encode();
+    s.handle_frame(Millis(0), &hello, &ix).unwrap();
+    assert!(
+        matches!(s.poll_output(Millis(0), &ix, false), SenderOutput::Wait(_)),
+        "a welcome is waiting, but the link has no room"
+    );
+    s.close("the sharer stopped sharing");
+    assert!(
+        matches!(s.poll_output(Millis(0), &ix, false), SenderOutput::Wait(_)),
+        "not ended while its goodbye has not gone"
+    );
+    let mut sent = Vec::new();
+    let why = loop {
+        match s.poll_output(Millis(0), &ix, true) {
+            SenderOutput::Transmit(f) => sent.push(f),
+            SenderOutput::Ended(why) => break why,
+            other => panic!("{other:?} from a closed session"),
+        }
+        assert!(sent.len() < 100, "a closed session keeps sending");
+    };
+    assert!(matches!(why, Some(SessionError::ClosedHere(_))), "{why:?}");
+    let last = sent.last().expect("frames before the end");
+    assert!(
+        matches!(
+            SenderToReceiver::decode(last),
+            Ok(SenderToReceiver::Goodbye(_))
+        ),
+        "the goodbye is the last frame"
+    );
+}

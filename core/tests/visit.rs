@@ -192,7 +192,7 @@ impl Shell {
                 }
                 Output::Store(job) => {
                     let result = match &self.store.failing {
-                        Some(words) => Err(words.clone()),
+                        Some(words) => Err(StorageError::new(words.clone())),
                         None => {
                             match job {
                                 StoreJob::Batches(w) => {

@@ -318,10 +318,22 @@ impl<S: FrameSender> FrameSender for LanedSender<S> {
 
 // --------------------------------------------------------------- visitor side
 
+/// Why a lane's link could not be made: the connecting side's own error
+/// (the visitor's [`VisitError`](crate::visit::VisitError)), in its words.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct LaneConnectError(Box<dyn std::error::Error + Send + Sync>);
+
+impl LaneConnectError {
+    pub fn new(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        LaneConnectError(Box::new(e))
+    }
+}
+
 /// How a visitor makes its lanes.
 pub struct LaneMaker<L> {
     /// One more link to the same sharer (its handshake through the relay).
-    pub connect: Arc<dyn Fn() -> Boxed<'static, Result<L, String>> + Send + Sync>,
+    pub connect: Arc<dyn Fn() -> Boxed<'static, Result<L, LaneConnectError>> + Send + Sync>,
     /// The session link's round trip, as ICE measured it.
     pub round_trip: Arc<dyn Fn() -> Boxed<'static, Option<Duration>> + Send + Sync>,
     /// Most lanes to open (fewer if the sharer offers fewer; 0: none).

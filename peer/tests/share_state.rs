@@ -121,7 +121,7 @@ fn a_saved_index_is_taken_once_and_a_damaged_one_is_refused() {
     let at = damaged.len() / 2;
     damaged[at] ^= 1;
     state.save_bytes(&damaged).unwrap();
-    let err = state.take_index().unwrap_err();
+    let err = state.take_index().unwrap_err().to_string();
     assert!(
         err.contains("not usable") && err.contains("damaged"),
         "{err}"

@@ -65,23 +65,23 @@ pub struct IceServer {
 impl IceServer {
     /// Parses an `--ice-server` flag: `URL` or `URL,USERNAME,CREDENTIAL`, where
     /// URL is `stun:`, `stuns:`, `turn:` or `turns:`. The error says what is wrong.
-    pub fn parse_flag(spec: &str) -> Result<IceServer, String> {
+    pub fn parse_flag(spec: &str) -> Result<IceServer, IceServerFlagError> {
         let mut parts = spec.splitn(3, ',');
         let url = parts.next().unwrap_or_default();
         if !["stun:", "stuns:", "turn:", "turns:"]
             .iter()
             .any(|scheme| url.starts_with(scheme))
         {
-            return Err(format!(
-                "{url:?}: expected a stun:, stuns:, turn: or turns: URL"
-            ));
+            return Err(IceServerFlagError::NotStunOrTurn {
+                url: url.to_owned(),
+            });
         }
         let username = parts.next().map(str::to_owned);
         let credential = parts.next().map(str::to_owned);
         if username.is_some() != credential.is_some() {
-            return Err(format!(
-                "{url:?}: give both a username and a credential, or neither"
-            ));
+            return Err(IceServerFlagError::HalfCredentials {
+                url: url.to_owned(),
+            });
         }
         Ok(IceServer {
             urls: vec![url.to_owned()],
@@ -96,6 +96,18 @@ impl IceServer {
             .iter()
             .any(|u| u.starts_with("turn:") || u.starts_with("turns:"))
     }
+}
+
+/// Why an `--ice-server` flag could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IceServerFlagError {
+    /// The URL is not a STUN or TURN server's.
+    #[error("{url:?}: expected a stun:, stuns:, turn: or turns: URL")]
+    NotStunOrTurn { url: String },
+    /// A username without a credential (or the other way round).
+    #[error("{url:?}: give both a username and a credential, or neither")]
+    HalfCredentials { url: String },
 }
 
 /// What a client sends the relay.
@@ -253,11 +265,13 @@ mod tests {
         assert!(
             IceServer::parse_flag("http://x")
                 .unwrap_err()
+                .to_string()
                 .contains("stun:")
         );
         assert!(
             IceServer::parse_flag("turn:x,u")
                 .unwrap_err()
+                .to_string()
                 .contains("both")
         );
     }

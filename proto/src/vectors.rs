@@ -337,11 +337,22 @@ pub fn all() -> Vec<Vector> {
     ]
 }
 
+/// Why annotated hex could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadHex {
+    #[error("odd number of hex digits")]
+    OddDigits,
+    /// Two characters that are not a hex byte.
+    #[error("bad hex {0:?}")]
+    NotHex(String),
+}
+
 /// Parses annotated hex (whitespace ignored).
-pub fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
+pub fn hex_bytes(s: &str) -> Result<Vec<u8>, BadHex> {
     let clean: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
     if !clean.len().is_multiple_of(2) {
-        return Err("odd number of hex digits".into());
+        return Err(BadHex::OddDigits);
     }
     clean
         .chunks(2)
@@ -349,9 +360,41 @@ pub fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
             std::str::from_utf8(p)
                 .ok()
                 .and_then(|s| u8::from_str_radix(s, 16).ok())
-                .ok_or_else(|| format!("bad hex {:?}", String::from_utf8_lossy(p)))
+                .ok_or_else(|| BadHex::NotHex(String::from_utf8_lossy(p).into_owned()))
         })
         .collect()
+}
+
+/// Why a vector failed its check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VectorError {
+    /// The vector's hex is not hex.
+    #[error(transparent)]
+    Hex(#[from] BadHex),
+    /// The bytes and the message do not agree.
+    #[error("vector {name:?}: {mismatch}")]
+    Mismatch {
+        name: &'static str,
+        mismatch: Mismatch,
+    },
+}
+
+/// How a vector's bytes and message disagree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// The bytes do not decode.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("decodes to another message")]
+    OtherMessage,
+    #[error("decodes to another batch")]
+    OtherBatch,
+    #[error("does not fit a batch")]
+    DoesNotFit,
+    #[error("encodes to other bytes")]
+    OtherBytes,
 }
 
 fn encode(op: &IndexOp, enc: &mut BatchEncoder) -> bool {
@@ -372,29 +415,27 @@ fn encode(op: &IndexOp, enc: &mut BatchEncoder) -> bool {
 }
 
 /// Checks one vector both ways: encoding gives the bytes, decoding gives the message.
-pub fn check(v: &Vector) -> Result<(), String> {
+pub fn check(v: &Vector) -> Result<(), VectorError> {
     let bytes = hex_bytes(v.hex)?;
-    let fail = |what: &str| format!("vector {:?}: {what}", v.name);
+    check_bytes(v, &bytes).map_err(|mismatch| VectorError::Mismatch {
+        name: v.name,
+        mismatch,
+    })
+}
+
+fn check_bytes(v: &Vector, bytes: &[u8]) -> Result<(), Mismatch> {
     let encoded = match &v.message {
         Message::ToSender(m) => {
-            if ReceiverToSender::decode(&bytes).map_err(|e| fail(&e.to_string()))? != *m {
-                return Err(fail("decodes to another message"));
+            if ReceiverToSender::decode(bytes)? != *m {
+                return Err(Mismatch::OtherMessage);
             }
             m.encode()
         }
-        Message::Welcome(w) => {
-            check_s2r(&bytes, SenderToReceiver::Welcome(w.clone())).map_err(|e| fail(&e))?
-        }
-        Message::ReadError(e) => {
-            check_s2r(&bytes, SenderToReceiver::ReadError(e.clone())).map_err(|e| fail(&e))?
-        }
-        Message::Goodbye(g) => {
-            check_s2r(&bytes, SenderToReceiver::Goodbye(g.clone())).map_err(|e| fail(&e))?
-        }
-        Message::PasswordNeeded => {
-            check_s2r(&bytes, SenderToReceiver::PasswordNeeded).map_err(|e| fail(&e))?
-        }
-        Message::FromSender(m) => check_s2r(&bytes, m.clone()).map_err(|e| fail(&e))?,
+        Message::Welcome(w) => check_s2r(bytes, SenderToReceiver::Welcome(w.clone()))?,
+        Message::ReadError(e) => check_s2r(bytes, SenderToReceiver::ReadError(e.clone()))?,
+        Message::Goodbye(g) => check_s2r(bytes, SenderToReceiver::Goodbye(g.clone()))?,
+        Message::PasswordNeeded => check_s2r(bytes, SenderToReceiver::PasswordNeeded)?,
+        Message::FromSender(m) => check_s2r(bytes, m.clone())?,
         Message::UploadChunk {
             upload,
             offset,
@@ -407,8 +448,8 @@ pub fn check(v: &Vector) -> Result<(), String> {
                 hash,
                 data,
             });
-            if ReceiverToSender::decode(&bytes).map_err(|e| fail(&e.to_string()))? != want {
-                return Err(fail("decodes to another message"));
+            if ReceiverToSender::decode(bytes)? != want {
+                return Err(Mismatch::OtherMessage);
             }
             want.encode()
         }
@@ -420,38 +461,37 @@ pub fn check(v: &Vector) -> Result<(), String> {
                 hash,
                 data,
             });
-            check_s2r(&bytes, chunk).map_err(|e| fail(&e))?
+            check_s2r(bytes, chunk)?
         }
         Message::Batch { header, ops } => {
-            let (h, got) = decode_batch(&bytes).map_err(|e| fail(&e.to_string()))?;
+            let (h, got) = decode_batch(bytes)?;
             if h != *header || got != *ops {
-                return Err(fail("decodes to another batch"));
+                return Err(Mismatch::OtherBatch);
             }
             let mut enc = BatchEncoder::new(header.first, MAX_FRAME_LEN);
             for op in ops {
                 if !encode(op, &mut enc) {
-                    return Err(fail("does not fit a batch"));
+                    return Err(Mismatch::DoesNotFit);
                 }
             }
             enc.finish_span(header.known, header.snapshot_complete, header.span)
         }
     };
     if encoded != bytes {
-        return Err(fail("encodes to other bytes"));
+        return Err(Mismatch::OtherBytes);
     }
     Ok(())
 }
 
-fn check_s2r(bytes: &[u8], want: SenderToReceiver<'_>) -> Result<Vec<u8>, String> {
-    let got = SenderToReceiver::decode(bytes).map_err(|e| e.to_string())?;
-    if got != want {
-        return Err("decodes to another message".into());
+fn check_s2r(bytes: &[u8], want: SenderToReceiver<'_>) -> Result<Vec<u8>, Mismatch> {
+    if SenderToReceiver::decode(bytes)? != want {
+        return Err(Mismatch::OtherMessage);
     }
     Ok(want.encode())
 }
 
 /// Checks every vector; returns how many.
-pub fn check_all() -> Result<usize, String> {
+pub fn check_all() -> Result<usize, VectorError> {
     let all = all();
     for v in &all {
         check(v)?;

@@ -77,10 +77,10 @@ impl From<std::net::IpAddr> for IpNetwork {
 }
 
 impl std::str::FromStr for IpNetwork {
-    type Err = String;
+    type Err = NotAnIpNetwork;
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("{s:?} is not an IP address or network (like 10.0.0.0/8)");
+    fn from_str(s: &str) -> Result<Self, NotAnIpNetwork> {
+        let bad = || NotAnIpNetwork(s.to_owned());
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
@@ -94,6 +94,11 @@ impl std::str::FromStr for IpNetwork {
         Ok(IpNetwork { addr, prefix })
     }
 }
+
+/// Text that is neither an IP address nor a network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an IP address or network (like 10.0.0.0/8)")]
+pub struct NotAnIpNetwork(pub String);
 
 /// The relay's bounds. Defaults suit a small public relay on 2 cores.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,7 +219,15 @@ pub enum ConfigError {
     #[error("{0}")]
     Turn(String),
     #[error("{0}")]
-    Redis(String),
+    Redis(BadRedisUrl),
+}
+
+/// A `--redis` URL the Redis client cannot use (the client's words say why).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--redis {url:?} is not a Redis URL: {reason}")]
+pub struct BadRedisUrl {
+    pub url: String,
+    pub reason: String,
 }
 
 impl RelayConfig {

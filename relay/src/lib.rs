@@ -96,8 +96,9 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-pub use config::{ConfigError, IpNetwork, Limits, RelayConfig};
+pub use config::{BadRedisUrl, ConfigError, IpNetwork, Limits, NotAnIpNetwork, RelayConfig};
 pub use error::{AppError, RelayError};
+pub use fleet::RedisUnreachable;
 pub use http::{CONTENT_SECURITY_POLICY, app};
 pub use metrics::{Metrics, Rejection};
 pub use state::RelayState;

@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 use linkfs_proto::signal::PeerId;
 
 use crate::config::{ConfigError, RelayConfig};
-use crate::fleet::{Fleet, FleetError};
+use crate::fleet::{Fleet, FleetError, RedisUnreachable};
 use crate::metrics::Metrics;
 use crate::outbox::{ConnId, PeerLink};
 use crate::rooms::{JoinRefusal, RoomRegistry};
@@ -156,7 +156,7 @@ impl RelayState {
 
     /// Whether the relay can do its work (for `/healthz`): always alone; with
     /// a fleet, while Redis answers.
-    pub fn ready(&self) -> Result<(), String> {
+    pub fn ready(&self) -> Result<(), RedisUnreachable> {
         self.inner.fleet.as_ref().map_or(Ok(()), Fleet::health)
     }
 

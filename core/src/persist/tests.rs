@@ -275,7 +275,9 @@ fn failed_storage_is_said_once_and_the_index_stays_in_memory() {
     for round in 0..10_000 {
         pump(&mut sender, &ix, &mut r, None);
         match r.poll_write() {
-            Some(_) => r.write_done(Err(format!("the disk is full ({round})"))),
+            Some(_) => r.write_done(Err(StorageError::new(format!(
+                "the disk is full ({round})"
+            )))),
             None => break,
         }
     }
@@ -421,7 +423,7 @@ fn a_failed_snapshot_write_loses_nothing_and_is_tried_again_later() {
     let t = Millis(1 + SNAPSHOT_QUIET_MS);
     let state = r.poll_snapshot(t).expect("due");
     assert!(state.snapshot.is_some());
-    r.snapshot_done(Err("the quota is used up".into()));
+    r.snapshot_done(Err(StorageError::new("the quota is used up")));
     assert!(
         r.progress().storage_problem.is_none(),
         "batches are still stored"

@@ -164,19 +164,31 @@ impl Sharer {
         }
     }
 
-    fn serve_io(&mut self) {
-        while let Some(io) = self.session.poll_io() {
-            let result = if self.changed_on_disk.contains(&io.entry) {
-                Err(IoFailure {
-                    code: ReadErrorCode::Changed,
-                    message: "the file changed on the sharer's disk since it was listed".into(),
-                })
-            } else {
-                let f = &self.files[&io.entry];
-                let data = f[io.offset as usize..(io.offset + u64::from(io.len)) as usize].to_vec();
-                Ok(data)
-            };
-            self.session.handle_io(&io, result);
+    fn read(&mut self, io: ReadIo) {
+        let result = if self.changed_on_disk.contains(&io.entry) {
+            Err(IoFailure {
+                code: ReadErrorCode::Changed,
+                message: "the file changed on the sharer's disk since it was listed".into(),
+            })
+        } else {
+            let f = &self.files[&io.entry];
+            let data = f[io.offset as usize..(io.offset + u64::from(io.len)) as usize].to_vec();
+            Ok(data)
+        };
+        self.session.handle_io(&io, result);
+    }
+
+    /// The shell's one poll ([`SenderSession::poll_output`]): reads are done
+    /// at once; the next frame, if there is one, and when to wake otherwise.
+    fn poll(&mut self, now: Millis) -> (Option<Vec<u8>>, Option<Millis>) {
+        loop {
+            match self.session.poll_output(now, &self.index, true) {
+                SenderOutput::Read(io) => self.read(io),
+                SenderOutput::Upload(io) => panic!("these tests take no uploads: {io:?}"),
+                SenderOutput::Transmit(frame) => return (Some(frame), None),
+                SenderOutput::Ended(_) => return (None, None),
+                SenderOutput::Wait(at) => return (None, at),
+            }
         }
     }
 }
@@ -209,10 +221,12 @@ pub fn progress_with(
         visitor.receiver.handle_timeout(now);
         visitor.take_snapshot(now);
         let mut busy = false;
+        let mut sharer_wakes = None;
         for _ in 0..10_000 {
-            sharer.serve_io();
             let mut moved = false;
-            if let Some(mut f) = sharer.session.poll_transmit(now, &sharer.index) {
+            let (frame, wakes) = sharer.poll(now);
+            sharer_wakes = wakes;
+            if let Some(mut f) = frame {
                 tamper(net.now, &mut f);
                 net.to_receiver.send(&mut net.rng, net.now, f);
                 moved = true;
@@ -231,7 +245,7 @@ pub fn progress_with(
         let next = [
             net.to_receiver.next_delivery(),
             net.to_sender.next_delivery(),
-            sharer.session.poll_timeout().map(|m| m.0),
+            sharer_wakes.map(|m| m.0),
             visitor.receiver.poll_timeout().map(|m| m.0),
         ]
         .into_iter()

@@ -102,14 +102,19 @@ pub struct PutArgs {
 }
 
 /// A `--to` folder: inside the link's folder, so never from the root.
-fn folder_in_link(to: &str) -> Result<String, String> {
+fn folder_in_link(to: &str) -> Result<String, FromTheRoot> {
     if to.starts_with('/') {
-        return Err(format!(
-            "'{to}' starts at the root ('/'); --to names a folder inside the link's folder, like photos/2026"
-        ));
+        return Err(FromTheRoot(to.to_owned()));
     }
     Ok(to.to_owned())
 }
+
+/// A `--to` folder that starts at the root.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "'{0}' starts at the root ('/'); --to names a folder inside the link's folder, like photos/2026"
+)]
+struct FromTheRoot(String);
 
 #[derive(Debug, clap::Args)]
 pub struct GetArgs {

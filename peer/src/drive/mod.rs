@@ -1,16 +1,26 @@
 //! The drive loop: one loop that runs any core session over any data link.
 //!
 //! ```text
-//!            frames in                   frames out (waits for room, never blocks the loop)
-//!  FrameReceiver --> handle_frame   poll_transmit --> FrameSender
-//!  next_input    --> handle_input   (file IO done, a read asked for, the index grew)
-//!  poll_timeout  --> handle_timeout (sleeps until the session's next deadline)
-//!  cancel        --> stop            (goodbye, then at most GOODBYE_FLUSH to send it)
-//!  after every step: poll_end -> the outcome, once the session is over
+//!  inputs (each a method)                 after each: poll_output(now, room) until Wait
+//!  FrameReceiver --> handle_frame          Transmit(frame) --> FrameSender (asked only
+//!  next_input    --> handle_input                              while the link has room)
+//!    (file IO done, a read asked for,     End(outcome)    --> the loop returns it
+//!     the index grew)                     Wait(at)        --> sleep until `at` or the
+//!  the timer     --> handle_timeout                            next input
+//!  cancel        --> stop (goodbye, then at most GOODBYE_FLUSH to send it)
+//!  the link ends --> link_closed
 //! ```
 //!
+//! The contract is the one every core machine has (`core::visit::Visit`,
+//! `core::share::Share`, `core::lanes::LaneSet`): inputs as methods, one poll
+//! for everything the machine has to say, one item a call, until it says it
+//! waits. Whatever else a session asks for (disk reads, upload writes, events
+//! for the user) its shell starts inside `poll_output` before it answers; the
+//! loop only moves frames and time. `room` is false while one frame already
+//! waits here for room in the link: a session then says anything but a frame.
+//!
 //! The sharer's side ([`crate::sharer`]: a `SenderSession` per visitor) and the
-//! native receiver's ([`crate::visit`]: the core `Receiver`) are both a
+//! native receiver's ([`crate::visit`]: a core `Visit`) are both a
 //! [`DrivenSession`]; the data link is anything that is a [`FrameLink`]: the
 //! WebRTC [`DataLink`](crate::transport::DataLink), or [`memory::MemoryLink`],
 //! which carries frames over core's lossy simulated link so both sides can be
@@ -100,6 +110,17 @@ pub trait FrameLink: Send + 'static {
     fn split(self) -> (Self::Sender, Self::Receiver);
 }
 
+/// What a driven session says to the loop ([`DrivenSession::poll_output`]).
+#[derive(Debug)]
+pub enum Drive<O> {
+    /// Send this frame (only said when the loop has room for it).
+    Transmit(Vec<u8>),
+    /// The session is over.
+    End(O),
+    /// Nothing now: wait for a frame, an input, or this time.
+    Wait(Option<Millis>),
+}
+
 /// A core session as the drive loop sees it. See the module docs.
 pub trait DrivenSession: Send {
     /// Something from outside the link: file IO done, a read asked for, ...
@@ -108,15 +129,13 @@ pub trait DrivenSession: Send {
     type Outcome: Send;
 
     fn handle_frame(&mut self, now: Millis, frame: &[u8]);
-    fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>>;
-    fn poll_timeout(&mut self) -> Option<Millis>;
     fn handle_timeout(&mut self, now: Millis);
     /// The next input; a session without any never resolves. Cancel-safe.
     fn next_input(&mut self) -> impl Future<Output = Self::Input> + Send;
     fn handle_input(&mut self, now: Millis, input: Self::Input);
-    /// Runs after every step: hand events out, start IO. Returns the outcome
-    /// once the session is over.
-    fn poll_end(&mut self, now: Millis) -> Option<Self::Outcome>;
+    /// What the session has to say now, one item a call (module docs). A
+    /// frame only when `room`.
+    fn poll_output(&mut self, now: Millis, room: bool) -> Drive<Self::Outcome>;
     /// The link ended under the session.
     fn link_closed(&mut self, reason: LinkClosed);
     /// Asked to stop: say goodbye.
@@ -170,20 +189,27 @@ where
     let mut link_open = true;
     let mut stopping_since: Option<Instant> = None;
     let outcome = loop {
-        if pending.is_none() && link_open {
-            pending = session.poll_transmit(now()).map(Bytes::from);
-        }
-        if let Some(outcome) = session.poll_end(now())
-            && (pending.is_none() || !link_open)
-        {
-            break outcome;
-        }
+        let room = pending.is_none() && link_open;
+        let wait = match session.poll_output(now(), room) {
+            Drive::Transmit(frame) if room => {
+                pending = Some(Bytes::from(frame));
+                continue;
+            }
+            // Never said without room (each session checks); were it said,
+            // the frame would be lost, and the receiver would ask again.
+            Drive::Transmit(_) => {
+                tracing::error!("a session gave a frame with no room for it; dropped");
+                continue;
+            }
+            Drive::End(outcome) if pending.is_none() || !link_open => break outcome,
+            // Its last frames go first.
+            Drive::End(_) => None,
+            Drive::Wait(at) => at,
+        };
         if stopping_since.is_some_and(|t| t.elapsed() > GOODBYE_FLUSH) {
             break session.gave_up();
         }
-        let deadline = session
-            .poll_timeout()
-            .map(|m| start + Duration::from_millis(m.0));
+        let deadline = wait.map(|m| start + Duration::from_millis(m.0));
         // Each branch's future is dropped before its handler runs, so handlers
         // may use the session that `next_input` borrowed.
         tokio::select! {

@@ -81,20 +81,19 @@ impl UploadLedger {
     }
 
     /// Room for one upload that may still receive `need` bytes.
-    fn reserve(self: &Arc<Self>, need: u64) -> Result<Reservation, String> {
+    fn reserve(self: &Arc<Self>, need: u64) -> Result<Reservation, OverCap> {
         let mut u = self.used();
         if self.max_files > 0 && u.files + u.reserved_files >= self.max_files {
-            return Err(format!(
-                "this link takes at most {} files, and has them",
-                self.max_files
-            ));
+            return Err(OverCap::Files {
+                max: self.max_files,
+            });
         }
         if self.max_bytes > 0 && u.received + u.reserved_bytes + need > self.max_bytes {
-            return Err(format!(
-                "this link takes at most {} bytes in all (every byte sent to it counts, kept or not); {} are left and this file needs {need}",
-                self.max_bytes,
-                self.max_bytes.saturating_sub(u.received + u.reserved_bytes)
-            ));
+            return Err(OverCap::Bytes {
+                max: self.max_bytes,
+                left: self.max_bytes.saturating_sub(u.received + u.reserved_bytes),
+                need,
+            });
         }
         u.reserved_bytes += need;
         u.reserved_files += 1;
@@ -105,6 +104,17 @@ impl UploadLedger {
             kept: false,
         })
     }
+}
+
+/// Why a link's caps leave no room for one more upload (told to the visitor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum OverCap {
+    #[error("this link takes at most {max} files, and has them")]
+    Files { max: u64 },
+    #[error(
+        "this link takes at most {max} bytes in all (every byte sent to it counts, kept or not); {left} are left and this file needs {need}"
+    )]
+    Bytes { max: u64, left: u64, need: u64 },
 }
 
 /// Room held for one upload under way: the bytes it may still receive (each
@@ -237,11 +247,15 @@ fn step(
             // What it may still receive is reserved before its first byte.
             let reservation = match place.ledger.reserve(size - u.offset()) {
                 Ok(r) => r,
-                Err(words) => {
+                Err(over) => {
                     if u.offset() == 0 {
                         u.abandon();
                     }
-                    return (upload, refused(UploadRefusal::OverCap, words), None);
+                    return (
+                        upload,
+                        refused(UploadRefusal::OverCap, over.to_string()),
+                        None,
+                    );
                 }
             };
             let offset = u.offset();

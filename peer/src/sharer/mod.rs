@@ -1,22 +1,30 @@
-//! `linkfs share`: everything a sharer runs, wired together.
+//! `linkfs share`: everything a sharer runs, wired together. The policy (links
+//! and their rights, who is let in, passwords, expiry, revoke, kick, the relay
+//! connection's retries) is one sans-IO machine, `linkfs_core::share::Share`;
+//! this module is its shell: disk, walk, watch, sockets, the control socket.
 //!
 //! ```text
 //!  relay (embedded, or --relay URL)         [relay.rs]
-//!     ^  host relay client: sealed offers/answers/candidates
-//!     |                                     [host.rs: the shell of core's HostSignaling]
-//!  share loop --- Answer {peer} ---> Visitors: one task per visitor   [visitors.rs]
-//!     ^   <-- answer, candidates, connected --   handshake -> serve(link) [serve.rs]
+//!     ^  one WebSocket, reconnected when Share says  [host.rs: RelayLine]
 //!     |
+//!  share loop: feeds Share its inputs (relay text, visitors' signaling and first
+//!     |        frames, password answers, control asks, the clock) and does what
+//!     |        it says                                                [share_loop.rs]
+//!     |-- Answer {peer} --> one task per visitor: handshake, then first frame
+//!     |                     back to Share, then serve(link) when told  [visitors.rs, serve.rs]
+//!     |-- CheckPassword --> Argon2 on the blocking pool                [password.rs]
+//!     |-- StartSession  --> the visitor's view of the index, its seat  [views.rs]
+//!     ^-- control socket: add, list, revoke, kick                      [control.rs, requests.rs]
 //!  walk threads -> feed thread -> ShareIndex (RwLock) -> index_changed   [feed.rs]
 //!  (or saved index -> check thread ---^)                                  [live_index.rs]
 //!  notify -> watch thread (settle, reconcile) ----^                       [folder_watch.rs, reconcile.rs]
-//!  state dir: kept link (room, secret, port), index saved at a clean stop [share_state.rs]
+//!  state dir: kept link (room, secret, port), links, index saved at a clean stop [share_state.rs]
 //! ```
 //!
 //! The link is reported ([`ShareEvent::Ready`]) as soon as the room is held at
 //! the relay, before the walk has found anything: a visitor who opens it early
 //! sees the tree fill in. Admission (at most [`ShareOptions::max_visitors`]),
-//! refusals and sealing are the signaling machine's; a visitor whose offer does
+//! refusals and sealing are the machine's; a visitor whose offer does
 //! not open with the link's secret gets one sealed refusal it cannot read
 //! either, which its page shows as "this link is not valid".
 

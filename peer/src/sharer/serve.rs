@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use bytes::Bytes;
 
 use linkfs_core::{
-    IoFailure, Millis, ReadIo, SenderConfig, SenderSession, SenderStats, SessionError, ShareIndex,
+    IoFailure, Millis, ReadIo, SenderConfig, SenderOutput, SenderSession, SenderStats,
+    SessionError, ShareIndex,
 };
 use linkfs_proto::{GoodbyeCode, LaneJoin, LaneToken, ReadErrorCode};
 use tokio::sync::{mpsc, watch};
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::disk::{OpenFiles, ShareRoot};
 use crate::drive::{
-    Clock, DrivenSession, FrameLink, FrameReceiver, FrameSender, LinkClosed, drive,
+    Clock, Drive, DrivenSession, FrameLink, FrameReceiver, FrameSender, LinkClosed, drive,
 };
 use crate::lanes::{LaneBoard, LanedSender, MAX_LANES, hold_lane};
 
@@ -164,6 +165,50 @@ impl ServedSession {
         }
     }
 
+    /// Reads a chunk on the blocking pool; the result comes back as an input.
+    fn read(&self, io: ReadIo) {
+        let (root, files, io_tx) = (self.root.clone(), self.files.clone(), self.io_tx.clone());
+        tokio::task::spawn_blocking(move || {
+            let result = match files.lock() {
+                Ok(mut f) => f.read(&root, &io),
+                Err(_) => Err(IoFailure {
+                    code: ReadErrorCode::Io,
+                    message: "the sharer's file reader failed".into(),
+                }),
+            };
+            let _ = io_tx.blocking_send((io, result));
+        });
+    }
+
+    /// Hands an upload step to the intake (started on the first); a link
+    /// that takes no files refuses it.
+    fn upload_step(&mut self, io: linkfs_core::UploadIo) {
+        let upload = match &io {
+            linkfs_core::UploadIo::Begin { upload, .. }
+            | linkfs_core::UploadIo::Write { upload, .. }
+            | linkfs_core::UploadIo::Finish { upload }
+            | linkfs_core::UploadIo::Cancel { upload } => *upload,
+        };
+        if self.upload_tx.is_none()
+            && let Some(place) = self.intake.clone()
+        {
+            self.upload_tx = Some(super::intake::start(place, self.upload_done_tx.clone()));
+        }
+        let sent = self
+            .upload_tx
+            .as_ref()
+            .is_some_and(|tx| tx.send(io).is_ok());
+        if !sent {
+            self.session.handle_upload_io(
+                upload,
+                linkfs_core::UploadResult::Refused {
+                    code: linkfs_proto::UploadRefusal::Failed,
+                    message: "the sharer cannot take files on this link".into(),
+                },
+            );
+        }
+    }
+
     fn outcome(&mut self, end: ServeEnd) -> ServeOutcome {
         ServeOutcome {
             end,
@@ -183,14 +228,6 @@ impl DrivenSession for ServedSession {
         {
             tracing::warn!(error = %e, "a receiver broke the protocol; its session ends");
         }
-    }
-
-    fn poll_transmit(&mut self, now: Millis) -> Option<Vec<u8>> {
-        self.session.poll_transmit(now, &read_index(&self.index))
-    }
-
-    fn poll_timeout(&mut self) -> Option<Millis> {
-        self.session.poll_timeout()
     }
 
     fn handle_timeout(&mut self, now: Millis) {
@@ -246,61 +283,32 @@ impl DrivenSession for ServedSession {
         }
     }
 
-    fn poll_end(&mut self, _now: Millis) -> Option<ServeOutcome> {
-        while let Some(io) = self.session.poll_io() {
-            let (root, files, io_tx) = (self.root.clone(), self.files.clone(), self.io_tx.clone());
-            tokio::task::spawn_blocking(move || {
-                let result = match files.lock() {
-                    Ok(mut f) => f.read(&root, &io),
-                    Err(_) => Err(IoFailure {
-                        code: ReadErrorCode::Io,
-                        message: "the sharer's file reader failed".into(),
-                    }),
-                };
-                let _ = io_tx.blocking_send((io, result));
-            });
-        }
-        while let Some(io) = self.session.poll_upload_io() {
-            let upload = match &io {
-                linkfs_core::UploadIo::Begin { upload, .. }
-                | linkfs_core::UploadIo::Write { upload, .. }
-                | linkfs_core::UploadIo::Finish { upload }
-                | linkfs_core::UploadIo::Cancel { upload } => *upload,
-            };
-            if self.upload_tx.is_none()
-                && let Some(place) = self.intake.clone()
-            {
-                self.upload_tx = Some(super::intake::start(place, self.upload_done_tx.clone()));
+    fn poll_output(&mut self, now: Millis, room: bool) -> Drive<ServeOutcome> {
+        loop {
+            if let Some(end) = self.end.clone() {
+                return Drive::End(self.outcome(end));
             }
-            let sent = self
-                .upload_tx
-                .as_ref()
-                .is_some_and(|tx| tx.send(io).is_ok());
-            if !sent {
-                self.session.handle_upload_io(
-                    upload,
-                    linkfs_core::UploadResult::Refused {
-                        code: linkfs_proto::UploadRefusal::Failed,
-                        message: "the sharer cannot take files on this link".into(),
-                    },
-                );
-            }
-        }
-        if let Some(end) = self.end.clone() {
-            return Some(self.outcome(end));
-        }
-        if self.session.is_finished() {
-            let end = match self.session.end_reason() {
-                Some(SessionError::ClosedHere(_)) if self.farewell.get().is_some() => {
-                    ServeEnd::SentOff(self.farewell.get().map(|f| f.1.clone()).unwrap_or_default())
+            let out = self
+                .session
+                .poll_output(now, &read_index(&self.index), room);
+            match out {
+                SenderOutput::Read(io) => self.read(io),
+                SenderOutput::Upload(io) => self.upload_step(io),
+                SenderOutput::Transmit(frame) => return Drive::Transmit(frame),
+                SenderOutput::Ended(why) => {
+                    let end = match why {
+                        Some(SessionError::ClosedHere(_)) => match self.farewell.get() {
+                            Some((_, words)) => ServeEnd::SentOff(words.clone()),
+                            None => ServeEnd::Stopped,
+                        },
+                        Some(e) => ServeEnd::Session(e),
+                        None => ServeEnd::Stopped,
+                    };
+                    return Drive::End(self.outcome(end));
                 }
-                Some(SessionError::ClosedHere(_)) => ServeEnd::Stopped,
-                Some(e) => ServeEnd::Session(e.clone()),
-                None => ServeEnd::Stopped,
-            };
-            return Some(self.outcome(end));
+                SenderOutput::Wait(at) => return Drive::Wait(at),
+            }
         }
-        None
     }
 
     fn link_closed(&mut self, reason: LinkClosed) {

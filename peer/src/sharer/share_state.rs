@@ -61,6 +61,28 @@ pub enum StateError {
     InUse(PathBuf),
 }
 
+/// Why the index saved at the last clean stop cannot be used (the share then
+/// walks its folder afresh).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TakeIndexError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot remove {}: {source}", path.display())]
+    Remove {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the saved index {} is not usable: {source}", path.display())]
+    Unusable {
+        path: PathBuf,
+        source: SavedIndexError,
+    },
+}
+
 /// The kept link of a folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptLink {
@@ -238,22 +260,21 @@ impl ShareState {
     /// Takes the index saved at the last clean stop (see the module docs):
     /// `Ok(None)` if there is none, an error if there was one that cannot be
     /// used. Either way it is gone from disk afterwards.
-    pub fn take_index(&self) -> Result<Option<ShareIndex>, String> {
+    pub fn take_index(&self) -> Result<Option<ShareIndex>, TakeIndexError> {
         let path = self.dir.join(INDEX_FILE);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(source) => return Err(TakeIndexError::Read { path, source }),
         };
-        if let Err(e) = std::fs::remove_file(&path) {
+        if let Err(source) = std::fs::remove_file(&path) {
             // Not removable: using it could repeat log positions after a crash.
-            return Err(format!("cannot remove {}: {e}", path.display()));
+            return Err(TakeIndexError::Remove { path, source });
         }
-        ShareIndex::from_saved(&bytes)
-            .map(Some)
-            .map_err(|e: SavedIndexError| {
-                format!("the saved index {} is not usable: {e}", path.display())
-            })
+        match ShareIndex::from_saved(&bytes) {
+            Ok(index) => Ok(Some(index)),
+            Err(source) => Err(TakeIndexError::Unusable { path, source }),
+        }
     }
 
     /// Saves an index (made by [`ShareIndex::to_saved`]) for the next start.

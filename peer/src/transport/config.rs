@@ -133,16 +133,21 @@ pub enum IcePolicy {
 }
 
 impl std::str::FromStr for IcePolicy {
-    type Err = String;
+    type Err = UnknownIcePolicy;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownIcePolicy> {
         match s {
             "all" => Ok(IcePolicy::All),
             "relay" => Ok(IcePolicy::Relay),
-            _ => Err(format!("{s:?}: the ICE policy is `all` or `relay`")),
+            _ => Err(UnknownIcePolicy(s.to_owned())),
         }
     }
 }
+
+/// An ICE policy other than `all` and `relay`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: the ICE policy is `all` or `relay`")]
+pub struct UnknownIcePolicy(pub String);
 
 /// Settings that only make sense when both ends are webrtc-rs (native <-> native).
 /// Each `None` keeps the ordinary setting.

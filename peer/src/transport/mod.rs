@@ -70,7 +70,7 @@ mod sockets;
 
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_SEND_BUFFER_LIMIT, DEFAULT_SOCKET_BUFFER,
-    IcePolicy, NativeTuning, SendWindow, TransportConfig, default_bind_addrs,
+    IcePolicy, NativeTuning, SendWindow, TransportConfig, UnknownIcePolicy, default_bind_addrs,
 };
 pub use connection::{LOCAL_CANDIDATE_QUEUE, Route};
 pub use error::{LinkClosed, LinkError, TransportError};

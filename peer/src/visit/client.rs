@@ -40,7 +40,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::VisitError;
-use crate::drive::{Clock, DrivenSession, FrameLink, LinkClosed, drive};
+use crate::drive::{Clock, Drive, DrivenSession, FrameLink, LinkClosed, drive};
 
 /// Read commands waiting for the session loop.
 pub const COMMAND_QUEUE: usize = 1024;
@@ -809,14 +809,6 @@ impl DrivenSession for VisitShell {
         self.lock().handle_frame(now, frame, &());
     }
 
-    fn poll_transmit(&mut self, _now: Millis) -> Option<Vec<u8>> {
-        self.pump()
-    }
-
-    fn poll_timeout(&mut self) -> Option<Millis> {
-        self.deadline
-    }
-
     fn handle_timeout(&mut self, now: Millis) {
         self.lock().handle_timeout(now);
     }
@@ -829,8 +821,15 @@ impl DrivenSession for VisitShell {
         self.command(input);
     }
 
-    fn poll_end(&mut self, _now: Millis) -> Option<LinkEnd> {
-        (self.asked_close || self.link_lost).then_some(LinkEnd::Over)
+    fn poll_output(&mut self, _now: Millis, room: bool) -> Drive<LinkEnd> {
+        // The visit's frames wait in it while the loop has no room.
+        if room && let Some(frame) = self.pump() {
+            return Drive::Transmit(frame);
+        }
+        if self.asked_close || self.link_lost {
+            return Drive::End(LinkEnd::Over);
+        }
+        Drive::Wait(self.deadline)
     }
 
     fn link_closed(&mut self, reason: LinkClosed) {

@@ -33,13 +33,13 @@ use linkfs_core::{EndReason, FailureKind, GuestFailure, LinkError, ShareLink};
 
 use std::sync::Arc;
 
-use crate::lanes::{LaneMaker, LanedLink};
+use crate::lanes::{LaneConnectError, LaneMaker, LanedLink};
 use crate::random::RandomError;
 use crate::transport::DataLink;
 
 /// A lane's handshake under way.
 type LaneConnecting =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<DataLink, String>> + Send>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<DataLink, LaneConnectError>> + Send>>;
 use crate::relay_client::RelayClientError;
 use crate::transport::{Route, TransportConfig, TransportError};
 
@@ -108,7 +108,11 @@ pub async fn open(
     let lane_link = (link.clone(), transport.clone());
     let lane_connect: Arc<dyn Fn() -> LaneConnecting + Send + Sync> = Arc::new(move || {
         let (link, transport) = lane_link.clone();
-        Box::pin(async move { connect(&link, &transport).await.map_err(|e| e.to_string()) })
+        Box::pin(async move {
+            connect(&link, &transport)
+                .await
+                .map_err(LaneConnectError::new)
+        })
     });
     let connect: Connector<LanedLink<DataLink>> = Box::new(move || {
         let (link, transport, route) = (link.clone(), transport.clone(), first_route.clone());

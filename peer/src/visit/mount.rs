@@ -38,7 +38,7 @@ use fuser::{
 use linkfs_core::{EntryRef, Index};
 use linkfs_proto::{EntryId, EntryKind};
 
-use super::Client;
+use super::{Client, ReadError};
 
 /// How long the kernel may keep attributes and names.
 pub const ATTR_TTL: Duration = Duration::from_secs(1);
@@ -109,7 +109,20 @@ struct BlockKey {
 enum Slot {
     Loading,
     Ready { data: Arc<[u8]>, used: u64 },
-    Failed(String),
+    Failed(ReadError),
+}
+
+/// Why a read from the mount failed (the program reading gets EIO).
+#[derive(Debug, thiserror::Error)]
+enum MountReadError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("the sharer sent a block shorter than the file")]
+    ShortBlock,
+    #[error("the sharer did not send the data in time")]
+    TimedOut,
+    #[error("the data read does not match the file's size")]
+    WrongSize,
 }
 
 #[derive(Debug, Default)]
@@ -179,7 +192,7 @@ impl BlockCache {
         }
     }
 
-    fn fill(&self, key: BlockKey, result: Result<Vec<u8>, String>) {
+    fn fill(&self, key: BlockKey, result: Result<Vec<u8>, ReadError>) {
         let mut s = self.lock();
         let slot = match result {
             Ok(data) => {
@@ -325,8 +338,7 @@ impl LinkFs {
         let read = self.client.start_read(EntryId(key.entry), offset, len);
         let cache = self.cache.clone();
         self.runtime.spawn(async move {
-            let result = read.await.map_err(|e| e.to_string());
-            cache.fill(key, result);
+            cache.fill(key, read.await);
         });
     }
 
@@ -339,7 +351,7 @@ impl LinkFs {
         offset: u64,
         size: u32,
         next_files: &[NextFile],
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, MountReadError> {
         let end = offset.saturating_add(u64::from(size)).min(file_size);
         if offset >= end {
             return Ok(Vec::new());
@@ -393,7 +405,7 @@ impl LinkFs {
                         let from = (offset.max(base) - base) as usize;
                         let to = (end.min(base + data.len() as u64) - base) as usize;
                         if to < from || base + data.len() as u64 <= offset.max(base) {
-                            return Err("the sharer sent a block shorter than the file".into());
+                            return Err(MountReadError::ShortBlock);
                         }
                         out.extend_from_slice(&data[from..to]);
                         break;
@@ -402,7 +414,7 @@ impl LinkFs {
                         let e = e.clone();
                         // Forget the failure: a later read tries again.
                         s.blocks.remove(&key);
-                        return Err(e);
+                        return Err(e.into());
                     }
                     Some(Slot::Loading) => {}
                     // Evicted before we got to it: fetch again.
@@ -410,7 +422,7 @@ impl LinkFs {
                 }
                 let now = std::time::Instant::now();
                 if now >= deadline {
-                    return Err("the sharer did not send the data in time".into());
+                    return Err(MountReadError::TimedOut);
                 }
                 s = self
                     .cache
@@ -421,7 +433,7 @@ impl LinkFs {
             }
         }
         if out.len() as u64 != end - offset {
-            return Err("the data read does not match the file's size".into());
+            return Err(MountReadError::WrongSize);
         }
         Ok(out)
     }

@@ -51,7 +51,7 @@ use tokio_util::sync::CancellationToken;
 use bus::BusMessage;
 use scripts::{REFRESH_EVERY, ROOM_TTL};
 
-use crate::config::Limits;
+use crate::config::{BadRedisUrl, Limits};
 use crate::metrics::write_metric;
 use crate::outbox::ConnId;
 use crate::rooms::{JoinRefusal, RelayId, RoomRegistry};
@@ -117,6 +117,15 @@ struct Inner {
     metrics: FleetMetrics,
 }
 
+/// Redis (the fleet's room directory) has not answered lately: the relay
+/// cannot do its work (`/healthz` says so).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot reach Redis at {at}")]
+pub struct RedisUnreachable {
+    /// Where Redis is (host and port).
+    pub at: String,
+}
+
 /// What this relay holds, to renew it.
 #[derive(Debug, Default)]
 struct Members {
@@ -149,10 +158,11 @@ impl Fleet {
         rooms: Arc<RoomRegistry>,
         limits: Limits,
         stop: CancellationToken,
-    ) -> Result<Fleet, String> {
-        let info = url
-            .into_connection_info()
-            .map_err(|e| format!("--redis {url:?} is not a Redis URL: {e}"))?;
+    ) -> Result<Fleet, BadRedisUrl> {
+        let info = url.into_connection_info().map_err(|e| BadRedisUrl {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })?;
         let where_ = format!("{}", info.addr());
         let me = RelayId(random_id().into());
         let (publish, queue) = mpsc::channel(PUBLISH_QUEUE);
@@ -179,11 +189,13 @@ impl Fleet {
     }
 
     /// Whether Redis answered lately; the reason when not (for `/healthz`).
-    pub fn health(&self) -> Result<(), String> {
+    pub fn health(&self) -> Result<(), RedisUnreachable> {
         if self.inner.healthy.load(Ordering::Relaxed) {
             Ok(())
         } else {
-            Err(format!("cannot reach Redis at {}", self.inner.where_))
+            Err(RedisUnreachable {
+                at: self.inner.where_.clone(),
+            })
         }
     }
 

@@ -70,7 +70,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let out = &args.out;
     for (n, v) in all().iter().enumerate() {
-        let bytes = hex_bytes(v.hex).map_err(anyhow::Error::msg)?;
+        let bytes = hex_bytes(v.hex)?;
         let name = format!("vector-{n:02}");
         match &v.message {
             Message::ToSender(_) => write(out, "receiver_frames", &name, &bytes)?,
