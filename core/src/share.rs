@@ -41,6 +41,7 @@
 //! Bounds: the links' ([`links`]), the signaling machine's, one visitor per
 //! admitted guest (the slots bound them), one held frame per visitor at a prompt.
 
+pub mod ledger;
 pub mod links;
 pub mod rights;
 pub mod visitors;

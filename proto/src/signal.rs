@@ -36,6 +36,20 @@ impl PeerId {
     pub const HOST: PeerId = PeerId(0);
 }
 
+impl std::fmt::Display for PeerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A peer's number as people write it (`linkfs kick 4`).
+impl std::str::FromStr for PeerId {
+    type Err = std::num::ParseIntError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(PeerId)
+    }
+}
+
 /// A room id: 8 to 64 characters of `A-Z a-z 0-9 _ -`.
 pub fn is_valid_room_id(room: &str) -> bool {
     (8..=64).contains(&room.len())

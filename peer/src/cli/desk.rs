@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use linkfs_peer::sharer::control::{Answer, Request, ask};
 use linkfs_peer::sharer::links::when;
 use linkfs_peer::sharer::share_state::{CONTROL_SOCKET, default_state_root, share_dir};
+use linkfs_proto::signal::PeerId;
 
 /// Which running share.
 #[derive(Debug, Args)]
@@ -67,7 +68,7 @@ pub struct VisitorsArgs {
 #[derive(Debug, Args)]
 pub struct KickArgs {
     /// The visitor's number (`linkfs visitors`).
-    visitor: u32,
+    visitor: PeerId,
     #[command(flatten)]
     share: ShareDir,
 }

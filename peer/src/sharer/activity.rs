@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use linkfs_core::LinkId;
 use linkfs_proto::EntryId;
+use linkfs_proto::signal::PeerId;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -43,8 +45,8 @@ pub struct LogLine {
     /// Unix milliseconds.
     pub at: u64,
     pub event: &'static str,
-    pub visitor: u32,
-    pub link: u32,
+    pub visitor: PeerId,
+    pub link: LinkId,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub link_label: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -164,8 +166,8 @@ pub struct Doing {
 /// sharer's desk (which shows them).
 #[derive(Debug)]
 pub struct VisitorWatch {
-    pub visitor: u32,
-    pub link: u32,
+    pub visitor: PeerId,
+    pub link: LinkId,
     pub link_label: String,
     doing: Mutex<Doing>,
     /// Bytes served per file, oldest first (bounded: [`FILES_TRACKED`]).
@@ -174,7 +176,12 @@ pub struct VisitorWatch {
 }
 
 impl VisitorWatch {
-    pub fn new(visitor: u32, link: u32, link_label: String, log: Option<ActivityLog>) -> Self {
+    pub fn new(
+        visitor: PeerId,
+        link: LinkId,
+        link_label: String,
+        log: Option<ActivityLog>,
+    ) -> Self {
         VisitorWatch {
             visitor,
             link,
@@ -317,7 +324,7 @@ mod tests {
         let file = dir.join("activity.jsonl");
         let _ = std::fs::remove_file(&file);
         let log = ActivityLog::open(&file).unwrap();
-        let v = VisitorWatch::new(4, 1, "for Ann".into(), Some(log));
+        let v = VisitorWatch::new(PeerId(4), LinkId(1), "for Ann".into(), Some(log));
         v.set_route("direct");
         v.joined();
         let path = || Some("june/sea.jpg".to_owned());
@@ -352,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_visitors_file_tally_is_bounded() {
-        let v = VisitorWatch::new(1, 0, String::new(), None);
+        let v = VisitorWatch::new(PeerId(1), LinkId(0), String::new(), None);
         for i in 0..(FILES_TRACKED as u32 + 50) {
             v.served(EntryId(i), 1, 10, || None);
         }
@@ -367,7 +374,7 @@ mod tests {
         // A file already at the limit: the next line starts a new one.
         std::fs::write(&file, vec![b'x'; ROTATE_AT as usize]).unwrap();
         let log = ActivityLog::open(&file).unwrap();
-        VisitorWatch::new(1, 0, String::new(), Some(log)).joined();
+        VisitorWatch::new(PeerId(1), LinkId(0), String::new(), Some(log)).joined();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while lines(&file).is_empty() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));

@@ -16,6 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use linkfs_proto::signal::PeerId;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -60,7 +61,7 @@ pub enum Request {
     /// The visitors connected now.
     Visitors,
     /// Disconnects visitor `visitor` (its number in `visitors`).
-    Kick { visitor: u32 },
+    Kick { visitor: PeerId },
 }
 
 /// One link, as `list` and `add` report it.
@@ -101,7 +102,7 @@ pub struct LinkView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VisitorView {
     /// Its number (for `kick`).
-    pub visitor: u32,
+    pub visitor: PeerId,
     pub link: linkfs_core::LinkId,
     pub link_label: String,
     /// Unix seconds.

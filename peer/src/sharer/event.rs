@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use linkfs_core::HostFailure;
+use linkfs_proto::signal::PeerId;
 
 use super::visitors::VisitorEnd;
 use crate::random::RandomError;
@@ -41,13 +42,13 @@ pub enum ShareEvent {
     },
     /// A visitor's data link opened (`who`: "visitor 4 (link 1, for Ann)").
     VisitorConnected {
-        peer: u32,
+        peer: PeerId,
         visitors: usize,
         who: String,
     },
     /// A visitor left (or could not connect), after `served` bytes.
     VisitorLeft {
-        peer: u32,
+        peer: PeerId,
         visitors: usize,
         end: VisitorEnd,
         who: String,

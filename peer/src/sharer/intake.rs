@@ -1,157 +1,90 @@
 //! A session's uploads carried out: the [`UploadIo`] its sans-IO session
 //! leaves, done in order on one blocking worker per session (one part file
 //! open per upload, at most `MAX_UPLOADS`), with the link's caps kept in its
-//! [`UploadLedger`] (shared by every session of the link): the way is checked
-//! and the bytes an upload may still receive are reserved before its first
-//! byte, and every byte received counts against the link's cap.
+//! [`UploadLedger`] (shared by every session of the link; the counting is
+//! `linkfs_core::share::ledger`'s): the bytes an upload may still receive are
+//! reserved before its first byte, and every byte received counts against
+//! the link's cap.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use linkfs_core::LinkId;
+use linkfs_core::share::ledger::{Hold, OverCap, UploadLedger as Ledger};
 use linkfs_core::{UploadIo, UploadResult};
 use linkfs_proto::{UploadId, UploadRefusal};
 use tokio::sync::mpsc;
 
 use super::landing::{Dock, Incoming, LandingError, Upload};
 
-/// A link's upload caps (0: none) and what came through it. The byte cap
-/// counts every byte the sharer received through the link, whether it landed
-/// or was refused or cancelled after it came: a visitor cannot walk around
-/// the cap by sending to a target that refuses. What an upload may still
-/// receive is reserved when it begins (before its first byte).
+/// A link's upload caps and counts (the rule: `linkfs_core::share::ledger`),
+/// shared by every session of the link.
 #[derive(Debug, Default)]
 pub struct UploadLedger {
-    pub max_bytes: u64,
-    pub max_files: u64,
-    used: Mutex<Used>,
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-struct Used {
-    /// Bytes of files that landed.
-    landed: u64,
-    files: u64,
-    /// Bytes received through the link, landed or not.
-    received: u64,
-    /// Of uploads under way: bytes they may still receive, and files.
-    reserved_bytes: u64,
-    reserved_files: u64,
+    counts: Mutex<Ledger>,
 }
 
 impl UploadLedger {
-    /// A link's ledger: its caps, and what landed (`landed` bytes in
-    /// `files` files) and came (`received` bytes) through it before.
+    /// A link's ledger: its caps (0: none), and what landed (`landed` bytes
+    /// in `files` files) and came (`received` bytes) through it before.
     pub fn new(max_bytes: u64, max_files: u64, landed: u64, files: u64, received: u64) -> Self {
         UploadLedger {
-            max_bytes,
-            max_files,
-            used: Mutex::new(Used {
-                landed,
-                files,
-                received: received.max(landed),
-                ..Used::default()
-            }),
+            counts: Mutex::new(Ledger::new(max_bytes, max_files, landed, files, received)),
         }
     }
 
-    fn used(&self) -> std::sync::MutexGuard<'_, Used> {
-        self.used.lock().unwrap_or_else(|p| p.into_inner())
+    fn counts(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Bytes and files that landed through the link, and the bytes received.
     pub fn added(&self) -> (u64, u64, u64) {
-        let u = *self.used();
-        (u.landed, u.files, u.received)
+        self.counts().added()
     }
 
     /// Bytes and files the link may still take (0: no cap).
     pub fn left(&self) -> (u64, u64) {
-        let u = *self.used();
-        let left = |max: u64, used: u64| {
-            if max == 0 {
-                0
-            } else {
-                max.saturating_sub(used).max(1)
-            }
-        };
-        (
-            left(self.max_bytes, u.received + u.reserved_bytes),
-            left(self.max_files, u.files + u.reserved_files),
-        )
+        self.counts().left()
     }
 
     /// Room for one upload that may still receive `need` bytes.
     fn reserve(self: &Arc<Self>, need: u64) -> Result<Reservation, OverCap> {
-        let mut u = self.used();
-        if self.max_files > 0 && u.files + u.reserved_files >= self.max_files {
-            return Err(OverCap::Files {
-                max: self.max_files,
-            });
-        }
-        if self.max_bytes > 0 && u.received + u.reserved_bytes + need > self.max_bytes {
-            return Err(OverCap::Bytes {
-                max: self.max_bytes,
-                left: self.max_bytes.saturating_sub(u.received + u.reserved_bytes),
-                need,
-            });
-        }
-        u.reserved_bytes += need;
-        u.reserved_files += 1;
+        let hold = self.counts().reserve(need)?;
         Ok(Reservation {
             ledger: self.clone(),
-            left: need,
-            size: 0,
-            kept: false,
+            hold: Some(hold),
+            landed: None,
         })
     }
 }
 
-/// Why a link's caps leave no room for one more upload (told to the visitor).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-enum OverCap {
-    #[error("this link takes at most {max} files, and has them")]
-    Files { max: u64 },
-    #[error(
-        "this link takes at most {max} bytes in all (every byte sent to it counts, kept or not); {left} are left and this file needs {need}"
-    )]
-    Bytes { max: u64, left: u64, need: u64 },
-}
-
-/// Room held for one upload under way: the bytes it may still receive (each
-/// counted as received when it comes), given back unless it lands.
+/// Room held for one upload under way, given back when it is dropped (the
+/// file counts if it landed).
 #[derive(Debug)]
 struct Reservation {
     ledger: Arc<UploadLedger>,
-    left: u64,
+    hold: Option<Hold>,
     /// The file's size, once it lands.
-    size: u64,
-    kept: bool,
+    landed: Option<u64>,
 }
 
 impl Reservation {
     /// `n` more bytes came.
     fn received(&mut self, n: u64) {
-        let n = n.min(self.left);
-        self.left -= n;
-        let mut u = self.ledger.used();
-        u.reserved_bytes = u.reserved_bytes.saturating_sub(n);
-        u.received = u.received.saturating_add(n);
+        if let Some(hold) = self.hold.as_mut() {
+            self.ledger.counts().received(hold, n);
+        }
     }
 
     fn keep(mut self, size: u64) {
-        self.kept = true;
-        self.size = size;
+        self.landed = Some(size);
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        let mut u = self.ledger.used();
-        u.reserved_bytes = u.reserved_bytes.saturating_sub(self.left);
-        u.reserved_files = u.reserved_files.saturating_sub(1);
-        if self.kept {
-            u.landed += self.size;
-            u.files += 1;
+        if let Some(hold) = self.hold.take() {
+            self.ledger.counts().close(hold, self.landed);
         }
     }
 }
@@ -163,7 +96,7 @@ pub struct UploadPlace {
     /// The folder uploads land in, relative to the shared folder: the folder
     /// the link shows, or a drop link's own folder.
     pub folder: String,
-    pub link: u32,
+    pub link: LinkId,
     pub ledger: Arc<UploadLedger>,
     /// A drop link (see `landing`): never refused for what is there, told
     /// only the name asked for.

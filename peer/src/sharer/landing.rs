@@ -42,6 +42,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use linkfs_core::LinkId;
 use linkfs_core::upload_name::{SafePath, numbered, same_name};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, OpenHow, RenameFlags, ResolveFlag, openat, openat2, renameat2};
@@ -112,7 +113,7 @@ impl From<Errno> for LandingError {
 /// its whole-file BLAKE3 hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Incoming {
-    pub link: u32,
+    pub link: LinkId,
     pub folder: String,
     pub path: SafePath,
     pub size: u64,
@@ -140,7 +141,7 @@ impl Incoming {
     fn part_name(&self) -> String {
         let mut h = blake3::Hasher::new();
         h.update(b"linkfs upload part v1\0");
-        h.update(&self.link.to_le_bytes());
+        h.update(&self.link.0.to_le_bytes());
         for p in [self.folder.as_str(), &self.path.joined()] {
             h.update(&(p.len() as u64).to_le_bytes());
             h.update(p.as_bytes());
@@ -654,7 +655,7 @@ mod tests {
 
     fn incoming(path: &str, bytes: &[u8]) -> Incoming {
         Incoming {
-            link: 1,
+            link: LinkId(1),
             folder: String::new(),
             path: safe_path(path.as_bytes()).unwrap(),
             size: bytes.len() as u64,

@@ -156,7 +156,7 @@ pub fn visitor_views(share: &Share, views: &Views) -> Vec<VisitorView> {
         .map(|(peer, link, since, serving)| {
             let doing = views.doing(peer).unwrap_or_default();
             VisitorView {
-                visitor: peer.0,
+                visitor: peer,
                 link,
                 link_label: share.label_of(link),
                 since,
@@ -181,8 +181,8 @@ pub fn revoke(share: &mut Share, now: Now, id: LinkId) -> Answer {
     }
 }
 
-pub fn kick(share: &mut Share, now: Now, visitor: u32) -> Answer {
-    match share.kick(now, PeerId(visitor)) {
+pub fn kick(share: &mut Share, now: Now, visitor: PeerId) -> Answer {
+    match share.kick(now, visitor) {
         Ok(()) => Answer::done(format!("visitor {visitor} disconnected")),
         Err(e) => Answer::failed(e),
     }

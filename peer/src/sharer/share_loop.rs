@@ -315,7 +315,7 @@ impl ShareLoop {
                 visitors,
                 who,
             } => ShareEvent::VisitorConnected {
-                peer: peer.0,
+                peer,
                 visitors,
                 who,
             },
@@ -361,7 +361,7 @@ impl ShareLoop {
             .share
             .visitor_ended(self.clock.now(), left.peer, figures);
         self.tell(ShareEvent::VisitorLeft {
-            peer: left.peer.0,
+            peer: left.peer,
             visitors: departed.visitors,
             end: left.end,
             who: departed.who,

@@ -218,8 +218,8 @@ impl Views {
         ctx.cancel = self.base.cancel.child_token();
         ctx.farewell = Farewell::default();
         let watch = Arc::new(VisitorWatch::new(
-            peer.0,
-            link.0,
+            peer,
+            link,
             label,
             self.scoping.log.clone(),
         ));
@@ -293,7 +293,7 @@ impl Views {
         ctx.intake = self.dock.clone().map(|dock| UploadPlace {
             dock,
             folder,
-            link: record.id.0,
+            link: record.id,
             ledger,
             drop: drop_link,
         });
