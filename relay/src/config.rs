@@ -36,6 +36,11 @@ pub struct RelayConfig {
     /// A Redis server (`redis://host:port[/db]`) through which several relays
     /// serve the same rooms (`docs/relay.md`); `None`: this relay alone.
     pub redis: Option<String>,
+    /// Refuse sharers that connect from a web page (a host WebSocket whose
+    /// request carries an `Origin` header, as every browser's does; the
+    /// native `linkfs share` sends none). Visitors in browsers are welcome
+    /// either way.
+    pub no_tab_sharing: bool,
 }
 
 /// An address or a network (`10.0.0.0/8`, `fd00::/8`, `127.0.0.1`).

@@ -33,6 +33,11 @@ pub enum AppError {
     /// A host without a valid proof that it holds the room's key.
     #[error("This room belongs to another sharer: {0}")]
     NotTheRoomsSharer(String),
+    /// A sharer in a web page, where the operator turned tab sharing off.
+    #[error(
+        "This relay does not take shares from a browser tab (its operator turned that off). Share with the linkfs app, or use another relay."
+    )]
+    NoTabSharing,
     #[error("Not found.")]
     NotFound,
     /// The fleet's room directory cannot be reached (the words say so).
@@ -51,7 +56,7 @@ impl AppError {
             AppError::TooManyConnections(_) | AppError::Unavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            AppError::NotTheRoomsSharer(_) => StatusCode::FORBIDDEN,
+            AppError::NotTheRoomsSharer(_) | AppError::NoTabSharing => StatusCode::FORBIDDEN,
             AppError::TooManyFromAddress(_) => StatusCode::TOO_MANY_REQUESTS,
             AppError::MetricsToken => StatusCode::UNAUTHORIZED,
             AppError::NotFound => StatusCode::NOT_FOUND,

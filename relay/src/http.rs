@@ -66,6 +66,13 @@ async fn signal(
     }
     let (room, role) = checked?;
     let upgrade = upgrade.map_err(|rejection| AppError::NotWebSocket(rejection.status()))?;
+    if role == Role::Host
+        && state.config().no_tab_sharing
+        && headers.contains_key(axum::http::header::ORIGIN)
+    {
+        state.metrics().rejected(Rejection::BadRequest);
+        return Err(AppError::NoTabSharing);
+    }
     if role == Role::Host {
         // Only the holder of the room's key may open it (see linkfs_proto::sharer_key).
         let now = std::time::SystemTime::now()

@@ -91,6 +91,12 @@ struct Args {
     #[arg(long = "trust-proxy", value_name = "IP[/BITS]")]
     trusted_proxies: Vec<linkfs_relay::IpNetwork>,
 
+    /// Take no shares from browser tabs: a sharer must run the linkfs app.
+    /// (Visitors in browsers are welcome either way; a sharer costs the relay
+    /// signaling only, from a tab as from the app.)
+    #[arg(long)]
+    no_tab_sharing: bool,
+
     /// Serve /metrics only to requests with `Authorization: Bearer TOKEN`.
     #[arg(long, value_name = "TOKEN")]
     metrics_token: Option<String>,
@@ -210,6 +216,7 @@ fn config(args: &Args) -> Result<RelayConfig> {
         metrics_token: args.metrics_token.clone(),
         turn,
         redis: args.redis.clone(),
+        no_tab_sharing: args.no_tab_sharing,
     };
     config.validate()?;
     Ok(config)

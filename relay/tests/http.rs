@@ -513,3 +513,74 @@ async fn one_address_cannot_fill_a_room_with_its_own_guests() {
         "a third guest from one address"
     );
 }
+
+/// A host upgrade from a web page (an `Origin` header, as browsers send) or
+/// not; the HTTP status and body.
+async fn host_upgrade(addr: std::net::SocketAddr, origin: Option<&str>) -> (u16, String) {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = format!(
+        "ws://{addr}/signal/{}?role=host{}",
+        *ROOM,
+        common::host_proof(&ROOM)
+    )
+    .into_client_request()
+    .unwrap();
+    if let Some(origin) = origin {
+        request
+            .headers_mut()
+            .insert("origin", origin.parse().unwrap());
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((ws, response)) => {
+            drop(ws);
+            (response.status().as_u16(), String::new())
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => (
+            r.status().as_u16(),
+            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn with_no_tab_sharing_a_sharer_in_a_web_page_is_refused_in_words_and_the_app_is_not() {
+    let relay = relay_with(RelayConfig {
+        no_tab_sharing: true,
+        ..RelayConfig::default()
+    })
+    .await;
+    let addr = relay.local_addr();
+    let origin = format!("http://{addr}");
+    let (status, body) = host_upgrade(addr, Some(&origin)).await;
+    assert_eq!(status, 403);
+    assert!(
+        body.contains("does not take shares from a browser tab"),
+        "{body}"
+    );
+    assert!(
+        body.contains("linkfs app"),
+        "says what to do instead: {body}"
+    );
+    let (status, _) = host_upgrade(addr, None).await;
+    assert_eq!(
+        status, 101,
+        "the native sharer sends no Origin and is welcome"
+    );
+    // A visitor in a browser is welcome either way.
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut guest = format!("ws://{addr}/signal/{}?role=guest", *ROOM)
+        .into_client_request()
+        .unwrap();
+    guest
+        .headers_mut()
+        .insert("origin", origin.parse().unwrap());
+    let (_ws, response) = tokio_tungstenite::connect_async(guest)
+        .await
+        .expect("a guest");
+    assert_eq!(response.status().as_u16(), 101);
+    // By default a sharer may connect from a page.
+    let open = relay_with(RelayConfig::default()).await;
+    let (status, _) = host_upgrade(open.local_addr(), Some("http://example.test")).await;
+    assert_eq!(status, 101);
+}
