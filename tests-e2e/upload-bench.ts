@@ -75,6 +75,14 @@ try {
     await new Promise((r) => setTimeout(r, 1000));
   }
   const seconds = (performance.now() - t0) / 1000;
+  // "Added" is said when the file landed; the listing shows it once the
+  // sharer's watch took it in (a live change: within about half a second).
+  const listedT0 = performance.now();
+  while ((await page.evaluate((p) => window.linkfsShare!.lookup(p), landed)) === null) {
+    if (performance.now() - listedT0 > 10_000) throw new Error(`${landed} was added but is not in the listing 10 s later`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const listedMs = Math.round(performance.now() - listedT0);
   await sampler.detach();
   if (dir !== null) {
     const same = spawnSync('cmp', ['-s', file, path.join(dir, landed)]).status === 0;
@@ -87,6 +95,7 @@ try {
     landed,
     seconds: Number(seconds.toFixed(2)),
     mb_per_s: Number((bytes / 1e6 / seconds).toFixed(1)),
+    listed_after_added_ms: listedMs,
     page_memory_growth_bytes: peak.total - before.total,
     renderer_rss_growth_bytes: peak.rendererRss - before.rendererRss,
     before,

@@ -106,7 +106,11 @@ async function runIn(ns: string, name: string, cmd: string, args: string[], ms: 
     await killHard(p);
     throw new Error(`${cmd} did not finish within ${ms / 1000} s`);
   }
-  if (exit.code !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${String(exit.code)}): ${p.stderrTail()}`);
+  if (exit.code !== 0) {
+    // A bench script says why in its last stdout line (its JSON's `error`) as well.
+    const said = p.stdout.join('\n').trim().split('\n').pop() ?? '';
+    throw new Error(`${cmd} ${args.join(' ')} failed (exit ${String(exit.code)}): ${p.stderrTail()}${said === '' ? '' : ` | last output: ${said.slice(0, 2000)}`}`);
+  }
   return { stdout: p.stdout.join('\n'), stderr: p.stderrTail(), seconds: (performance.now() - t0) / 1000 };
 }
 
