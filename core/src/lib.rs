@@ -91,8 +91,8 @@ pub use seal::{Direction, NonceSequence, SealError, SignalKey};
 pub use search::{MAX_RESULTS, NamePattern, Search, SearchStep};
 pub use selection::{MAX_SELECTED_PATHS, Selection, SelectionError};
 pub use sender::{
-    IoFailure, MAX_RETRANSMITS, ReadIo, SHORT_READ, SHORT_READ_EXTRA_IO, SenderConfig,
-    SenderOutput, SenderSession, SenderStats, SessionError, target_leaves_root,
+    IoFailure, MAX_RETRANSMITS, ReadIo, SHORT_READ, SHORT_READ_EXTRA_IO, STOPPED_READING_MS,
+    SenderConfig, SenderOutput, SenderSession, SenderStats, SessionError, target_leaves_root,
 };
 pub use settle::{Ready, SettleConfig, Settler};
 pub use share_index::{

@@ -199,7 +199,17 @@ pub enum SessionError {
         "the receiver stopped acknowledging the index ({0} resends without an answer); it may reconnect"
     )]
     NoAcks(u32),
+    /// The link had no room for a frame for [`STOPPED_READING_MS`]: the
+    /// receiver stopped reading (its connection is open, but nothing moves).
+    #[error("the receiver stopped reading for {0} s; it may reconnect")]
+    StoppedReading(u64),
 }
+
+/// How long a session's link may take no frame at all while the session has
+/// one to send before the session ends ([`SessionError::StoppedReading`]): a
+/// visitor that keeps its connection open but reads nothing holds its slot
+/// and buffers only this long. A slow link that moves at all never reaches it.
+pub const STOPPED_READING_MS: u64 = 60_000;
 
 /// Resends of the oldest batch without any acknowledgement before the session
 /// ends: 8 (about a minute: 3, 6, then 10 s apart).
@@ -263,6 +273,8 @@ pub struct SenderSession {
     reads: VecDeque<ActiveRead>,
     io_in_flight: usize,
     chunks: VecDeque<Vec<u8>>,
+    /// When the shell last took a frame ([`SenderSession::poll_output`]).
+    last_taken: Option<Millis>,
     /// How many chunks at the front of `chunks` are short requests'.
     short_chunks: usize,
     chunk_turn: bool,
@@ -295,6 +307,7 @@ impl SenderSession {
             reads: VecDeque::new(),
             io_in_flight: 0,
             chunks: VecDeque::new(),
+            last_taken: None,
             short_chunks: 0,
             chunk_turn: false,
             early: HashMap::new(),
@@ -903,6 +916,18 @@ impl SenderSession {
     /// [`SenderSession::handle_timeout`]. This is the shell's one poll: call
     /// it after every input until it says [`SenderOutput::Wait`].
     pub fn poll_output(&mut self, now: Millis, index: &ShareIndex, room: bool) -> SenderOutput {
+        // No room: the shell holds a frame the link has not taken.
+        let stuck_since = (!room && self.state == State::Open)
+            .then_some(self.last_taken)
+            .flatten();
+        if let Some(t) = stuck_since
+            && now.0 >= t.0 + STOPPED_READING_MS
+        {
+            self.end_reason = Some(SessionError::StoppedReading(STOPPED_READING_MS / 1000));
+            // Nothing more can go out on a link that takes nothing.
+            self.control.clear();
+            self.close_inner();
+        }
         if let Some(io) = self.poll_io() {
             return SenderOutput::Read(io);
         }
@@ -910,12 +935,20 @@ impl SenderSession {
             return SenderOutput::Upload(io);
         }
         if room && let Some(frame) = self.poll_transmit(now, index) {
+            self.last_taken = Some(now);
             return SenderOutput::Transmit(frame);
         }
         if self.is_finished() {
             return SenderOutput::Ended(self.end_reason.clone());
         }
-        SenderOutput::Wait(self.poll_timeout())
+        let stuck_until = stuck_since
+            .filter(|_| self.state == State::Open)
+            .map(|t| Millis(t.0 + STOPPED_READING_MS));
+        let wake = match (self.poll_timeout(), stuck_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        SenderOutput::Wait(wake)
     }
 
     /// When `handle_timeout` should next be called.

@@ -110,3 +110,75 @@ fn poll_output_gives_no_frame_without_room_and_ends_after_the_goodbye_went() {
         "the goodbye is the last frame"
     );
 }
+
+/// A visitor whose connection stays open but which reads nothing: its link
+/// takes no frame, and the session ends at the bound, not never. One whose
+/// link is slow but moves, or which has nothing to be sent, is not ended.
+#[test]
+fn a_visitor_that_stops_reading_loses_its_session_at_the_bound() {
+    use linkfs_core::{STOPPED_READING_MS, SenderOutput};
+    let ix = index(100);
+    let mut s = SenderSession::new(SenderConfig::default());
+    let hello = ReceiverToSender::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        resume: None,
+    })
+    .encode();
+    s.handle_frame(Millis(0), &hello, &ix).unwrap();
+    // The link takes one frame, then has no room (the loop holds the next).
+    assert!(matches!(
+        s.poll_output(Millis(0), &ix, true),
+        SenderOutput::Transmit(_)
+    ));
+    let mut woken_at = Vec::new();
+    let mut t = 0;
+    let why = loop {
+        match s.poll_output(Millis(t), &ix, false) {
+            SenderOutput::Ended(why) => break why,
+            SenderOutput::Wait(at) => {
+                let at = at.expect("a session stuck behind a full link asks to be woken");
+                woken_at.push(at.0);
+                t = at.0.max(t + 1);
+                s.handle_timeout(Millis(t));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(t <= 10 * STOPPED_READING_MS, "never ended");
+    };
+    assert_eq!(
+        why,
+        Some(SessionError::StoppedReading(STOPPED_READING_MS / 1000))
+    );
+    assert!(
+        (STOPPED_READING_MS..=STOPPED_READING_MS + 10_000).contains(&t),
+        "ended at {t} ms"
+    );
+    assert!(
+        woken_at.contains(&STOPPED_READING_MS),
+        "woken at the bound: {woken_at:?}"
+    );
+    assert!(!s.is_open());
+
+    // A link that takes a frame every 30 s is slow, not stopped: the loop
+    // holds a frame (no room) only between the frames it hands on.
+    let mut slow = SenderSession::new(SenderConfig::default());
+    slow.handle_frame(Millis(0), &hello, &ix).unwrap();
+    let mut holding = false;
+    let mut taken = 0;
+    for step in 0..10u64 {
+        let now = Millis(step * 30_000);
+        if holding {
+            let out = slow.poll_output(now, &ix, false);
+            assert!(
+                !matches!(
+                    out,
+                    SenderOutput::Ended(Some(SessionError::StoppedReading(_)))
+                ),
+                "a slow link ended at {now:?}"
+            );
+        }
+        holding = matches!(slow.poll_output(now, &ix, true), SenderOutput::Transmit(_));
+        taken += usize::from(holding);
+    }
+    assert!(taken >= 2, "frames moved: {taken}");
+}

@@ -188,6 +188,8 @@ where
     let mut pending: Option<Bytes> = None;
     let mut link_open = true;
     let mut stopping_since: Option<Instant> = None;
+    // The session ended with a frame still waiting for room: since when.
+    let mut ending_since: Option<Instant> = None;
     let outcome = loop {
         let room = pending.is_none() && link_open;
         let wait = match session.poll_output(now(), room) {
@@ -202,14 +204,21 @@ where
                 continue;
             }
             Drive::End(outcome) if pending.is_none() || !link_open => break outcome,
-            // Its last frames go first.
-            Drive::End(_) => None,
-            Drive::Wait(at) => at,
+            // Its last frames go first, for at most GOODBYE_FLUSH (a link
+            // that takes nothing does not hold an ended session).
+            Drive::End(outcome) => {
+                let since = *ending_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > GOODBYE_FLUSH {
+                    break outcome;
+                }
+                Some(since + GOODBYE_FLUSH)
+            }
+            Drive::Wait(at) => at.map(|m| start + Duration::from_millis(m.0)),
         };
         if stopping_since.is_some_and(|t| t.elapsed() > GOODBYE_FLUSH) {
             break session.gave_up();
         }
-        let deadline = wait.map(|m| start + Duration::from_millis(m.0));
+        let deadline = wait;
         // Each branch's future is dropped before its handler runs, so handlers
         // may use the session that `next_input` borrowed.
         tokio::select! {
