@@ -4,7 +4,7 @@
 //! session's own link with the time, and opens what it says when it says so.
 //!
 //! ```text
-//! session link frame --> LaneGate::on_session_frame(now, frame)
+//! session link frame --> LaneGate::on_session_frame(now, frame)   (LaneSet's, inside)
 //!                          Skip          a lane offer: kept, not for the session
 //!                          Pass          give the frame to the session
 //!                          Open(offer)   give it, and open lanes now if the
@@ -155,8 +155,9 @@ impl LaneGate {
         }
     }
 
-    /// The sharer's offer, once one came.
-    pub fn offer(&self) -> Option<LaneOffer> {
+    /// The sharer's offer, once one came (what the tests check).
+    #[cfg(test)]
+    fn offer(&self) -> Option<LaneOffer> {
         self.offer
     }
 

@@ -72,9 +72,8 @@ pub use index::{
     SnapshotRestorer, SortKey, UnknownSortKey,
 };
 pub use lanes::{
-    FRAME_HEAD_BYTES, GateSays, LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT,
-    LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LaneDo, LaneGate, LaneNo, LaneSet, MAX_LANES,
-    lane_may_carry,
+    FRAME_HEAD_BYTES, LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT,
+    LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LaneDo, LaneNo, LaneSet, MAX_LANES, lane_may_carry,
 };
 pub use link::{LinkError, ShareLink, ShareSecret};
 pub use password_gate::{GuessSource, GuessTicket, PasswordGate};

@@ -35,15 +35,20 @@ fn index(files: u32) -> ShareIndex {
     ix
 }
 
+/// A receiver's first frame: a fresh start.
+fn hello() -> Vec<u8> {
+    ReceiverToSender::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        resume: None,
+    })
+    .encode()
+}
+
 #[test]
 fn a_receiver_that_never_acknowledges_costs_one_queued_resend_then_ends_the_session() {
     let ix = index(100);
     let mut s = SenderSession::new(SenderConfig::default());
-    let hello = ReceiverToSender::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        resume: None,
-    })
-    .encode();
+    let hello = hello();
     s.handle_frame(Millis(0), &hello, &ix).unwrap();
     while s.poll_transmit(Millis(0), &ix).is_some() {}
     // The transport is stuck (nothing is polled) and no acknowledgement ever comes.
@@ -76,11 +81,7 @@ fn poll_output_gives_no_frame_without_room_and_ends_after_the_goodbye_went() {
     use linkfs_core::SenderOutput;
     let ix = index(10);
     let mut s = SenderSession::new(SenderConfig::default());
-    let hello = ReceiverToSender::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        resume: None,
-    })
-    .encode();
+    let hello = hello();
     s.handle_frame(Millis(0), &hello, &ix).unwrap();
     assert!(
         matches!(s.poll_output(Millis(0), &ix, false), SenderOutput::Wait(_)),
@@ -119,11 +120,7 @@ fn a_visitor_that_stops_reading_loses_its_session_at_the_bound() {
     use linkfs_core::{STOPPED_READING_MS, SenderOutput};
     let ix = index(100);
     let mut s = SenderSession::new(SenderConfig::default());
-    let hello = ReceiverToSender::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        resume: None,
-    })
-    .encode();
+    let hello = hello();
     s.handle_frame(Millis(0), &hello, &ix).unwrap();
     // The link takes one frame, then has no room (the loop holds the next).
     assert!(matches!(

@@ -450,12 +450,16 @@ impl<L: FrameLink> LanedReceiver<L> {
     /// Carries out what the set says; false once it ended the link.
     fn obey(&mut self) -> bool {
         while let Some(todo) = self.set.poll_output() {
-            match todo {
-                LaneDo::MeasureRoundTrip => self.measure(),
-                LaneDo::Connect { lane, join } => self.connect(lane, Bytes::from(join)),
-                LaneDo::EndLink => {
+            match (todo, self.maker.clone()) {
+                (LaneDo::EndLink, _) => {
                     self.ended = Some(self.lane_end.take().unwrap_or(LinkClosed::ConnectionLost));
                     return false;
+                }
+                // Without a maker the set wants no lanes: it never asks these.
+                (_, None) => {}
+                (LaneDo::MeasureRoundTrip, Some(maker)) => self.measure(maker),
+                (LaneDo::Connect { lane, join }, Some(maker)) => {
+                    self.connect(maker, lane, Bytes::from(join))
                 }
             }
         }
@@ -472,19 +476,11 @@ impl<L: FrameLink> LanedReceiver<L> {
         });
     }
 
-    fn measure(&self) {
-        match self.maker.clone() {
-            Some(maker) => {
-                self.spawn(async move { LaneNews::RoundTrip((maker.round_trip)().await) })
-            }
-            None => self.spawn(async { LaneNews::RoundTrip(None) }),
-        }
+    fn measure(&self, maker: LaneMaker<L>) {
+        self.spawn(async move { LaneNews::RoundTrip((maker.round_trip)().await) });
     }
 
-    fn connect(&self, lane: LaneNo, join: Bytes) {
-        let Some(maker) = self.maker.clone() else {
-            return self.spawn(async move { LaneNews::Connected(lane, None) });
-        };
+    fn connect(&self, maker: LaneMaker<L>, lane: LaneNo, join: Bytes) {
         self.spawn(async move {
             let link = match (maker.connect)().await {
                 Ok(link) => link,
