@@ -234,7 +234,7 @@ fn finish(inner: &Shared, state: &str, message: &str) {
 }
 
 /// The page's monotonic clock (ms): `performance.now()`, in a window or a worker.
-fn monotonic_ms() -> f64 {
+pub(crate) fn monotonic_ms() -> f64 {
     js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("performance"))
         .ok()
         .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
@@ -279,7 +279,7 @@ fn lane_closed(inner: &Shared) {
     }
 }
 
-fn js_message(e: &JsValue) -> String {
+pub(crate) fn js_message(e: &JsValue) -> String {
     e.dyn_ref::<js_sys::Error>()
         .map(|e| String::from(e.message()))
         .or_else(|| e.as_string())
@@ -468,7 +468,7 @@ fn connect(link: &ShareLink, relay_only: bool, reports: Reports) -> Result<Share
     Ok(inner)
 }
 
-fn rtc_configuration(ice_servers: &[IceServer], relay_only: bool) -> RtcConfiguration {
+pub(crate) fn rtc_configuration(ice_servers: &[IceServer], relay_only: bool) -> RtcConfiguration {
     let servers = js_sys::Array::new();
     for s in ice_servers {
         let urls = js_sys::Array::new();
@@ -832,7 +832,7 @@ async fn round_trip(pc: &RtcPeerConnection) -> Option<f64> {
     best
 }
 
-async fn add_candidate(pc: &RtcPeerConnection, c: IceCandidate) {
+pub(crate) async fn add_candidate(pc: &RtcPeerConnection, c: IceCandidate) {
     let init = RtcIceCandidateInit::new(&c.candidate);
     match c.sdp_mid.filter(|m| !m.is_empty()) {
         Some(mid) => init.set_sdp_mid(Some(&mid)),

@@ -23,10 +23,12 @@ use wasm_bindgen::prelude::*;
 
 pub mod data_link;
 pub mod store;
+pub mod tab_share;
 pub mod types;
 pub mod visit;
 
 pub use data_link::DataLink;
+pub use tab_share::TabShare;
 pub use visit::Visit;
 
 /// Panics (bugs) show up in the console with their message.

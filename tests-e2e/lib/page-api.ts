@@ -2,7 +2,7 @@
 // interface (web/src/api.ts); `window.linkfsStats` is a test hook the web app provides
 // (optional: figures that need it are reported as null when it is absent).
 
-import type { ConnectionStatus, IndexProgress, ShareApi } from '../../web/src/api.ts';
+import type { ConnectionStatus, IndexProgress, ShareApi, TabShareProbe } from '../../web/src/api.ts';
 
 export type { ConnectionStatus, EntryId, EntryKind, EntryRow, IndexProgress, ShareApi } from '../../web/src/api.ts';
 
@@ -22,6 +22,8 @@ export interface LinkfsStats {
 declare global {
   interface Window {
     linkfsShare?: ShareApi;
+    /** A tab that shares a folder. */
+    linkfsTabShare?: TabShareProbe;
     linkfsStats?: () => LinkfsStats | null;
     /** Checks the protocol's test vectors in the page's wasm build; returns how many. */
     linkfsSelfTest?: () => number;

@@ -256,3 +256,31 @@ export interface ShareApi {
   keepPictures(pictures: ReadonlyMap<string, string>): void;
   close(): void;
 }
+
+/** One visitor of a folder shared from this tab. */
+export interface TabVisitorRow {
+  peer: number;
+  who: string;
+  /** Unix seconds. */
+  since: number;
+  /** Bytes of files sent to it. */
+  served: number;
+  reads: number;
+  /** Bytes the browser holds for it, not yet sent. */
+  queued: number;
+}
+
+/** What tests and the benchmark read of a tab that shares a folder (`window.linkfsTabShare`). */
+export interface TabShareProbe {
+  link: string;
+  /** Entries shared now, the folder itself included. */
+  entries(): number;
+  walkDone: boolean;
+  /** The walk's time, ms, once done. */
+  walkMs: number;
+  visitors(): TabVisitorRow[];
+  /** Bytes read from files for visitors so far. */
+  readBytes(): number;
+  /** Bytes the share's index holds. */
+  indexBytes(): number;
+}

@@ -7,6 +7,7 @@ import { openShare } from './share';
 import { errorText } from './ui/save-file';
 import { serviceWorker } from './ui/service-worker';
 import { lookupPath, parseFragment } from './ui/share-link';
+import { ShareFolderView } from './ui/share-folder';
 import { ShareView } from './ui/share-view';
 import type { ThumbnailStats } from './ui/thumbnails';
 import { linkAsks, PasswordPrompt, takeKept } from './ui/password-prompt';
@@ -20,10 +21,8 @@ declare global {
   }
 }
 
-const NO_KEY: ConnectionStatus = {
-  state: 'invalid-link',
-  message: 'This page opens folders shared with linkfs, but its address has no share key. Open the complete link the sharer gave you; it ends in #<room>.<secret>.',
-};
+/** Said on the page with no link, under "Share a folder". */
+const NO_KEY = 'To open a folder someone shared with you, open the complete link they gave you; it ends in #<room>.<secret>.';
 
 async function main(): Promise<void> {
   const mount = document.getElementById('app');
@@ -37,19 +36,20 @@ async function main(): Promise<void> {
   }
   // The index worker starts first (its wasm, the saved index) while the page builds its
   // view. A folder kept from an earlier visit is drawn meanwhile (not for a password link).
-  const opening = key === '' ? null : openShare(key, password === null ? { showFirst: lookupPath(path) } : {});
-  opening?.catch(() => undefined); // awaited below
+  if (key === '') {
+    // No link: this page shares a folder instead.
+    mount.replaceChildren(new ShareFolderView(NO_KEY).element);
+    // Pasting a link into this tab's address bar only changes the fragment.
+    window.addEventListener('hashchange', () => window.location.reload(), { once: true });
+    return;
+  }
+  const opening = openShare(key, password === null ? { showFirst: lookupPath(path) } : {});
+  opening.catch(() => undefined); // awaited below
   const view = new ShareView(key);
   mount.replaceChildren(view.element);
 
   // Registered early: the first download or video must not wait for it.
   void serviceWorker();
-  if (opening === null) {
-    view.showFailure(NO_KEY);
-    // Pasting a link into this tab's address bar only changes the fragment.
-    window.addEventListener('hashchange', () => window.location.reload(), { once: true });
-    return;
-  }
   try {
     const api = await opening;
     if (password !== null) api.givePassword(password);

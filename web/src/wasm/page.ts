@@ -3,9 +3,9 @@
 // wasm) and starts the index worker (./worker.ts, the other module that touches
 // the wasm).
 
-import type { DataLink, DataLinkHandlers } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import type { DataLink, DataLinkHandlers, TabShare, TabShareHandlers } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 
-export type { DataLink, DataLinkHandlers, LinkState } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+export type { DataLink, DataLinkHandlers, LinkState, TabShare, TabShareEvent, TabShareHandlers, TabVisitor } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 
 type WasmModule = typeof import('../../../core-wasm/pkg/linkfs_core_wasm.js');
 
@@ -39,6 +39,15 @@ export function icePolicy(): 'relay' | 'all' {
 export async function openDataLink(link: string, handlers: DataLinkHandlers): Promise<DataLink> {
   const wasm = await loadWasm();
   return new wasm.DataLink(link, icePolicy(), handlers);
+}
+
+/**
+ * Starts sharing a folder from this tab through this page's relay (`kept`: a share
+ * kept from before, to go on under the same link).
+ */
+export async function openTabShare(folderName: string, folderMtimeMs: number, kept: string | undefined, handlers: TabShareHandlers): Promise<TabShare> {
+  const wasm = await loadWasm();
+  return new wasm.TabShare(window.location.origin, folderName, folderMtimeMs, kept, handlers);
 }
 
 /** Decodes the protocol's test vectors with this page's wasm build; returns how many. */

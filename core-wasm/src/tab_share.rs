@@ -1,0 +1,934 @@
+//! Sharing from a browser tab: [`TabShare`], the shell around core's sharing
+//! side (`linkfs_core::share::Share`, the same machine `linkfs share` drives)
+//! on the page. The tab holds the share's index (`ShareIndex`, fed by the
+//! page's walk of the folder) and one `SenderSession` per visitor, and
+//! answers every guest's peer connection itself: Chromium cannot hand a
+//! data channel to a worker, so the whole sharing side runs on the page.
+//!
+//! # IO
+//!
+//! | what happens                                  | what the shell does |
+//! | --- | --- |
+//! | the relay line: open, text, closed            | `Share::relay_opened`, `relay_text`, `relay_closed` / `relay_failed` |
+//! | the share says `Relay`, `ConnectRelay`, `CloseRelay` | the line sends, connects (a fresh proof), closes |
+//! | the share says `Answer { peer, offer }`       | a [`guest::GuestLink`] answers it; its answer and candidates go back in |
+//! | a guest's channel opens, its first frame      | `link_opened`, then `first_frame` (or `frame` at a prompt) |
+//! | the share says `StartSession`                 | the visitor gets its `SenderSession`; its frames go there from now |
+//! | a session says `Read(io)`                     | `handlers.read(...)` (the page: `File.slice()`), the bytes back into `handle_io` |
+//! | a read finds the file changed on disk         | the index takes its new size and time (a new generation; visitors hear of it), the read is refused as changed |
+//! | a session says `Transmit` (only with room)    | the channel sends; room = less than [`guest::HIGH_WATER`] queued |
+//! | a session ends, a channel closes              | `visitor_ended` with its figures; the page hears who left |
+//! | the share or a session says when to wake      | one browser timer, for the earliest |
+//! | the page: `kick`, `stop`                      | `Share::kick`; every session closed with "the sharer stopped sharing" |
+//!
+//! Every rule is the machines'. Bounds: the share's (visitors, prompts,
+//! candidates), each session's (its window, reads in flight), and the
+//! relay line's outbox.
+
+mod folder;
+mod guest;
+mod relay_line;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::{Rc, Weak};
+
+use js_sys::Uint8Array;
+use linkfs_core::share::links::Links;
+use linkfs_core::share::{Figures, Now, Share, ShareConfig, ShareNews, ShareOutput};
+use linkfs_core::{
+    GuessSource, IoFailure, Millis, ReadIo, SenderConfig, SenderOutput, SenderSession, ShareIndex,
+    ShareLink, ShareSecret, UploadResult,
+};
+use linkfs_proto::sharer_key::SharerKey;
+use linkfs_proto::signal::{IceServer, PeerId, Role};
+use linkfs_proto::{Epoch, Goodbye, GoodbyeCode, ReadErrorCode, SenderToReceiver, UploadRefusal};
+use serde::Serialize;
+use tsify::{Ts, Tsify};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::{JsFuture, spawn_local};
+
+use crate::data_link::{js_message, monotonic_ms};
+use guest::{GuestLink, GuestNews, Report};
+use relay_line::{RelayLine, RelayNews, RelayReport};
+
+#[wasm_bindgen(typescript_custom_section)]
+const HANDLERS_TS: &str = r#"
+/** What a sharing tab asks of the page. */
+export interface TabShareHandlers {
+  /**
+   * Bytes [offset, offset + len) of the file `entry` (as the walk numbered it),
+   * read afresh. If the file is no longer `size` bytes last modified at
+   * `mtimeMs`, reject with `{ changed: { size, mtimeMs } }` (what it is now),
+   * or `{ gone: true }` if it is not there; anything else rejected is an error.
+   */
+  read(entry: number, offset: number, len: number, size: number, mtimeMs: number): Promise<Uint8Array>;
+  /** Something the person sharing should see. */
+  onEvent(event: TabShareEvent): void;
+}
+"#;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(typescript_type = "TabShareHandlers")]
+    pub type TabShareHandlers;
+
+    #[wasm_bindgen(method, catch)]
+    fn read(
+        this: &TabShareHandlers,
+        entry: u32,
+        offset: f64,
+        len: u32,
+        size: f64,
+        mtime_ms: f64,
+    ) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(method, js_name = onEvent)]
+    fn on_event(this: &TabShareHandlers, event: JsValue);
+}
+
+/// What the person sharing is told.
+#[derive(Debug, Clone, Serialize, Tsify)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TabShareEvent {
+    /// The relay holds the share's room: visitors can come (`again`: after it was lost).
+    Sharing { again: bool },
+    /// The relay refused the share: it cannot start.
+    Failed { message: String },
+    /// The relay connection was lost; it is tried again, visitors stay.
+    RelayLost,
+    /// A visitor's session started.
+    VisitorCame {
+        peer: u32,
+        who: String,
+        visitors: u32,
+    },
+    /// A visitor left.
+    VisitorLeft {
+        peer: u32,
+        who: String,
+        visitors: u32,
+        why: String,
+    },
+    /// A file changed since it was listed (a read found it); visitors are told.
+    FileChanged { entry: u32 },
+    /// Anything else worth a line.
+    Note { message: String },
+}
+
+/// One visitor, for the page's list.
+#[derive(Debug, Clone, Serialize, Tsify)]
+pub struct TabVisitor {
+    pub peer: u32,
+    pub who: String,
+    /// Unix seconds.
+    pub since: f64,
+    /// Bytes of files sent to it.
+    pub served: f64,
+    /// Reads it asked for.
+    pub reads: f64,
+    /// Bytes the browser holds for it, not yet sent.
+    pub queued: f64,
+}
+
+/// What a visitor's session is told when the tab stops sharing.
+const STOPPED: &str = "the sharer stopped sharing";
+
+/// Where a guest is.
+enum Phase {
+    /// Its handshake runs; no channel yet.
+    Connecting,
+    /// Its channel is open; no frame yet.
+    Opened,
+    /// Its first frame went to the share (a password prompt).
+    Prompted,
+    Serving(Box<SenderSession>),
+    /// Its session ended, or it was ended before one.
+    Gone,
+}
+
+struct Guest {
+    link: GuestLink,
+    phase: Phase,
+}
+
+struct Host {
+    share: Share,
+    index: ShareIndex,
+    sender: SenderConfig,
+    main: ShareLink,
+    sharer_seed: [u8; 32],
+    relay: RelayLine,
+    relay_report: RelayReport,
+    guest_report: Report,
+    ice_servers: Vec<IceServer>,
+    guests: BTreeMap<PeerId, Guest>,
+    started_ms: f64,
+    /// The browser timer: when it fires (share time) and its handle.
+    timer: Option<(Millis, i32)>,
+    tick: Option<Closure<dyn FnMut()>>,
+    handlers: TabShareHandlers,
+    registered: bool,
+    stopped: bool,
+}
+
+type Shared = Rc<RefCell<Host>>;
+
+/// What the shell does once the host is no longer borrowed (these call into
+/// the page, which may call back).
+enum Effect {
+    Read(PeerId, ReadIo),
+    Event(TabShareEvent),
+    ConnectRelay,
+}
+
+impl Host {
+    fn now(&self) -> Now {
+        Now {
+            mono: Millis((monotonic_ms() - self.started_ms).max(0.0) as u64),
+            unix: (js_sys::Date::now() / 1000.0) as u64,
+        }
+    }
+
+    /// Runs the machines until they wait; what must call the page is returned.
+    fn run(&mut self) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        loop {
+            let now = self.now();
+            let share_at = self.drain_share(now, &mut fx);
+            let (ended, sessions_at) = self.drain_sessions(now, &mut fx);
+            if ended.is_empty() {
+                self.set_timer(earliest(share_at, sessions_at));
+                return fx;
+            }
+            for (peer, why) in ended {
+                self.visitor_gone(now, peer, &why, &mut fx);
+            }
+        }
+    }
+
+    fn drain_share(&mut self, now: Now, fx: &mut Vec<Effect>) -> Option<Millis> {
+        loop {
+            match self.share.poll_output() {
+                ShareOutput::Relay(text) => self.relay.send(text),
+                ShareOutput::ConnectRelay => fx.push(Effect::ConnectRelay),
+                ShareOutput::CloseRelay => self.relay.close(),
+                ShareOutput::Registered { ice_servers, again } => {
+                    self.ice_servers = ice_servers;
+                    self.registered = true;
+                    fx.push(Effect::Event(TabShareEvent::Sharing { again }));
+                }
+                ShareOutput::IceServers(servers) => self.ice_servers = servers,
+                ShareOutput::Failed(why) => fx.push(Effect::Event(TabShareEvent::Failed {
+                    message: why.to_string(),
+                })),
+                ShareOutput::Answer { peer, offer, .. } => {
+                    match GuestLink::start(peer, offer, &self.ice_servers, &self.guest_report) {
+                        Ok(link) => {
+                            self.guests.insert(
+                                peer,
+                                Guest {
+                                    link,
+                                    phase: Phase::Connecting,
+                                },
+                            );
+                        }
+                        Err(e) => {
+                            fx.push(Effect::Event(TabShareEvent::Note {
+                                message: format!("could not answer a visitor: {e}"),
+                            }));
+                            self.share.visitor_ended(now, peer, Figures::default());
+                        }
+                    }
+                }
+                ShareOutput::AddCandidate { peer, candidate } => {
+                    if let Some(g) = self.guests.get_mut(&peer) {
+                        g.link.add(candidate);
+                    }
+                }
+                ShareOutput::Transmit { peer, frame } => {
+                    if let Some(g) = self.guests.get(&peer) {
+                        g.link.send(&frame);
+                    }
+                }
+                ShareOutput::CloseLink { peer } => {
+                    if let Some(g) = self.guests.get_mut(&peer) {
+                        g.link.close();
+                    }
+                }
+                ShareOutput::CheckPassword { job, .. } => {
+                    // The tab makes no password links yet, so no guess comes;
+                    // one that did is refused.
+                    self.share.password_checked(now, job, false);
+                }
+                ShareOutput::StartSession { peer, first, .. } => {
+                    self.start_session(now, peer, first);
+                }
+                ShareOutput::EndVisitor { peer, code, words } => {
+                    self.end_visitor(peer, code, &words);
+                }
+                ShareOutput::KeepLinks => {}
+                ShareOutput::News(news) => {
+                    if let Some(e) = news_event(news) {
+                        fx.push(Effect::Event(e));
+                    }
+                }
+                ShareOutput::Timeout(at) => return at,
+                _ => {}
+            }
+        }
+    }
+
+    fn start_session(&mut self, now: Now, peer: PeerId, first: Option<Vec<u8>>) {
+        let Some(g) = self.guests.get_mut(&peer) else {
+            return;
+        };
+        let mut session = SenderSession::new(self.sender.clone());
+        if let Some(frame) = first {
+            // A frame that breaks the protocol ends the session; its poll says so.
+            let _ = session.handle_frame(now.mono, &frame, &self.index);
+        }
+        g.phase = Phase::Serving(Box::new(session));
+    }
+
+    fn end_visitor(&mut self, peer: PeerId, code: GoodbyeCode, words: &str) {
+        let Some(g) = self.guests.get_mut(&peer) else {
+            return;
+        };
+        match &mut g.phase {
+            Phase::Serving(session) => session.close_with(code, words),
+            Phase::Gone => {}
+            _ => {
+                let goodbye = SenderToReceiver::Goodbye(Goodbye {
+                    code,
+                    message: words.to_owned(),
+                });
+                g.link.send(&goodbye.encode());
+                g.link.close();
+            }
+        }
+    }
+
+    /// Each session's outputs until it waits: the earliest it wants waking,
+    /// and the sessions that ended.
+    fn drain_sessions(
+        &mut self,
+        now: Now,
+        fx: &mut Vec<Effect>,
+    ) -> (Vec<(PeerId, String)>, Option<Millis>) {
+        let mut ended = Vec::new();
+        let mut at: Option<Millis> = None;
+        for (peer, g) in &mut self.guests {
+            let Phase::Serving(session) = &mut g.phase else {
+                continue;
+            };
+            loop {
+                match session.poll_output(now.mono, &self.index, g.link.has_room()) {
+                    SenderOutput::Read(io) => fx.push(Effect::Read(*peer, io)),
+                    SenderOutput::Upload(io) => {
+                        // The tab's links take no files (nothing asks; a visitor
+                        // that tries is refused in words).
+                        if let linkfs_core::UploadIo::Begin { upload, .. } = io {
+                            session.handle_upload_io(
+                                upload,
+                                UploadResult::Refused {
+                                    code: UploadRefusal::NotAllowed,
+                                    message: "this share takes no files".into(),
+                                },
+                            );
+                        }
+                    }
+                    SenderOutput::Transmit(frame) => g.link.send(&frame),
+                    SenderOutput::Ended(why) => {
+                        let why = why.map_or_else(|| STOPPED.to_owned(), |e| e.to_string());
+                        ended.push((*peer, why));
+                        break;
+                    }
+                    SenderOutput::Wait(wake) => {
+                        at = earliest(at, wake);
+                        break;
+                    }
+                }
+            }
+        }
+        (ended, at)
+    }
+
+    /// A visitor is gone (its session ended, or its link closed): the share
+    /// frees its slot, the page hears who left.
+    fn visitor_gone(&mut self, now: Now, peer: PeerId, why: &str, fx: &mut Vec<Effect>) {
+        let Some(mut g) = self.guests.remove(&peer) else {
+            return;
+        };
+        let served = match &g.phase {
+            Phase::Serving(s) => s.stats().chunk_bytes_sent,
+            _ => 0,
+        };
+        let was_visitor = matches!(g.phase, Phase::Serving(_));
+        g.phase = Phase::Gone;
+        g.link.close();
+        let departed = self.share.visitor_ended(
+            now,
+            peer,
+            Figures {
+                served,
+                uploads: None,
+            },
+        );
+        if was_visitor {
+            fx.push(Effect::Event(TabShareEvent::VisitorLeft {
+                peer: peer.0,
+                who: departed.who,
+                visitors: departed.visitors as u32,
+                why: why.to_owned(),
+            }));
+        }
+    }
+
+    /// One guest's news.
+    fn guest_news(&mut self, peer: PeerId, news: GuestNews, fx: &mut Vec<Effect>) {
+        let now = self.now();
+        if let GuestNews::Closed(why) = news {
+            let why = if why.is_empty() {
+                "it left".to_owned()
+            } else {
+                why
+            };
+            self.visitor_gone(now, peer, &why, fx);
+            return;
+        }
+        let Some(g) = self.guests.get_mut(&peer) else {
+            return;
+        };
+        match news {
+            GuestNews::Answer(sdp) => {
+                g.link.described();
+                self.share.answer_made(peer, sdp);
+            }
+            GuestNews::Candidate(c) => self.share.local_candidate(peer, c),
+            GuestNews::Channel(dc) => {
+                let report = self.guest_report.clone();
+                g.link.take_channel(dc, peer, &report);
+            }
+            GuestNews::Opened => {
+                if matches!(g.phase, Phase::Connecting) {
+                    g.phase = Phase::Opened;
+                    self.share.link_opened(now, peer, GuessSource(None));
+                }
+            }
+            GuestNews::Frame(frame) => match &mut g.phase {
+                Phase::Opened => {
+                    g.phase = Phase::Prompted;
+                    self.share.first_frame(now, peer, frame);
+                }
+                Phase::Prompted => self.share.frame(now, peer, &frame),
+                Phase::Serving(session) => {
+                    let _ = session.handle_frame(now.mono, &frame, &self.index);
+                }
+                Phase::Connecting | Phase::Gone => {}
+            },
+            GuestNews::Room | GuestNews::Closed(_) => {}
+        }
+    }
+
+    fn relay_news(&mut self, news: RelayNews, fx: &mut Vec<Effect>) {
+        let now = self.now();
+        match news {
+            RelayNews::Opened => {
+                self.relay.opened();
+                self.share.relay_opened(now);
+            }
+            RelayNews::Text(text) => self.share.relay_text(now, &text),
+            RelayNews::Closed => {
+                let was_open = self.relay.closed();
+                if self.stopped {
+                    return;
+                }
+                if was_open && self.registered {
+                    fx.push(Effect::Event(TabShareEvent::RelayLost));
+                }
+                if was_open || !self.registered {
+                    self.share.relay_closed(now);
+                } else {
+                    self.share.relay_failed(now);
+                }
+            }
+        }
+    }
+
+    /// A read came back.
+    fn read_done(&mut self, peer: PeerId, io: &ReadIo, result: Result<Vec<u8>, IoFailure>) {
+        if let Some(Guest {
+            phase: Phase::Serving(session),
+            ..
+        }) = self.guests.get_mut(&peer)
+        {
+            session.handle_io(io, result);
+        }
+    }
+
+    fn set_timer(&mut self, at: Option<Millis>) {
+        let Some(at) = at else { return };
+        if self.timer.is_some_and(|(set, _)| set <= at) {
+            return;
+        }
+        let Some(window) = web_sys::window() else {
+            return;
+        };
+        if let Some((_, handle)) = self.timer.take() {
+            window.clear_timeout_with_handle(handle);
+        }
+        let Some(tick) = &self.tick else { return };
+        let delay = at.0.saturating_sub(self.now().mono.0).min(i32::MAX as u64) as i32;
+        if let Ok(handle) = window.set_timeout_with_callback_and_timeout_and_arguments_0(
+            tick.as_ref().unchecked_ref(),
+            delay,
+        ) {
+            self.timer = Some((at, handle));
+        }
+    }
+
+    fn visitor_rows(&self) -> Vec<TabVisitor> {
+        self.share
+            .visitors()
+            .filter(|(_, _, _, serving)| *serving)
+            .map(|(peer, _, since, _)| {
+                let guest = self.guests.get(&peer);
+                let stats = match guest.map(|g| &g.phase) {
+                    Some(Phase::Serving(s)) => s.stats(),
+                    _ => Default::default(),
+                };
+                let queued = guest.map_or(0, |g| g.link.queued());
+                TabVisitor {
+                    peer: peer.0,
+                    who: self.share.who(peer),
+                    since: since as f64,
+                    served: stats.chunk_bytes_sent as f64,
+                    reads: stats.reads_accepted as f64,
+                    queued: f64::from(queued),
+                }
+            })
+            .collect()
+    }
+}
+
+fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn news_event(news: ShareNews) -> Option<TabShareEvent> {
+    match news {
+        ShareNews::VisitorConnected {
+            peer,
+            visitors,
+            who,
+        } => Some(TabShareEvent::VisitorCame {
+            peer: peer.0,
+            who,
+            visitors: visitors as u32,
+        }),
+        ShareNews::Links(message) | ShareNews::Warning(message) => {
+            Some(TabShareEvent::Note { message })
+        }
+        _ => None,
+    }
+}
+
+/// Runs the machines, then does what needs the page.
+fn pump(shared: &Shared) {
+    let effects = {
+        let Ok(mut host) = shared.try_borrow_mut() else {
+            // Called from inside a pump (a page callback): that pump goes on.
+            return;
+        };
+        host.run()
+    };
+    carry_out(shared, effects);
+}
+
+fn carry_out(shared: &Shared, effects: Vec<Effect>) {
+    for effect in effects {
+        match effect {
+            Effect::Event(event) => {
+                let handlers: JsValue = {
+                    let host = shared.borrow();
+                    (*host.handlers).clone()
+                };
+                if let Ok(value) = serde_wasm_bindgen::to_value(&event) {
+                    handlers
+                        .unchecked_into::<TabShareHandlers>()
+                        .on_event(value);
+                }
+            }
+            Effect::ConnectRelay => {
+                let failed = {
+                    let mut host = shared.borrow_mut();
+                    let report = host.relay_report.clone();
+                    host.relay.connect(&report).is_err()
+                };
+                if failed {
+                    let mut host = shared.borrow_mut();
+                    let now = host.now();
+                    host.share.relay_failed(now);
+                }
+                pump(shared);
+            }
+            Effect::Read(peer, io) => start_read(shared, peer, io),
+        }
+    }
+}
+
+/// Asks the page for a read's bytes; the answer goes back into the session.
+fn start_read(shared: &Shared, peer: PeerId, io: ReadIo) {
+    let promise = {
+        let host = shared.borrow();
+        let mtime_ms = folder::ms_of(io.target.mtime, io.target.mtime_nsec);
+        host.handlers.read(
+            io.entry.0,
+            io.offset as f64,
+            io.len,
+            io.target.size as f64,
+            mtime_ms,
+        )
+    };
+    let weak = Rc::downgrade(shared);
+    spawn_local(async move {
+        let result = match promise {
+            Ok(p) => JsFuture::from(p).await,
+            Err(e) => Err(e),
+        };
+        let Some(shared) = weak.upgrade() else { return };
+        let mut fx = Vec::new();
+        {
+            let mut host = shared.borrow_mut();
+            let result = match result {
+                Ok(bytes) => {
+                    let bytes = Uint8Array::new(&bytes).to_vec();
+                    if bytes.len() == io.len as usize {
+                        Ok(bytes)
+                    } else {
+                        Err(IoFailure {
+                            code: ReadErrorCode::Changed,
+                            message: "the file is shorter than it was".into(),
+                        })
+                    }
+                }
+                Err(why) => {
+                    let (failure, updated) = host.read_failed(&io, &why);
+                    if updated {
+                        fx.push(Effect::Event(TabShareEvent::FileChanged {
+                            entry: io.entry.0,
+                        }));
+                    }
+                    Err(failure)
+                }
+            };
+            host.read_done(peer, &io, result);
+        }
+        carry_out(&shared, fx);
+        pump(&shared);
+    });
+}
+
+impl Host {
+    /// Why a read failed, in the protocol's terms; a file found changed goes
+    /// into the index as an update (and whether that changed the index).
+    fn read_failed(&mut self, io: &ReadIo, why: &JsValue) -> (IoFailure, bool) {
+        let field = |v: &JsValue, name: &str| js_sys::Reflect::get(v, &JsValue::from_str(name));
+        if let Ok(changed) = field(why, "changed")
+            && changed.is_object()
+        {
+            let size = field(&changed, "size").ok().and_then(|v| v.as_f64());
+            let mtime = field(&changed, "mtimeMs").ok().and_then(|v| v.as_f64());
+            let updated = match (size, mtime) {
+                (Some(size), Some(mtime)) => {
+                    folder::changed(&mut self.index, io.entry, size, mtime)
+                }
+                _ => false,
+            };
+            let failure = IoFailure {
+                code: ReadErrorCode::Changed,
+                message: "the file changed since it was listed".into(),
+            };
+            return (failure, updated);
+        }
+        if field(why, "gone").ok().and_then(|v| v.as_bool()) == Some(true) {
+            let failure = IoFailure {
+                code: ReadErrorCode::NoSuchEntry,
+                message: "the file is not there any more".into(),
+            };
+            return (failure, false);
+        }
+        let failure = IoFailure {
+            code: ReadErrorCode::Io,
+            message: format!(
+                "the sharer's browser could not read the file: {}",
+                js_message(why)
+            ),
+        };
+        (failure, false)
+    }
+}
+
+/// A folder shared from this tab. See the module docs.
+#[wasm_bindgen]
+pub struct TabShare {
+    host: Shared,
+}
+
+#[wasm_bindgen]
+impl TabShare {
+    /// Starts sharing through the relay at `origin` (this page's): the link
+    /// is known at once (`link()`), entries follow (`addEntries`). `kept`: a
+    /// share kept from before (`kept()`), to share under the same link.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        origin: &str,
+        folder_name: &str,
+        folder_mtime_ms: f64,
+        kept: Option<String>,
+        handlers: TabShareHandlers,
+    ) -> Result<TabShare, JsError> {
+        crate::install_panic_hook();
+        let (seed, secret) = match kept.as_deref().and_then(parse_kept) {
+            Some(k) => k,
+            None => (random::<32>()?, random::<16>()?),
+        };
+        let sharer = SharerKey::from_seed(seed);
+        let main = ShareLink::of_sharer(origin, &sharer, secret);
+        let mut index = ShareIndex::new(Epoch(u64::from_le_bytes(random::<8>()?)));
+        folder::root(&mut index, folder_name, folder_mtime_ms);
+        let started_ms = monotonic_ms();
+        let now = Now {
+            mono: Millis(0),
+            unix: (js_sys::Date::now() / 1000.0) as u64,
+        };
+        let share = Share::new(
+            now,
+            &main,
+            sharer.clone(),
+            Links::default(),
+            ShareConfig::default(),
+            random::<16>()?,
+        );
+        let url = main.signal_url(Role::Host);
+        let host = Rc::new_cyclic(|weak: &Weak<RefCell<Host>>| {
+            let w = weak.clone();
+            let guest_report: Report = Rc::new(move |peer, news| {
+                let Some(shared) = w.upgrade() else { return };
+                let mut fx = Vec::new();
+                match shared.try_borrow_mut() {
+                    Ok(mut host) => host.guest_news(peer, news, &mut fx),
+                    Err(_) => return,
+                }
+                carry_out(&shared, fx);
+                pump(&shared);
+            });
+            let w = weak.clone();
+            let relay_report: RelayReport = Rc::new(move |news| {
+                let Some(shared) = w.upgrade() else { return };
+                let mut fx = Vec::new();
+                match shared.try_borrow_mut() {
+                    Ok(mut host) => host.relay_news(news, &mut fx),
+                    Err(_) => return,
+                }
+                carry_out(&shared, fx);
+                pump(&shared);
+            });
+            let w = weak.clone();
+            let tick = Closure::<dyn FnMut()>::new(move || {
+                let Some(shared) = w.upgrade() else { return };
+                {
+                    let Ok(mut host) = shared.try_borrow_mut() else {
+                        return;
+                    };
+                    host.timer = None;
+                    let now = host.now();
+                    host.share.handle_timeout(now);
+                    for g in host.guests.values_mut() {
+                        if let Phase::Serving(s) = &mut g.phase {
+                            s.handle_timeout(now.mono);
+                        }
+                    }
+                }
+                pump(&shared);
+            });
+            RefCell::new(Host {
+                share,
+                index,
+                sender: SenderConfig::default(),
+                main,
+                sharer_seed: seed,
+                relay: RelayLine::new(url, sharer),
+                relay_report,
+                guest_report,
+                ice_servers: Vec::new(),
+                guests: BTreeMap::new(),
+                started_ms,
+                timer: None,
+                tick: Some(tick),
+                handlers,
+                registered: false,
+                stopped: false,
+            })
+        });
+        {
+            let mut h = host.borrow_mut();
+            let report = h.relay_report.clone();
+            h.relay
+                .connect(&report)
+                .map_err(|e| JsError::new(&format!("could not reach the relay: {e}")))?;
+        }
+        pump(&host);
+        Ok(TabShare { host })
+    }
+
+    /// The share's link, as people open it.
+    pub fn link(&self) -> String {
+        self.host.borrow().main.to_url()
+    }
+
+    /// What to keep to share under the same link after a reload (the
+    /// sharer's key and the link's secret: keep it as private as the link).
+    pub fn kept(&self) -> String {
+        let h = self.host.borrow();
+        format!("{}.{}", hex::encode(h.sharer_seed), h.main.secret.encode())
+    }
+
+    /// Adds entries the walk found, in order (a folder before what it holds):
+    /// `parents[i]` is an id this returned earlier (0: the shared folder),
+    /// `dirs[i]` 1 for a folder, names joined by `/`. Returns each entry's
+    /// id, or 4294967295 where the index refused it (skip what is under it).
+    #[wasm_bindgen(js_name = addEntries)]
+    pub fn add_entries(
+        &self,
+        parents: &[u32],
+        dirs: &[u8],
+        sizes: &[f64],
+        mtimes_ms: &[f64],
+        names: &str,
+    ) -> Result<Vec<u32>, JsError> {
+        let names: Vec<&str> = if names.is_empty() && parents.is_empty() {
+            Vec::new()
+        } else {
+            names.split('/').collect()
+        };
+        let n = parents.len();
+        if dirs.len() != n || sizes.len() != n || mtimes_ms.len() != n || names.len() != n {
+            return Err(JsError::new(
+                "addEntries: parents, dirs, sizes, mtimes and names differ in length",
+            ));
+        }
+        let found: Vec<folder::Found<'_>> = (0..n)
+            .map(|i| folder::Found {
+                parent: parents[i],
+                dir: dirs[i] != 0,
+                name: names[i],
+                size: sizes[i],
+                mtime_ms: mtimes_ms[i],
+            })
+            .collect();
+        let ids = folder::add(&mut self.host.borrow_mut().index, &found);
+        pump(&self.host);
+        Ok(ids)
+    }
+
+    /// The walk is over: visitors are told the listing is complete.
+    #[wasm_bindgen(js_name = walkDone)]
+    pub fn walk_done(&self) {
+        self.host.borrow_mut().index.mark_snapshot_complete();
+        pump(&self.host);
+    }
+
+    /// Entries in the share now (the folder itself included).
+    pub fn entries(&self) -> f64 {
+        self.host.borrow().index.entries() as f64
+    }
+
+    /// Bytes the share's index holds (for the memory figures).
+    #[wasm_bindgen(js_name = indexBytes)]
+    pub fn index_bytes(&self) -> f64 {
+        self.host.borrow().index.heap_bytes() as f64
+    }
+
+    /// Whether the relay holds the room now.
+    pub fn registered(&self) -> bool {
+        self.host.borrow().registered
+    }
+
+    /// The visitors now.
+    pub fn visitors(&self) -> Result<Vec<Ts<TabVisitor>>, JsError> {
+        let rows = self.host.borrow().visitor_rows();
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_ts())
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Sends a visitor away (it is told so).
+    pub fn kick(&self, peer: u32) -> Result<(), JsError> {
+        {
+            let mut h = self.host.borrow_mut();
+            let now = h.now();
+            h.share
+                .kick(now, PeerId(peer))
+                .map_err(|e| JsError::new(&e.to_string()))?;
+        }
+        pump(&self.host);
+        Ok(())
+    }
+
+    /// Stops sharing: every visitor is told "the sharer stopped sharing"
+    /// (what can be sent before the tab goes), and the relay line closes.
+    pub fn stop(&self) {
+        {
+            let mut h = self.host.borrow_mut();
+            if h.stopped {
+                return;
+            }
+            h.stopped = true;
+            for g in h.guests.values_mut() {
+                match &mut g.phase {
+                    Phase::Serving(s) => s.close(STOPPED),
+                    Phase::Gone => {}
+                    _ => {
+                        let goodbye = SenderToReceiver::Goodbye(Goodbye {
+                            code: GoodbyeCode::ShuttingDown,
+                            message: STOPPED.into(),
+                        });
+                        g.link.send(&goodbye.encode());
+                        g.link.close();
+                    }
+                }
+            }
+        }
+        pump(&self.host);
+        let mut h = self.host.borrow_mut();
+        h.relay.close();
+        for g in h.guests.values_mut() {
+            g.link.close();
+        }
+        if let (Some((_, handle)), Some(w)) = (h.timer.take(), web_sys::window()) {
+            w.clear_timeout_with_handle(handle);
+        }
+    }
+}
+
+/// `<seed hex>.<secret>` as `kept()` wrote it.
+fn parse_kept(text: &str) -> Option<([u8; 32], [u8; 16])> {
+    let (seed, secret) = text.split_once('.')?;
+    let seed: [u8; 32] = hex::decode(seed).ok()?.try_into().ok()?;
+    let secret = ShareSecret::decode(secret).ok()?;
+    Some((seed, *secret.as_bytes()))
+}
+
+fn random<const N: usize>() -> Result<[u8; N], JsError> {
+    let mut b = [0u8; N];
+    getrandom::getrandom(&mut b).map_err(|_| {
+        JsError::new("this browser has no secure random numbers (crypto.getRandomValues)")
+    })?;
+    Ok(b)
+}

@@ -1,0 +1,259 @@
+// Sharing from a browser tab: Chromium opens the relay's page with no link, a real
+// folder on disk is dropped on it (Chromium's own drag and drop with the folder's path,
+// through DevTools, as the uploads suite does), and the link it shows is read by the
+// native tools and by a second browser, as a native share would be.
+//
+//   a: a folder of awkward names (Unicode forms, spaces, a deep path, empty files and
+//      folders, a 100 MiB file) dropped on a stock Chromium: `linkfs get` of its link
+//      writes every file byte-equal and every folder, and the link appears within 1 s
+//   b: a second Chromium opens the tab's link: its index equals the folder, and a file
+//      read through it is byte-equal
+//   c: a file changed on disk after it was listed is never served stale: the read
+//      that finds it changed makes it an update, and `linkfs get` then writes the new
+//      bytes
+//   d: closing the sharing tab ends a visitor's `linkfs mount` with exit 3 ("the
+//      sharer stopped sharing")
+//
+//   bash tests-e2e/run tab-share [NAME_PREFIX...]
+
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Page } from 'playwright-core';
+import { launchChromium, openLink, screenshot, type ChromiumInstance } from './lib/chromium.ts';
+import { describeExit, exitWithin, spawnTracked } from './lib/child.ts';
+import { specialNames } from './lib/fixture.ts';
+import { binary, outDir, scratchDir } from './lib/paths.ts';
+import { startRelay, type RelayProcess } from './lib/relay-process.ts';
+import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
+import { walkTree, type Tree } from './lib/tree.ts';
+import './lib/page-api.ts';
+import { compareIndex, enumerateIndex, formatMismatch, readInPage, waitForComplete } from './lib/verify.ts';
+
+const log = (line: string) => console.log(line);
+const MIB = 1024 * 1024;
+
+async function browser(t: TestContext, name: string): Promise<{ chromium: ChromiumInstance; page: Page }> {
+  const chromium = await launchChromium({ name, log });
+  t.defer(() => chromium.close());
+  const page = await chromium.page();
+  t.defer(async () => {
+    const file = await screenshot(page, `${t.name}-${name}`);
+    if (file) log(`    screenshot: ${file}`);
+  });
+  return { chromium, page };
+}
+
+async function relay(t: TestContext): Promise<RelayProcess> {
+  const r = await startRelay();
+  t.defer(() => r.stop());
+  return r;
+}
+
+/** A folder of the names people's folders hold, a deep path, empties and a big file. */
+async function awkwardFolder(t: TestContext, bigBytes: number): Promise<string> {
+  await mkdir(scratchDir, { recursive: true });
+  const parent = await mkdtemp(path.join(scratchDir, 'tab-share-'));
+  t.defer(() => rm(parent, { recursive: true, force: true }));
+  const dir = path.join(parent, 'Shared from a tab');
+  await mkdir(dir);
+  for (const [i, name] of specialNames.entries()) {
+    await writeFile(path.join(dir, name), `file ${i}: ${name}\n`.repeat(i * 40 + 1));
+  }
+  // The same word in both Unicode forms: two names on disk, two entries in the share.
+  await writeFile(path.join(dir, 'caf\u00e9 NFC.txt'), 'composed\n');
+  await writeFile(path.join(dir, 'cafe\u0301 NFD.txt'), 'decomposed\n');
+  let deep = dir;
+  for (let level = 1; level <= 24; level += 1) deep = path.join(deep, `level ${level}`);
+  await mkdir(deep, { recursive: true });
+  await writeFile(path.join(deep, 'bottom.txt'), 'the bottom of a deep path\n');
+  await writeFile(path.join(dir, 'empty file'), '');
+  await mkdir(path.join(dir, 'empty folder'));
+  await mkdir(path.join(dir, 'sub', 'also empty'), { recursive: true });
+  await writeFile(path.join(dir, 'sub', 'empty too'), '');
+  await writeFile(path.join(dir, 'sub', 'random.bin'), randomBytes(3 * MIB + 17));
+  await writeFile(path.join(dir, 'big.bin'), randomBytes(bigBytes));
+  return dir;
+}
+
+/**
+ * Drags `dir` from "the desktop" onto the page and drops it: Chromium builds the drop's
+ * entries from the path itself.
+ */
+async function dropFolder(page: Page, dir: string): Promise<void> {
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    const data = { items: [], files: [dir], dragOperationsMask: 1 };
+    for (const type of ['dragEnter', 'dragOver', 'drop'] as const) {
+      await cdp.send('Input.dispatchDragEvent', { type, x: 300, y: 300, data });
+    }
+  } finally {
+    await cdp.detach().catch(() => undefined);
+  }
+}
+
+interface Sharing {
+  link: string;
+  /** Drop to link shown, ms. */
+  linkMs: number;
+}
+
+/** Opens the relay's page with no link, drops `dir`, waits for the link. */
+async function shareFromTab(page: Page, r: RelayProcess, dir: string): Promise<Sharing> {
+  await page.goto(`${r.url}/`);
+  await page.waitForSelector('[data-testid=share-folder]', { state: 'visible', timeout: 20_000 });
+  const started = Date.now();
+  await dropFolder(page, dir);
+  await page.waitForSelector('[data-testid=tab-share-link]', { state: 'visible', timeout: 10_000 });
+  const linkMs = Date.now() - started;
+  const link = await page.$eval('[data-testid=tab-share-link]', (e) => (e as HTMLInputElement).value);
+  assert(link.startsWith(`${r.url}/#`), `the tab's link is not on its relay: ${link}`);
+  return { link, linkMs };
+}
+
+async function walkDone(page: Page, timeoutMs = 60_000): Promise<number> {
+  await page.waitForFunction(() => window.linkfsTabShare?.walkDone === true, undefined, { timeout: timeoutMs, polling: 100 });
+  return page.evaluate(() => window.linkfsTabShare?.entries() ?? 0);
+}
+
+/** `linkfs get` of `link` into a fresh folder: its tree, hashed. */
+async function getAll(t: TestContext, link: string, timeoutMs = 120_000): Promise<Tree> {
+  const out = await mkdtemp(path.join(scratchDir, 'tab-share-get-'));
+  t.defer(() => rm(out, { recursive: true, force: true }));
+  const r = spawnSync(binary('linkfs'), ['get', '--out', out, link], { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 256 * MIB });
+  await writeFile(path.join(outDir, `tab-share-get-${Date.now()}.log`), r.stderr ?? '');
+  assert(r.status === 0, `linkfs get failed (${r.status ?? r.signal}): ${r.stderr.slice(-2000)}`);
+  return walkTree(out, { hash: true });
+}
+
+/** What a user compares: every path with its kind, and each file's size and bytes. */
+function sameTree(want: Tree, got: Tree, rootName: string): string[] {
+  const key = (e: Tree['entries'][number]) => `${e.kind} ${e.path}${e.kind === 'file' ? ` ${e.size} ${e.sha256}` : ''}`;
+  const strip = (tree: Tree, prefix: string) =>
+    tree.entries
+      .filter((e) => prefix === '' || e.path.startsWith(`${prefix}/`))
+      .map((e) => key({ ...e, path: prefix === '' ? e.path : e.path.slice(prefix.length + 1) }));
+  // `get` writes the shared folder's contents under its name, or straight into --out.
+  const wanted = new Set(strip(want, ''));
+  const under = got.entries.some((e) => e.path === rootName && e.kind === 'dir') ? rootName : '';
+  const gotten = new Set(strip(got, under));
+  const problems: string[] = [];
+  for (const w of wanted) if (!gotten.has(w)) problems.push(`missing or different: ${w}`);
+  for (const g of gotten) if (!wanted.has(g)) problems.push(`not in the folder: ${g}`);
+  return problems;
+}
+
+const tests: TestCase[] = [
+  {
+    name: 'a: a folder of awkward names dropped on a stock Chromium: linkfs get writes it whole, byte-equal; the link shows within 1 s',
+    timeoutMs: 240_000,
+    async run(t) {
+      const r = await relay(t);
+      const dir = await awkwardFolder(t, 100 * MIB);
+      const want = await walkTree(dir, { hash: true });
+      const { chromium, page } = await browser(t, 'sharer');
+      const { link, linkMs } = await shareFromTab(page, r, dir);
+      log(`    link shown ${linkMs} ms after the drop`);
+      assert(linkMs <= 1000, `the link took ${linkMs} ms to show (budget 1000 ms)`);
+      const entries = await walkDone(page);
+      const started = Date.now();
+      const watch = setInterval(() => void page.evaluate(() => JSON.stringify(window.linkfsTabShare?.visitors())).then((v) => log(`    visitors: ${v}`)), 2000);
+      t.defer(() => clearInterval(watch));
+      const got = await getAll(t, link);
+      const problems = sameTree(want, got, path.basename(dir));
+      assert(problems.length === 0, `linkfs get of the tab's link differs from the folder:\n  ${problems.slice(0, 20).join('\n  ')}`);
+      assert(entries === want.entries.length + 1, `the tab shares ${entries} entries; the folder has ${want.entries.length} and itself`);
+      log(`    ${want.entries.length} entries read whole by linkfs get in ${Date.now() - started} ms`);
+      assert(chromium.pageErrors.length === 0, `uncaught errors in the sharing page:\n  ${chromium.pageErrors.join('\n  ')}`);
+    },
+  },
+  {
+    name: 'b: a second Chromium opens the tab\'s link: its index equals the folder and a file reads back byte-equal',
+    timeoutMs: 180_000,
+    async run(t) {
+      const r = await relay(t);
+      const dir = await awkwardFolder(t, 8 * MIB);
+      const want = await walkTree(dir, { hash: true });
+      const sharer = await browser(t, 'sharer');
+      const { link } = await shareFromTab(sharer.page, r, dir);
+      await walkDone(sharer.page);
+      const visitor = await browser(t, 'visitor');
+      await openLink(visitor.page, link, ['connected']);
+      await waitForComplete(visitor.page, performance.now(), 60_000);
+      const index = await enumerateIndex(visitor.page);
+      assert(index.problems.length === 0, `the visitor's listing is inconsistent:\n${index.problems.map(formatMismatch).join('\n')}`);
+      // A browser tells no folder's time: a folder shows when the share started.
+      const dirs = new Set(want.entries.filter((e) => e.kind === 'dir').map((e) => e.path));
+      const mismatch = compareIndex(want, index.entries).filter((m) => !(m.field === 'mtime' && dirs.has(m.path)));
+      assert(mismatch.length === 0, `the visitor's index differs from the folder:\n${mismatch.map(formatMismatch).join('\n')}`);
+      const file = want.entries.find((e) => e.path === 'sub/random.bin');
+      const id = index.entries.find((e) => e.path === 'sub/random.bin')?.id;
+      assert(file && id !== undefined, 'sub/random.bin is not in the fixture or the index');
+      const read = await readInPage(visitor.page, [id]);
+      const result = read.results[0];
+      assert(result?.sha256 === file.sha256, `sub/random.bin read through the page: ${result?.error ?? result?.sha256} is not ${file.sha256}`);
+      const title = await sharer.page.title();
+      assert(title.includes('1 visitor'), `the sharing tab's title does not say it has a visitor: "${title}"`);
+      assert(sharer.chromium.pageErrors.length === 0 && visitor.chromium.pageErrors.length === 0, `uncaught errors:\n  ${[...sharer.chromium.pageErrors, ...visitor.chromium.pageErrors].join('\n  ')}`);
+    },
+  },
+  {
+    name: 'c: a file changed on disk after it was listed is never served stale: linkfs get writes the new bytes',
+    timeoutMs: 180_000,
+    async run(t) {
+      const r = await relay(t);
+      const dir = await awkwardFolder(t, MIB);
+      const { page } = await browser(t, 'sharer');
+      const { link } = await shareFromTab(page, r, dir);
+      await walkDone(page);
+      const changed = path.join(dir, 'sub', 'random.bin');
+      const now = randomBytes(2 * MIB + 5);
+      await writeFile(changed, now);
+      const later = new Date(Date.now() + 5000);
+      await utimes(changed, later, later);
+      // The first get finds it changed (the read is refused as changed, and the index
+      // takes the new version); the file is never written with old or mixed bytes.
+      const first = spawnSync(binary('linkfs'), ['get', '--out', await mkdtemp(path.join(scratchDir, 'tab-share-first-')), link, 'sub/random.bin'], { encoding: 'utf8', timeout: 60_000 });
+      log(`    first get after the change: exit ${first.status}: ${first.stderr.trim().split('\n').slice(-1)[0] ?? ''}`);
+      const got = await getAll(t, link);
+      const file = got.entries.find((e) => e.path.endsWith('sub/random.bin'));
+      assert(file, 'sub/random.bin is missing from the second get');
+      const want = (await walkTree(path.join(dir, 'sub'), { hash: true })).entries.find((e) => e.path === 'random.bin');
+      assert(file.sha256 === want?.sha256 && file.size === now.length, `sub/random.bin after the change: ${file.size} bytes ${file.sha256}, not the new ${now.length} bytes`);
+    },
+  },
+  {
+    name: 'd: closing the sharing tab ends a visitor\'s linkfs mount with exit 3',
+    timeoutMs: 120_000,
+    async run(t) {
+      const r = await relay(t);
+      const dir = await awkwardFolder(t, MIB);
+      const { page } = await browser(t, 'sharer');
+      const { link } = await shareFromTab(page, r, dir);
+      await walkDone(page);
+      const mountpoint = await mkdtemp(path.join(scratchDir, 'tab-share-mnt-'));
+      t.defer(() => rm(mountpoint, { recursive: true, force: true }));
+      const mount = spawnTracked('mount', binary('linkfs'), ['mount', link, mountpoint]);
+      t.defer(() => {
+        spawnSync('fusermount3', ['-u', '-z', mountpoint]);
+        mount.child.kill('SIGKILL');
+      });
+      const deadline = Date.now() + 30_000;
+      let listed: string[] = [];
+      while (Date.now() < deadline) {
+        const ls = spawnSync('ls', [mountpoint], { encoding: 'utf8' });
+        listed = ls.stdout.split('\n').filter(Boolean);
+        if (listed.includes('big.bin')) break;
+        await new Promise((res) => setTimeout(res, 200));
+      }
+      assert(listed.includes('big.bin'), `the mount does not list the tab's folder: ${JSON.stringify(listed)}`);
+      await page.close();
+      const exit = await exitWithin(mount, 60_000);
+      assert(exit !== null, 'linkfs mount still runs 60 s after the sharing tab closed');
+      assert(exit.code === 3, `linkfs mount ended with ${describeExit(exit)}, not exit 3 (the sharer stopped sharing)`);
+    },
+  },
+];
+
+await runSuite('tab-share', tests);

@@ -1,0 +1,351 @@
+// The page with no link: "Share a folder" from this browser. The person picks a folder
+// (showDirectoryPicker where the browser has it), drops one on the page, or uses a
+// folder input; the link shows at once and the tree fills in behind it. While the tab
+// shares: who is visiting (and a way to send one away), the screen kept awake, a
+// question before the tab is closed, and the tab's title saying it shares. Closing
+// the tab tells visitors the sharer stopped sharing.
+
+import type { TabShareProbe } from '../api';
+import type { TabShare, TabShareEvent } from '../wasm/page';
+import { openTabShare } from '../wasm/page';
+import { FileReads } from '../tab-share/file-reads';
+import { FolderWalk, filesRoot, rootName, type EntryBatch, type FolderRoot, type WalkProgress } from '../tab-share/folder-walk';
+import { forgetShare, keepShare, keptShare, type KeptShare } from '../tab-share/kept-share';
+import { button, el } from './dom';
+import { formatCount, formatSize } from './format';
+import { errorText } from './save-file';
+
+declare global {
+  interface Window {
+    linkfsTabShare?: TabShareProbe;
+  }
+}
+
+type PickerWindow = Window & {
+  showDirectoryPicker?: (options?: { id?: string; mode?: 'read' | 'readwrite' }) => Promise<FileSystemDirectoryHandle>;
+};
+type HandleItem = DataTransferItem & { getAsFileSystemHandle?: () => Promise<FileSystemHandle | null> };
+type PermissionHandle = FileSystemDirectoryHandle & {
+  requestPermission?: (d: { mode: 'read' }) => Promise<PermissionState>;
+};
+
+/** How often the visitors' figures are redrawn while sharing. */
+const REFRESH_MS = 1000;
+
+export class ShareFolderView {
+  readonly element: HTMLElement;
+  private readonly start: HTMLElement;
+  private readonly sharing: HTMLElement;
+  private readonly folderInput: HTMLInputElement;
+  private readonly problem: HTMLElement;
+  private readonly resume: HTMLElement;
+  private share: TabShare | null = null;
+  private walk: FolderWalk | null = null;
+  private name = '';
+  private wakeLock: WakeLockSentinel | null = null;
+  private refresh: number | null = null;
+
+  constructor(noLinkWords: string) {
+    this.folderInput = el('input', { attrs: { type: 'file', webkitdirectory: '' }, data: { testid: 'share-folder-input' } });
+    this.folderInput.hidden = true;
+    this.folderInput.addEventListener('change', () => {
+      const files = [...(this.folderInput.files ?? [])];
+      this.folderInput.value = '';
+      if (files.length > 0) void this.begin(filesRoot(files));
+    });
+    const pick = button('Share a folder…', 'primary-button', () => void this.pick());
+    pick.dataset['testid'] = 'share-folder-pick';
+    this.problem = el('p', { className: 'share-folder-problem', attrs: { role: 'alert' }, data: { testid: 'share-folder-problem' } });
+    this.problem.hidden = true;
+    this.resume = el('div', { className: 'share-folder-resume', data: { testid: 'share-folder-resume' } });
+    this.resume.hidden = true;
+    this.start = el(
+      'section',
+      { className: 'share-folder-start', data: { testid: 'share-folder' } },
+      el('h1', { text: 'Share a folder from this browser' }),
+      el('p', { text: 'Pick a folder, or drop one on this page. You get a link at once: whoever opens it sees the whole folder and reads any file, straight from this tab, while it stays open. Nothing is uploaded anywhere.' }),
+      this.resume,
+      el('div', { className: 'share-folder-actions' }, pick, this.folderInput),
+      this.problem,
+      el('p', { className: 'share-folder-hint', text: noLinkWords }),
+    );
+    this.sharing = el('section', { className: 'share-folder-live', data: { testid: 'tab-share' } });
+    this.sharing.hidden = true;
+    this.element = el('main', { className: 'share-folder' }, this.start, this.sharing);
+
+    document.addEventListener('dragover', (event) => {
+      if (this.share || !event.dataTransfer?.types.includes('Files')) return;
+      event.preventDefault();
+      event.dataTransfer.dropEffect = 'copy';
+    });
+    document.addEventListener('drop', (event) => {
+      if (this.share || !event.dataTransfer) return;
+      event.preventDefault();
+      void this.dropped(event.dataTransfer);
+    });
+    void this.offerResume();
+  }
+
+  /** The browser's folder picker, or the folder input where there is none. */
+  private async pick(): Promise<void> {
+    const picker = (window as PickerWindow).showDirectoryPicker;
+    if (typeof picker !== 'function') {
+      this.folderInput.click();
+      return;
+    }
+    try {
+      const handle = await picker.call(window, { id: 'linkfs-share', mode: 'read' });
+      await this.begin({ kind: 'handle', handle });
+    } catch (error) {
+      if (error instanceof DOMException && error.name === 'AbortError') return;
+      this.say(`Could not open that folder: ${errorText(error)}`);
+    }
+  }
+
+  /** A drop: the folder's handle where the browser gives one, its entry otherwise. */
+  private async dropped(data: DataTransfer): Promise<void> {
+    const items = [...data.items].filter((i) => i.kind === 'file');
+    if (items.length !== 1) {
+      this.say(items.length === 0 ? 'Drop a folder to share it.' : 'Drop one folder: everything in it is shared.');
+      return;
+    }
+    const item = items[0] as HandleItem;
+    // Both must be asked for during the drop event itself.
+    const handle = item.getAsFileSystemHandle?.().catch(() => null) ?? Promise.resolve(null);
+    const entry = item.webkitGetAsEntry?.() ?? null;
+    const h = await handle;
+    // A dropped folder's entries list every name; Chromium's handles leave out names
+    // Windows cannot hold (`a?b`, `say "hi"`, a trailing space). So the walk and the
+    // reads go through the entries, and the handle is kept for a reload.
+    if (entry?.isDirectory) {
+      const kept = h && h.kind === 'directory' ? (h as FileSystemDirectoryHandle) : null;
+      await this.begin({ kind: 'entry', entry: entry as FileSystemDirectoryEntry, handle: kept });
+    } else if (h && h.kind === 'directory') {
+      await this.begin({ kind: 'handle', handle: h as FileSystemDirectoryHandle });
+    } else {
+      this.say('That is a file, not a folder. Drop the folder that holds it, or pick one.');
+    }
+  }
+
+  /** After a reload: "Go on sharing <name>" under the same link. */
+  private async offerResume(): Promise<void> {
+    const kept = await keptShare();
+    if (!kept || this.share) return;
+    const words = kept.handle
+      ? `You were sharing “${kept.name}”. Go on under the same link:`
+      : `You were sharing “${kept.name}”. Pick or drop it again to go on under the same link.`;
+    const goOn = button(`Go on sharing ${kept.name}`, 'primary-button', () => void this.goOn(kept));
+    goOn.dataset['testid'] = 'share-folder-go-on';
+    goOn.hidden = kept.handle === null;
+    const forget = button('New link instead', 'text-button', () => {
+      void forgetShare();
+      this.resume.hidden = true;
+    });
+    this.resume.replaceChildren(el('p', { text: words }), el('div', { className: 'share-folder-actions' }, goOn, forget));
+    this.resume.hidden = false;
+  }
+
+  private async goOn(kept: KeptShare): Promise<void> {
+    const handle = kept.handle as PermissionHandle | null;
+    if (!handle) return;
+    try {
+      const state = (await handle.requestPermission?.({ mode: 'read' })) ?? 'granted';
+      if (state !== 'granted') {
+        this.say(`The browser did not let this page read “${kept.name}” again. Pick it to go on.`);
+        return;
+      }
+      await this.begin({ kind: 'handle', handle });
+    } catch (error) {
+      this.say(`Could not open “${kept.name}” again: ${errorText(error)}. Pick it to go on.`);
+    }
+  }
+
+  private say(words: string): void {
+    this.problem.textContent = words;
+    this.problem.hidden = false;
+  }
+
+  /** Shares `root`: the link at once, the walk behind it. */
+  private async begin(root: FolderRoot): Promise<void> {
+    if (this.share) return;
+    this.problem.hidden = true;
+    const name = rootName(root);
+    const kept = await keptShare();
+    // The same link as before for the same folder (a reload, or picked again).
+    const again = kept && kept.name === name ? kept.kept : undefined;
+    const walk = new FolderWalk(root, (batch: EntryBatch) => share.addEntries(batch.parents, batch.dirs, batch.sizes, batch.mtimes, batch.names), (p) => this.walked(p));
+    const reads = new FileReads(walk.sources);
+    let share: TabShare;
+    try {
+      share = await openTabShare(name, Date.now(), again, {
+        read: (entry, offset, len, size, mtimeMs) => reads.read(entry, offset, len, size, mtimeMs),
+        onEvent: (event) => this.event(event),
+      });
+    } catch (error) {
+      this.say(`Could not start sharing: ${errorText(error)}`);
+      return;
+    }
+    this.share = share;
+    this.walk = walk;
+    this.name = name;
+    const link = share.link();
+    await keepShare(share.kept(), link, root, name);
+    const probe: TabShareProbe = {
+      link,
+      entries: () => share.entries(),
+      walkDone: false,
+      walkMs: 0,
+      visitors: () => share.visitors(),
+      readBytes: () => reads.bytes,
+      indexBytes: () => share.indexBytes(),
+    };
+    window.linkfsTabShare = probe;
+    this.showSharing(link, root);
+    window.addEventListener('beforeunload', beforeUnload);
+    window.addEventListener('pagehide', () => share.stop());
+    void this.keepAwake();
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'visible' && this.share) void this.keepAwake();
+    });
+    this.refresh = window.setInterval(() => this.drawVisitors(), REFRESH_MS);
+    this.updateTitle(0);
+    const started = performance.now();
+    try {
+      const done = await walk.run();
+      share.walkDone();
+      probe.walkDone = true;
+      probe.walkMs = performance.now() - started;
+      this.walked(done, true);
+    } catch (error) {
+      this.setText('tab-share-listing', `Listing the folder stopped: ${errorText(error)}. What was listed is shared.`);
+      share.walkDone();
+      probe.walkDone = true;
+    }
+  }
+
+  private showSharing(link: string, root: FolderRoot): void {
+    this.start.hidden = true;
+    const linkField = el('input', { className: 'tab-share-link', attrs: { readonly: '', 'aria-label': 'The link to this share' }, data: { testid: 'tab-share-link' } });
+    linkField.value = link;
+    linkField.addEventListener('focus', () => linkField.select());
+    const copy = button('Copy the link', 'text-button', () => {
+      void navigator.clipboard?.writeText(link).then(
+        () => (copy.textContent = 'Copied'),
+        () => linkField.select(),
+      );
+      if (!navigator.clipboard) linkField.select();
+    }, 'Copy');
+    const stop = button('Stop sharing', 'text-button danger', () => this.stopSharing());
+    stop.dataset['testid'] = 'tab-share-stop';
+    const kind =
+      root.kind === 'files'
+        ? 'This is a snapshot: files added or changed on disk after you chose the folder are not shared. Choose it again to share what is there now.'
+        : 'Files changed on disk are read afresh when a visitor opens them. New and removed files show after you choose the folder again.';
+    this.sharing.replaceChildren(
+      el('h1', { text: `Sharing “${this.name}”` }),
+      el('div', { className: 'tab-share-link-row' }, linkField, copy),
+      el('p', { className: 'tab-share-relay', text: 'Connecting to the relay…', data: { testid: 'tab-share-relay' } }),
+      el('p', { className: 'tab-share-listing', text: 'Listing the folder…', data: { testid: 'tab-share-listing' } }),
+      el('p', { className: 'tab-share-kind', text: kind }),
+      el('h2', { text: 'Visitors' }),
+      el('ul', { className: 'tab-share-visitors', data: { testid: 'tab-share-visitors' } }, el('li', { className: 'muted', text: 'No one yet.' })),
+      el('p', { className: 'tab-share-note', text: 'Keep this tab open: the share lives in it. If this computer sleeps, visitors wait and go on when it wakes (for a while). Visitors cannot add files to a share from a browser tab.' }),
+      el('div', { className: 'share-folder-actions' }, stop),
+    );
+    this.sharing.hidden = false;
+  }
+
+  private setText(testid: string, text: string): void {
+    const node = this.sharing.querySelector<HTMLElement>(`[data-testid=${testid}]`);
+    if (node) node.textContent = text;
+  }
+
+  private walked(p: WalkProgress, done = false): void {
+    const skipped = p.skipped > 0 ? ` (${formatCount(p.skipped)} names could not be shared)` : '';
+    this.setText('tab-share-listing', done ? `${formatCount(p.entries)} entries shared${skipped}.` : `Listing the folder… ${formatCount(p.entries)} entries so far${skipped}`);
+  }
+
+  private event(event: TabShareEvent): void {
+    switch (event.kind) {
+      case 'sharing':
+        this.setText('tab-share-relay', 'The relay holds the link: anyone who has it can open the share now.');
+        break;
+      case 'failed':
+        this.setText('tab-share-relay', `The relay refused this share: ${event.message}`);
+        break;
+      case 'relay-lost':
+        this.setText('tab-share-relay', 'Lost the relay; trying again. Visitors who are connected stay connected.');
+        break;
+      case 'visitor-came':
+        console.info(`linkfs: ${event.who} connected`);
+        this.updateTitle(event.visitors);
+        this.drawVisitors();
+        break;
+      case 'visitor-left':
+        console.info(`linkfs: ${event.who} left: ${event.why}`);
+        this.updateTitle(event.visitors);
+        this.drawVisitors();
+        break;
+      case 'file-changed':
+        console.info(`linkfs: entry ${event.entry} changed on disk since it was listed; visitors are told`);
+        break;
+      case 'note':
+        console.warn(`linkfs: ${event.message}`);
+        break;
+    }
+  }
+
+  private drawVisitors(): void {
+    if (!this.share) return;
+    const list = this.sharing.querySelector<HTMLElement>('[data-testid=tab-share-visitors]');
+    if (!list) return;
+    const rows = this.share.visitors();
+    if (rows.length === 0) {
+      list.replaceChildren(el('li', { className: 'muted', text: 'No one now.' }));
+      return;
+    }
+    list.replaceChildren(
+      ...rows.map((v) => {
+        const kick = button(`Disconnect ${v.who}`, 'text-button', () => {
+          try {
+            this.share?.kick(v.peer);
+          } catch {
+            // Gone already.
+          }
+        }, 'Disconnect');
+        return el('li', { data: { testid: 'tab-share-visitor', peer: String(v.peer) } }, el('span', { text: `${v.who}: ${formatSize(v.served)} read` }), kick);
+      }),
+    );
+  }
+
+  private updateTitle(visitors: number): void {
+    document.title = visitors > 0 ? `Sharing ${this.name} · ${visitors} ${visitors === 1 ? 'visitor' : 'visitors'}` : `Sharing ${this.name}`;
+  }
+
+  private async keepAwake(): Promise<void> {
+    try {
+      this.wakeLock = (await navigator.wakeLock?.request('screen')) ?? null;
+    } catch {
+      // Not granted (not a secure context, or a hidden tab): the share goes on.
+    }
+  }
+
+  private stopSharing(): void {
+    this.share?.stop();
+    this.walk?.stop();
+    this.share = null;
+    if (this.refresh !== null) window.clearInterval(this.refresh);
+    void this.wakeLock?.release().catch(() => undefined);
+    window.removeEventListener('beforeunload', beforeUnload);
+    void forgetShare();
+    document.title = 'linkfs';
+    this.sharing.replaceChildren(el('h1', { text: `Stopped sharing “${this.name}”` }), el('p', { text: 'Visitors were told. The link does not open anything any more; sharing again makes a new one.' }));
+    delete window.linkfsTabShare;
+  }
+}
+
+function beforeUnload(event: BeforeUnloadEvent): void {
+  event.preventDefault();
+  // Older browsers show the question only with this set.
+  event.returnValue = '';
+}
