@@ -18,13 +18,13 @@
 
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, type ChromiumInstance } from './lib/chromium.ts';
-import { describeExit, exitWithin, spawnTracked } from './lib/child.ts';
+import { describeExit, exitWithin, killHard, spawnTracked, type Exit } from './lib/child.ts';
 import { specialNames } from './lib/fixture.ts';
-import { binary, outDir, scratchDir } from './lib/paths.ts';
+import { binary, scratchDir } from './lib/paths.ts';
 import { startRelay, type RelayProcess } from './lib/relay-process.ts';
 import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { walkTree, type Tree } from './lib/tree.ts';
@@ -117,13 +117,26 @@ async function walkDone(page: Page, timeoutMs = 60_000): Promise<number> {
   return page.evaluate(() => window.linkfsTabShare?.entries() ?? 0);
 }
 
-/** `linkfs get` of `link` into a fresh folder: its tree, hashed. */
-async function getAll(t: TestContext, link: string, timeoutMs = 120_000): Promise<Tree> {
+/**
+ * `linkfs get` of `link` (and `paths`) into a fresh folder: its exit and the folder.
+ * Never spawnSync here: it stops Node's event loop, so Playwright stops reading
+ * Chromium's DevTools pipe, and a browser whose pipe is full stalls, its WebRTC with it
+ * (seen: the sharing tab's connections went silent until the get gave up).
+ */
+async function get(t: TestContext, link: string, paths: string[] = [], timeoutMs = 120_000): Promise<{ exit: Exit | null; out: string; stderr: string }> {
   const out = await mkdtemp(path.join(scratchDir, 'tab-share-get-'));
   t.defer(() => rm(out, { recursive: true, force: true }));
-  const r = spawnSync(binary('linkfs'), ['get', '--out', out, link], { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 256 * MIB });
-  await writeFile(path.join(outDir, `tab-share-get-${Date.now()}.log`), r.stderr ?? '');
-  assert(r.status === 0, `linkfs get failed (${r.status ?? r.signal}): ${r.stderr.slice(-2000)}`);
+  const child = spawnTracked('get', binary('linkfs'), ['get', '--out', out, link, ...paths]);
+  const exit = await exitWithin(child, timeoutMs);
+  if (exit === null) await killHard(child);
+  return { exit, out, stderr: child.stderrTail() };
+}
+
+/** `linkfs get` of the whole of `link`: its tree, hashed. */
+async function getAll(t: TestContext, link: string, timeoutMs = 120_000): Promise<Tree> {
+  const { exit, out, stderr } = await get(t, link, [], timeoutMs);
+  assert(exit !== null, `linkfs get did not finish within ${timeoutMs} ms: ${stderr}`);
+  assert(exit.code === 0, `linkfs get failed (${describeExit(exit)}): ${stderr}`);
   return walkTree(out, { hash: true });
 }
 
@@ -155,11 +168,23 @@ const tests: TestCase[] = [
       const { chromium, page } = await browser(t, 'sharer');
       const { link, linkMs } = await shareFromTab(page, r, dir);
       log(`    link shown ${linkMs} ms after the drop`);
+      t.onFailure(async () => {
+        const answered = await Promise.race([
+          page.evaluate(async () => {
+            const health = await Promise.race([
+              fetch('/healthz').then((r) => `healthz ${r.status}`, (e: unknown) => `healthz failed: ${String(e)}`),
+              new Promise<string>((r) => setTimeout(() => r('healthz: no answer in 3 s'), 3000)),
+            ]);
+            return JSON.stringify({ visitors: window.linkfsTabShare?.visitors(), entries: window.linkfsTabShare?.entries(), health });
+          }),
+          new Promise<string>((r) => setTimeout(() => r('the sharing page did not answer within 5 s'), 5000)),
+        ]);
+        log(`    the sharing page: ${answered}`);
+        log(`    the relay's stderr:\n${r.process.stderrTail()}`);
+      });
       assert(linkMs <= 1000, `the link took ${linkMs} ms to show (budget 1000 ms)`);
       const entries = await walkDone(page);
       const started = Date.now();
-      const watch = setInterval(() => void page.evaluate(() => JSON.stringify(window.linkfsTabShare?.visitors())).then((v) => log(`    visitors: ${v}`)), 2000);
-      t.defer(() => clearInterval(watch));
       const got = await getAll(t, link);
       const problems = sameTree(want, got, path.basename(dir));
       assert(problems.length === 0, `linkfs get of the tab's link differs from the folder:\n  ${problems.slice(0, 20).join('\n  ')}`);
@@ -214,8 +239,8 @@ const tests: TestCase[] = [
       await utimes(changed, later, later);
       // The first get finds it changed (the read is refused as changed, and the index
       // takes the new version); the file is never written with old or mixed bytes.
-      const first = spawnSync(binary('linkfs'), ['get', '--out', await mkdtemp(path.join(scratchDir, 'tab-share-first-')), link, 'sub/random.bin'], { encoding: 'utf8', timeout: 60_000 });
-      log(`    first get after the change: exit ${first.status}: ${first.stderr.trim().split('\n').slice(-1)[0] ?? ''}`);
+      const first = await get(t, link, ['sub/random.bin'], 60_000);
+      log(`    first get after the change: ${first.exit ? describeExit(first.exit) : 'still running'}: ${first.stderr.trim().split('\n').slice(-1)[0] ?? ''}`);
       const got = await getAll(t, link);
       const file = got.entries.find((e) => e.path.endsWith('sub/random.bin'));
       assert(file, 'sub/random.bin is missing from the second get');
@@ -242,8 +267,7 @@ const tests: TestCase[] = [
       const deadline = Date.now() + 30_000;
       let listed: string[] = [];
       while (Date.now() < deadline) {
-        const ls = spawnSync('ls', [mountpoint], { encoding: 'utf8' });
-        listed = ls.stdout.split('\n').filter(Boolean);
+        listed = await readdir(mountpoint).catch(() => []);
         if (listed.includes('big.bin')) break;
         await new Promise((res) => setTimeout(res, 200));
       }

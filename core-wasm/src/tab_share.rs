@@ -30,7 +30,7 @@ mod guest;
 mod relay_line;
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::{Rc, Weak};
 
 use js_sys::Uint8Array;
@@ -161,6 +161,8 @@ struct Host {
     relay: RelayLine,
     relay_report: RelayReport,
     guest_report: Report,
+    /// What the browser said, waiting for the next pump.
+    inbox: Inbox,
     ice_servers: Vec<IceServer>,
     guests: BTreeMap<PeerId, Guest>,
     started_ms: f64,
@@ -173,6 +175,18 @@ struct Host {
 }
 
 type Shared = Rc<RefCell<Host>>;
+
+/// What the browser says, queued apart from the host, so that an event the
+/// browser fires while the host is busy (inside a call into the browser) is
+/// taken in order by the pump that holds it, never dropped.
+enum Inbound {
+    Guest(PeerId, GuestNews),
+    Relay(RelayNews),
+    /// The browser timer fired.
+    Tick,
+}
+
+type Inbox = Rc<RefCell<VecDeque<Inbound>>>;
 
 /// What the shell does once the host is no longer borrowed (these call into
 /// the page, which may call back).
@@ -375,14 +389,18 @@ impl Host {
                 uploads: None,
             },
         );
-        if was_visitor {
-            fx.push(Effect::Event(TabShareEvent::VisitorLeft {
+        fx.push(Effect::Event(if was_visitor {
+            TabShareEvent::VisitorLeft {
                 peer: peer.0,
                 who: departed.who,
                 visitors: departed.visitors as u32,
                 why: why.to_owned(),
-            }));
-        }
+            }
+        } else {
+            TabShareEvent::Note {
+                message: format!("{} did not get in: {why}", departed.who),
+            }
+        }));
     }
 
     /// One guest's news.
@@ -533,20 +551,60 @@ fn news_event(news: ShareNews) -> Option<TabShareEvent> {
         ShareNews::Links(message) | ShareNews::Warning(message) => {
             Some(TabShareEvent::Note { message })
         }
+        ShareNews::Refused { peer, why } => Some(TabShareEvent::Note {
+            message: format!("turned visitor {} away: {why}", peer.0),
+        }),
         _ => None,
     }
 }
 
-/// Runs the machines, then does what needs the page.
+/// Takes what the browser said, runs the machines, then does what needs the
+/// page; again while the page's callbacks said more.
 fn pump(shared: &Shared) {
-    let effects = {
-        let Ok(mut host) = shared.try_borrow_mut() else {
-            // Called from inside a pump (a page callback): that pump goes on.
-            return;
+    loop {
+        let effects = {
+            let Ok(mut host) = shared.try_borrow_mut() else {
+                // Called while the host is busy: its holder pumps before it is done.
+                return;
+            };
+            let mut fx = Vec::new();
+            while let Some(news) = host.next_inbound() {
+                host.take(news, &mut fx);
+            }
+            fx.extend(host.run());
+            fx
         };
-        host.run()
-    };
-    carry_out(shared, effects);
+        carry_out(shared, effects);
+        let more = shared
+            .try_borrow()
+            .is_ok_and(|host| !host.inbox.borrow().is_empty());
+        if !more {
+            return;
+        }
+    }
+}
+
+impl Host {
+    fn next_inbound(&self) -> Option<Inbound> {
+        self.inbox.borrow_mut().pop_front()
+    }
+
+    fn take(&mut self, news: Inbound, fx: &mut Vec<Effect>) {
+        match news {
+            Inbound::Guest(peer, news) => self.guest_news(peer, news, fx),
+            Inbound::Relay(news) => self.relay_news(news, fx),
+            Inbound::Tick => {
+                self.timer = None;
+                let now = self.now();
+                self.share.handle_timeout(now);
+                for g in self.guests.values_mut() {
+                    if let Phase::Serving(s) = &mut g.phase {
+                        s.handle_timeout(now.mono);
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn carry_out(shared: &Shared, effects: Vec<Effect>) {
@@ -715,46 +773,28 @@ impl TabShare {
             random::<16>()?,
         );
         let url = main.signal_url(Role::Host);
+        let inbox: Inbox = Rc::default();
         let host = Rc::new_cyclic(|weak: &Weak<RefCell<Host>>| {
-            let w = weak.clone();
+            let (w, inbox2) = (weak.clone(), inbox.clone());
             let guest_report: Report = Rc::new(move |peer, news| {
-                let Some(shared) = w.upgrade() else { return };
-                let mut fx = Vec::new();
-                match shared.try_borrow_mut() {
-                    Ok(mut host) => host.guest_news(peer, news, &mut fx),
-                    Err(_) => return,
+                inbox2.borrow_mut().push_back(Inbound::Guest(peer, news));
+                if let Some(shared) = w.upgrade() {
+                    pump(&shared);
                 }
-                carry_out(&shared, fx);
-                pump(&shared);
             });
-            let w = weak.clone();
+            let (w, inbox2) = (weak.clone(), inbox.clone());
             let relay_report: RelayReport = Rc::new(move |news| {
-                let Some(shared) = w.upgrade() else { return };
-                let mut fx = Vec::new();
-                match shared.try_borrow_mut() {
-                    Ok(mut host) => host.relay_news(news, &mut fx),
-                    Err(_) => return,
+                inbox2.borrow_mut().push_back(Inbound::Relay(news));
+                if let Some(shared) = w.upgrade() {
+                    pump(&shared);
                 }
-                carry_out(&shared, fx);
-                pump(&shared);
             });
-            let w = weak.clone();
+            let (w, inbox2) = (weak.clone(), inbox.clone());
             let tick = Closure::<dyn FnMut()>::new(move || {
-                let Some(shared) = w.upgrade() else { return };
-                {
-                    let Ok(mut host) = shared.try_borrow_mut() else {
-                        return;
-                    };
-                    host.timer = None;
-                    let now = host.now();
-                    host.share.handle_timeout(now);
-                    for g in host.guests.values_mut() {
-                        if let Phase::Serving(s) = &mut g.phase {
-                            s.handle_timeout(now.mono);
-                        }
-                    }
+                inbox2.borrow_mut().push_back(Inbound::Tick);
+                if let Some(shared) = w.upgrade() {
+                    pump(&shared);
                 }
-                pump(&shared);
             });
             RefCell::new(Host {
                 share,
@@ -765,6 +805,7 @@ impl TabShare {
                 relay: RelayLine::new(url, sharer),
                 relay_report,
                 guest_report,
+                inbox: inbox.clone(),
                 ice_servers: Vec::new(),
                 guests: BTreeMap::new(),
                 started_ms,

@@ -268,12 +268,14 @@ export class ShareFolderView {
   private event(event: TabShareEvent): void {
     switch (event.kind) {
       case 'sharing':
+        console.info(`linkfs: the relay holds the link${event.again ? ' again' : ''}`);
         this.setText('tab-share-relay', 'The relay holds the link: anyone who has it can open the share now.');
         break;
       case 'failed':
         this.setText('tab-share-relay', `The relay refused this share: ${event.message}`);
         break;
       case 'relay-lost':
+        console.info('linkfs: lost the relay; trying again');
         this.setText('tab-share-relay', 'Lost the relay; trying again. Visitors who are connected stay connected.');
         break;
       case 'visitor-came':
