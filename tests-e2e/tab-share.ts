@@ -272,8 +272,15 @@ const tests: TestCase[] = [
         await new Promise((res) => setTimeout(res, 200));
       }
       assert(listed.includes('big.bin'), `the mount does not list the tab's folder: ${JSON.stringify(listed)}`);
-      await page.close();
+      // As a person closes it: the tab asks first (beforeunload), and they leave.
+      let asked = '';
+      page.on('dialog', (dialog) => {
+        asked = dialog.type();
+        void dialog.accept();
+      });
+      await page.close({ runBeforeUnload: true });
       const exit = await exitWithin(mount, 60_000);
+      assert(asked === 'beforeunload', `the sharing tab did not ask before it was closed (dialog: "${asked}")`);
       assert(exit !== null, 'linkfs mount still runs 60 s after the sharing tab closed');
       assert(exit.code === 3, `linkfs mount ended with ${describeExit(exit)}, not exit 3 (the sharer stopped sharing)`);
     },
