@@ -13,6 +13,9 @@
 //      bytes
 //   d: closing the sharing tab ends a visitor's `linkfs mount` with exit 3 ("the
 //      sharer stopped sharing")
+//   e: a reload keeps the link: the tab offers "Go on sharing <name>", and the folder
+//      shared again (dropped: the one-click path's permission prompt is browser UI that
+//      DevTools cannot answer) has the same link; `linkfs get` reads it again
 //
 //   bash tests-e2e/run tab-share [NAME_PREFIX...]
 
@@ -283,6 +286,35 @@ const tests: TestCase[] = [
       assert(asked === 'beforeunload', `the sharing tab did not ask before it was closed (dialog: "${asked}")`);
       assert(exit !== null, 'linkfs mount still runs 60 s after the sharing tab closed');
       assert(exit.code === 3, `linkfs mount ended with ${describeExit(exit)}, not exit 3 (the sharer stopped sharing)`);
+    },
+  },
+  {
+    name: 'e: a reload keeps the link: the tab offers "Go on sharing <name>", and the folder shared again has the same link',
+    timeoutMs: 120_000,
+    async run(t) {
+      const r = await relay(t);
+      const dir = await awkwardFolder(t, MIB);
+      const want = await walkTree(dir, { hash: true });
+      const { page } = await browser(t, 'sharer');
+      const { link } = await shareFromTab(page, r, dir);
+      await walkDone(page);
+      page.on('dialog', (dialog) => void dialog.accept());
+      await page.reload();
+      const goOn = await page.waitForSelector('[data-testid=share-folder-go-on]', { state: 'visible', timeout: 20_000 });
+      const label = (await goOn.textContent()) ?? '';
+      assert(label.includes(path.basename(dir)), `the button after the reload does not name the folder: "${label}"`);
+      // "Go on" asks the browser for permission to read the folder again: a prompt in the
+      // browser's own UI, which DevTools cannot answer (no permission type for it). So the
+      // folder is dropped again, as a person without the prompt does: the same link.
+      await dropFolder(page, dir);
+      await page.waitForSelector('[data-testid=tab-share-link]', { state: 'visible', timeout: 10_000 });
+      const again = await page.$eval('[data-testid=tab-share-link]', (e) => (e as HTMLInputElement).value);
+      assert(again === link, `the link changed across the reload: ${link} became ${again}`);
+      await walkDone(page);
+      const got = await getAll(t, again);
+      const files = got.entries.filter((e) => e.kind === 'file' && e.path.endsWith('random.bin'));
+      const source = want.entries.find((e) => e.path === 'sub/random.bin');
+      assert(files.length === 1 && files[0]?.sha256 === source?.sha256, 'sub/random.bin did not read back byte-equal after the reload');
     },
   },
 ];

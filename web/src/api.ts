@@ -283,4 +283,6 @@ export interface TabShareProbe {
   readBytes(): number;
   /** Bytes the share's index holds. */
   indexBytes(): number;
+  /** Bytes of the page's wasm memory. */
+  wasmBytes(): number;
 }

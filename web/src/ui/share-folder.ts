@@ -7,7 +7,7 @@
 
 import type { TabShareProbe } from '../api';
 import type { TabShare, TabShareEvent } from '../wasm/page';
-import { openTabShare } from '../wasm/page';
+import { openTabShare, pageWasmMemoryBytes } from '../wasm/page';
 import { FileReads } from '../tab-share/file-reads';
 import { FolderWalk, filesRoot, rootName, type EntryBatch, type FolderRoot, type WalkProgress } from '../tab-share/folder-walk';
 import { forgetShare, keepShare, keptShare, type KeptShare } from '../tab-share/kept-share';
@@ -26,6 +26,7 @@ type PickerWindow = Window & {
 };
 type HandleItem = DataTransferItem & { getAsFileSystemHandle?: () => Promise<FileSystemHandle | null> };
 type PermissionHandle = FileSystemDirectoryHandle & {
+  queryPermission?: (d: { mode: 'read' }) => Promise<PermissionState>;
   requestPermission?: (d: { mode: 'read' }) => Promise<PermissionState>;
 };
 
@@ -149,7 +150,9 @@ export class ShareFolderView {
     const handle = kept.handle as PermissionHandle | null;
     if (!handle) return;
     try {
-      const state = (await handle.requestPermission?.({ mode: 'read' })) ?? 'granted';
+      // Still granted (the browser may keep it across a reload), or asked for again.
+      const now = (await handle.queryPermission?.({ mode: 'read' })) ?? 'granted';
+      const state = now === 'granted' ? now : ((await handle.requestPermission?.({ mode: 'read' })) ?? 'granted');
       if (state !== 'granted') {
         this.say(`The browser did not let this page read “${kept.name}” again. Pick it to go on.`);
         return;
@@ -198,6 +201,7 @@ export class ShareFolderView {
       visitors: () => share.visitors(),
       readBytes: () => reads.bytes,
       indexBytes: () => share.indexBytes(),
+      wasmBytes: () => pageWasmMemoryBytes(),
     };
     window.linkfsTabShare = probe;
     this.showSharing(link, root);
