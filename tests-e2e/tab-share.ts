@@ -16,12 +16,15 @@
 //   e: a reload keeps the link: the tab offers "Go on sharing <name>", and the folder
 //      shared again (dropped: the one-click path's permission prompt is browser UI that
 //      DevTools cannot answer) has the same link; `linkfs get` reads it again
+//   f: live (Chromium's FileSystemObserver): a file created, one changed, one removed,
+//      one renamed and a folder made with a file in it, on disk, each reach a visitor's
+//      `linkfs mount`, with the new bytes
 //
 //   bash tests-e2e/run tab-share [NAME_PREFIX...]
 
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { launchChromium, openLink, screenshot, type ChromiumInstance } from './lib/chromium.ts';
@@ -29,7 +32,8 @@ import { describeExit, exitWithin, killHard, spawnTracked, type Exit } from './l
 import { specialNames } from './lib/fixture.ts';
 import { binary, scratchDir } from './lib/paths.ts';
 import { startRelay, type RelayProcess } from './lib/relay-process.ts';
-import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
+import { AssertionError, assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
+import { startMount } from './lib/mount-process.ts';
 import { walkTree, type Tree } from './lib/tree.ts';
 import './lib/page-api.ts';
 import { compareIndex, enumerateIndex, formatMismatch, readInPage, waitForComplete } from './lib/verify.ts';
@@ -315,6 +319,50 @@ const tests: TestCase[] = [
       const files = got.entries.filter((e) => e.kind === 'file' && e.path.endsWith('random.bin'));
       const source = want.entries.find((e) => e.path === 'sub/random.bin');
       assert(files.length === 1 && files[0]?.sha256 === source?.sha256, 'sub/random.bin did not read back byte-equal after the reload');
+    },
+  },
+  {
+    name: 'f: live: files created, changed, removed and renamed on disk, and a new folder, reach a visitor\'s linkfs mount',
+    timeoutMs: 120_000,
+    async run(t) {
+      const r = await relay(t);
+      const dir = await awkwardFolder(t, MIB);
+      const { page } = await browser(t, 'sharer');
+      const { link } = await shareFromTab(page, r, dir);
+      await walkDone(page);
+      const live = await page.evaluate(() => window.linkfsTabShare?.live ?? false);
+      assert(live, `the tab does not follow the folder: "${await page.$eval('[data-testid=tab-share-kind]', (e) => e.textContent)}"`);
+      const mountpoint = await mkdtemp(path.join(scratchDir, 'tab-share-live-'));
+      t.defer(() => rm(mountpoint, { recursive: true, force: true }));
+      const mount = await startMount(link, mountpoint);
+      t.defer(() => mount.kill());
+      /** Waits until `check` holds in the mount; the time it took. */
+      const reaches = async (what: string, check: () => Promise<boolean>): Promise<number> => {
+        const started = Date.now();
+        while (Date.now() - started < 15_000) {
+          if (await check().catch(() => false)) return Date.now() - started;
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        throw new AssertionError(`${what} did not reach the mount within 15 s`);
+      };
+      const inMount = (rel: string) => path.join(mountpoint, rel);
+      const times: string[] = [];
+      await writeFile(path.join(dir, 'created.txt'), 'made after the share began\n');
+      times.push(`created ${await reaches('a created file', async () => (await readFile(inMount('created.txt'), 'utf8')) === 'made after the share began\n')} ms`);
+      const changed = randomBytes(300_000);
+      await writeFile(path.join(dir, 'sub', 'random.bin'), changed);
+      times.push(`changed ${await reaches('a changed file', async () => (await readFile(inMount('sub/random.bin'))).equals(changed))} ms`);
+      await rm(path.join(dir, 'empty file'));
+      times.push(`removed ${await reaches('a removed file', async () => !(await readdir(mountpoint)).includes('empty file'))} ms`);
+      await rename(path.join(dir, 'with space.txt'), path.join(dir, 'renamed.txt'));
+      times.push(`renamed ${await reaches('a renamed file', async () => {
+        const top = await readdir(mountpoint);
+        return top.includes('renamed.txt') && !top.includes('with space.txt');
+      })} ms`);
+      await mkdir(path.join(dir, 'new folder'));
+      await writeFile(path.join(dir, 'new folder', 'inside.txt'), 'in a new folder\n');
+      times.push(`new folder ${await reaches('a new folder with a file', async () => (await readFile(inMount('new folder/inside.txt'), 'utf8')) === 'in a new folder\n')} ms`);
+      log(`    reached the mount: ${times.join(', ')}`);
     },
   },
 ];

@@ -37,8 +37,8 @@ use js_sys::Uint8Array;
 use linkfs_core::share::links::Links;
 use linkfs_core::share::{Figures, Now, Share, ShareConfig, ShareNews, ShareOutput};
 use linkfs_core::{
-    GuessSource, IoFailure, Millis, ReadIo, SenderConfig, SenderOutput, SenderSession, ShareIndex,
-    ShareLink, ShareSecret, UploadResult,
+    GuessSource, IoFailure, Millis, ReadIo, Ready, SenderConfig, SenderOutput, SenderSession,
+    SettleConfig, Settler, ShareIndex, ShareLink, ShareSecret, UploadResult,
 };
 use linkfs_proto::sharer_key::SharerKey;
 use linkfs_proto::signal::{IceServer, PeerId, Role};
@@ -112,6 +112,11 @@ pub enum TabShareEvent {
     },
     /// A file changed since it was listed (a read found it); visitors are told.
     FileChanged { entry: u32 },
+    /// Changes on disk settled at these paths (relative to the folder): look
+    /// at each and hand what was found to `applyLooked`.
+    Settled { paths: Vec<String> },
+    /// Too much changed, or changes were lost: compare the whole folder.
+    Rescan,
     /// Anything else worth a line.
     Note { message: String },
 }
@@ -172,6 +177,10 @@ struct Host {
     handlers: TabShareHandlers,
     registered: bool,
     stopped: bool,
+    /// Changes on disk settling before they are looked at (the native sharer's rules).
+    settler: Settler,
+    /// When the share started (ms since the epoch): a new folder's time.
+    started_unix_ms: f64,
 }
 
 type Shared = Rc<RefCell<Host>>;
@@ -212,7 +221,11 @@ impl Host {
             let share_at = self.drain_share(now, &mut fx);
             let (ended, sessions_at) = self.drain_sessions(now, &mut fx);
             if ended.is_empty() {
-                self.set_timer(earliest(share_at, sessions_at));
+                while let Some(ready) = self.settler.poll_ready(now.mono) {
+                    fx.push(Effect::Event(settled_event(ready)));
+                }
+                let settle_at = self.settler.poll_timeout();
+                self.set_timer(earliest(earliest(share_at, sessions_at), settle_at));
                 return fx;
             }
             for (peer, why) in ended {
@@ -530,6 +543,19 @@ impl Host {
     }
 }
 
+/// What settled, for the page to look at.
+fn settled_event(ready: Ready) -> TabShareEvent {
+    match ready {
+        Ready::Paths { paths, .. } => TabShareEvent::Settled {
+            paths: paths
+                .into_iter()
+                .map(|p| String::from_utf8_lossy(&p).into_owned())
+                .collect(),
+        },
+        _ => TabShareEvent::Rescan,
+    }
+}
+
 fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -814,6 +840,8 @@ impl TabShare {
                 handlers,
                 registered: false,
                 stopped: false,
+                settler: Settler::new(SettleConfig::default()),
+                started_unix_ms: js_sys::Date::now(),
             })
         });
         {
@@ -882,6 +910,72 @@ impl TabShare {
     pub fn walk_done(&self) {
         self.host.borrow_mut().index.mark_snapshot_complete();
         pump(&self.host);
+    }
+
+    /// Paths (relative to the folder, `/`-separated) the browser said changed
+    /// on disk: they settle (as the native sharer's do), then `Settled` asks
+    /// the page to look at them.
+    #[wasm_bindgen(js_name = pathsChanged)]
+    pub fn paths_changed(&self, paths: Vec<String>) {
+        {
+            let mut h = self.host.borrow_mut();
+            let now = h.now().mono;
+            for p in &paths {
+                h.settler.event(now, p.as_bytes());
+            }
+        }
+        pump(&self.host);
+    }
+
+    /// The browser lost changes: the whole folder is compared once things are quiet.
+    #[wasm_bindgen(js_name = changesLost)]
+    pub fn changes_lost(&self) {
+        {
+            let mut h = self.host.borrow_mut();
+            let now = h.now().mono;
+            h.settler.overflow(now);
+        }
+        pump(&self.host);
+    }
+
+    /// What the page found at settled paths: `kinds[i]` 0 gone, 1 a file
+    /// (`sizes[i]`, `mtimes_ms[i]`), 2 a folder. The index follows; returns for
+    /// each path the id of an entry it added (the page keeps its source, and
+    /// lists a new folder with `addEntries`), or 4294967295.
+    #[wasm_bindgen(js_name = applyLooked)]
+    pub fn apply_looked(
+        &self,
+        paths: Vec<String>,
+        kinds: &[u8],
+        sizes: &[f64],
+        mtimes_ms: &[f64],
+    ) -> Result<Vec<u32>, JsError> {
+        let n = paths.len();
+        if kinds.len() != n || sizes.len() != n || mtimes_ms.len() != n {
+            return Err(JsError::new(
+                "applyLooked: paths, kinds, sizes and mtimes differ in length",
+            ));
+        }
+        let ids = {
+            let mut h = self.host.borrow_mut();
+            let folder_time = h.started_unix_ms;
+            (0..n)
+                .map(|i| {
+                    let looked = match kinds[i] {
+                        0 => folder::Looked::Gone,
+                        1 => folder::Looked::File {
+                            size: sizes[i],
+                            mtime_ms: mtimes_ms[i],
+                        },
+                        _ => folder::Looked::Dir,
+                    };
+                    folder::apply(&mut h.index, &paths[i], looked, folder_time)
+                        .unwrap_or(folder::REFUSED)
+                })
+                .collect()
+        };
+        pump(&self.host);
+        Ok(ids)
     }
 
     /// Entries in the share now (the folder itself included).

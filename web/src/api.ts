@@ -276,6 +276,8 @@ export interface TabShareProbe {
   /** Entries shared now, the folder itself included. */
   entries(): number;
   walkDone: boolean;
+  /** Whether the share follows changes on disk (FileSystemObserver), or is a snapshot. */
+  live: boolean;
   /** The walk's time, ms, once done. */
   walkMs: number;
   visitors(): TabVisitorRow[];

@@ -106,6 +106,67 @@ pub fn changed(index: &mut ShareIndex, id: EntryId, size: f64, mtime_ms: f64) ->
     index.update(id, &entry).unwrap_or(false)
 }
 
+/// What the page found at a path that changed on disk.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Looked {
+    Gone,
+    File { size: f64, mtime_ms: f64 },
+    Dir,
+}
+
+/// Brings the index in line with what the page found at `path` (relative to
+/// the shared folder, `/`-separated): a new entry added (its id returned, so
+/// the page keeps its source and lists a new folder), a changed file updated,
+/// a removed one removed with what it held, an entry whose kind changed
+/// replaced. A path whose folder is not in the index is left for the change
+/// that brings the folder.
+pub fn apply(
+    index: &mut ShareIndex,
+    path: &str,
+    looked: Looked,
+    folder_time_ms: f64,
+) -> Option<u32> {
+    if path.is_empty() {
+        return None;
+    }
+    let id = index.lookup(path.as_bytes());
+    let kind = id.and_then(|id| index.view(id)).map(|v| v.kind);
+    match (looked, id, kind) {
+        (Looked::Gone, Some(id), _) => {
+            let _ = index.remove(id);
+            None
+        }
+        (Looked::Gone, None, _) => None,
+        (Looked::File { size, mtime_ms }, Some(id), Some(EntryKind::File)) => {
+            changed(index, id, size, mtime_ms);
+            None
+        }
+        (Looked::Dir, Some(_), Some(EntryKind::Dir)) => None,
+        (found, old, _) => {
+            if let Some(old) = old {
+                let _ = index.remove(old);
+            }
+            let (parent_path, name) = path.rsplit_once('/').unwrap_or(("", path));
+            let parent = index.lookup(parent_path.as_bytes())?;
+            let (dir, size, mtime_ms) = match found {
+                Looked::File { size, mtime_ms } => (false, size, mtime_ms),
+                _ => (true, 0.0, folder_time_ms),
+            };
+            let added = add(
+                index,
+                &[Found {
+                    parent: parent.0,
+                    dir,
+                    name,
+                    size,
+                    mtime_ms,
+                }],
+            );
+            added.first().copied().filter(|id| *id != REFUSED)
+        }
+    }
+}
+
 /// A JS number of bytes as a count (negative or not a number: 0).
 fn whole(n: f64) -> u64 {
     if n.is_finite() && n > 0.0 {
@@ -135,6 +196,56 @@ pub fn ms_of(mtime: i64, mtime_nsec: u32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn index() -> ShareIndex {
+        let mut index = ShareIndex::new(linkfs_proto::Epoch(1));
+        root(&mut index, "top", 0.0);
+        index
+    }
+
+    #[test]
+    fn what_the_page_finds_on_disk_becomes_the_index() {
+        let mut ix = index();
+        let file = Looked::File {
+            size: 5.0,
+            mtime_ms: 1_000.0,
+        };
+        let dir = apply(&mut ix, "docs", Looked::Dir, 0.0).expect("a new folder is added");
+        let note = apply(&mut ix, "docs/note.txt", file, 0.0).expect("a new file is added");
+        assert_eq!(ix.lookup(b"docs/note.txt"), Some(EntryId(note)));
+        assert_eq!(ix.view(EntryId(note)).map(|v| v.parent), Some(EntryId(dir)));
+        // Under a folder the index does not have: left for the change that brings it.
+        assert_eq!(apply(&mut ix, "elsewhere/x.txt", file, 0.0), None);
+        assert_eq!(ix.lookup(b"elsewhere/x.txt"), None);
+        // A changed file keeps its id with a new version.
+        let before = ix.generation(EntryId(note));
+        assert_eq!(
+            apply(
+                &mut ix,
+                "docs/note.txt",
+                Looked::File {
+                    size: 9.0,
+                    mtime_ms: 2_000.0
+                },
+                0.0
+            ),
+            None
+        );
+        assert_eq!(ix.view(EntryId(note)).map(|v| v.size), Some(9));
+        assert_ne!(ix.generation(EntryId(note)), before);
+        // A file that became a folder is replaced.
+        let again = apply(&mut ix, "docs/note.txt", Looked::Dir, 0.0).expect("replaced");
+        assert_ne!(again, note);
+        assert_eq!(
+            ix.view(EntryId(again)).map(|v| v.kind),
+            Some(EntryKind::Dir)
+        );
+        // A removed folder goes with what it held.
+        assert_eq!(apply(&mut ix, "docs", Looked::Gone, 0.0), None);
+        assert_eq!(ix.lookup(b"docs"), None);
+        assert_eq!(ix.lookup(b"docs/note.txt"), None);
+        assert_eq!(ix.entries(), 1);
+    }
 
     #[test]
     fn a_browser_time_goes_into_the_index_and_comes_back_the_same() {

@@ -93,16 +93,21 @@ export function filesRoot(files: File[]): FolderRoot {
  * its id in the index). Resolves when everything was listed.
  */
 export class FolderWalk {
-  readonly sources: (FileSource | undefined)[] = [];
   readonly progress: WalkProgress = { entries: 1, folders: 1, skipped: 0 };
   private stopped = false;
   /** Browsers give no folder times: a folder shows when the share started. */
   private readonly started = Date.now();
 
+  /**
+   * `sources[id]` is filled with each file's source; `start` is the id `root` has in
+   * the index (0: the shared folder; a folder that appeared later: its own).
+   */
   constructor(
     private readonly root: FolderRoot,
     private readonly add: AddEntries,
     private readonly onProgress: (p: WalkProgress) => void,
+    readonly sources: (FileSource | undefined)[] = [],
+    private readonly start = 0,
   ) {}
 
   stop(): void {
@@ -110,7 +115,7 @@ export class FolderWalk {
   }
 
   async run(): Promise<WalkProgress> {
-    const queue: [number, Folder][] = [[0, this.rootFolder()]];
+    const queue: [number, Folder][] = [[this.start, this.rootFolder()]];
     let pending: Found[] = [];
     const flush = (): void => {
       if (pending.length === 0) return;

@@ -11,6 +11,7 @@ import { openTabShare, pageWasmMemoryBytes } from '../wasm/page';
 import { FileReads } from '../tab-share/file-reads';
 import { FolderWalk, filesRoot, rootName, type EntryBatch, type FolderRoot, type WalkProgress } from '../tab-share/folder-walk';
 import { forgetShare, keepShare, keptShare, type KeptShare } from '../tab-share/kept-share';
+import { LiveFolder } from '../tab-share/live';
 import { button, el } from './dom';
 import { formatCount, formatSize } from './format';
 import { errorText } from './save-file';
@@ -30,6 +31,10 @@ type PermissionHandle = FileSystemDirectoryHandle & {
   requestPermission?: (d: { mode: 'read' }) => Promise<PermissionState>;
 };
 
+const LIVE_WORDS = 'Live: files created, changed, moved or removed in the folder reach visitors within a second or two.';
+const SNAPSHOT_WORDS = 'This browser does not tell the page when the folder changes: files changed on disk are read afresh when a visitor opens them, but new and removed files show only after you choose the folder again.';
+const INPUT_SNAPSHOT_WORDS = 'This is a snapshot: files added or changed on disk after you chose the folder are not shared. Choose it again to share what is there now.';
+
 /** How often the visitors' figures are redrawn while sharing. */
 const REFRESH_MS = 1000;
 
@@ -44,6 +49,10 @@ export class ShareFolderView {
   private walk: FolderWalk | null = null;
   private name = '';
   private wakeLock: WakeLockSentinel | null = null;
+  private live: LiveFolder | null = null;
+  private walking = true;
+  private settledWhileWalking: string[] = [];
+  private following: Promise<void> = Promise.resolve();
   private refresh: number | null = null;
 
   constructor(noLinkWords: string) {
@@ -197,6 +206,7 @@ export class ShareFolderView {
       link,
       entries: () => share.entries(),
       walkDone: false,
+      live: false,
       walkMs: 0,
       visitors: () => share.visitors(),
       readBytes: () => reads.bytes,
@@ -213,18 +223,35 @@ export class ShareFolderView {
     });
     this.refresh = window.setInterval(() => this.drawVisitors(), REFRESH_MS);
     this.updateTitle(0);
+    // Following the folder starts before the walk, so nothing changed meanwhile is
+    // missed; what settles is looked at once the walk is done (the walk would add it too).
+    const live = new LiveFolder(root, share, walk.sources);
+    this.live = live;
+    const following = await live.start();
+    this.setText('tab-share-kind', following ? LIVE_WORDS : root.kind === 'files' ? INPUT_SNAPSHOT_WORDS : SNAPSHOT_WORDS);
+    probe.live = following;
     const started = performance.now();
     try {
       const done = await walk.run();
-      share.walkDone();
-      probe.walkDone = true;
-      probe.walkMs = performance.now() - started;
       this.walked(done, true);
     } catch (error) {
       this.setText('tab-share-listing', `Listing the folder stopped: ${errorText(error)}. What was listed is shared.`);
-      share.walkDone();
-      probe.walkDone = true;
     }
+    share.walkDone();
+    probe.walkDone = true;
+    probe.walkMs = performance.now() - started;
+    this.walking = false;
+    const waiting = this.settledWhileWalking.splice(0);
+    if (waiting.length > 0) this.follow(waiting);
+  }
+
+  /** Looks at paths that settled, one batch after another. */
+  private follow(paths: string[]): void {
+    const live = this.live;
+    if (!live) return;
+    this.following = this.following.then(() => live.settled(paths)).catch((error: unknown) => {
+      console.warn(`linkfs: a change on disk could not be followed: ${errorText(error)}`);
+    });
   }
 
   private showSharing(link: string, root: FolderRoot): void {
@@ -241,16 +268,13 @@ export class ShareFolderView {
     }, 'Copy');
     const stop = button('Stop sharing', 'text-button danger', () => this.stopSharing());
     stop.dataset['testid'] = 'tab-share-stop';
-    const kind =
-      root.kind === 'files'
-        ? 'This is a snapshot: files added or changed on disk after you chose the folder are not shared. Choose it again to share what is there now.'
-        : 'Files changed on disk are read afresh when a visitor opens them. New and removed files show after you choose the folder again.';
+    const kind = root.kind === 'files' ? INPUT_SNAPSHOT_WORDS : SNAPSHOT_WORDS;
     this.sharing.replaceChildren(
       el('h1', { text: `Sharing “${this.name}”` }),
       el('div', { className: 'tab-share-link-row' }, linkField, copy),
       el('p', { className: 'tab-share-relay', text: 'Connecting to the relay…', data: { testid: 'tab-share-relay' } }),
       el('p', { className: 'tab-share-listing', text: 'Listing the folder…', data: { testid: 'tab-share-listing' } }),
-      el('p', { className: 'tab-share-kind', text: kind }),
+      el('p', { className: 'tab-share-kind', text: kind, data: { testid: 'tab-share-kind' } }),
       el('h2', { text: 'Visitors' }),
       el('ul', { className: 'tab-share-visitors', data: { testid: 'tab-share-visitors' } }, el('li', { className: 'muted', text: 'No one yet.' })),
       el('p', { className: 'tab-share-note', text: 'Keep this tab open: the share lives in it. If this computer sleeps, visitors wait and go on when it wakes (for a while). Visitors cannot add files to a share from a browser tab.' }),
@@ -291,6 +315,14 @@ export class ShareFolderView {
         console.info(`linkfs: ${event.who} left: ${event.why}`);
         this.updateTitle(event.visitors);
         this.drawVisitors();
+        break;
+      case 'settled':
+        if (this.walking) this.settledWhileWalking.push(...event.paths);
+        else this.follow(event.paths);
+        break;
+      case 'rescan':
+        console.warn('linkfs: too much changed on disk at once to follow');
+        this.setText('tab-share-kind', 'Too much changed in the folder at once to follow it: choose the folder again to share what is there now.');
         break;
       case 'file-changed':
         console.info(`linkfs: entry ${event.entry} changed on disk since it was listed; visitors are told`);
@@ -339,6 +371,7 @@ export class ShareFolderView {
   private stopSharing(): void {
     this.share?.stop();
     this.walk?.stop();
+    this.live?.stop();
     this.share = null;
     if (this.refresh !== null) window.clearInterval(this.refresh);
     void this.wakeLock?.release().catch(() => undefined);
