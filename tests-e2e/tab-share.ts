@@ -363,6 +363,13 @@ const tests: TestCase[] = [
       await writeFile(path.join(dir, 'new folder', 'inside.txt'), 'in a new folder\n');
       times.push(`new folder ${await reaches('a new folder with a file', async () => (await readFile(inMount('new folder/inside.txt'), 'utf8')) === 'in a new folder\n')} ms`);
       log(`    reached the mount: ${times.join(', ')}`);
+      // Each name once: a folder that appeared with a file in it went in once, whole.
+      await new Promise((res) => setTimeout(res, 1000));
+      const inside = await readdir(inMount('new folder'));
+      assert(JSON.stringify(inside) === JSON.stringify(['inside.txt']), `the new folder lists ${JSON.stringify(inside)}, not ["inside.txt"] once`);
+      const top = (await readdir(mountpoint)).sort();
+      const want = (await readdir(dir)).sort();
+      assert(JSON.stringify(top) === JSON.stringify(want), `the mount's top differs from the folder's:\n  mount  ${JSON.stringify(top)}\n  folder ${JSON.stringify(want)}`);
     },
   },
 ];

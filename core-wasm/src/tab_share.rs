@@ -155,7 +155,18 @@ enum Phase {
 struct Guest {
     link: GuestLink,
     phase: Phase,
+    /// Until its first frame: when it must have connected by.
+    connect_by: Option<Millis>,
+    /// Its session closed: when its goodbye must have left by.
+    flush_by: Option<Millis>,
 }
+
+/// How long a guest may take from its offer to its first frame (as the
+/// native sharer's `connect_timeout`): one that never connects frees its slot.
+const CONNECT_WITHIN_MS: u64 = 15_000;
+/// How long a closed session's last frames may wait for room before the
+/// visitor is let go anyway (as the native drive loop's `GOODBYE_FLUSH`).
+const GOODBYE_FLUSH_MS: u64 = 2_000;
 
 struct Host {
     share: Share,
@@ -249,6 +260,7 @@ impl Host {
                 ShareOutput::Failed(why) => fx.push(Effect::Event(TabShareEvent::Failed {
                     message: why.to_string(),
                 })),
+                ShareOutput::Answer { .. } if self.stopped => {}
                 ShareOutput::Answer { peer, offer, .. } => {
                     match GuestLink::start(peer, offer, &self.ice_servers, &self.guest_report) {
                         Ok(link) => {
@@ -257,6 +269,8 @@ impl Host {
                                 Guest {
                                     link,
                                     phase: Phase::Connecting,
+                                    connect_by: Some(Millis(now.mono.0 + CONNECT_WITHIN_MS)),
+                                    flush_by: None,
                                 },
                             );
                         }
@@ -279,9 +293,7 @@ impl Host {
                     }
                 }
                 ShareOutput::CloseLink { peer } => {
-                    if let Some(g) = self.guests.get_mut(&peer) {
-                        g.link.close();
-                    }
+                    self.visitor_gone(now, peer, "its link was closed", fx);
                 }
                 ShareOutput::CheckPassword { job, .. } => {
                     // The tab makes no password links yet, so no guess comes;
@@ -291,9 +303,13 @@ impl Host {
                 ShareOutput::StartSession { peer, first, .. } => {
                     self.start_session(now, peer, first);
                 }
-                ShareOutput::EndVisitor { peer, code, words } => {
-                    self.end_visitor(peer, code, &words);
+                ShareOutput::EndVisitor { peer, code, words }
+                    if self.end_visitor(peer, code, &words) =>
+                {
+                    // Told before its session: gone now.
+                    self.visitor_gone(now, peer, &words, fx);
                 }
+                ShareOutput::EndVisitor { .. } => {}
                 ShareOutput::KeepLinks => {}
                 ShareOutput::News(news) => {
                     if let Some(e) = news_event(news) {
@@ -318,20 +334,25 @@ impl Host {
         g.phase = Phase::Serving(Box::new(session));
     }
 
-    fn end_visitor(&mut self, peer: PeerId, code: GoodbyeCode, words: &str) {
+    /// Ends `peer`: a session says its goodbye and ends by its poll; a guest
+    /// before its session is told and is gone now (true).
+    fn end_visitor(&mut self, peer: PeerId, code: GoodbyeCode, words: &str) -> bool {
         let Some(g) = self.guests.get_mut(&peer) else {
-            return;
+            return false;
         };
         match &mut g.phase {
-            Phase::Serving(session) => session.close_with(code, words),
-            Phase::Gone => {}
+            Phase::Serving(session) => {
+                session.close_with(code, words);
+                false
+            }
+            Phase::Gone => false,
             _ => {
                 let goodbye = SenderToReceiver::Goodbye(Goodbye {
                     code,
                     message: words.to_owned(),
                 });
                 g.link.send(&goodbye.encode());
-                g.link.close();
+                true
             }
         }
     }
@@ -346,11 +367,24 @@ impl Host {
         let mut ended = Vec::new();
         let mut at: Option<Millis> = None;
         for (peer, g) in &mut self.guests {
+            if matches!(g.phase, Phase::Connecting | Phase::Opened) {
+                match g.connect_by {
+                    Some(by) if now.mono >= by => ended.push((
+                        *peer,
+                        format!("it did not connect within {} s", CONNECT_WITHIN_MS / 1000),
+                    )),
+                    by => at = earliest(at, by),
+                }
+                continue;
+            }
             let Phase::Serving(session) = &mut g.phase else {
                 continue;
             };
+            let mut over = false;
             loop {
-                match session.poll_output(now.mono, &self.index, g.link.has_room()) {
+                // A stopping tab says its goodbyes whatever the channel holds.
+                let room = g.link.has_room() || (self.stopped && g.link.is_open());
+                match session.poll_output(now.mono, &self.index, room) {
                     SenderOutput::Read(io) => fx.push(Effect::Read(*peer, io)),
                     SenderOutput::Upload(io) => {
                         // The tab's links take no files (nothing asks; a visitor
@@ -369,12 +403,24 @@ impl Host {
                     SenderOutput::Ended(why) => {
                         let why = why.map_or_else(|| STOPPED.to_owned(), |e| e.to_string());
                         ended.push((*peer, why));
+                        over = true;
                         break;
                     }
                     SenderOutput::Wait(wake) => {
                         at = earliest(at, wake);
                         break;
                     }
+                }
+            }
+            // Its session closed, its last frames waiting for room: not forever.
+            if !over && !session.is_open() {
+                let by = *g
+                    .flush_by
+                    .get_or_insert(Millis(now.mono.0 + GOODBYE_FLUSH_MS));
+                if now.mono >= by {
+                    ended.push((*peer, "its last frames could not be sent in time".into()));
+                } else {
+                    at = earliest(at, Some(by));
                 }
             }
         }
@@ -439,6 +485,7 @@ impl Host {
             GuestNews::Candidate(c) => self.share.local_candidate(peer, c),
             GuestNews::Channel(dc) => {
                 let report = self.guest_report.clone();
+                // One channel a guest: more are closed.
                 g.link.take_channel(dc, peer, &report);
             }
             GuestNews::Opened => {
@@ -449,6 +496,7 @@ impl Host {
             }
             GuestNews::Frame(frame) => match &mut g.phase {
                 Phase::Opened => {
+                    g.connect_by = None;
                     g.phase = Phase::Prompted;
                     self.share.first_frame(now, peer, frame);
                 }
@@ -478,7 +526,9 @@ impl Host {
                 if was_open && self.registered {
                     fx.push(Effect::Event(TabShareEvent::RelayLost));
                 }
-                if was_open || !self.registered {
+                // A connection that never opened failed (the share then tries
+                // again on its schedule); one that was open was lost.
+                if was_open {
                     self.share.relay_closed(now);
                 } else {
                     self.share.relay_failed(now);
@@ -500,6 +550,9 @@ impl Host {
 
     fn set_timer(&mut self, at: Option<Millis>) {
         let Some(at) = at else { return };
+        if self.stopped && self.guests.is_empty() {
+            return;
+        }
         if self.timer.is_some_and(|(set, _)| set <= at) {
             return;
         }
@@ -593,11 +646,13 @@ fn pump(shared: &Shared) {
                 // Called while the host is busy: its holder pumps before it is done.
                 return;
             };
-            let mut fx = Vec::new();
+            // Each piece of news, then the machines, in turn: a frame right
+            // after a visitor's first one finds its session started.
+            let mut fx = host.run();
             while let Some(news) = host.next_inbound() {
                 host.take(news, &mut fx);
+                fx.extend(host.run());
             }
-            fx.extend(host.run());
             fx
         };
         carry_out(shared, effects);
@@ -648,6 +703,9 @@ fn carry_out(shared: &Shared, effects: Vec<Effect>) {
                 }
             }
             Effect::ConnectRelay => {
+                if shared.borrow().stopped {
+                    continue;
+                }
                 let failed = {
                     let mut host = shared.borrow_mut();
                     let report = host.relay_report.clone();
@@ -667,17 +725,20 @@ fn carry_out(shared: &Shared, effects: Vec<Effect>) {
 
 /// Asks the page for a read's bytes; the answer goes back into the session.
 fn start_read(shared: &Shared, peer: PeerId, io: ReadIo) {
-    let promise = {
+    // The page is called with the host free: it may call back.
+    let handlers: TabShareHandlers = {
         let host = shared.borrow();
-        let mtime_ms = folder::ms_of(io.target.mtime, io.target.mtime_nsec);
-        host.handlers.read(
-            io.entry.0,
-            io.offset as f64,
-            io.len,
-            io.target.size as f64,
-            mtime_ms,
-        )
+        let h: JsValue = (*host.handlers).clone();
+        h.unchecked_into()
     };
+    let mtime_ms = folder::ms_of(io.target.mtime, io.target.mtime_nsec);
+    let promise = handlers.read(
+        io.entry.0,
+        io.offset as f64,
+        io.len,
+        io.target.size as f64,
+        mtime_ms,
+    );
     let weak = Rc::downgrade(shared);
     spawn_local(async move {
         let result = match promise {
@@ -959,9 +1020,9 @@ impl TabShare {
         let ids = {
             let mut h = self.host.borrow_mut();
             let folder_time = h.started_unix_ms;
-            (0..n)
+            let looked: Vec<(&str, folder::Looked)> = (0..n)
                 .map(|i| {
-                    let looked = match kinds[i] {
+                    let found = match kinds[i] {
                         0 => folder::Looked::Gone,
                         1 => folder::Looked::File {
                             size: sizes[i],
@@ -969,10 +1030,10 @@ impl TabShare {
                         },
                         _ => folder::Looked::Dir,
                     };
-                    folder::apply(&mut h.index, &paths[i], looked, folder_time)
-                        .unwrap_or(folder::REFUSED)
+                    (paths[i].as_str(), found)
                 })
-                .collect()
+                .collect();
+            folder::apply_all(&mut h.index, &looked, folder_time)
         };
         pump(&self.host);
         Ok(ids)

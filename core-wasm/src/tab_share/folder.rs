@@ -138,7 +138,9 @@ pub fn apply(
         }
         (Looked::Gone, None, _) => None,
         (Looked::File { size, mtime_ms }, Some(id), Some(EntryKind::File)) => {
-            changed(index, id, size, mtime_ms);
+            // The browser said it changed: a new version even if its size and
+            // time are the same (a browser gives no change time to tell).
+            written(index, id, size, mtime_ms);
             None
         }
         (Looked::Dir, Some(_), Some(EntryKind::Dir)) => None,
@@ -165,6 +167,59 @@ pub fn apply(
             added.first().copied().filter(|id| *id != REFUSED)
         }
     }
+}
+
+/// What the page found at paths that settled together (sorted: a folder
+/// before what it holds): each added entry's id, or [`REFUSED`]. A folder
+/// added here is listed whole by the page, so what settled under it with it
+/// is left to that listing (it would go in twice otherwise).
+pub fn apply_all(
+    index: &mut ShareIndex,
+    looked: &[(&str, Looked)],
+    folder_time_ms: f64,
+) -> Vec<u32> {
+    let mut new_folders: Vec<&str> = Vec::new();
+    looked
+        .iter()
+        .map(|(path, found)| {
+            let under_new = new_folders.iter().any(|f| {
+                path.strip_prefix(f)
+                    .is_some_and(|rest| rest.starts_with('/'))
+            });
+            if under_new {
+                return REFUSED;
+            }
+            let added = apply(index, path, *found, folder_time_ms);
+            if added.is_some() && *found == Looked::Dir {
+                new_folders.push(path);
+            }
+            added.unwrap_or(REFUSED)
+        })
+        .collect()
+}
+
+/// A file the browser said was written: a new version whatever its size and time.
+fn written(index: &mut ShareIndex, id: EntryId, size: f64, mtime_ms: f64) {
+    let Some(view) = index.view(id) else { return };
+    let (name, parent) = (view.name.to_vec(), view.parent);
+    let (mtime, mtime_nsec) = split_ms(mtime_ms);
+    let _ = index.update_written(
+        id,
+        &NewEntry {
+            id,
+            parent,
+            kind: EntryKind::File,
+            name: &name,
+            size: whole(size),
+            mtime,
+            mtime_nsec,
+            mode: 0o644,
+            target: b"",
+            dev: 0,
+            ino: 0,
+            ctime_ns: CTIME_UNKNOWN,
+        },
+    );
 }
 
 /// A JS number of bytes as a count (negative or not a number: 0).
@@ -245,6 +300,28 @@ mod tests {
         assert_eq!(ix.lookup(b"docs"), None);
         assert_eq!(ix.lookup(b"docs/note.txt"), None);
         assert_eq!(ix.entries(), 1);
+    }
+
+    #[test]
+    fn a_new_folder_and_what_settled_in_it_go_in_once() {
+        let mut ix = index();
+        let file = Looked::File {
+            size: 1.0,
+            mtime_ms: 0.0,
+        };
+        let ids = apply_all(
+            &mut ix,
+            &[("x", Looked::Dir), ("x/f", file), ("xy", file)],
+            0.0,
+        );
+        assert_ne!(ids[0], REFUSED, "the folder is added");
+        assert_eq!(ids[1], REFUSED, "its file is left to the folder's listing");
+        assert_ne!(
+            ids[2], REFUSED,
+            "a name that only starts the same is not under it"
+        );
+        assert_eq!(ix.lookup(b"x/f"), None);
+        assert_eq!(ix.entries(), 3);
     }
 
     #[test]

@@ -187,8 +187,12 @@ impl GuestLink {
         }
     }
 
-    /// Takes the guest's data channel when it comes.
+    /// Takes the guest's data channel when it comes (one: a later one is closed).
     pub fn take_channel(&mut self, dc: RtcDataChannel, peer: PeerId, report: &Report) {
+        if self.dc.is_some() || self.closed {
+            dc.close();
+            return;
+        }
         dc.set_binary_type(web_sys::RtcDataChannelType::Arraybuffer);
         dc.set_buffered_amount_low_threshold(LOW_WATER);
         let r = report.clone();

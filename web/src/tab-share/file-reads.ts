@@ -4,13 +4,15 @@
 // into an update every visitor hears of.
 //
 // A `File` is a snapshot: Chromium and Firefox refuse to read one whose file changed
-// on disk since (NotReadableError). So the last few files read are kept and reused
-// while they read, and taken afresh when they do not.
+// on disk since (NotReadableError). So the file taken for one read serves that read's
+// pieces (asked for several at once), and is taken afresh when reading it fails; a
+// new read takes it afresh. A folder input's files cannot be taken afresh: a changed
+// one is found out only when the browser refuses to read it.
 
 import type { FileSource } from './folder-walk';
 import { entryFile } from './folder-walk';
 
-/** Files kept open between reads (a large file is read in many pieces). */
+/** Reads going on at once whose file is kept (a large file is read in many pieces). */
 const KEPT = 16;
 /**
  * A read takes this much of the file at once, and the next chunks come from it: each
@@ -24,8 +26,15 @@ const BLOCKS = 4;
 /** What the share is told when a file is not what the index says. */
 export type ReadRefusal = { changed: { size: number; mtimeMs: number } } | { gone: true };
 
+/** One read going on: the file taken for it (checked), and where the next piece starts. */
+interface Stream {
+  file: Promise<File>;
+  until: number;
+}
+
 export class FileReads {
-  private readonly kept = new Map<number, File>();
+  /** The reads going on, a few files at a time (least recently used first). */
+  private readonly streams = new Map<number, Stream>();
   /** The last block read of a few files: entry -> where it starts, its bytes. */
   private readonly blocks = new Map<number, { file: File; start: number; end: number; bytes: Promise<Uint8Array> }>();
   /** Bytes read for visitors so far. */
@@ -33,24 +42,57 @@ export class FileReads {
 
   constructor(private readonly sources: (FileSource | undefined)[]) {}
 
-  async read(entry: number, offset: number, len: number, size: number, mtimeMs: number): Promise<Uint8Array> {
-    const kept = this.kept.get(entry);
-    if (kept && kept.size === size && kept.lastModified === mtimeMs) {
-      try {
-        return await this.slice(kept, offset, len, entry);
-      } catch {
-        this.kept.delete(entry); // changed since: take it afresh
-        this.blocks.delete(entry);
+  /**
+   * Bytes [offset, offset + len) of file `entry`, which the index says is `size`
+   * bytes modified at `mtimeMs`. A piece that goes on where the last one asked for
+   * ended (the pieces of one large read, asked for several at once) shares the file
+   * taken for that read; any other read takes the file afresh and checks it, so a
+   * file changed since is never served from what was read of it before.
+   */
+  async read(entry: number, offset: number, len: number, size: number, mtimeMs: number, again = false): Promise<Uint8Array> {
+    let stream = this.streams.get(entry);
+    if (!stream || stream.until !== offset) {
+      stream = { file: this.checked(entry, size, mtimeMs), until: offset };
+      this.streams.delete(entry);
+      this.streams.set(entry, stream);
+      this.blocks.delete(entry);
+      if (this.streams.size > KEPT) {
+        const oldest = this.streams.keys().next().value;
+        if (oldest !== undefined) this.streams.delete(oldest);
       }
     }
+    stream.until = offset + len;
+    const held = stream;
+    const forget = (): void => {
+      if (this.streams.get(entry) === held) this.streams.delete(entry);
+      this.blocks.delete(entry);
+    };
+    let file: File;
+    try {
+      file = await held.file;
+    } catch (error) {
+      forget();
+      throw error;
+    }
+    try {
+      return await this.slice(file, offset, len, entry);
+    } catch (error) {
+      // The file changed on disk since it was taken (the browser refuses to read
+      // it): once more afresh, which finds out how.
+      forget();
+      if (again) throw error;
+      return this.read(entry, offset, len, size, mtimeMs, true);
+    }
+  }
+
+  /** The file afresh, if it is still what the index says. */
+  private async checked(entry: number, size: number, mtimeMs: number): Promise<File> {
     const file = await this.fresh(entry);
     if (file.size !== size || file.lastModified !== mtimeMs) {
       const refusal: ReadRefusal = { changed: { size: file.size, mtimeMs: file.lastModified } };
       throw refusal;
     }
-    const bytes = await this.slice(file, offset, len, entry);
-    this.keep(entry, file);
-    return bytes;
+    return file;
   }
 
   /**
@@ -102,15 +144,6 @@ export class FileReads {
         throw refusal;
       }
       throw error;
-    }
-  }
-
-  private keep(entry: number, file: File): void {
-    this.kept.delete(entry);
-    this.kept.set(entry, file);
-    if (this.kept.size > KEPT) {
-      const oldest = this.kept.keys().next().value;
-      if (oldest !== undefined) this.kept.delete(oldest);
     }
   }
 }

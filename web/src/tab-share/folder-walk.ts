@@ -169,6 +169,10 @@ export class FolderWalk {
             pending.push(found);
             if (pending.length >= BATCH) flush();
           }
+        } catch {
+          // A folder that cannot be listed (removed meanwhile, or not readable): what
+          // was listed of it stays; the rest of the walk goes on.
+          this.progress.skipped += 1;
         } finally {
           listing -= 1;
         }

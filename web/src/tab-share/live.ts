@@ -24,7 +24,7 @@ interface Observer {
 type ObserverConstructor = new (callback: (records: ChangeRecord[]) => void) => Observer;
 
 /** What was found at a path. */
-type Found = { kind: 'gone' } | { kind: 'file'; size: number; mtime: number; source: FileSource } | { kind: 'dir'; folder: FolderRoot };
+type Found = { kind: 'unknown' } | { kind: 'gone' } | { kind: 'file'; size: number; mtime: number; source: FileSource } | { kind: 'dir'; folder: FolderRoot };
 
 export class LiveFolder {
   private observer: Observer | null = null;
@@ -71,8 +71,11 @@ export class LiveFolder {
   /** The share says these paths settled: look at each, and the index follows. */
   async settled(paths: string[]): Promise<void> {
     // A folder before what it holds (the share finds a new path's folder by its path).
-    const sorted = [...paths].sort();
-    const found = await Promise.all(sorted.map((p) => this.look(p)));
+    const looked = await Promise.all([...paths].sort().map(async (p) => ({ path: p, found: await this.look(p) })));
+    // What could not be looked at (not readable now) is left as the index has it.
+    const known = looked.filter((l) => l.found.kind !== 'unknown');
+    const sorted = known.map((l) => l.path);
+    const found = known.map((l) => l.found);
     const kinds = new Uint8Array(found.map((f) => (f.kind === 'gone' ? 0 : f.kind === 'file' ? 1 : 2)));
     const sizes = new Float64Array(found.map((f) => (f.kind === 'file' ? f.size : 0)));
     const mtimes = new Float64Array(found.map((f) => (f.kind === 'file' ? f.mtime : 0)));
@@ -94,10 +97,12 @@ export class LiveFolder {
     try {
       if (this.root.kind === 'entry') return await lookEntry(this.root.entry, path);
       if (this.root.kind === 'handle') return await lookHandle(this.root.handle, path);
-    } catch {
-      // Not there (or not readable): gone, for the share.
+    } catch (error) {
+      // Only "not found" means gone; anything else (not readable now) leaves it be.
+      const name = error instanceof DOMException ? error.name : '';
+      return name === 'NotFoundError' || name === 'TypeMismatchError' ? { kind: 'gone' } : { kind: 'unknown' };
     }
-    return { kind: 'gone' };
+    return { kind: 'unknown' };
   }
 }
 

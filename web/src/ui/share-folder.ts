@@ -49,6 +49,9 @@ export class ShareFolderView {
   private walk: FolderWalk | null = null;
   private name = '';
   private wakeLock: WakeLockSentinel | null = null;
+  private starting = false;
+  private stopped = false;
+  private goingOn = false;
   private live: LiveFolder | null = null;
   private walking = true;
   private settledWhileWalking: string[] = [];
@@ -143,10 +146,9 @@ export class ShareFolderView {
     if (!kept || this.share) return;
     const words = kept.handle
       ? `You were sharing “${kept.name}”. Go on under the same link:`
-      : `You were sharing “${kept.name}”. Pick or drop it again to go on under the same link.`;
+      : `You were sharing “${kept.name}”. Go on under the same link: choose it again.`;
     const goOn = button(`Go on sharing ${kept.name}`, 'primary-button', () => void this.goOn(kept));
     goOn.dataset['testid'] = 'share-folder-go-on';
-    goOn.hidden = kept.handle === null;
     const forget = button('New link instead', 'text-button', () => {
       void forgetShare();
       this.resume.hidden = true;
@@ -156,8 +158,13 @@ export class ShareFolderView {
   }
 
   private async goOn(kept: KeptShare): Promise<void> {
+    // Whatever folder comes next goes on under the kept link: the person said so.
+    this.goingOn = true;
     const handle = kept.handle as PermissionHandle | null;
-    if (!handle) return;
+    if (!handle) {
+      await this.pick();
+      return;
+    }
     try {
       // Still granted (the browser may keep it across a reload), or asked for again.
       const now = (await handle.queryPermission?.({ mode: 'read' })) ?? 'granted';
@@ -179,12 +186,26 @@ export class ShareFolderView {
 
   /** Shares `root`: the link at once, the walk behind it. */
   private async begin(root: FolderRoot): Promise<void> {
-    if (this.share) return;
+    // Once a page has shared, sharing again takes a reload (a clean start).
+    if (this.share || this.starting || this.stopped) return;
+    this.starting = true;
+    try {
+      await this.share_(root);
+    } finally {
+      this.starting = false;
+    }
+  }
+
+  private async share_(root: FolderRoot): Promise<void> {
     this.problem.hidden = true;
     const name = rootName(root);
     const kept = await keptShare();
-    // The same link as before for the same folder (a reload, or picked again).
-    const again = kept && kept.name === name ? kept.kept : undefined;
+    // The kept link goes on for the same folder (the browser tells a handle's
+    // folder apart), or when the person asked to go on; another folder of the
+    // same name gets a link of its own.
+    const handle = root.kind === 'handle' ? root.handle : root.kind === 'entry' ? root.handle : null;
+    const same = kept?.handle && handle ? await kept.handle.isSameEntry(handle).catch(() => false) : false;
+    const again = kept && (same || this.goingOn) ? kept.kept : undefined;
     const walk = new FolderWalk(root, (batch: EntryBatch) => share.addEntries(batch.parents, batch.dirs, batch.sizes, batch.mtimes, batch.names), (p) => this.walked(p));
     const reads = new FileReads(walk.sources);
     let share: TabShare;
@@ -223,13 +244,16 @@ export class ShareFolderView {
     });
     this.refresh = window.setInterval(() => this.drawVisitors(), REFRESH_MS);
     this.updateTitle(0);
-    // Following the folder starts before the walk, so nothing changed meanwhile is
+    // Following the folder starts with the walk, so nothing changed meanwhile is
     // missed; what settles is looked at once the walk is done (the walk would add it too).
+    // (Not awaited before the walk: setting the watches up takes the browser a while
+    // on a large tree, and the first listing must not wait for it.)
     const live = new LiveFolder(root, share, walk.sources);
     this.live = live;
-    const following = await live.start();
-    this.setText('tab-share-kind', following ? LIVE_WORDS : root.kind === 'files' ? INPUT_SNAPSHOT_WORDS : SNAPSHOT_WORDS);
-    probe.live = following;
+    const starting = live.start().then((following) => {
+      this.setText('tab-share-kind', following ? LIVE_WORDS : root.kind === 'files' ? INPUT_SNAPSHOT_WORDS : SNAPSHOT_WORDS);
+      return following;
+    });
     const started = performance.now();
     try {
       const done = await walk.run();
@@ -238,8 +262,9 @@ export class ShareFolderView {
       this.setText('tab-share-listing', `Listing the folder stopped: ${errorText(error)}. What was listed is shared.`);
     }
     share.walkDone();
-    probe.walkDone = true;
     probe.walkMs = performance.now() - started;
+    probe.live = await starting;
+    probe.walkDone = true;
     this.walking = false;
     const waiting = this.settledWhileWalking.splice(0);
     if (waiting.length > 0) this.follow(waiting);
@@ -373,12 +398,13 @@ export class ShareFolderView {
     this.walk?.stop();
     this.live?.stop();
     this.share = null;
+    this.stopped = true;
     if (this.refresh !== null) window.clearInterval(this.refresh);
     void this.wakeLock?.release().catch(() => undefined);
     window.removeEventListener('beforeunload', beforeUnload);
     void forgetShare();
     document.title = 'linkfs';
-    this.sharing.replaceChildren(el('h1', { text: `Stopped sharing “${this.name}”` }), el('p', { text: 'Visitors were told. The link does not open anything any more; sharing again makes a new one.' }));
+    this.sharing.replaceChildren(el('h1', { text: `Stopped sharing “${this.name}”` }), el('p', { text: 'Visitors were told. The link does not open anything any more. To share again (under a new link), reload this page.' }));
     delete window.linkfsTabShare;
   }
 }
