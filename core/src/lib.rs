@@ -39,6 +39,9 @@
 //!   per-path debounce and a periodic flush; a rescan when events were lost).
 //! - [`password_gate::PasswordGate`]: guesses at a link's password, counted
 //!   before they are tried, per address and per link.
+//! - [`part_index::PartIndex`]: what a link that shows one folder or a
+//!   selection sees, as an index of its own following the whole share's
+//!   (the tab sharer's scoped links).
 //! - [`sim`]: a lossy, reordering simulated link and a deterministic PRNG, for
 //!   tests of anything that drives a session.
 //!
@@ -49,6 +52,7 @@ pub mod backoff;
 pub mod index;
 pub mod lanes;
 pub mod link;
+pub mod part_index;
 pub mod password_gate;
 pub mod persist;
 pub mod receiver;
@@ -76,6 +80,7 @@ pub use lanes::{
     LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LaneDo, LaneNo, LaneSet, MAX_LANES, lane_may_carry,
 };
 pub use link::{LinkError, ShareLink, ShareSecret};
+pub use part_index::PartIndex;
 pub use password_gate::{GuessSource, GuessTicket, PasswordGate};
 pub use persist::{
     PersistentReceiver, Rebuilder, Rebuilt, SNAPSHOT_MIN_BATCHES, SNAPSHOT_QUIET_MS, StorageError,
