@@ -19,6 +19,11 @@
 //   f: live (Chromium's FileSystemObserver): a file created, one changed, one removed,
 //      one renamed and a folder made with a file in it, on disk, each reach a visitor's
 //      `linkfs mount`, with the new bytes
+//   g: links made in the tab (through its form) show what the native sharer's would
+//      (as peer/tests/links.rs checks them): a folder as the root and nothing above or
+//      beside it, a file alone, a password asked for (refused without it or wrong, let
+//      in with it; only its Argon2id hash kept), an expiry that ends the link, and a
+//      withdrawn link whose visitor's mount ends with exit 6; another link reads on
 //
 //   bash tests-e2e/run tab-share [NAME_PREFIX...]
 
@@ -162,6 +167,47 @@ function sameTree(want: Tree, got: Tree, rootName: string): string[] {
   for (const w of wanted) if (!gotten.has(w)) problems.push(`missing or different: ${w}`);
   for (const g of gotten) if (!wanted.has(g)) problems.push(`not in the folder: ${g}`);
   return problems;
+}
+
+/** `linkfs` with `args`, to its end (never spawnSync: see `get`). */
+async function linkfs(args: string[], timeoutMs = 60_000): Promise<{ code: number | null; out: string; err: string }> {
+  const child = spawnTracked(args[0] ?? 'linkfs', binary('linkfs'), args);
+  const exit = await exitWithin(child, timeoutMs);
+  if (exit === null) {
+    await killHard(child);
+    throw new AssertionError(`linkfs ${args.join(' ')} did not end within ${timeoutMs} ms: ${child.stderrTail()}`);
+  }
+  return { code: exit.code, out: child.stdout.join('\n'), err: child.stderrTail() };
+}
+
+/** The paths `linkfs ls -R --json` lists, sorted. */
+async function listed(link: string, extra: string[] = []): Promise<string[]> {
+  const o = await linkfs(['ls', '-R', '--json', link, ...extra]);
+  assert(o.code === 0, `linkfs ls of ${link} failed (${o.code}): ${o.err}`);
+  return o.out
+    .split('\n')
+    .map((l) => l.split('"path":"')[1]?.split('"')[0])
+    .filter((p): p is string => p !== undefined)
+    .sort();
+}
+
+/** Makes a link through the tab's form; its URL. */
+async function makeLink(page: Page, ask: { label: string; shows?: string; expires?: string; password?: string }): Promise<string> {
+  const form = page.locator('details.tab-links-new');
+  if (!(await form.evaluate((d) => (d as HTMLDetailsElement).open))) await form.locator('summary').click();
+  await page.fill('[data-testid=tab-link-label]', ask.label);
+  await page.fill('[data-testid=tab-link-shows]', ask.shows ?? '');
+  await page.fill('[data-testid=tab-link-expires]', ask.expires ?? '');
+  await page.fill('[data-testid=tab-link-password]', ask.password ?? '');
+  const before = await page.locator('[data-testid=tab-link]').count();
+  await page.click('[data-testid=tab-link-make]');
+  const row = page.locator('[data-testid=tab-link]').nth(before);
+  await row.waitFor({ state: 'visible', timeout: 15_000 }).catch(async () => {
+    throw new AssertionError(`the tab made no link "${ask.label}": ${await page.$eval('[data-testid=tab-link-problem]', (e) => e.textContent)}`);
+  });
+  const name = (await row.locator('strong').textContent()) ?? '';
+  assert(name === ask.label, `the new link is labelled "${name}", not "${ask.label}"`);
+  return row.locator('[data-testid=tab-link-url]').inputValue();
 }
 
 const tests: TestCase[] = [
@@ -370,6 +416,105 @@ const tests: TestCase[] = [
       const top = (await readdir(mountpoint)).sort();
       const want = (await readdir(dir)).sort();
       assert(JSON.stringify(top) === JSON.stringify(want), `the mount's top differs from the folder's:\n  mount  ${JSON.stringify(top)}\n  folder ${JSON.stringify(want)}`);
+    },
+  },
+  {
+    name: 'g: links made in the tab show what the native sharer\'s would: a folder as the root, a file alone, a password, an expiry, a withdrawal',
+    timeoutMs: 180_000,
+    async run(t) {
+      const r = await relay(t);
+      await mkdir(scratchDir, { recursive: true });
+      const parent = await mkdtemp(path.join(scratchDir, 'tab-links-'));
+      t.defer(() => rm(parent, { recursive: true, force: true }));
+      const dir = path.join(parent, 'Everything');
+      await mkdir(path.join(dir, 'photos', '2024'), { recursive: true });
+      await mkdir(path.join(dir, 'photos-old'));
+      await mkdir(path.join(dir, 'work'));
+      await writeFile(path.join(dir, 'top.txt'), 'top\n');
+      await writeFile(path.join(dir, 'photos', 'a.jpg'), randomBytes(70_000));
+      await writeFile(path.join(dir, 'photos', '2024', 'b.jpg'), randomBytes(200_000));
+      await writeFile(path.join(dir, 'photos-old', 'c.jpg'), 'old\n');
+      await writeFile(path.join(dir, 'work', 'budget.xls'), 'numbers\n');
+      await writeFile(path.join(dir, 'work', 'budget-secret.xls'), 'secret numbers\n');
+      const pw = path.join(parent, 'pw');
+      const wrongPw = path.join(parent, 'pw-wrong');
+      await writeFile(pw, 'open sesame\n');
+      await writeFile(wrongPw, 'open sesame!\n');
+      const { page } = await browser(t, 'sharer');
+      const { link: main } = await shareFromTab(page, r, dir);
+      await walkDone(page);
+      const qr = await page.locator('img.tab-link-qr').first().getAttribute('src');
+      assert(qr?.startsWith('data:image/svg+xml') === true, 'no QR code beside the link');
+
+      // A folder as the root: nothing above or beside it, and its files byte-equal.
+      const photos = await makeLink(page, { label: 'photos only', shows: '/photos/' });
+      assert(photos !== main && photos.startsWith(`${r.url}/#`), `the scoped link is not a link of its own: ${photos}`);
+      const inPhotos = await listed(photos);
+      assert(JSON.stringify(inPhotos) === JSON.stringify(['2024', '2024/b.jpg', 'a.jpg']), `the scoped link lists ${JSON.stringify(inPhotos)}`);
+      const got = await get(t, photos);
+      assert(got.exit?.code === 0, `linkfs get of the scoped link failed: ${got.stderr}`);
+      const tree = await walkTree(got.out, { hash: true });
+      const want = await walkTree(path.join(dir, 'photos'), { hash: true });
+      const problems = sameTree(want, tree, 'photos');
+      assert(problems.length === 0, `the scoped link's get differs:\n  ${problems.join('\n  ')}`);
+      for (const outside of ['top.txt', 'photos-old', 'c.jpg', 'work', 'budget']) {
+        assert(!JSON.stringify(tree.entries).includes(outside), `the scoped link's get wrote "${outside}"`);
+      }
+
+      // A file alone, at its place: nothing beside it.
+      const one = await makeLink(page, { label: 'one file', shows: 'work/budget.xls' });
+      const inOne = await listed(one);
+      assert(JSON.stringify(inOne) === JSON.stringify(['work', 'work/budget.xls']), `the one-file link lists ${JSON.stringify(inOne)}`);
+
+      // A path that is not in the folder is refused in words.
+      await page.fill('[data-testid=tab-link-label]', 'nothing');
+      await page.fill('[data-testid=tab-link-shows]', 'no/such/thing');
+      await page.click('[data-testid=tab-link-make]');
+      await page.waitForSelector('[data-testid=tab-link-problem]', { state: 'visible', timeout: 10_000 });
+      const refused = (await page.textContent('[data-testid=tab-link-problem]')) ?? '';
+      assert(refused.includes("no 'no/such/thing'"), `a missing path was not refused in words: "${refused}"`);
+
+      // A password: asked for, refused when wrong, let in when right; kept only hashed.
+      const locked = await makeLink(page, { label: 'locked', password: 'open sesame' });
+      const none = await linkfs(['ls', locked]);
+      assert(none.code === 7 && none.err.includes('needs a password'), `without a password: exit ${none.code}: ${none.err}`);
+      const wrong = await linkfs(['ls', locked, '--password-file', wrongPw]);
+      assert(wrong.code === 7 && wrong.err.includes('password is wrong'), `a wrong password: exit ${wrong.code}: ${wrong.err}`);
+      const inLocked = await listed(locked, ['--password-file', pw]);
+      assert(inLocked.includes('top.txt') && inLocked.includes('photos/2024/b.jpg'), `the right password lists ${JSON.stringify(inLocked)}`);
+      const keptLinks = await page.evaluate(() => new Promise<string>((resolve) => {
+        const req = indexedDB.open('linkfs-tab-share');
+        req.onsuccess = () => {
+          const get = req.result.transaction('kept').objectStore('kept').get('share');
+          get.onsuccess = () => resolve(String((get.result as { links?: string } | undefined)?.links ?? ''));
+        };
+      }));
+      assert(keptLinks.includes('$argon2id$') && !keptLinks.includes('sesame'), `the kept links do not hold the password as a hash only: ${keptLinks.slice(0, 300)}`);
+
+      // An expiry ends the link at its time, and says when.
+      const brief = await makeLink(page, { label: 'brief', expires: '6s' });
+      assert((await listed(brief)).includes('top.txt'), 'the expiring link did not open before its time');
+      await new Promise((res) => setTimeout(res, 7_000));
+      const late = await linkfs(['ls', brief]);
+      assert(late.code === 6 && late.err.includes('expired on'), `after its expiry: exit ${late.code}: ${late.err}`);
+
+      // Withdrawn: its visitor's mount ends with exit 6 within seconds; another link reads on.
+      const mountpoint = await mkdtemp(path.join(scratchDir, 'tab-links-mount-'));
+      t.defer(() => rm(mountpoint, { recursive: true, force: true }));
+      const mount = await startMount(photos, mountpoint);
+      t.defer(() => mount.kill());
+      const b = await readFile(path.join(mountpoint, '2024', 'b.jpg'));
+      assert(b.equals(await readFile(path.join(dir, 'photos', '2024', 'b.jpg'))), 'the scoped mount read b.jpg wrong');
+      const withdrawnAt = Date.now();
+      await page.locator('[data-testid=tab-link][data-link="1"] [data-testid=tab-link-withdraw]').click();
+      const exit = await exitWithin(mount.process, 15_000);
+      assert(exit !== null, 'the withdrawn link\'s mount still runs 15 s later');
+      assert(exit.code === 6, `the withdrawn link's mount ended with ${describeExit(exit)}, not exit 6`);
+      log(`    withdrawn: the mount ended in ${Date.now() - withdrawnAt} ms`);
+      const after = await linkfs(['ls', photos]);
+      assert(after.code === 6 && after.err.includes('withdrawn'), `the withdrawn link: exit ${after.code}: ${after.err}`);
+      assert((await listed(one)).includes('work/budget.xls'), 'another link stopped reading after a withdrawal');
+      assert((await listed(main)).includes('photos-old/c.jpg'), 'the main link stopped reading after a withdrawal');
     },
   },
 ];

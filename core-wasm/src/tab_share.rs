@@ -27,22 +27,28 @@
 
 mod folder;
 mod guest;
+mod links;
+mod password;
+mod qr;
 mod relay_line;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::{Rc, Weak};
 
 use js_sys::Uint8Array;
 use linkfs_core::share::links::Links;
-use linkfs_core::share::{Figures, Now, Share, ShareConfig, ShareNews, ShareOutput};
+use linkfs_core::share::rights::Shown;
+use linkfs_core::share::{Figures, Now, SCOPE_GONE, Share, ShareConfig, ShareNews, ShareOutput};
 use linkfs_core::{
-    GuessSource, IoFailure, Millis, ReadIo, Ready, SenderConfig, SenderOutput, SenderSession,
-    SettleConfig, Settler, ShareIndex, ShareLink, ShareSecret, UploadResult,
+    GuessSource, IoFailure, LinkId, Millis, PartIndex, ReadIo, Ready, SenderConfig, SenderOutput,
+    SenderSession, SettleConfig, Settler, ShareIndex, ShareLink, ShareSecret, UploadResult,
 };
 use linkfs_proto::sharer_key::SharerKey;
 use linkfs_proto::signal::{IceServer, PeerId, Role};
-use linkfs_proto::{Epoch, Goodbye, GoodbyeCode, ReadErrorCode, SenderToReceiver, UploadRefusal};
+use linkfs_proto::{
+    EntryId, Epoch, Goodbye, GoodbyeCode, ReadErrorCode, SenderToReceiver, UploadRefusal,
+};
 use serde::Serialize;
 use tsify::{Ts, Tsify};
 use wasm_bindgen::JsCast;
@@ -64,6 +70,8 @@ export interface TabShareHandlers {
    * or `{ gone: true }` if it is not there; anything else rejected is an error.
    */
   read(entry: number, offset: number, len: number, size: number, mtimeMs: number): Promise<Uint8Array>;
+  /** Whether `attempt` matches the Argon2id `hash` (checked off the page's loop). */
+  checkPassword(hash: string, attempt: string): Promise<boolean>;
   /** Something the person sharing should see. */
   onEvent(event: TabShareEvent): void;
 }
@@ -82,6 +90,12 @@ extern "C" {
         len: u32,
         size: f64,
         mtime_ms: f64,
+    ) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = checkPassword)]
+    fn check_password(
+        this: &TabShareHandlers,
+        hash: &str,
+        attempt: &str,
     ) -> Result<js_sys::Promise, JsValue>;
     #[wasm_bindgen(method, js_name = onEvent)]
     fn on_event(this: &TabShareHandlers, event: JsValue);
@@ -117,6 +131,8 @@ pub enum TabShareEvent {
     Settled { paths: Vec<String> },
     /// Too much changed, or changes were lost: compare the whole folder.
     Rescan,
+    /// The share's links changed: keep `keptLinks()` for the next time.
+    LinksChanged,
     /// Anything else worth a line.
     Note { message: String },
 }
@@ -155,6 +171,8 @@ enum Phase {
 struct Guest {
     link: GuestLink,
     phase: Phase,
+    /// What its link shows, if not the whole share (a key of `Host::parts`).
+    part: Option<String>,
     /// Until its first frame: when it must have connected by.
     connect_by: Option<Millis>,
     /// Its session closed: when its goodbye must have left by.
@@ -171,6 +189,8 @@ const GOODBYE_FLUSH_MS: u64 = 2_000;
 struct Host {
     share: Share,
     index: ShareIndex,
+    /// What each link that shows a part of the share sees, by `Shown::key`.
+    parts: HashMap<String, PartIndex>,
     sender: SenderConfig,
     main: ShareLink,
     sharer_seed: [u8; 32],
@@ -211,7 +231,13 @@ type Inbox = Rc<RefCell<VecDeque<Inbound>>>;
 /// What the shell does once the host is no longer borrowed (these call into
 /// the page, which may call back).
 enum Effect {
-    Read(PeerId, ReadIo),
+    /// A session's read, and the entry to read (the whole share's id).
+    Read(PeerId, ReadIo, EntryId),
+    CheckPassword {
+        job: u64,
+        hash: String,
+        attempt: String,
+    },
     Event(TabShareEvent),
     ConnectRelay,
 }
@@ -227,6 +253,9 @@ impl Host {
     /// Runs the machines until they wait; what must call the page is returned.
     fn run(&mut self) -> Vec<Effect> {
         let mut fx = Vec::new();
+        for part in self.parts.values_mut() {
+            part.follow(&mut self.index);
+        }
         loop {
             let now = self.now();
             let share_at = self.drain_share(now, &mut fx);
@@ -261,7 +290,14 @@ impl Host {
                     message: why.to_string(),
                 })),
                 ShareOutput::Answer { .. } if self.stopped => {}
-                ShareOutput::Answer { peer, offer, .. } => {
+                ShareOutput::Answer { peer, offer, link } => {
+                    let part = match self.part_of(link) {
+                        Ok(part) => part,
+                        Err(words) => {
+                            self.share.cannot_show(peer, words);
+                            continue;
+                        }
+                    };
                     match GuestLink::start(peer, offer, &self.ice_servers, &self.guest_report) {
                         Ok(link) => {
                             self.guests.insert(
@@ -269,6 +305,7 @@ impl Host {
                                 Guest {
                                     link,
                                     phase: Phase::Connecting,
+                                    part,
                                     connect_by: Some(Millis(now.mono.0 + CONNECT_WITHIN_MS)),
                                     flush_by: None,
                                 },
@@ -295,10 +332,8 @@ impl Host {
                 ShareOutput::CloseLink { peer } => {
                     self.visitor_gone(now, peer, "its link was closed", fx);
                 }
-                ShareOutput::CheckPassword { job, .. } => {
-                    // The tab makes no password links yet, so no guess comes;
-                    // one that did is refused.
-                    self.share.password_checked(now, job, false);
+                ShareOutput::CheckPassword { job, hash, attempt } => {
+                    fx.push(Effect::CheckPassword { job, hash, attempt });
                 }
                 ShareOutput::StartSession { peer, first, .. } => {
                     self.start_session(now, peer, first);
@@ -310,7 +345,7 @@ impl Host {
                     self.visitor_gone(now, peer, &words, fx);
                 }
                 ShareOutput::EndVisitor { .. } => {}
-                ShareOutput::KeepLinks => {}
+                ShareOutput::KeepLinks => fx.push(Effect::Event(TabShareEvent::LinksChanged)),
                 ShareOutput::News(news) => {
                     if let Some(e) = news_event(news) {
                         fx.push(Effect::Event(e));
@@ -322,6 +357,35 @@ impl Host {
         }
     }
 
+    /// The part of the share a guest of `link` is shown (its index made
+    /// the first time), none for the whole; the words for the guest if what
+    /// its link shows is not there.
+    fn part_of(&mut self, link: LinkId) -> Result<Option<String>, String> {
+        let Some(record) = self.share.links().get(link) else {
+            return Ok(None);
+        };
+        let shown = Shown::of(record);
+        let key = shown.key();
+        if !self.parts.contains_key(&key) {
+            let epoch = Epoch(u64::from_le_bytes(random::<8>().map_err(|_| SCOPE_GONE)?));
+            let part = match &shown {
+                Shown::Whole => return Ok(None),
+                Shown::Folder(scope) => PartIndex::folder(&mut self.index, scope, epoch),
+                Shown::Selection(paths) => {
+                    let selection =
+                        linkfs_core::Selection::new(paths).map_err(|_| SCOPE_GONE.to_owned())?;
+                    PartIndex::selection(&mut self.index, selection, epoch)
+                }
+            };
+            self.parts.insert(key.clone(), part);
+        }
+        if self.parts[&key].showing() {
+            Ok(Some(key))
+        } else {
+            Err(SCOPE_GONE.to_owned())
+        }
+    }
+
     fn start_session(&mut self, now: Now, peer: PeerId, first: Option<Vec<u8>>) {
         let Some(g) = self.guests.get_mut(&peer) else {
             return;
@@ -329,7 +393,8 @@ impl Host {
         let mut session = SenderSession::new(self.sender.clone());
         if let Some(frame) = first {
             // A frame that breaks the protocol ends the session; its poll says so.
-            let _ = session.handle_frame(now.mono, &frame, &self.index);
+            let index = index_of(&self.index, &self.parts, g.part.as_deref());
+            let _ = session.handle_frame(now.mono, &frame, index);
         }
         g.phase = Phase::Serving(Box::new(session));
     }
@@ -381,11 +446,30 @@ impl Host {
                 continue;
             };
             let mut over = false;
+            let (index, part) = match g.part.as_deref().and_then(|k| self.parts.get(k)) {
+                Some(p) => (p.index(), Some(p)),
+                None => (&self.index, None),
+            };
             loop {
                 // A stopping tab says its goodbyes whatever the channel holds.
                 let room = g.link.has_room() || (self.stopped && g.link.is_open());
-                match session.poll_output(now.mono, &self.index, room) {
-                    SenderOutput::Read(io) => fx.push(Effect::Read(*peer, io)),
+                match session.poll_output(now.mono, index, room) {
+                    SenderOutput::Read(io) => {
+                        let whole = match part {
+                            Some(p) => p.whole_id(io.entry),
+                            None => Some(io.entry),
+                        };
+                        match whole {
+                            Some(entry) => fx.push(Effect::Read(*peer, io, entry)),
+                            None => session.handle_io(
+                                &io,
+                                Err(IoFailure {
+                                    code: ReadErrorCode::NoSuchEntry,
+                                    message: "the file is not there any more".into(),
+                                }),
+                            ),
+                        }
+                    }
                     SenderOutput::Upload(io) => {
                         // The tab's links take no files (nothing asks; a visitor
                         // that tries is refused in words).
@@ -502,7 +586,8 @@ impl Host {
                 }
                 Phase::Prompted => self.share.frame(now, peer, &frame),
                 Phase::Serving(session) => {
-                    let _ = session.handle_frame(now.mono, &frame, &self.index);
+                    let index = index_of(&self.index, &self.parts, g.part.as_deref());
+                    let _ = session.handle_frame(now.mono, &frame, index);
                 }
                 Phase::Connecting | Phase::Gone => {}
             },
@@ -607,6 +692,16 @@ fn settled_event(ready: Ready) -> TabShareEvent {
         },
         _ => TabShareEvent::Rescan,
     }
+}
+
+/// The index a guest's session serves: its link's part, or the whole share.
+fn index_of<'a>(
+    whole: &'a ShareIndex,
+    parts: &'a HashMap<String, PartIndex>,
+    part: Option<&str>,
+) -> &'a ShareIndex {
+    part.and_then(|k| parts.get(k))
+        .map_or(whole, PartIndex::index)
 }
 
 fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
@@ -718,13 +813,41 @@ fn carry_out(shared: &Shared, effects: Vec<Effect>) {
                 }
                 pump(shared);
             }
-            Effect::Read(peer, io) => start_read(shared, peer, io),
+            Effect::Read(peer, io, entry) => start_read(shared, peer, io, entry),
+            Effect::CheckPassword { job, hash, attempt } => {
+                check_password(shared, job, &hash, &attempt);
+            }
         }
     }
 }
 
+/// Asks the page's worker whether a guess is the password; the answer goes
+/// back into the share (a check that fails is a wrong guess).
+fn check_password(shared: &Shared, job: u64, hash: &str, attempt: &str) {
+    let handlers: TabShareHandlers = {
+        let host = shared.borrow();
+        let h: JsValue = (*host.handlers).clone();
+        h.unchecked_into()
+    };
+    let promise = handlers.check_password(hash, attempt);
+    let weak = Rc::downgrade(shared);
+    spawn_local(async move {
+        let right = match promise {
+            Ok(p) => JsFuture::from(p).await.ok().and_then(|v| v.as_bool()),
+            Err(_) => None,
+        };
+        let Some(shared) = weak.upgrade() else { return };
+        {
+            let mut host = shared.borrow_mut();
+            let now = host.now();
+            host.share.password_checked(now, job, right == Some(true));
+        }
+        pump(&shared);
+    });
+}
+
 /// Asks the page for a read's bytes; the answer goes back into the session.
-fn start_read(shared: &Shared, peer: PeerId, io: ReadIo) {
+fn start_read(shared: &Shared, peer: PeerId, io: ReadIo, entry: EntryId) {
     // The page is called with the host free: it may call back.
     let handlers: TabShareHandlers = {
         let host = shared.borrow();
@@ -733,7 +856,7 @@ fn start_read(shared: &Shared, peer: PeerId, io: ReadIo) {
     };
     let mtime_ms = folder::ms_of(io.target.mtime, io.target.mtime_nsec);
     let promise = handlers.read(
-        io.entry.0,
+        entry.0,
         io.offset as f64,
         io.len,
         io.target.size as f64,
@@ -762,11 +885,9 @@ fn start_read(shared: &Shared, peer: PeerId, io: ReadIo) {
                     }
                 }
                 Err(why) => {
-                    let (failure, updated) = host.read_failed(&io, &why);
+                    let (failure, updated) = host.read_failed(entry, &why);
                     if updated {
-                        fx.push(Effect::Event(TabShareEvent::FileChanged {
-                            entry: io.entry.0,
-                        }));
+                        fx.push(Effect::Event(TabShareEvent::FileChanged { entry: entry.0 }));
                     }
                     Err(failure)
                 }
@@ -781,7 +902,7 @@ fn start_read(shared: &Shared, peer: PeerId, io: ReadIo) {
 impl Host {
     /// Why a read failed, in the protocol's terms; a file found changed goes
     /// into the index as an update (and whether that changed the index).
-    fn read_failed(&mut self, io: &ReadIo, why: &JsValue) -> (IoFailure, bool) {
+    fn read_failed(&mut self, entry: EntryId, why: &JsValue) -> (IoFailure, bool) {
         let field = |v: &JsValue, name: &str| js_sys::Reflect::get(v, &JsValue::from_str(name));
         if let Ok(changed) = field(why, "changed")
             && changed.is_object()
@@ -789,9 +910,7 @@ impl Host {
             let size = field(&changed, "size").ok().and_then(|v| v.as_f64());
             let mtime = field(&changed, "mtimeMs").ok().and_then(|v| v.as_f64());
             let updated = match (size, mtime) {
-                (Some(size), Some(mtime)) => {
-                    folder::changed(&mut self.index, io.entry, size, mtime)
-                }
+                (Some(size), Some(mtime)) => folder::changed(&mut self.index, entry, size, mtime),
                 _ => false,
             };
             let failure = IoFailure {
@@ -835,6 +954,7 @@ impl TabShare {
         folder_name: &str,
         folder_mtime_ms: f64,
         kept: Option<String>,
+        kept_links: Option<String>,
         handlers: TabShareHandlers,
     ) -> Result<TabShare, JsError> {
         crate::install_panic_hook();
@@ -855,7 +975,9 @@ impl TabShare {
             now,
             &main,
             sharer.clone(),
-            Links::default(),
+            kept_links
+                .and_then(|json| Links::from_json(json.as_bytes()).ok())
+                .unwrap_or_default(),
             ShareConfig::default(),
             random::<16>()?,
         );
@@ -886,6 +1008,7 @@ impl TabShare {
             RefCell::new(Host {
                 share,
                 index,
+                parts: HashMap::new(),
                 sender: SenderConfig::default(),
                 main,
                 sharer_seed: seed,
@@ -926,6 +1049,69 @@ impl TabShare {
     pub fn kept(&self) -> String {
         let h = self.host.borrow();
         format!("{}.{}", hex::encode(h.sharer_seed), h.main.secret.encode())
+    }
+
+    /// The share's links besides the main one, to keep with `kept()`.
+    #[wasm_bindgen(js_name = keptLinks)]
+    pub fn kept_links(&self) -> String {
+        String::from_utf8_lossy(&self.host.borrow().share.links().to_json()).into_owned()
+    }
+
+    /// Makes a link: `label`; what it shows (`scope`: one folder as its
+    /// root, or a file; `paths`: several, at their places; both empty: the
+    /// whole folder); `expires` as people write it (`48h`, `7d`,
+    /// `2026-12-01`; empty: never); `passwordHash` from `passwordHash()`.
+    #[wasm_bindgen(js_name = addLink)]
+    pub fn add_link(
+        &self,
+        label: &str,
+        scope: &str,
+        paths: Vec<String>,
+        expires: &str,
+        password_hash: Option<String>,
+    ) -> Result<Ts<links::TabLink>, JsError> {
+        let secret = random::<16>()?;
+        let row = {
+            let mut guard = self.host.borrow_mut();
+            let h = &mut *guard;
+            let now = h.now();
+            let asked = links::Asked {
+                label,
+                scope,
+                paths: &paths,
+                expires,
+                password_hash,
+            };
+            let record = links::add(&mut h.share, &mut h.index, now, asked, secret)
+                .map_err(|e| JsError::new(&e))?;
+            // Its part is made now, so its first visitor waits for nothing.
+            let _ = h.part_of(record.id);
+            links::row(&h.share, &record)
+        };
+        pump(&self.host);
+        Ok(row.into_ts()?)
+    }
+
+    /// Every link, the main one first.
+    pub fn links(&self) -> Result<Vec<Ts<links::TabLink>>, JsError> {
+        let rows = links::rows(&self.host.borrow().share);
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_ts())
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Withdraws link `id`: its visitors are told and ended. How many.
+    pub fn revoke(&self, id: u32) -> Result<u32, JsError> {
+        let gone = {
+            let mut h = self.host.borrow_mut();
+            let now = h.now();
+            h.share
+                .revoke(now, LinkId(id))
+                .map_err(|e| JsError::new(&e.to_string()))?
+        };
+        pump(&self.host);
+        Ok(gone as u32)
     }
 
     /// Adds entries the walk found, in order (a folder before what it holds):

@@ -41,8 +41,8 @@ use std::collections::HashMap;
 
 use linkfs_proto::{EntryId, EntryKind, EntryView, Epoch, Seq};
 
-use crate::share_index::{CTIME_UNKNOWN, NewEntry, ShareIndex};
 use crate::selection::Selection;
+use crate::share_index::{CTIME_UNKNOWN, NewEntry, ShareIndex};
 
 /// What a part shows.
 #[derive(Debug, Clone)]
@@ -205,10 +205,7 @@ impl PartIndex {
 
     /// Removes part entry `p` and forgets what it held.
     fn drop_part(&mut self, p: EntryId) {
-        let was_dir = self
-            .index
-            .view(p)
-            .is_some_and(|v| v.kind == EntryKind::Dir);
+        let was_dir = self.index.view(p).is_some_and(|v| v.kind == EntryKind::Dir);
         let _ = self.index.remove(p);
         if let Some(w) = self.to_whole.remove(&p.0) {
             self.to_part.remove(&w);

@@ -40,7 +40,12 @@ fn put(w: &mut ShareIndex, path: &str, size: u64) -> EntryId {
             EntryKind::Dir
         };
         at = w
-            .add(&entry(at, kind, name.as_bytes(), if last { size } else { 0 }))
+            .add(&entry(
+                at,
+                kind,
+                name.as_bytes(),
+                if last { size } else { 0 },
+            ))
             .unwrap();
     }
     at
@@ -178,7 +183,13 @@ fn a_selection_part_shows_its_paths_in_place_and_the_folders_on_the_way() {
     assert_eq!(part.root_name(), b"share");
     assert_eq!(
         paths(&part),
-        ["trip/", "trip/p.jpg", "trip/q.jpg", "work/", "work/budget.xls"]
+        [
+            "trip/",
+            "trip/p.jpg",
+            "trip/q.jpg",
+            "work/",
+            "work/budget.xls"
+        ]
     );
     put(&mut w, "trip/r.jpg", 6);
     put(&mut w, "work/other.doc", 7);

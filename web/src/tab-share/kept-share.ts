@@ -1,6 +1,6 @@
 // The share this tab shares, kept across a reload (IndexedDB, this origin only): the
 // sharer's key and the link's secret (`TabShare.kept()`, as private as the link
-// itself), the folder's name, and its handle where the browser gives one (a handle
+// itself), its other links (their secrets, and passwords as Argon2id hashes), the folder's name, and its handle where the browser gives one (a handle
 // can be kept; a dropped folder's entries and a folder input's files cannot). After a
 // reload the page offers "Go on sharing <name>": one click, as the browser asks for
 // permission to read the folder again, and the link is the same.
@@ -17,6 +17,8 @@ export interface KeptShare {
   name: string;
   link: string;
   handle: FileSystemDirectoryHandle | null;
+  /** `TabShare.keptLinks()`: the links besides the main one (empty: none). */
+  links: string;
 }
 
 function open(): Promise<IDBDatabase> {
@@ -53,6 +55,7 @@ export async function keptShare(): Promise<KeptShare | null> {
       kept: r['kept'],
       name: r['name'],
       link: r['link'],
+      links: typeof r['links'] === 'string' ? r['links'] : '',
       handle: typeof FileSystemDirectoryHandle !== 'undefined' && handle instanceof FileSystemDirectoryHandle ? handle : null,
     };
   } catch {
@@ -61,10 +64,10 @@ export async function keptShare(): Promise<KeptShare | null> {
 }
 
 /** Keeps the share for the next load of this page. */
-export async function keepShare(kept: string, link: string, root: FolderRoot, name: string): Promise<void> {
+export async function keepShare(kept: string, link: string, root: FolderRoot, name: string, links: string): Promise<void> {
   const handle = root.kind === 'handle' ? root.handle : root.kind === 'entry' ? root.handle : null;
   try {
-    await run('readwrite', (s) => s.put({ kept, name, link, handle }, KEY));
+    await run('readwrite', (s) => s.put({ kept, name, link, handle, links }, KEY));
   } catch {
     // Not kept: a reload then makes a new link (said in docs/tab-sharing.md).
   }

@@ -12,6 +12,8 @@ import { FileReads } from '../tab-share/file-reads';
 import { FolderWalk, filesRoot, rootName, type EntryBatch, type FolderRoot, type WalkProgress } from '../tab-share/folder-walk';
 import { forgetShare, keepShare, keptShare, type KeptShare } from '../tab-share/kept-share';
 import { LiveFolder } from '../tab-share/live';
+import { Passwords } from '../wasm/passwords';
+import { qrImage, TabLinks } from './tab-links';
 import { button, el } from './dom';
 import { formatCount, formatSize } from './format';
 import { errorText } from './save-file';
@@ -57,6 +59,10 @@ export class ShareFolderView {
   private settledWhileWalking: string[] = [];
   private following: Promise<void> = Promise.resolve();
   private refresh: number | null = null;
+  private links: TabLinks | null = null;
+  private readonly passwords = new Passwords();
+  /** Keeps the share (its key, links, folder) for a reload. */
+  private keep: () => void = () => undefined;
 
   constructor(noLinkWords: string) {
     this.folderInput = el('input', { attrs: { type: 'file', webkitdirectory: '' }, data: { testid: 'share-folder-input' } });
@@ -205,13 +211,16 @@ export class ShareFolderView {
     // same name gets a link of its own.
     const handle = root.kind === 'handle' ? root.handle : root.kind === 'entry' ? root.handle : null;
     const same = kept?.handle && handle ? await kept.handle.isSameEntry(handle).catch(() => false) : false;
-    const again = kept && (same || this.goingOn) ? kept.kept : undefined;
+    const goesOn = kept !== null && (same || this.goingOn);
+    const again = goesOn ? kept.kept : undefined;
+    const againLinks = goesOn && kept.links !== '' ? kept.links : undefined;
     const walk = new FolderWalk(root, (batch: EntryBatch) => share.addEntries(batch.parents, batch.dirs, batch.sizes, batch.mtimes, batch.names), (p) => this.walked(p));
     const reads = new FileReads(walk.sources);
     let share: TabShare;
     try {
-      share = await openTabShare(name, Date.now(), again, {
+      share = await openTabShare(name, Date.now(), again, againLinks, {
         read: (entry, offset, len, size, mtimeMs) => reads.read(entry, offset, len, size, mtimeMs),
+        checkPassword: (hash, attempt) => this.passwords.check(hash, attempt),
         onEvent: (event) => this.event(event),
       });
     } catch (error) {
@@ -222,7 +231,8 @@ export class ShareFolderView {
     this.walk = walk;
     this.name = name;
     const link = share.link();
-    await keepShare(share.kept(), link, root, name);
+    this.keep = () => void keepShare(share.kept(), link, root, name, share.keptLinks());
+    await keepShare(share.kept(), link, root, name, share.keptLinks());
     const probe: TabShareProbe = {
       link,
       entries: () => share.entries(),
@@ -235,7 +245,8 @@ export class ShareFolderView {
       wasmBytes: () => pageWasmMemoryBytes(),
     };
     window.linkfsTabShare = probe;
-    this.showSharing(link, root);
+    this.links = new TabLinks(share, this.passwords, () => this.keep());
+    this.showSharing(link, root, this.links);
     window.addEventListener('beforeunload', beforeUnload);
     window.addEventListener('pagehide', () => share.stop());
     void this.keepAwake();
@@ -279,7 +290,7 @@ export class ShareFolderView {
     });
   }
 
-  private showSharing(link: string, root: FolderRoot): void {
+  private showSharing(link: string, root: FolderRoot, links: TabLinks): void {
     this.start.hidden = true;
     const linkField = el('input', { className: 'tab-share-link', attrs: { readonly: '', 'aria-label': 'The link to this share' }, data: { testid: 'tab-share-link' } });
     linkField.value = link;
@@ -297,11 +308,13 @@ export class ShareFolderView {
     this.sharing.replaceChildren(
       el('h1', { text: `Sharing “${this.name}”` }),
       el('div', { className: 'tab-share-link-row' }, linkField, copy),
+      qrImage(link, 'QR code of the link: open it with a phone’s camera') ?? el('span'),
       el('p', { className: 'tab-share-relay', text: 'Connecting to the relay…', data: { testid: 'tab-share-relay' } }),
       el('p', { className: 'tab-share-listing', text: 'Listing the folder…', data: { testid: 'tab-share-listing' } }),
       el('p', { className: 'tab-share-kind', text: kind, data: { testid: 'tab-share-kind' } }),
       el('h2', { text: 'Visitors' }),
       el('ul', { className: 'tab-share-visitors', data: { testid: 'tab-share-visitors' } }, el('li', { className: 'muted', text: 'No one yet.' })),
+      links.element,
       el('p', { className: 'tab-share-note', text: 'Keep this tab open: the share lives in it. If this computer sleeps, visitors wait and go on when it wakes (for a while). Visitors cannot add files to a share from a browser tab.' }),
       el('div', { className: 'share-folder-actions' }, stop),
     );
@@ -349,6 +362,10 @@ export class ShareFolderView {
         console.warn('linkfs: too much changed on disk at once to follow');
         this.setText('tab-share-kind', 'Too much changed in the folder at once to follow it: choose the folder again to share what is there now.');
         break;
+      case 'links-changed':
+        this.keep();
+        this.links?.draw();
+        break;
       case 'file-changed':
         console.info(`linkfs: entry ${event.entry} changed on disk since it was listed; visitors are told`);
         break;
@@ -360,6 +377,7 @@ export class ShareFolderView {
 
   private drawVisitors(): void {
     if (!this.share) return;
+    this.links?.draw();
     const list = this.sharing.querySelector<HTMLElement>('[data-testid=tab-share-visitors]');
     if (!list) return;
     const rows = this.share.visitors();

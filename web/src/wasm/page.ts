@@ -1,11 +1,11 @@
 // The page's side of the wasm module: loads it (lazily, once), opens the data links
 // the worker's visit asks for (signaling + the browser's RTCPeerConnection, in
-// wasm) and starts the index worker (./worker.ts, the other module that touches
-// the wasm).
+// wasm) and starts the index worker (./worker.ts; it and ./password-worker.ts are
+// the other modules that touch the wasm).
 
 import type { DataLink, DataLinkHandlers, TabShare, TabShareHandlers } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 
-export type { DataLink, DataLinkHandlers, LinkState, TabShare, TabShareEvent, TabShareHandlers, TabVisitor } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+export type { DataLink, DataLinkHandlers, LinkState, TabLink, TabShare, TabShareEvent, TabShareHandlers, TabVisitor } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 
 type WasmModule = typeof import('../../../core-wasm/pkg/linkfs_core_wasm.js');
 
@@ -45,9 +45,18 @@ export async function openDataLink(link: string, handlers: DataLinkHandlers): Pr
  * Starts sharing a folder from this tab through this page's relay (`kept`: a share
  * kept from before, to go on under the same link).
  */
-export async function openTabShare(folderName: string, folderMtimeMs: number, kept: string | undefined, handlers: TabShareHandlers): Promise<TabShare> {
+export async function openTabShare(folderName: string, folderMtimeMs: number, kept: string | undefined, keptLinks: string | undefined, handlers: TabShareHandlers): Promise<TabShare> {
   const wasm = await loadWasm();
-  return new wasm.TabShare(window.location.origin, folderName, folderMtimeMs, kept, handlers);
+  return new wasm.TabShare(window.location.origin, folderName, folderMtimeMs, kept, keptLinks, handlers);
+}
+
+/** `text` (a link) as a QR code, an SVG image's source; null if it cannot be one. */
+export function qrSvg(text: string): string | null {
+  try {
+    return loaded?.qrSvg(text) ?? null;
+  } catch {
+    return null;
+  }
 }
 
 /** Decodes the protocol's test vectors with this page's wasm build; returns how many. */
