@@ -24,8 +24,11 @@
 //      beside it, a file alone, a password asked for (refused without it or wrong, let
 //      in with it; only its Argon2id hash kept), an expiry that ends the link, and a
 //      withdrawn link whose visitor's mount ends with exit 6; another link reads on
+//   h: Firefox ESR (no folder picker, no folder handles) shares a snapshot through the
+//      folder input: `linkfs get` of its link writes every file byte-equal (a folder
+//      input lists files only: empty folders are not shared, as docs/tab-sharing.md says)
 //
-//   bash tests-e2e/run tab-share [NAME_PREFIX...]
+//   bash tests-e2e/run tab-share [NAME_PREFIX...]   (LINKFS_E2E_GET_LOG=1: every line `linkfs get` writes to stderr)
 
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -39,6 +42,7 @@ import { binary, scratchDir } from './lib/paths.ts';
 import { startRelay, type RelayProcess } from './lib/relay-process.ts';
 import { AssertionError, assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { startMount } from './lib/mount-process.ts';
+import { answerFolderDialog, launchFirefox, screenshot as firefoxScreenshot } from './lib/firefox.ts';
 import { walkTree, type Tree } from './lib/tree.ts';
 import './lib/page-api.ts';
 import { compareIndex, enumerateIndex, formatMismatch, readInPage, waitForComplete } from './lib/verify.ts';
@@ -139,6 +143,7 @@ async function get(t: TestContext, link: string, paths: string[] = [], timeoutMs
   const out = await mkdtemp(path.join(scratchDir, 'tab-share-get-'));
   t.defer(() => rm(out, { recursive: true, force: true }));
   const child = spawnTracked('get', binary('linkfs'), ['get', '--out', out, link, ...paths]);
+  if (process.env['LINKFS_E2E_GET_LOG']) child.onStderrLine((l) => console.log(`[get] ${l}`));
   const exit = await exitWithin(child, timeoutMs);
   if (exit === null) await killHard(child);
   return { exit, out, stderr: child.stderrTail() };
@@ -515,6 +520,54 @@ const tests: TestCase[] = [
       assert(after.code === 6 && after.err.includes('withdrawn'), `the withdrawn link: exit ${after.code}: ${after.err}`);
       assert((await listed(one)).includes('work/budget.xls'), 'another link stopped reading after a withdrawal');
       assert((await listed(main)).includes('photos-old/c.jpg'), 'the main link stopped reading after a withdrawal');
+    },
+  },
+  {
+    name: 'h: Firefox ESR shares a snapshot through the folder input: linkfs get writes every file byte-equal',
+    timeoutMs: 240_000,
+    async run(t) {
+      const r = await relay(t);
+      const dir = await awkwardFolder(t, 24 * MIB);
+      const want = await walkTree(dir, { hash: true });
+      const fx = await launchFirefox({
+        name: 'firefox-sharer',
+        log,
+        systemAccess: true,
+        // As Chromium's WebRtcHideLocalIpsWithMdns is turned off here (tests-e2e/lib/chromium.ts):
+        // a sharing browser's host candidates are `.local` names otherwise, and nothing in the
+        // test namespace resolves them (no multicast route; the native peer's mDNS is off).
+        // On a LAN the visitor resolves them, or the relay's STUN gives another way in.
+        prefs: { 'media.peerconnection.ice.obfuscate_host_addresses': false },
+      });
+      t.defer(() => fx.close());
+      const page = await fx.page();
+      t.onFailure(async () => {
+        const file = await firefoxScreenshot(page, `${t.name}-firefox-sharer`);
+        if (file !== null) log(`    screenshot: ${file}`);
+      });
+      await page.goto(`${r.url}/`);
+      await page.waitForSelector('[data-testid=share-folder]', { visible: true, timeout: 20_000 });
+      const hasPicker = await page.evaluate(() => 'showDirectoryPicker' in window);
+      assert(!hasPicker, 'this Firefox has a folder picker: the folder input is not what it would use');
+      // "Share a folder…" opens the folder input's dialog here; the test answers it as a
+      // person would (the folder, then "Upload" in Firefox's own confirmation).
+      await answerFolderDialog(fx.browser, dir);
+      await page.click('[data-testid=share-folder-pick]');
+      await page.waitForSelector('[data-testid=tab-share-link]', { visible: true, timeout: 20_000 });
+      const link = await page.$eval('[data-testid=tab-share-link]', (e) => (e as HTMLInputElement).value);
+      assert(link.startsWith(`${r.url}/#`), `Firefox's link is not on its relay: ${link}`);
+      await page.waitForFunction(() => window.linkfsTabShare?.walkDone === true, { timeout: 60_000, polling: 100 });
+      const kind = (await page.$eval('[data-testid=tab-share-kind]', (e) => e.textContent)) ?? '';
+      assert(kind.includes('snapshot'), `Firefox's share does not say it is a snapshot: "${kind}"`);
+      const got = await getAll(t, link);
+      // Files, and the folders that hold them: what a folder input can give.
+      const held = (tree: Tree) => ({
+        ...tree,
+        entries: tree.entries.filter((e) => e.kind === 'file' || tree.entries.some((f) => f.kind === 'file' && f.path.startsWith(`${e.path}/`))),
+      });
+      const problems = sameTree(held(want), got, path.basename(dir));
+      assert(problems.length === 0, `Firefox's snapshot read back differs:\n  ${problems.slice(0, 20).join('\n  ')}`);
+      log(`    Firefox shared ${got.entries.filter((e) => e.kind === 'file').length} files`);
     },
   },
 ];

@@ -36,6 +36,13 @@ export interface FirefoxOptions {
   downloadDir?: string;
   /** More prefs, e.g. for an experiment. They win over ours. */
   prefs?: Record<string, unknown>;
+  /**
+   * Lets the test stand in for the system's file dialog (`answerFolderDialog`):
+   * `-remote-allow-system-access`, privileged access for the driver to Firefox's parent
+   * process. It changes nothing a page may do; the page gets what a person's pick
+   * gives it, through Firefox's own code and its own "Confirm Upload" prompt.
+   */
+  systemAccess?: boolean;
 }
 
 export interface FirefoxInstance {
@@ -132,6 +139,7 @@ export async function launchFirefox(options: FirefoxOptions): Promise<FirefoxIns
       headless: true,
       userDataDir,
       extraPrefsFirefox: { ...basePrefs(downloadDir), ...(options.prefs ?? {}) },
+      args: options.systemAccess === true ? ['-remote-allow-system-access'] : [],
       env: { ...process.env, HOME: home, MOZ_CRASHREPORTER_DISABLE: '1', MOZ_REMOTE_SETTINGS_DEVTOOLS: '1' },
       protocolTimeout: 60_000,
       timeout: 60_000,
@@ -312,4 +320,48 @@ export async function screenshot(page: Page, name: string): Promise<string | nul
   } catch {
     return null;
   }
+}
+
+/**
+ * The next folder dialog Firefox opens (an `<input type=file webkitdirectory>`'s) picks
+ * `dir`, as a person choosing it in the system's dialog would, and Firefox's own
+ * "Confirm Upload" prompt that follows is answered "Upload" once its button is enabled
+ * (it stays disabled for a moment, against hurried clicks). Needs `systemAccess`.
+ * Headless Firefox has no system dialog to drive; WebDriver BiDi's setFiles takes files
+ * only ("Is directory"), so this replaces the dialog's component with one that answers.
+ */
+export async function answerFolderDialog(browser: Browser, dir: string): Promise<void> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- puppeteer's BiDi connection is not public API
+  const connection = (browser as any).connection as { send(method: string, params: unknown): Promise<{ result: any }> };
+  const tree = await connection.send('browsingContext.getTree', { 'moz:scope': 'chrome' });
+  const context = tree.result?.contexts?.[0]?.context as string | undefined;
+  if (context === undefined) throw new Error('Firefox shows no chrome window to answer its folder dialog from (start it with systemAccess)');
+  const script = `(() => {
+    const dir = ${JSON.stringify(dir)};
+    const registrar = Components.manager.QueryInterface(Ci.nsIComponentRegistrar);
+    const picker = () => ({
+      init() {},
+      appendFilters() {}, appendFilter() {}, appendRawFilter() {},
+      open(callback) { callback.done(Ci.nsIFilePicker.returnOK); },
+      get file() { const f = Cc['@mozilla.org/file/local;1'].createInstance(Ci.nsIFile); f.initWithPath(dir); return f; },
+      get files() { return [this.file][Symbol.iterator](); },
+      domFileOrDirectory: null,
+      displayDirectory: null, displaySpecialDirectory: '', defaultString: '', defaultExtension: '',
+      filterIndex: 0, addToRecentDocs: false, okButtonLabel: '', capture: 0,
+      QueryInterface: ChromeUtils.generateQI(['nsIFilePicker']),
+    });
+    registrar.registerFactory(Services.uuid.generateUUID(), 'linkfs tests: the folder a person picks', '@mozilla.org/filepicker;1', {
+      createInstance(iid) { return picker().QueryInterface(iid); },
+    });
+    const upload = (dialog) => {
+      const body = dialog.document.getElementById('infoBody');
+      if (!body || !body.textContent.includes('upload all files')) return;
+      // The button is enabled after security.dialog_enable_delay (1 s by default).
+      dialog.setTimeout(() => dialog.document.querySelector('dialog').acceptDialog(), 1500);
+    };
+    Services.obs.addObserver(upload, 'common-dialog-loaded');
+    return 'ready';
+  })()`;
+  const r = await connection.send('script.evaluate', { expression: script, target: { context }, awaitPromise: false });
+  if (r.result?.type !== 'success') throw new Error(`could not stand in for Firefox's folder dialog: ${JSON.stringify(r.result).slice(0, 300)}`);
 }
