@@ -27,6 +27,10 @@
 //   h: Firefox ESR (no folder picker, no folder handles) shares a snapshot through the
 //      folder input: `linkfs get` of its link writes every file byte-equal (a folder
 //      input lists files only: empty folders are not shared, as docs/tab-sharing.md says)
+//   i: where the browser cannot follow the folder (no FileSystemObserver, as in Firefox
+//      and Safari: the test takes it away from the page), "Look again" lists it afresh: a
+//      file added, one changed, one removed and a new folder reach `linkfs get`, and what
+//      did not change keeps its version
 //
 //   bash tests-e2e/run tab-share [NAME_PREFIX...]   (LINKFS_E2E_GET_LOG=1: every line `linkfs get` writes to stderr)
 
@@ -568,6 +572,50 @@ const tests: TestCase[] = [
       const problems = sameTree(held(want), got, path.basename(dir));
       assert(problems.length === 0, `Firefox's snapshot read back differs:\n  ${problems.slice(0, 20).join('\n  ')}`);
       log(`    Firefox shared ${got.entries.filter((e) => e.kind === 'file').length} files`);
+    },
+  },
+  {
+    name: 'i: where the browser cannot follow the folder, "Look again" brings what changed on disk to visitors',
+    timeoutMs: 180_000,
+    async run(t) {
+      const r = await relay(t);
+      const dir = await awkwardFolder(t, MIB);
+      const { page } = await browser(t, 'sharer');
+      // As in a browser without it (Firefox, Safari): the page cannot follow the folder.
+      await page.addInitScript(() => {
+        delete (globalThis as { FileSystemObserver?: unknown }).FileSystemObserver;
+      });
+      const { link } = await shareFromTab(page, r, dir);
+      await walkDone(page);
+      const live = await page.evaluate(() => window.linkfsTabShare?.live ?? true);
+      assert(!live, 'the page follows the folder without FileSystemObserver');
+      const kind = (await page.textContent('[data-testid=tab-share-kind]')) ?? '';
+      assert(kind.includes('Look again'), `the page does not say it looks again: "${kind}"`);
+      const before = await get(t, link, ['empty file']);
+      assert(before.exit?.code === 0, `linkfs get before the changes failed: ${before.stderr}`);
+      await writeFile(path.join(dir, 'added later.txt'), 'added after the share began\n');
+      const changed = randomBytes(123_457);
+      await writeFile(path.join(dir, 'sub', 'random.bin'), changed);
+      await rm(path.join(dir, 'empty file'));
+      await mkdir(path.join(dir, 'a new folder'));
+      await writeFile(path.join(dir, 'a new folder', 'in it.txt'), 'in a new folder\n');
+      await page.click('[data-testid=tab-share-rescan]');
+      await page.waitForFunction(() => document.querySelector('[data-testid=tab-share-rescanned]')?.textContent?.startsWith('Looked at the whole folder again') === true, undefined, { timeout: 30_000 });
+      const said = (await page.textContent('[data-testid=tab-share-rescanned]')) ?? '';
+      // added later.txt, a new folder and its file; sub/random.bin; empty file.
+      assert(said.includes('3 added, 1 changed, 1 removed'), `the page says "${said}"`);
+      const want = await walkTree(dir, { hash: true });
+      const got = await getAll(t, link);
+      const problems = sameTree(want, got, path.basename(dir));
+      assert(problems.length === 0, `after "Look again" the share differs from the folder:\n  ${problems.slice(0, 20).join('\n  ')}`);
+      const again = await page.evaluate(async () => {
+        document.querySelector<HTMLButtonElement>('[data-testid=tab-share-rescan]')?.click();
+        await new Promise((res) => setTimeout(res, 50));
+        return document.querySelector('[data-testid=tab-share-rescanned]')?.textContent ?? '';
+      });
+      await page.waitForFunction(() => document.querySelector('[data-testid=tab-share-rescanned]')?.textContent?.includes('nothing changed') === true, undefined, { timeout: 30_000 }).catch(async () => {
+        throw new AssertionError(`a second look with nothing changed says "${await page.textContent('[data-testid=tab-share-rescanned]')}" (first: "${again}")`);
+      });
     },
   },
 ];

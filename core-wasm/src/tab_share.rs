@@ -31,6 +31,7 @@ mod links;
 mod password;
 mod qr;
 mod relay_line;
+mod rescan;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -137,6 +138,16 @@ pub enum TabShareEvent {
     Note { message: String },
 }
 
+/// A rescan's outcome: for each file it found, its id in the rescan's
+/// listing and in the share (`pairs`, flattened), and what changed.
+#[derive(Debug, Clone, Serialize, Tsify)]
+pub struct RescanDone {
+    pub pairs: Vec<u32>,
+    pub added: f64,
+    pub updated: f64,
+    pub removed: f64,
+}
+
 /// One visitor, for the page's list.
 #[derive(Debug, Clone, Serialize, Tsify)]
 pub struct TabVisitor {
@@ -191,6 +202,8 @@ struct Host {
     index: ShareIndex,
     /// What each link that shows a part of the share sees, by `Shown::key`.
     parts: HashMap<String, PartIndex>,
+    /// A rescan's listing while it is made.
+    fresh: Option<ShareIndex>,
     sender: SenderConfig,
     main: ShareLink,
     sharer_seed: [u8; 32],
@@ -1009,6 +1022,7 @@ impl TabShare {
                 share,
                 index,
                 parts: HashMap::new(),
+                fresh: None,
                 sender: SenderConfig::default(),
                 main,
                 sharer_seed: seed,
@@ -1127,29 +1141,65 @@ impl TabShare {
         mtimes_ms: &[f64],
         names: &str,
     ) -> Result<Vec<u32>, JsError> {
-        let names: Vec<&str> = if names.is_empty() && parents.is_empty() {
-            Vec::new()
-        } else {
-            names.split('/').collect()
-        };
-        let n = parents.len();
-        if dirs.len() != n || sizes.len() != n || mtimes_ms.len() != n || names.len() != n {
-            return Err(JsError::new(
-                "addEntries: parents, dirs, sizes, mtimes and names differ in length",
-            ));
-        }
-        let found: Vec<folder::Found<'_>> = (0..n)
-            .map(|i| folder::Found {
-                parent: parents[i],
-                dir: dirs[i] != 0,
-                name: names[i],
-                size: sizes[i],
-                mtime_ms: mtimes_ms[i],
-            })
-            .collect();
+        let names = split_names(names, parents.len());
+        let found = found_of(parents, dirs, sizes, mtimes_ms, &names)?;
         let ids = folder::add(&mut self.host.borrow_mut().index, &found);
         pump(&self.host);
         Ok(ids)
+    }
+
+    /// Starts a rescan: the folder is listed again with `rescanAdd` (as with
+    /// `addEntries`, ids of the rescan's own), then `rescanDone` brings the
+    /// share in line with it.
+    #[wasm_bindgen(js_name = rescanBegin)]
+    pub fn rescan_begin(&self, folder_name: &str) -> Result<(), JsError> {
+        let mut fresh = ShareIndex::new(Epoch(0));
+        folder::root(&mut fresh, folder_name, 0.0);
+        self.host.borrow_mut().fresh = Some(fresh);
+        Ok(())
+    }
+
+    /// A batch of the rescan's listing (see `addEntries`).
+    #[wasm_bindgen(js_name = rescanAdd)]
+    pub fn rescan_add(
+        &self,
+        parents: &[u32],
+        dirs: &[u8],
+        sizes: &[f64],
+        mtimes_ms: &[f64],
+        names: &str,
+    ) -> Result<Vec<u32>, JsError> {
+        let names = split_names(names, parents.len());
+        let found = found_of(parents, dirs, sizes, mtimes_ms, &names)?;
+        let mut h = self.host.borrow_mut();
+        let fresh = h
+            .fresh
+            .as_mut()
+            .ok_or_else(|| JsError::new("rescanAdd: no rescan was begun"))?;
+        Ok(folder::add(fresh, &found))
+    }
+
+    /// The rescan's listing is whole: the share follows it (visitors hear of
+    /// what changed).
+    #[wasm_bindgen(js_name = rescanDone)]
+    pub fn rescan_done(&self) -> Result<Ts<RescanDone>, JsError> {
+        let done = {
+            let mut guard = self.host.borrow_mut();
+            let h = &mut *guard;
+            let fresh = h
+                .fresh
+                .take()
+                .ok_or_else(|| JsError::new("rescanDone: no rescan was begun"))?;
+            let (pairs, changed) = rescan::reconcile(&mut h.index, &fresh);
+            RescanDone {
+                pairs: pairs.into_iter().flat_map(|(f, i)| [f, i]).collect(),
+                added: changed.added as f64,
+                updated: changed.updated as f64,
+                removed: changed.removed as f64,
+            }
+        };
+        pump(&self.host);
+        Ok(done.into_ts()?)
     }
 
     /// The walk is over: visitors are told the listing is complete.
@@ -1297,6 +1347,40 @@ impl TabShare {
             w.clear_timeout_with_handle(handle);
         }
     }
+}
+
+/// A batch's names, joined by `/` (which no name holds).
+fn split_names(names: &str, n: usize) -> Vec<&str> {
+    if names.is_empty() && n == 0 {
+        Vec::new()
+    } else {
+        names.split('/').collect()
+    }
+}
+
+/// A batch of what a listing found, its arrays checked against each other.
+fn found_of<'a>(
+    parents: &[u32],
+    dirs: &[u8],
+    sizes: &[f64],
+    mtimes_ms: &[f64],
+    names: &[&'a str],
+) -> Result<Vec<folder::Found<'a>>, JsError> {
+    let n = parents.len();
+    if dirs.len() != n || sizes.len() != n || mtimes_ms.len() != n || names.len() != n {
+        return Err(JsError::new(
+            "a listing's parents, dirs, sizes, mtimes and names differ in length",
+        ));
+    }
+    Ok((0..n)
+        .map(|i| folder::Found {
+            parent: parents[i],
+            dir: dirs[i] != 0,
+            name: names[i],
+            size: sizes[i],
+            mtime_ms: mtimes_ms[i],
+        })
+        .collect())
 }
 
 /// `<seed hex>.<secret>` as `kept()` wrote it.

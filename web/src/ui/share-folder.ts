@@ -13,6 +13,7 @@ import { FolderWalk, filesRoot, rootName, type EntryBatch, type FolderRoot, type
 import { forgetShare, keepShare, keptShare, type KeptShare } from '../tab-share/kept-share';
 import { LiveFolder } from '../tab-share/live';
 import { Passwords } from '../wasm/passwords';
+import { canRescan, rescan } from '../tab-share/rescan';
 import { qrImage, TabLinks } from './tab-links';
 import { button, el } from './dom';
 import { formatCount, formatSize } from './format';
@@ -34,11 +35,15 @@ type PermissionHandle = FileSystemDirectoryHandle & {
 };
 
 const LIVE_WORDS = 'Live: files created, changed, moved or removed in the folder reach visitors within a second or two.';
-const SNAPSHOT_WORDS = 'This browser does not tell the page when the folder changes: files changed on disk are read afresh when a visitor opens them, but new and removed files show only after you choose the folder again.';
+const SNAPSHOT_WORDS = 'This browser does not tell the page when the folder changes: files changed on disk are read afresh when a visitor opens them, and the page looks at the whole folder again now and then (or when you press Look again) for new and removed files.';
 const INPUT_SNAPSHOT_WORDS = 'This is a snapshot: files added or changed on disk after you chose the folder are not shared. Choose it again to share what is there now.';
 
 /** How often the visitors' figures are redrawn while sharing. */
 const REFRESH_MS = 1000;
+/** A folder that cannot be followed is looked at again this often at least... */
+const RESCAN_EVERY_MS = 60_000;
+/** ...and never more than a tenth of the time (a large folder takes a while to list). */
+const RESCAN_SHARE = 10;
 
 export class ShareFolderView {
   readonly element: HTMLElement;
@@ -63,6 +68,10 @@ export class ShareFolderView {
   private readonly passwords = new Passwords();
   /** Keeps the share (its key, links, folder) for a reload. */
   private keep: () => void = () => undefined;
+  private root: FolderRoot | null = null;
+  private rescanning: Promise<void> | null = null;
+  private rescanTimer: number | null = null;
+  private lastWalkMs = 0;
 
   constructor(noLinkWords: string) {
     this.folderInput = el('input', { attrs: { type: 'file', webkitdirectory: '' }, data: { testid: 'share-folder-input' } });
@@ -229,6 +238,7 @@ export class ShareFolderView {
     }
     this.share = share;
     this.walk = walk;
+    this.root = root;
     this.name = name;
     const link = share.link();
     this.keep = () => void keepShare(share.kept(), link, root, name, share.keptLinks());
@@ -277,6 +287,8 @@ export class ShareFolderView {
     probe.live = await starting;
     probe.walkDone = true;
     this.walking = false;
+    this.lastWalkMs = probe.walkMs;
+    if (!probe.live && canRescan(root)) this.scheduleRescan();
     const waiting = this.settledWhileWalking.splice(0);
     if (waiting.length > 0) this.follow(waiting);
   }
@@ -302,6 +314,9 @@ export class ShareFolderView {
       );
       if (!navigator.clipboard) linkField.select();
     }, 'Copy');
+    const again = button('Look again', 'text-button', () => void this.lookAgain());
+    again.dataset['testid'] = 'tab-share-rescan';
+    again.hidden = !canRescan(root);
     const stop = button('Stop sharing', 'text-button danger', () => this.stopSharing());
     stop.dataset['testid'] = 'tab-share-stop';
     const kind = root.kind === 'files' ? INPUT_SNAPSHOT_WORDS : SNAPSHOT_WORDS;
@@ -312,13 +327,46 @@ export class ShareFolderView {
       el('p', { className: 'tab-share-relay', text: 'Connecting to the relay…', data: { testid: 'tab-share-relay' } }),
       el('p', { className: 'tab-share-listing', text: 'Listing the folder…', data: { testid: 'tab-share-listing' } }),
       el('p', { className: 'tab-share-kind', text: kind, data: { testid: 'tab-share-kind' } }),
+      el('p', { className: 'tab-share-rescanned', data: { testid: 'tab-share-rescanned' } }),
       el('h2', { text: 'Visitors' }),
       el('ul', { className: 'tab-share-visitors', data: { testid: 'tab-share-visitors' } }, el('li', { className: 'muted', text: 'No one yet.' })),
       links.element,
       el('p', { className: 'tab-share-note', text: 'Keep this tab open: the share lives in it. If this computer sleeps, visitors wait and go on when it wakes (for a while). Visitors cannot add files to a share from a browser tab.' }),
-      el('div', { className: 'share-folder-actions' }, stop),
+      el('div', { className: 'share-folder-actions' }, again, stop),
     );
     this.sharing.hidden = false;
+  }
+
+  /** Looks at the whole folder again (one look at a time; none during the first walk). */
+  private lookAgain(): Promise<void> {
+    const share = this.share;
+    const root = this.root;
+    const walk = this.walk;
+    if (!share || !root || !walk || this.walking || !canRescan(root)) return Promise.resolve();
+    this.rescanning ??= (async () => {
+      this.setText('tab-share-rescanned', 'Looking at the whole folder again…');
+      try {
+        const f = await rescan(root, share, walk.sources);
+        this.lastWalkMs = f.ms;
+        const what = f.added + f.updated + f.removed === 0 ? 'nothing changed' : `${formatCount(f.added)} added, ${formatCount(f.updated)} changed, ${formatCount(f.removed)} removed`;
+        this.setText('tab-share-rescanned', `Looked at the whole folder again at ${new Date().toLocaleTimeString()}: ${what}.`);
+        console.info(`linkfs: looked again in ${Math.round(f.ms)} ms: ${what}`);
+      } catch (error) {
+        this.setText('tab-share-rescanned', `Could not look at the folder again: ${errorText(error)}. What was shared stays shared.`);
+      } finally {
+        this.rescanning = null;
+      }
+    })();
+    return this.rescanning;
+  }
+
+  /** The next look at a folder the browser does not follow. */
+  private scheduleRescan(): void {
+    if (this.stopped) return;
+    const wait = Math.max(RESCAN_EVERY_MS, RESCAN_SHARE * this.lastWalkMs);
+    this.rescanTimer = window.setTimeout(() => {
+      void this.lookAgain().then(() => this.scheduleRescan());
+    }, wait);
   }
 
   private setText(testid: string, text: string): void {
@@ -359,8 +407,8 @@ export class ShareFolderView {
         else this.follow(event.paths);
         break;
       case 'rescan':
-        console.warn('linkfs: too much changed on disk at once to follow');
-        this.setText('tab-share-kind', 'Too much changed in the folder at once to follow it: choose the folder again to share what is there now.');
+        console.warn('linkfs: too much changed on disk at once to follow; looking at the whole folder again');
+        void this.lookAgain();
         break;
       case 'links-changed':
         this.keep();
@@ -418,6 +466,7 @@ export class ShareFolderView {
     this.share = null;
     this.stopped = true;
     if (this.refresh !== null) window.clearInterval(this.refresh);
+    if (this.rescanTimer !== null) window.clearTimeout(this.rescanTimer);
     void this.wakeLock?.release().catch(() => undefined);
     window.removeEventListener('beforeunload', beforeUnload);
     void forgetShare();
