@@ -514,6 +514,13 @@ const tests: TestCase[] = [
       t.defer(() => mount.kill());
       const b = await readFile(path.join(mountpoint, '2024', 'b.jpg'));
       assert(b.equals(await readFile(path.join(dir, 'photos', '2024', 'b.jpg'))), 'the scoped mount read b.jpg wrong');
+      // The tab lists the visitor: its link, how it is connected, what it read.
+      const row = page.locator('[data-testid=tab-share-visitor]');
+      await page.waitForFunction(() => /direct.*last: photos\/2024\/b\.jpg/.test(document.querySelector('[data-testid=tab-share-visitor]')?.textContent ?? ''), undefined, { timeout: 10_000 }).catch(async () => {
+        throw new AssertionError(`the tab's visitor row says "${await row.first().textContent()}"`);
+      });
+      const said = (await row.first().textContent()) ?? '';
+      assert(said.includes('photos only'), `the visitor row does not name its link: "${said}"`);
       const withdrawnAt = Date.now();
       await page.locator('[data-testid=tab-link][data-link="1"] [data-testid=tab-link-withdraw]').click();
       const exit = await exitWithin(mount.process, 15_000);

@@ -161,6 +161,8 @@ pub struct TabVisitor {
     pub reads: f64,
     /// Bytes the browser holds for it, not yet sent.
     pub queued: f64,
+    /// The file it read last (relative to the folder; empty before any).
+    pub reading: String,
 }
 
 /// What a visitor's session is told when the tab stops sharing.
@@ -188,6 +190,8 @@ struct Guest {
     connect_by: Option<Millis>,
     /// Its session closed: when its goodbye must have left by.
     flush_by: Option<Millis>,
+    /// The file (the whole share's id) it read last.
+    reading: Option<EntryId>,
 }
 
 /// How long a guest may take from its offer to its first frame (as the
@@ -321,6 +325,7 @@ impl Host {
                                     part,
                                     connect_by: Some(Millis(now.mono.0 + CONNECT_WITHIN_MS)),
                                     flush_by: None,
+                                    reading: None,
                                 },
                             );
                         }
@@ -473,7 +478,10 @@ impl Host {
                             None => Some(io.entry),
                         };
                         match whole {
-                            Some(entry) => fx.push(Effect::Read(*peer, io, entry)),
+                            Some(entry) => {
+                                g.reading = Some(entry);
+                                fx.push(Effect::Read(*peer, io, entry));
+                            }
                             None => session.handle_io(
                                 &io,
                                 Err(IoFailure {
@@ -688,6 +696,11 @@ impl Host {
                     served: stats.chunk_bytes_sent as f64,
                     reads: stats.reads_accepted as f64,
                     queued: f64::from(queued),
+                    reading: guest
+                        .and_then(|g| g.reading)
+                        .and_then(|e| self.index.relative_path(e))
+                        .map(|p| String::from_utf8_lossy(&p).into_owned())
+                        .unwrap_or_default(),
                 }
             })
             .collect()
@@ -1298,6 +1311,17 @@ impl TabShare {
             .into_iter()
             .map(|r| r.into_ts())
             .collect::<Result<_, _>>()?)
+    }
+
+    /// Visitor `peer`'s connection statistics (an `RTCStatsReport` Promise:
+    /// direct or through TURN), or undefined if it is gone.
+    #[wasm_bindgen(js_name = visitorStats)]
+    pub fn visitor_stats(&self, peer: u32) -> Option<js_sys::Promise> {
+        self.host
+            .borrow()
+            .guests
+            .get(&PeerId(peer))
+            .and_then(|g| g.link.stats())
     }
 
     /// Sends a visitor away (it is told so).

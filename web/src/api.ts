@@ -268,6 +268,8 @@ export interface TabVisitorRow {
   reads: number;
   /** Bytes the browser holds for it, not yet sent. */
   queued: number;
+  /** The file it read last (relative to the folder; empty before any). */
+  reading: string;
 }
 
 /** What tests and the benchmark read of a tab that shares a folder (`window.linkfsTabShare`). */

@@ -570,7 +570,7 @@ interface StatsEntry {
 }
 
 /** The selected candidate pair of a stats report, as a ConnectionInfo. */
-function connectionOf(report: RTCStatsReport): ConnectionInfo | null {
+export function connectionOf(report: RTCStatsReport): ConnectionInfo | null {
   const all = new Map<string, StatsEntry>();
   report.forEach((value: StatsEntry) => all.set(value.id, value));
   let pair: StatsEntry | undefined;

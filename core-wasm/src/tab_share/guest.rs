@@ -241,6 +241,11 @@ impl GuestLink {
                 .is_some_and(|dc| dc.buffered_amount() < HIGH_WATER)
     }
 
+    /// The connection's `RTCStatsReport` (a Promise): direct or through TURN.
+    pub fn stats(&self) -> Option<js_sys::Promise> {
+        (!self.closed).then(|| self.pc.get_stats())
+    }
+
     /// Bytes queued, not yet sent.
     pub fn queued(&self) -> u32 {
         self.dc.as_ref().map_or(0, RtcDataChannel::buffered_amount)

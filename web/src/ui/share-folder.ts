@@ -18,6 +18,7 @@ import { qrImage, TabLinks } from './tab-links';
 import { button, el } from './dom';
 import { formatCount, formatSize } from './format';
 import { errorText } from './save-file';
+import { connectionOf } from '../share';
 
 declare global {
   interface Window {
@@ -72,6 +73,8 @@ export class ShareFolderView {
   private rescanning: Promise<void> | null = null;
   private rescanTimer: number | null = null;
   private lastWalkMs = 0;
+  /** How each visitor is connected ("direct", "through TURN"), by peer. */
+  private readonly routes = new Map<number, string>();
 
   constructor(noLinkWords: string) {
     this.folderInput = el('input', { attrs: { type: 'file', webkitdirectory: '' }, data: { testid: 'share-folder-input' } });
@@ -399,6 +402,7 @@ export class ShareFolderView {
         break;
       case 'visitor-left':
         console.info(`linkfs: ${event.who} left: ${event.why}`);
+        this.routes.delete(event.peer);
         this.updateTitle(event.visitors);
         this.drawVisitors();
         break;
@@ -433,6 +437,7 @@ export class ShareFolderView {
       list.replaceChildren(el('li', { className: 'muted', text: 'No one now.' }));
       return;
     }
+    for (const v of rows) void this.learnRoute(v.peer);
     list.replaceChildren(
       ...rows.map((v) => {
         const kick = button(`Disconnect ${v.who}`, 'text-button', () => {
@@ -442,9 +447,23 @@ export class ShareFolderView {
             // Gone already.
           }
         }, 'Disconnect');
-        return el('li', { data: { testid: 'tab-share-visitor', peer: String(v.peer) } }, el('span', { text: `${v.who}: ${formatSize(v.served)} read` }), kick);
+        const facts = [this.routes.get(v.peer), `${formatSize(v.served)} read`, v.reading === '' ? undefined : `last: ${v.reading}`].filter((f) => f !== undefined);
+        return el('li', { data: { testid: 'tab-share-visitor', peer: String(v.peer) } }, el('span', { text: `${v.who} · ${facts.join(' · ')}` }), kick);
       }),
     );
+  }
+
+  /** How visitor `peer` is connected, from its connection's statistics (once known). */
+  private async learnRoute(peer: number): Promise<void> {
+    if (this.routes.has(peer)) return;
+    try {
+      const stats = this.share?.visitorStats(peer);
+      if (!stats) return;
+      const info = connectionOf((await stats) as RTCStatsReport);
+      if (info) this.routes.set(peer, info.route === 'relayed' ? 'through TURN' : 'direct');
+    } catch {
+      // Not known yet: asked again at the next redraw.
+    }
   }
 
   private updateTitle(visitors: number): void {
