@@ -15,6 +15,8 @@
 //                            walk and the 1 GiB read run (budget <= 150 MB)
 //
 //   bash tests-e2e/run tab-share-bench        (TAB_BENCH_N=100000, TAB_BENCH_GIB=1)
+//   TAB_BENCH_PROFILE=FILE.cpuprofile: the sharing page's CPU profile during the 1 GiB
+//   get (DevTools' Profiler), saved there, and its top functions by own time on stderr
 //
 // Timing-sensitive: run it alone. TCP is not in this table: every figure here is on one
 // host, against the native sharer.
@@ -79,6 +81,25 @@ async function tabMemory(cdp: CDPSession, page: Page): Promise<number> {
   const heap = (await cdp.send('Runtime.getHeapUsage')).usedSize;
   const wasm = await page.evaluate(() => window.linkfsTabShare?.wasmBytes() ?? 0);
   return heap + wasm;
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string };
+  hitCount?: number;
+}
+
+/** The profile's functions by their own samples, most first (to stderr). */
+function summarizeProfile(profile: { nodes: ProfileNode[]; samples?: number[] }): void {
+  const own = new Map<string, number>();
+  const total = profile.samples?.length ?? 0;
+  for (const n of profile.nodes) {
+    const key = `${n.callFrame.functionName || '(anonymous)'} ${path.basename(n.callFrame.url || '')}`;
+    own.set(key, (own.get(key) ?? 0) + (n.hitCount ?? 0));
+  }
+  const top = [...own.entries()].sort((a, b) => b[1] - a[1]).slice(0, 30);
+  log(`tab-share-bench: the sharing page's own time during the get, ${total} samples:`);
+  for (const [key, hits] of top) log(`  ${((100 * hits) / Math.max(1, total)).toFixed(1).padStart(5)}%  ${key}`);
 }
 
 async function main(): Promise<void> {
@@ -149,7 +170,18 @@ async function main(): Promise<void> {
     }
 
     const tabOut = await mkdtemp(path.join(root, 'tab-get-'));
+    const profileTo = process.env.TAB_BENCH_PROFILE;
+    if (profileTo) {
+      await cdp.send('Profiler.enable');
+      await cdp.send('Profiler.setSamplingInterval', { interval: 500 });
+      await cdp.send('Profiler.start');
+    }
     const tabGet = await run(['get', '--out', tabOut, link, 'big.bin'], 900_000);
+    if (profileTo) {
+      const { profile } = await cdp.send('Profiler.stop');
+      await writeFile(profileTo, JSON.stringify(profile));
+      summarizeProfile(profile);
+    }
     clearInterval(sampling);
     memoryMax = Math.max(memoryMax, await tabMemory(cdp, page));
     const bytes = GIB * 1024 ** 3;

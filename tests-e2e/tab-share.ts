@@ -475,6 +475,11 @@ const tests: TestCase[] = [
       const inOne = await listed(one);
       assert(JSON.stringify(inOne) === JSON.stringify(['work', 'work/budget.xls']), `the one-file link lists ${JSON.stringify(inOne)}`);
 
+      // Several paths, each at its place, nothing beside them.
+      const two = await makeLink(page, { label: 'two paths', shows: 'work/budget.xls\nphotos/2024' });
+      const inTwo = await listed(two);
+      assert(JSON.stringify(inTwo) === JSON.stringify(['photos', 'photos/2024', 'photos/2024/b.jpg', 'work', 'work/budget.xls']), `the two-path link lists ${JSON.stringify(inTwo)}`);
+
       // A path that is not in the folder is refused in words.
       await page.fill('[data-testid=tab-link-label]', 'nothing');
       await page.fill('[data-testid=tab-link-shows]', 'no/such/thing');

@@ -15,7 +15,7 @@ export class TabLinks {
   private readonly list: HTMLElement;
   private readonly problem: HTMLElement;
   private readonly label: HTMLInputElement;
-  private readonly shows: HTMLInputElement;
+  private readonly shows: HTMLTextAreaElement;
   private readonly expires: HTMLInputElement;
   private readonly password: HTMLInputElement;
   private readonly make: HTMLButtonElement;
@@ -28,9 +28,11 @@ export class TabLinks {
     /** The links changed: keep them for a reload. */
     private readonly changed: () => void,
   ) {
-    const field = (label: string, input: HTMLInputElement): HTMLElement => el('label', { className: 'tab-links-field' }, el('span', { text: label }), input);
+    const field = (label: string, input: HTMLInputElement | HTMLTextAreaElement): HTMLElement => el('label', { className: 'tab-links-field' }, el('span', { text: label }), input);
     this.label = el('input', { attrs: { type: 'text', maxlength: '200', placeholder: 'for Ann' }, data: { testid: 'tab-link-label' } });
-    this.shows = el('input', { attrs: { type: 'text', placeholder: 'the whole folder, or Photos/2024' }, data: { testid: 'tab-link-shows' } });
+    // One path: a folder becomes the link's root, a file is shown alone. Several (one a
+    // line): each at its place, nothing beside them.
+    this.shows = el('textarea', { attrs: { rows: '1', placeholder: 'the whole folder, or Photos/2024 (one path a line)' }, data: { testid: 'tab-link-shows' } });
     this.expires = el('input', { attrs: { type: 'text', list: 'tab-link-expiries', placeholder: 'never, or 48h, 7d, 2026-12-31' }, data: { testid: 'tab-link-expires' } });
     const expiries = el('datalist', { attrs: { id: 'tab-link-expiries' } }, ...['1h', '24h', '7d', '30d'].map((v) => el('option', { attrs: { value: v } })));
     this.password = el('input', { attrs: { type: 'password', autocomplete: 'new-password', placeholder: 'none' }, data: { testid: 'tab-link-password' } });
@@ -101,7 +103,12 @@ export class TabLinks {
     try {
       const password = this.password.value;
       const hash = password === '' ? undefined : await this.passwords.hash(password);
-      this.share.addLink(this.label.value, this.shows.value, [], this.expires.value, hash);
+      const paths = this.shows.value
+        .split('\n')
+        .map((p) => p.trim())
+        .filter((p) => p !== '');
+      const [scope, rest] = paths.length === 1 ? [paths[0] ?? '', []] : ['', paths];
+      this.share.addLink(this.label.value, scope, rest, this.expires.value, hash);
       this.label.value = '';
       this.shows.value = '';
       this.expires.value = '';
