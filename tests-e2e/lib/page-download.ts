@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { rename, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Download, Page } from 'playwright-core';
+import type { Download, Locator, Page } from 'playwright-core';
 import { MemorySampler } from './browser-memory.ts';
 
 export interface PageDownloadOptions {
@@ -58,6 +58,20 @@ export async function openFolder(page: Page, dir: string): Promise<void> {
   await page.evaluate((hash) => {
     window.location.hash = hash;
   }, [key, ...segments].join('/'));
+}
+
+/**
+ * Clicks a row's button. Seen once under load (lan.ts b, 1 run in many): the row was
+ * there but not visible for 30 s, the listing having re-rendered around it; so a click
+ * that does not land within 15 s brings the row into view and tries once more.
+ */
+async function clickRow(button: Locator): Promise<void> {
+  try {
+    await button.click({ timeout: 15_000 });
+  } catch {
+    await button.evaluate((e) => e.scrollIntoView({ block: 'center' })).catch(() => undefined);
+    await button.click({ timeout: 15_000, force: true });
+  }
 }
 
 export async function downloadThroughPage(page: Page, options: PageDownloadOptions): Promise<PageDownloadResult> {
@@ -128,12 +142,12 @@ export async function downloadThroughPage(page: Page, options: PageDownloadOptio
     started.catch(() => undefined); // the race below may end first
     const items = page.locator('[data-testid=download]');
     await items.evaluateAll((els) => els.forEach((e) => ((e as HTMLElement).dataset.seenByTest = '1')));
-    await button.first().click();
+    await clickRow(button.first());
     // The click must add the download to the panel (a click that landed while the
     // listing re-rendered selects the row instead): once more, then say so.
     if (!(await newItem(page, 10_000))) {
       log('download: the click added nothing to the downloads panel; clicking again');
-      await button.first().click();
+      await clickRow(button.first());
       if (!(await newItem(page, 50_000))) throw new Error(`clicking the download button of ${target || 'the share'} added nothing to the downloads panel`);
     }
     const item = page.locator('[data-testid=download]:not([data-seen-by-test])').first();
