@@ -541,6 +541,8 @@ const tests: TestCase[] = [
       });
       const said = (await row.first().textContent()) ?? '';
       assert(said.includes('photos only'), `the visitor row does not name its link: "${said}"`);
+      const partsBefore = await page.evaluate(() => window.linkfsTabShare?.parts() ?? -1);
+      assert(partsBefore === 3, `the tab holds ${partsBefore} parts for the photos, one-file and two-path links, not 3`);
       const withdrawnAt = Date.now();
       await page.locator('[data-testid=tab-link][data-link="1"] [data-testid=tab-link-withdraw]').click();
       const exit = await exitWithin(mount.process, 15_000);
@@ -550,6 +552,9 @@ const tests: TestCase[] = [
       const after = await linkfs(['ls', photos]);
       assert(after.code === 6 && after.err.includes('withdrawn'), `the withdrawn link: exit ${after.code}: ${after.err}`);
       assert((await listed(one)).includes('work/budget.xls'), 'another link stopped reading after a withdrawal');
+      // The withdrawn link's part of the index is let go (its visitor gone with it).
+      const partsAfter = await page.evaluate(() => window.linkfsTabShare?.parts() ?? -1);
+      assert(partsAfter === 2, `the tab still holds ${partsAfter} parts after the photos link was withdrawn, not 2`);
       assert((await listed(main)).includes('photos-old/c.jpg'), 'the main link stopped reading after a withdrawal');
     },
   },

@@ -270,6 +270,7 @@ impl Host {
     /// Runs the machines until they wait; what must call the page is returned.
     fn run(&mut self) -> Vec<Effect> {
         let mut fx = Vec::new();
+        self.prune_parts();
         for part in self.parts.values_mut() {
             part.follow(&mut self.index);
         }
@@ -373,6 +374,24 @@ impl Host {
                 _ => {}
             }
         }
+    }
+
+    /// Forgets the parts no live link shows and no guest is served from (a
+    /// withdrawn or expired link's): each holds a copy of what it shows.
+    fn prune_parts(&mut self) {
+        if self.parts.is_empty() {
+            return;
+        }
+        let shown: std::collections::HashSet<String> = self
+            .share
+            .links()
+            .live()
+            .map(|l| Shown::of(l).key())
+            .collect();
+        let guests = &self.guests;
+        self.parts.retain(|key, _| {
+            shown.contains(key) || guests.values().any(|g| g.part.as_deref() == Some(key))
+        });
     }
 
     /// The part of the share a guest of `link` is shown (its index made
@@ -1297,6 +1316,12 @@ impl TabShare {
     #[wasm_bindgen(js_name = indexBytes)]
     pub fn index_bytes(&self) -> f64 {
         self.host.borrow().index.heap_bytes() as f64
+    }
+
+    /// Parts of the share held for links that show one (a folder, a selection).
+    #[wasm_bindgen(js_name = partsHeld)]
+    pub fn parts_held(&self) -> u32 {
+        self.host.borrow().parts.len() as u32
     }
 
     /// Whether the relay holds the room now.

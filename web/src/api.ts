@@ -289,4 +289,6 @@ export interface TabShareProbe {
   indexBytes(): number;
   /** Bytes of the page's wasm memory. */
   wasmBytes(): number;
+  /** Parts of the share held for links that show one (a folder, a selection). */
+  parts(): number;
 }

@@ -256,6 +256,7 @@ export class ShareFolderView {
       readBytes: () => reads.bytes,
       indexBytes: () => share.indexBytes(),
       wasmBytes: () => pageWasmMemoryBytes(),
+      parts: () => share.partsHeld(),
     };
     window.linkfsTabShare = probe;
     this.links = new TabLinks(share, this.passwords, () => this.keep());
