@@ -8,6 +8,11 @@
 //! - `linkfs-bench-channel`: the raw data channel, native <-> native or toward a browser.
 //! - `linkfs-bench-mount`: the native receiver's figures (`ls -l`, stat, first byte,
 //!   sequential reads) on a real share and a real mount.
+//! - `linkfs-sctp-sim`: two real SCTP associations (webrtc-rs's, the copy patched
+//!   under `third_party/`) on a simulated path in virtual time ([`sctp_line`]):
+//!   the loss-recovery figures no real path can repeat exactly.
 //!
 //! They use the native peer (`linkfs-peer`) as a library, and find `linkfs` beside
 //! themselves in the target directory.
+
+pub mod sctp_line;
