@@ -1190,7 +1190,9 @@ fn test_timed_abandonment_discards_gap_acked_fragments() -> Result<()> {
                 &receiver.create_selective_ack_chunk(),
                 now + Duration::from_millis(10),
             )?;
-            let at = sender.poll_timeout().unwrap();
+            // linkfs patch: the T3 instant, not poll_timeout(): the tail loss
+            // probe may come first (and may resend DATA before it expires).
+            let at = sender.timers.get(Timer::T3RTX).unwrap();
             sender.handle_timeout(at);
             let packets = sender.gather_outbound(at).0;
             assert_eq!(
@@ -1435,7 +1437,7 @@ fn test_rexmit_budget_counts_fast_and_timer_retransmissions() -> Result<()> {
             assert_eq!(1, data_chunks(&a.gather_outbound(now).0));
             for attempt in 0..=max_retransmits {
                 let at = if fast_first && attempt == 0 {
-                    a.inflight_queue.get_mut(first_tsn).unwrap().miss_indicator = 3;
+                    a.declare_lost(first_tsn);
                     a.will_retransmit_fast = true;
                     now + Duration::from_millis(1)
                 } else {
@@ -1492,8 +1494,11 @@ fn test_t3_recovers_with_acked_timed_zero_data() -> Result<()> {
             .write_sctp(now, &Bytes::from_static(b"lost timed message"), ppi)?;
         a.gather_outbound(now);
         for round in 1..=8 {
+            // linkfs patch: the T3 instant, not poll_timeout(): the tail loss
+            // probe may come first (and may resend DATA before it expires).
             now = a
-                .poll_timeout()
+                .timers
+                .get(Timer::T3RTX)
                 .expect("unacknowledged DATA needs a T3 timer");
             a.handle_timeout(now);
             let packets = a.gather_outbound(now).0;

@@ -232,6 +232,23 @@ pub struct Association {
     partial_bytes_acked: u32,
     pub(crate) in_fast_recovery: bool,
     fast_recover_exit_point: u32,
+    // linkfs patch, time-based loss detection (RACK, RFC 8985, shaped for
+    // SCTP): the latest send time of a chunk the peer acknowledged, the
+    // smallest round trip seen, and whether chunks declared lost still wait
+    // for window.
+    rack_xmit_ts: Option<Instant>,
+    min_rtt: Option<Duration>,
+    lost_waiting: bool,
+    // linkfs patch: TSNs declared lost since the last fast retransmission
+    // (may hold stale entries: each is rechecked), so a retransmission pass
+    // costs what it retransmits, not the whole window.
+    lost_tsns: Vec<u32>,
+    // linkfs patch: the next fast retransmission may ignore cwnd for one
+    // packet (RFC 9260 7.2.4 3, on entering fast recovery only).
+    fast_rtx_ignores_cwnd: bool,
+    // linkfs patch: a tail loss probe went out and no new data has been
+    // acknowledged since (one probe per episode).
+    tlp_probed: bool,
 
     // Chunks stored for retransmission
     stored_init: Option<ChunkInit>,
@@ -327,6 +344,12 @@ impl Default for Association {
             partial_bytes_acked: 0,
             in_fast_recovery: false,
             fast_recover_exit_point: 0,
+            rack_xmit_ts: None,
+            min_rtt: None,
+            lost_waiting: false,
+            lost_tsns: Vec::new(),
+            fast_rtx_ignores_cwnd: false,
+            tlp_probed: false,
 
             // Chunks stored for retransmission
             stored_init: None,
@@ -528,7 +551,9 @@ impl Association {
             self.timers.set(timer, None);
             //trace!("{:?} timeout", timer);
 
-            if timer == Timer::Ack {
+            if timer == Timer::Tlp {
+                self.on_probe_timeout(now);
+            } else if timer == Timer::Ack {
                 self.on_ack_timeout();
             } else if failure {
                 self.on_retransmission_failure(timer);
@@ -1473,7 +1498,23 @@ impl Association {
             self.rwnd = d.advertised_receiver_window_credit - bytes_outstanding;
         }
 
-        self.process_fast_retransmission(d.cumulative_tsn_ack, htna, cum_tsn_ack_point_advanced)?;
+        // linkfs patch: the highest TSN this SACK reports received; only TSNs
+        // below it are reported missing (upstream counted every TSN still in
+        // flight as missing during fast recovery).
+        let highest_reported = d
+            .gap_ack_blocks
+            .iter()
+            .map(|g| d.cumulative_tsn_ack.wrapping_add(g.end as u32))
+            .fold(
+                d.cumulative_tsn_ack,
+                |a, b| if sna32gt(b, a) { b } else { a },
+            );
+        self.process_fast_retransmission(
+            d.cumulative_tsn_ack,
+            htna,
+            highest_reported,
+            cum_tsn_ack_point_advanced,
+        )?;
 
         if self.use_forward_tsn {
             // RFC 3758 Sec 3.5 C1
@@ -1747,6 +1788,7 @@ impl Association {
             if let Some(mut c) = self.inflight_queue.pop(i) {
                 if c.acknowledge() {
                     newly_acked_data |= c.nsent > 0;
+                    self.rack_on_acked(c.sent_at, c.nsent, now);
 
                     let n_bytes_acked = c.user_data.len() as i64;
                     total_bytes_acked += n_bytes_acked;
@@ -1771,6 +1813,7 @@ impl Association {
                         self.min_tsn2measure_rtt = self.my_next_tsn;
                         if let Some(since) = &c.since {
                             let rtt = now.duration_since(*since);
+                            self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
                             let srtt = self.rto_mgr.set_new_rtt(rtt.as_millis() as u64);
                             trace!(
                                 "[{}] SACK: measured-rtt={} srtt={} new-rto={}",
@@ -1804,6 +1847,12 @@ impl Association {
                 let tsn = d.cumulative_tsn_ack.wrapping_add(i as u32);
 
                 let newly_acknowledged = self.inflight_queue.acknowledge(tsn);
+                if newly_acknowledged
+                    && let Some((sent_at, nsent)) =
+                        self.inflight_queue.get(tsn).map(|c| (c.sent_at, c.nsent))
+                {
+                    self.rack_on_acked(sent_at, nsent, now);
+                }
                 let n_bytes_acked = if newly_acknowledged {
                     self.inflight_queue.release_payload(tsn) as i64
                 } else {
@@ -1826,6 +1875,7 @@ impl Association {
                             self.min_tsn2measure_rtt = self.my_next_tsn;
                             if let Some(since) = &c.since {
                                 let rtt = now.duration_since(*since);
+                                self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
                                 let srtt = self.rto_mgr.set_new_rtt(rtt.as_millis() as u64);
                                 trace!(
                                     "[{}] SACK: measured-rtt={} srtt={} new-rto={}",
@@ -1855,6 +1905,7 @@ impl Association {
         // assigned only for FORWARD TSN do not count as newly acknowledged DATA.
         if newly_acked_data {
             self.timers.reset_retrans(Timer::T3RTX);
+            self.tlp_probed = false;
         }
         if earliest_outstanding.is_some_and(|tsn| {
             sna32lte(tsn, d.cumulative_tsn_ack)
@@ -1940,12 +1991,107 @@ impl Association {
         }
     }
 
+    /// linkfs patch: (re)arms the tail loss probe while data is outstanding:
+    /// PTO = 2 SRTT, at least 10 ms (RFC 8985 7.2). Restarted by every SACK
+    /// (`restart`), started if idle by new data. No probe before the first
+    /// RTT sample (T3 covers that).
+    fn arm_probe(&mut self, now: Instant, restart: bool) {
+        if self.inflight_queue.is_empty() || self.tlp_probed || self.min_rtt.is_none() {
+            self.timers.set(Timer::Tlp, None);
+            return;
+        }
+        if restart || self.timers.get(Timer::Tlp).is_none() {
+            let pto = (2 * self.rto_mgr.srtt).max(10);
+            self.timers
+                .set(Timer::Tlp, Some(now + Duration::from_millis(pto)));
+        }
+    }
+
+    /// linkfs patch: the tail loss probe fired: nothing was acknowledged for
+    /// two round trips while data is outstanding, so the last packets or a
+    /// retransmission may be lost with nothing behind them to reveal it.
+    /// Resend the highest outstanding chunk (or the lowest one already
+    /// declared lost), ignoring cwnd for one packet and asking for an
+    /// immediate SACK; its acknowledgement lets the time-based rule find
+    /// what else is missing, well before the retransmission timeout. The
+    /// window is not cut: a probe is not a loss.
+    fn on_probe_timeout(&mut self, now: Instant) {
+        if self.tlp_probed || self.state() != AssociationState::Established {
+            return;
+        }
+        let mut tsn = self.my_next_tsn.wrapping_sub(1);
+        while sna32gt(tsn, self.cumulative_tsn_ack_point) {
+            if let Some(c) = self.inflight_queue.get_mut(tsn)
+                && c.is_outstanding()
+                && !c.retransmit
+            {
+                if !c.lost {
+                    c.lost = true;
+                    self.lost_tsns.push(tsn);
+                }
+                self.tlp_probed = true;
+                self.will_retransmit_fast = true;
+                self.fast_rtx_ignores_cwnd = true;
+                trace!("[{}] tail loss probe: tsn={} at {:?}", self.side, tsn, now);
+                return;
+            }
+            tsn = tsn.wrapping_sub(1);
+        }
+    }
+
+    /// linkfs patch: declares one chunk lost and asks for a fast
+    /// retransmission pass (used by tests in place of three miss indications).
+    #[cfg(test)]
+    pub(crate) fn declare_lost(&mut self, tsn: u32) {
+        if let Some(c) = self.inflight_queue.get_mut(tsn)
+            && c.is_outstanding()
+            && !c.lost
+        {
+            c.miss_indicator = 3;
+            c.lost = true;
+            self.lost_tsns.push(tsn);
+        }
+        self.will_retransmit_fast = true;
+        self.fast_rtx_ignores_cwnd = true;
+    }
+
+    /// linkfs patch: the latest send time the peer has acknowledged. A
+    /// retransmitted chunk counts only when its acknowledgement came at least
+    /// a minimum round trip after the retransmission (else it may acknowledge
+    /// the original: RFC 8985 6.2 step 2).
+    fn rack_on_acked(&mut self, sent_at: Option<Instant>, nsent: u32, now: Instant) {
+        let Some(sent) = sent_at else {
+            return;
+        };
+        if nsent > 1
+            && self
+                .min_rtt
+                .is_some_and(|min| now.saturating_duration_since(sent) < min)
+        {
+            return;
+        }
+        if self.rack_xmit_ts.is_none_or(|t| sent > t) {
+            self.rack_xmit_ts = Some(sent);
+        }
+    }
+
+    /// Declares chunks lost, and enters fast recovery on the first loss of an
+    /// episode. linkfs patch: two rules mark a chunk lost (`lost`), and every
+    /// lost chunk is retransmitted as the window allows
+    /// (`gather_outbound_fast_retransmission_packets`):
+    /// - three miss indications on its first send (RFC 9260 7.2.4, HTNA), as
+    ///   upstream;
+    /// - a chunk sent at least a reordering window (min RTT / 4) before one
+    ///   the peer acknowledged (RACK, RFC 8985): this also finds lost
+    ///   retransmissions, which miss indications never do.
     fn process_fast_retransmission(
         &mut self,
         cum_tsn_ack_point: u32,
         htna: u32,
+        highest_reported: u32,
         cum_tsn_ack_point_advanced: bool,
     ) -> Result<()> {
+        let mut newly_lost = false;
         // HTNA algorithm - RFC 4960 Sec 7.2.4
         // Increment missIndicator of each chunks that the SACK reported missing
         // when either of the following is met:
@@ -1961,7 +2107,7 @@ impl Association {
                 htna
             } else {
                 // b) increment for all TSNs reported missing
-                cum_tsn_ack_point.wrapping_add(self.inflight_queue.len() as u32 + 1)
+                highest_reported
             };
 
             let mut tsn = cum_tsn_ack_point.wrapping_add(1);
@@ -1969,24 +2115,10 @@ impl Association {
                 if let Some(c) = self.inflight_queue.get_mut(tsn) {
                     if c.is_outstanding() && c.miss_indicator < 3 {
                         c.miss_indicator += 1;
-                        if c.miss_indicator == 3 && !self.in_fast_recovery {
-                            // 2)  If not in Fast Recovery, adjust the ssthresh and cwnd of the
-                            //     destination address(es) to which the missing DATA chunks were
-                            //     last sent, according to the formula described in Section 7.2.3.
-                            self.in_fast_recovery = true;
-                            self.fast_recover_exit_point = htna;
-                            self.ssthresh = std::cmp::max(self.cwnd / 2, 4 * self.mtu);
-                            self.cwnd = self.ssthresh;
-                            self.partial_bytes_acked = 0;
-                            self.will_retransmit_fast = true;
-
-                            trace!(
-                                "[{}] updated cwnd={} ssthresh={} inflight={} (FR)",
-                                self.side,
-                                self.cwnd,
-                                self.ssthresh,
-                                self.inflight_queue.get_num_bytes()
-                            );
+                        if c.miss_indicator == 3 && c.nsent == 1 && !c.retransmit && !c.lost {
+                            c.lost = true;
+                            self.lost_tsns.push(tsn);
+                            newly_lost = true;
                         }
                     }
                 } else {
@@ -1997,7 +2129,57 @@ impl Association {
             }
         }
 
-        if self.in_fast_recovery && cum_tsn_ack_point_advanced {
+        // No time-based rule before the first RTT sample: the reordering
+        // window (min RTT / 4) is unknown.
+        if let (Some(rack_xmit_ts), Some(min_rtt)) = (self.rack_xmit_ts, self.min_rtt) {
+            let reordering_window = min_rtt / 4;
+            let mut tsn = cum_tsn_ack_point.wrapping_add(1);
+            while sna32lt(tsn, self.my_next_tsn) {
+                let Some(c) = self.inflight_queue.get_mut(tsn) else {
+                    break;
+                };
+                if let Some(sent) = c.sent_at {
+                    if sent + reordering_window >= rack_xmit_ts {
+                        // First sends go out in TSN order: every later one
+                        // was sent later still.
+                        if c.nsent == 1 {
+                            break;
+                        }
+                    } else if c.is_outstanding() && !c.lost && !c.retransmit {
+                        c.lost = true;
+                        self.lost_tsns.push(tsn);
+                        newly_lost = true;
+                    }
+                }
+                tsn = tsn.wrapping_add(1);
+            }
+        }
+
+        if newly_lost && !self.in_fast_recovery {
+            // 2)  If not in Fast Recovery, adjust the ssthresh and cwnd of the
+            //     destination address(es) to which the missing DATA chunks were
+            //     last sent, according to the formula described in Section 7.2.3.
+            // linkfs patch: recovery lasts until everything outstanding now is
+            // acknowledged (RFC 9260 7.2.4 2: the highest outstanding TSN;
+            // upstream took the highest TSN this SACK acknowledged, and cut
+            // the window again for later losses of the same episode).
+            self.in_fast_recovery = true;
+            self.fast_recover_exit_point = self.my_next_tsn.wrapping_sub(1);
+            self.ssthresh = std::cmp::max(self.cwnd / 2, 4 * self.mtu);
+            self.cwnd = self.ssthresh;
+            self.partial_bytes_acked = 0;
+            self.fast_rtx_ignores_cwnd = true;
+
+            trace!(
+                "[{}] updated cwnd={} ssthresh={} inflight={} (FR)",
+                self.side,
+                self.cwnd,
+                self.ssthresh,
+                self.inflight_queue.get_num_bytes()
+            );
+        }
+
+        if newly_lost || self.lost_waiting {
             self.will_retransmit_fast = true;
         }
 
@@ -2012,6 +2194,7 @@ impl Association {
         mut should_awake_write_loop: bool,
         now: Instant,
     ) {
+        self.arm_probe(now, true);
         if !self.inflight_queue.is_empty() {
             // Start timer. (noop if already started)
             trace!("[{}] T3-rtx timer start (pt3)", self.side);
@@ -2327,6 +2510,7 @@ impl Association {
             trace!("[{}] T3-rtx timer start (pt1)", self.side);
             self.timers
                 .start_if_idle(Timer::T3RTX, now, self.rto_mgr.get_rto());
+            self.arm_probe(now, false);
 
             self.bundle_data_chunks_into_packets(chunks, &mut raw_packets);
         }
@@ -2394,99 +2578,104 @@ impl Association {
         raw_packets
     }
 
+    /// linkfs patch: retransmits every chunk declared lost, lowest TSN first,
+    /// as far as the window allows: cwnd minus the bytes in flight that are
+    /// not lost (RFC 6675's pipe). On entering fast recovery the first packet
+    /// ignores cwnd (RFC 9260 7.2.4 3). What does not fit waits for the next
+    /// SACK (`lost_waiting`). Upstream sent one packet of first-time
+    /// candidates per advance of the cumulative ack, and never a chunk twice.
     fn gather_outbound_fast_retransmission_packets(
         &mut self,
         mut raw_packets: Vec<Bytes>,
         now: Instant,
     ) -> Vec<Bytes> {
-        if self.will_retransmit_fast {
-            self.will_retransmit_fast = false;
-
-            let mut to_fast_retrans: Vec<ChunkPayloadData> = vec![];
-            let mut fast_retrans_size = COMMON_HEADER_SIZE;
-
-            let mut i = 0;
-            loop {
-                let tsn = self.cumulative_tsn_ack_point.wrapping_add(i + 1);
-                if let Some(c) = self.inflight_queue.get(tsn) {
-                    if !c.is_fast_retransmit_candidate() {
-                        i += 1;
-                        continue;
-                    }
-
-                    // Only the retry being considered needs a policy check.
-                    // Retire an exhausted candidate's whole message first.
-                    match self.abandon_retransmit_candidate(tsn, now) {
-                        Ok(true) => {
-                            to_fast_retrans.retain(|chunk| {
-                                self.inflight_queue
-                                    .get(chunk.tsn)
-                                    .is_some_and(|c| !c.abandoned())
-                            });
-                            fast_retrans_size = COMMON_HEADER_SIZE
-                                + to_fast_retrans
-                                    .iter()
-                                    .map(|c| {
-                                        (DATA_CHUNK_HEADER_SIZE + c.user_data.len() as u32)
-                                            .next_multiple_of(4)
-                                    })
-                                    .sum::<u32>();
-                            i += 1;
-                            continue;
-                        }
-                        Ok(false) => {}
-                        Err(err) => {
-                            self.fail_message_queue(err);
-                            return vec![];
-                        }
-                    }
-                    let Some(c) = self.inflight_queue.get(tsn) else {
-                        break;
-                    };
-
-                    // RFC 4960 Sec 7.2.4 Fast Retransmit on Gap Reports
-                    //  3)  Determine how many of the earliest (i.e., lowest TSN) DATA chunks
-                    //      marked for retransmission will fit into a single packet, subject
-                    //      to constraint of the path MTU of the destination transport
-                    //      address to which the packet is being sent.  Call this value K.
-                    //      Retransmit those K DATA chunks in a single packet.  When a Fast
-                    //      Retransmit is being performed, the sender SHOULD ignore the value
-                    //      of cwnd and SHOULD NOT delay retransmission for this single
-                    //		packet.
-
-                    // Padded wire size, the same accounting
-                    // bundle_data_chunks_into_packets uses for bundle
-                    // decisions.
-                    let data_chunk_size =
-                        (DATA_CHUNK_HEADER_SIZE + c.user_data.len() as u32).next_multiple_of(4);
-                    if self.mtu < fast_retrans_size + data_chunk_size {
-                        break;
-                    }
-
-                    fast_retrans_size += data_chunk_size;
-                } else {
-                    break; // end of pending data
-                }
-
-                if let Some(c) = self.inflight_queue.get(tsn) {
-                    to_fast_retrans.push(c.clone());
-                }
-                i += 1;
-            }
-
-            for chunk in &mut to_fast_retrans {
-                if let Some(c) = self.inflight_queue.get_mut(chunk.tsn) {
-                    c.nsent += 1;
-                    chunk.nsent = c.nsent;
-                    self.stats.inc_fast_retrans();
-                    trace!(
-                        "[{}] fast-retransmit: tsn={} sent={} htna={}",
-                        self.side, c.tsn, c.nsent, self.fast_recover_exit_point
-                    );
-                }
-            }
-            self.bundle_data_chunks_into_packets(to_fast_retrans, &mut raw_packets);
+        if !self.will_retransmit_fast {
+            return raw_packets;
         }
+        self.will_retransmit_fast = false;
+        self.lost_waiting = false;
+
+        let mut candidates = std::mem::take(&mut self.lost_tsns);
+        candidates.retain(|tsn| {
+            self.inflight_queue
+                .get(*tsn)
+                .is_some_and(ChunkPayloadData::is_fast_retransmit_candidate)
+        });
+        let base = self.cumulative_tsn_ack_point;
+        candidates.sort_unstable_by_key(|tsn| tsn.wrapping_sub(base));
+        candidates.dedup();
+        let lost_bytes: usize = candidates
+            .iter()
+            .filter_map(|tsn| self.inflight_queue.get(*tsn))
+            .map(|c| c.user_data.len())
+            .sum();
+        let in_flight = self
+            .inflight_queue
+            .get_num_bytes()
+            .saturating_sub(lost_bytes);
+        let mut budget = (self.cwnd as usize).saturating_sub(in_flight);
+        if std::mem::take(&mut self.fast_rtx_ignores_cwnd) {
+            budget = budget.max(self.mtu as usize);
+        }
+
+        let mut to_fast_retrans: Vec<ChunkPayloadData> = vec![];
+        let mut candidates = candidates.into_iter();
+        for tsn in candidates.by_ref() {
+            // Only the retry being considered needs a policy check.
+            // Retire an exhausted candidate's whole message first.
+            match self.abandon_retransmit_candidate(tsn, now) {
+                Ok(true) => {
+                    to_fast_retrans.retain(|chunk| {
+                        self.inflight_queue
+                            .get(chunk.tsn)
+                            .is_some_and(|c| !c.abandoned())
+                    });
+                    continue;
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    self.fail_message_queue(err);
+                    return vec![];
+                }
+            }
+            let Some(c) = self.inflight_queue.get(tsn) else {
+                continue;
+            };
+            if !c.is_fast_retransmit_candidate() {
+                continue;
+            }
+            let len = c.user_data.len();
+            if len > budget {
+                self.lost_waiting = true;
+                self.lost_tsns.push(tsn);
+                break;
+            }
+            budget -= len;
+            to_fast_retrans.push(c.clone());
+        }
+
+        // What did not fit waits for the next SACK.
+        self.lost_tsns.extend(candidates);
+
+        for chunk in &mut to_fast_retrans {
+            if let Some(c) = self.inflight_queue.get_mut(chunk.tsn) {
+                c.nsent += 1;
+                c.lost = false;
+                c.sent_at = Some(now);
+                chunk.nsent = c.nsent;
+                self.stats.inc_fast_retrans();
+                trace!(
+                    "[{}] fast-retransmit: tsn={} sent={} htna={}",
+                    self.side, c.tsn, c.nsent, self.fast_recover_exit_point
+                );
+            }
+        }
+        // linkfs patch: ask for an immediate SACK on the last retransmission,
+        // so the sender learns at once whether the holes are filled.
+        if let Some(last) = to_fast_retrans.last_mut() {
+            last.immediate_sack = true;
+        }
+        self.bundle_data_chunks_into_packets(to_fast_retrans, &mut raw_packets);
 
         raw_packets
     }
@@ -2654,6 +2843,8 @@ impl Association {
         for chunk in &mut chunks {
             if let Some(c) = self.inflight_queue.get_mut(chunk.tsn) {
                 c.retransmit = false;
+                c.lost = false;
+                c.sent_at = Some(now);
                 c.nsent += 1;
                 chunk.nsent = c.nsent;
                 trace!(
@@ -3008,6 +3199,17 @@ impl Association {
             }
         }
 
+        // linkfs patch: when this takes the last queued data, ask for an
+        // immediate SACK on its last chunk (RFC 7053). Else the receiver may
+        // hold the SACK for its delayed-ack timer (200 ms) with nothing behind
+        // it to trigger one, and the sender's buffer, its window and the
+        // application wait that long.
+        if self.pending_queue.is_empty()
+            && let Some(last) = chunks.last_mut()
+        {
+            last.immediate_sack = true;
+        }
+
         (chunks, sis_to_reset)
     }
 
@@ -3194,6 +3396,7 @@ impl Association {
 
             // RTT baseline only; maxPacketLifeTime measures from `created_at`.
             c.since = Some(now);
+            c.sent_at = Some(now);
             c.nsent = 1; // being sent for the first time
 
             trace!(
@@ -3352,6 +3555,15 @@ impl Association {
 
                 self.ssthresh = std::cmp::max(self.cwnd / 2, 4 * self.mtu);
                 self.cwnd = self.mtu;
+                // linkfs patch: a timeout ends fast recovery (upstream kept it
+                // set, and slow start does not grow cwnd during it: the window
+                // stayed at one packet until the old recovery point was acked).
+                // Every outstanding chunk is marked for retransmission below.
+                self.in_fast_recovery = false;
+                self.partial_bytes_acked = 0;
+                self.lost_waiting = false;
+                self.lost_tsns.clear();
+                self.fast_rtx_ignores_cwnd = false;
                 trace!(
                     "[{}] updated cwnd={} ssthresh={} inflight={} (RTO)",
                     self.side,

@@ -176,6 +176,13 @@ pub struct ChunkPayloadData {
     /// Retransmission flag set when T1-RTX timeout occurred and this
     /// chunk is still in the inflight queue
     pub(crate) retransmit: bool,
+
+    /// linkfs patch: when this chunk was last sent (first send or any
+    /// retransmission): the time-based loss detection's clock (RACK).
+    pub(crate) sent_at: Option<Instant>,
+    /// linkfs patch: declared lost (three miss indications on its first send,
+    /// or a chunk sent after it was acknowledged) and not yet sent again.
+    pub(crate) lost: bool,
 }
 
 impl Default for ChunkPayloadData {
@@ -198,6 +205,8 @@ impl Default for ChunkPayloadData {
             reliability: MessageReliability::Reliable,
             stream_generation: 0,
             nsent: 0,
+            sent_at: None,
+            lost: false,
             abandoned: false,
             retransmit: false,
         }
@@ -285,6 +294,8 @@ impl Chunk for ChunkPayloadData {
             nsent: 0,
             abandoned: false,
             retransmit: false,
+            sent_at: None,
+            lost: false,
         })
     }
 
@@ -324,8 +335,10 @@ impl ChunkPayloadData {
         !self.acknowledged && !self.abandoned
     }
 
+    /// linkfs patch: any chunk declared lost, retransmissions included
+    /// (upstream: only first sends with three miss indications).
     pub(crate) fn is_fast_retransmit_candidate(&self) -> bool {
-        self.is_outstanding() && self.nsent == 1 && self.miss_indicator >= 3
+        self.is_outstanding() && self.lost
     }
 
     /// Record peer progress without changing payload ownership.
@@ -333,11 +346,13 @@ impl ChunkPayloadData {
         let newly_acknowledged = !self.acknowledged;
         self.acknowledged = true;
         self.retransmit = false;
+        self.lost = false;
         newly_acknowledged
     }
 
     pub(crate) fn mark_abandoned(&mut self) {
         self.abandoned = true;
         self.retransmit = false;
+        self.lost = false;
     }
 }

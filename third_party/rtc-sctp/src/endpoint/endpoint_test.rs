@@ -1798,9 +1798,10 @@ fn test_assoc_timed_reliability_forwards_past_expired_without_extra_backoff() ->
         len,
         "the expired message must not be delivered; only the fresh one may be"
     );
-    assert_eq!(
-        1,
-        pair.client_conn_mut(client_ch).stats.get_num_t3timeouts(),
+    // linkfs patch: the tail loss probe may find the expired message first
+    // (then no T3 fires at all); what must not happen is a second, backed-off T3.
+    assert!(
+        pair.client_conn_mut(client_ch).stats.get_num_t3timeouts() <= 1,
         "the ForwardTSN that unblocks the stream must be sent by the T3 that skipped \
          the expired message, not by the next one; the fresh message arrived at {at:?}"
     );
