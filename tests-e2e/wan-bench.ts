@@ -3,7 +3,10 @@
 // with a drop-tail queue of one BDP, random loss), the sharer on the near side and
 // every receiver on the far side. One JSON object on the last stdout line, per path:
 //
-//   tcp_mb_per_s            iperf3 (CUBIC), near -> far, 8 s: the reference
+//   tcp_mb_per_s            iperf3 -C bbr, near -> far, 8 s: the reference (BBR: this
+//                           machine's default, and it ignores random loss)
+//   tcp_cubic_mb_per_s      iperf3 -C cubic, the same: what most desktops run (CUBIC
+//                           backs off on every loss); tcp_congestion names both as run
 //   sshfs_mb_per_s          `cat` of the bulk file on an sshfs mount (Debian's sshd and sshfs)
 //   get_mb_per_s            `linkfs get` of the bulk file
 //   mount_mb_per_s          `cat` of the bulk file on a `linkfs mount`
@@ -14,7 +17,8 @@
 //                           through coturn)
 //   far_udp_receive_drops   per step, datagrams the far side's UDP sockets dropped for a
 //                           full receive buffer (a receiver that did not keep up)
-//   *_vs_tcp                each of those as a ratio to TCP in the same run
+//   *_vs_tcp, *_vs_cubic    each of those as a ratio to TCP (BBR) and to TCP (CUBIC)
+//                           in the same run
 //   first_byte_during_bulk_ms   {p50, p99} of opening and reading the first byte of 40
 //                           small files on the mount while a bulk read of another file runs
 //                           (last to first, so the mount's fetching ahead never serves one)
@@ -124,15 +128,22 @@ async function line(p: WanPath): Promise<{ near: string; far: string }> {
   return l;
 }
 
-/** iperf3 near -> far for 8 s: MB/s. */
-async function tcpRate(near: string, far: string): Promise<number> {
+/**
+ * iperf3 near -> far for 8 s with TCP congestion control `cc` (-C; in reverse mode the
+ * near side sends and iperf3 applies it there): MB/s, and the algorithm the sender
+ * reports it used.
+ */
+async function tcpRate(near: string, far: string, cc: 'bbr' | 'cubic'): Promise<{ mbPerS: number; used: string }> {
   const [c, a] = inNs(near, 'iperf3', ['-s', '-1', '-B', NEAR_ADDR]);
   const server = spawnTracked('iperf3-s', c, a);
   later(() => killHard(server));
   await sleep(400);
-  const r = await runIn(far, 'iperf3-c', 'iperf3', ['-c', NEAR_ADDR, '-R', '-J', '-t', '8'], 60_000);
-  const json = JSON.parse(r.stdout) as { end: { sum_received: { bits_per_second: number } } };
-  return json.end.sum_received.bits_per_second / 8e6;
+  const r = await runIn(far, 'iperf3-c', 'iperf3', ['-c', NEAR_ADDR, '-R', '-J', '-t', '8', '-C', cc], 60_000);
+  const json = JSON.parse(r.stdout) as {
+    end: { sum_received: { bits_per_second: number }; sender_tcp_congestion?: string };
+  };
+  await exitWithin(server, 5_000).catch(() => undefined);
+  return { mbPerS: json.end.sum_received.bits_per_second / 8e6, used: json.end.sender_tcp_congestion ?? 'unreported' };
 }
 
 /**
@@ -318,7 +329,19 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
   const f: Record<string, unknown> = { round_trip_ms: 2 * p.delayMs, rate_mbit: p.rateMbit, loss_percent: p.lossPct, turn: p.turn ?? false };
   const { near, far } = await line(p);
   farNs = far;
-  const tcp = (await step(f, 'tcp_mb_per_s', async () => round(await tcpRate(near, far)))) ?? 10;
+  const used: Record<string, string> = {};
+  const tcp =
+    (await step(f, 'tcp_mb_per_s', async () => {
+      const r = await tcpRate(near, far, 'bbr');
+      used.bbr = r.used;
+      return round(r.mbPerS);
+    })) ?? 10;
+  const cubic = await step(f, 'tcp_cubic_mb_per_s', async () => {
+    const r = await tcpRate(near, far, 'cubic');
+    used.cubic = r.used;
+    return round(r.mbPerS);
+  });
+  f.tcp_congestion = used;
   const mib = Math.min(256, Math.max(16, Math.round((tcp * 8) / 16) * 16));
   f.bulk_mib = mib;
   const dir = await bulkDir(mib);
@@ -420,6 +443,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
   for (const key of ['sshfs', 'get', 'put', 'mount', 'browser', 'browser_put', 'browser_pair']) {
     const v = f[`${key}_mb_per_s`];
     if (typeof v === 'number' && tcp > 0) f[`${key}_vs_tcp`] = round(v / tcp);
+    if (typeof v === 'number' && typeof cubic === 'number' && cubic > 0) f[`${key}_vs_cubic`] = round(v / cubic);
   }
   if (typeof f.put_mb_per_s === 'number' && typeof f.get_mb_per_s === 'number' && f.get_mb_per_s > 0) {
     f.put_vs_get = round(f.put_mb_per_s / f.get_mb_per_s);

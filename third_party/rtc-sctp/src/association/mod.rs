@@ -2165,7 +2165,11 @@ impl Association {
             // the window again for later losses of the same episode).
             self.in_fast_recovery = true;
             self.fast_recover_exit_point = self.my_next_tsn.wrapping_sub(1);
-            self.ssthresh = std::cmp::max(self.cwnd / 2, 4 * self.mtu);
+            // linkfs patch: cut to 0.7 of cwnd, CUBIC's decrease (RFC 9438
+            // 4.6), not Reno's half: on a path with random loss each loss cost
+            // half the window (Reno), and one association moved far below the
+            // path. Timeouts still halve (on_retransmission_timeout).
+            self.ssthresh = std::cmp::max((self.cwnd as u64 * 7 / 10) as u32, 4 * self.mtu);
             self.cwnd = self.ssthresh;
             self.partial_bytes_acked = 0;
             self.fast_rtx_ignores_cwnd = true;
