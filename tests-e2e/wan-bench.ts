@@ -32,7 +32,7 @@
 //
 // Steps (WAN_STEPS=sshfs,get,put,mount,browser,browser_put,browser_pair,index runs only those; TCP always
 // runs, it sizes the bulk file; `mount` covers the mount's three figures).
-// Paths (WAN_ONLY=name,... runs only those): rtt5_1g (5 ms, 1 Gbit/s), rtt20_200m,
+// Paths (WAN_ONLY=name,... runs only those): rtt5_1g (5 ms, 1 Gbit/s), rtt20_200m, rtt20_100m,
 // rtt20_200m_loss0.1, rtt50_200m, rtt100_100m_loss0.5, rtt20_200m_turn (both peers
 // through coturn, on the near side). The bulk file is sized from TCP's rate on the
 // path (about 8 s of it, 16-256 MiB). WAN_SOCKETS=desktop caps UDP socket buffers at a
@@ -67,6 +67,8 @@ interface WanPath {
 const PATHS: WanPath[] = [
   { name: 'rtt5_1g', delayMs: 2.5, rateMbit: 1000, lossPct: 0 },
   { name: 'rtt20_200m', delayMs: 10, rateMbit: 200, lossPct: 0 },
+  // Where the line, the sharer and a browser do not saturate this machine's 2 cores.
+  { name: 'rtt20_100m', delayMs: 10, rateMbit: 100, lossPct: 0 },
   { name: 'rtt20_200m_loss0.1', delayMs: 10, rateMbit: 200, lossPct: 0.1 },
   { name: 'rtt50_200m', delayMs: 25, rateMbit: 200, lossPct: 0 },
   { name: 'rtt100_100m_loss0.5', delayMs: 50, rateMbit: 100, lossPct: 0.5 },

@@ -25,6 +25,10 @@ struct Args {
     /// Bytes to send, in MB.
     #[arg(long, default_value_t = 20)]
     megabytes: u64,
+    /// The bottleneck's drop-tail queue, KiB (default: one bandwidth-delay
+    /// product, at least 64 KiB).
+    #[arg(long)]
+    queue_kib: Option<u64>,
     /// Runs with seeds 1..=N (different losses), each reported, and the median.
     #[arg(long, default_value_t = 3)]
     seeds: u64,
@@ -32,11 +36,14 @@ struct Args {
 
 fn main() {
     let args = Args::parse();
-    let path = Path::symmetric(
+    let mut path = Path::symmetric(
         Duration::from_millis(args.rtt_ms),
         args.mbit,
         args.loss.clamp(0.0, 1.0),
     );
+    if let Some(kib) = args.queue_kib {
+        path.queue_bytes = kib.max(2) << 10;
+    }
     let transfer = Transfer::bulk(args.megabytes * 1_000_000);
     let mut runs = Vec::new();
     let mut rates = Vec::new();

@@ -66,6 +66,10 @@ pub(crate) mod timer;
 #[cfg(test)]
 mod association_test;
 
+/// linkfs patch: the most packets one fast retransmission pass sends (RFC
+/// 9260 6.1 Max.Burst); what remains follows the next SACKs.
+const MAX_RETRANSMIT_BURST: usize = 4;
+
 /// Reasons why an association might be lost
 #[derive(Debug, Error, Clone, PartialEq)]
 #[non_exhaustive]
@@ -2621,6 +2625,10 @@ impl Association {
         if std::mem::take(&mut self.fast_rtx_ignores_cwnd) {
             budget = budget.max(self.mtu as usize);
         }
+        // At most MAX_BURST packets a pass (RFC 9260 6.1's Max.Burst): after a
+        // mass loss the rest follow the next SACKs, rather than one burst of
+        // the whole window into a small queue (a TURN server's socket).
+        budget = budget.min(MAX_RETRANSMIT_BURST * self.mtu as usize);
 
         let mut to_fast_retrans: Vec<ChunkPayloadData> = vec![];
         let mut candidates = candidates.into_iter();
