@@ -389,8 +389,8 @@ const tests: TestCase[] = [
       for (const [what, how] of damages) {
         const tab = await chromium.page();
         await tab.goto(`${origin}/favicon.svg`);
-        const damaged = await tab.evaluate((how) => {
-          let n = 0;
+        const written = await tab.evaluate((how) => {
+          const out: string[] = [];
           for (const k of Object.keys(localStorage)) {
             if (!k.startsWith('linkfs-kept:')) continue;
             const value = JSON.parse(localStorage.getItem(k)!) as { folders: { entry: { id: unknown }; list: { rows: { parent: number }[] } }[] };
@@ -398,17 +398,29 @@ const tests: TestCase[] = [
             if (how === 'parent') folder.list.rows[0]!.parent = 999_999;
             else if (how === 'rows') folder.list.rows = Array.from({ length: 200 }, () => folder.list.rows[0]!);
             else if (how === 'id') folder.entry.id = 'zero';
-            localStorage.setItem(k, how.startsWith('{') ? how : JSON.stringify(value));
-            n += 1;
+            const bad = how.startsWith('{') ? how : JSON.stringify(value);
+            localStorage.setItem(k, bad);
+            out.push(bad);
           }
-          return n;
+          return out;
         }, how);
-        assert(damaged === 1, `expected one kept share to damage, found ${damaged}`);
+        assert(written.length === 1, `expected one kept share to damage, found ${written.length}`);
         await openLink(tab, s.link, ['connected', 'connecting']);
         await shows(tab, '0-added.jpg', 'photo-00001.jpg');
         const used = await tab.evaluate(() => performance.getEntriesByName('linkfs:kept-folder').length);
         assert(used === 0, `a kept value with ${what} was drawn`);
-        await tab.waitForFunction(() => Object.keys(localStorage).some((k) => k.startsWith('linkfs-kept:') && localStorage.getItem(k)!.includes('0-added.jpg')), undefined, { timeout: 10_000 });
+        // Kept right again: the stored value is no longer the damaged one written above
+        // (a damaged value can itself name the added photo, so its name alone proves nothing).
+        const keptAgain = await tab
+          .waitForFunction((bad) => Object.keys(localStorage).some((k) => {
+            const v = k.startsWith('linkfs-kept:') ? localStorage.getItem(k) : null;
+            return v !== null && v !== bad && v.includes('0-added.jpg');
+          }), written[0]!, { timeout: 10_000 })
+          .then(() => true, () => false);
+        if (!keptAgain) {
+          const now = await tab.evaluate(() => Object.entries(localStorage).filter(([k]) => k.startsWith('linkfs-kept:')).map(([, v]) => v.slice(0, 300)));
+          assert(false, `after a kept value with ${what}, the page did not keep the folder right again within 10 s; kept: ${JSON.stringify(now)}`);
+        }
         await tab.close();
       }
       const last = await chromium.page();

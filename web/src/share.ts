@@ -82,6 +82,8 @@ class WasmShare implements ShareApi {
   private answerEarly = false;
   /** Something was answered from `kept`: the view asks again once the index is open. */
   private answeredEarly = false;
+  /** A folder question the index answered before it was whole (so not kept): ask again once whole. */
+  private answeredUnkept = false;
   private readonly worker: Worker;
   /** The data link the visit asked for last (open, or being opened). */
   private dataLink: DataLink | null = null;
@@ -224,8 +226,18 @@ class WasmShare implements ShareApi {
     this.currentProgress = progress;
     if (this.indexWhole()) this.kept?.progressed(progress);
     this.emit({ type: 'progress', progress });
-    // The kept answers stood in until now: the view asks the index again.
-    if (!wasWhole && this.indexWhole() && this.answeredEarly) this.emit({ type: 'opened' });
+    // The kept answers stood in until now, or the index answered before it was whole
+    // (what it said then was not kept): the view asks the index again.
+    if (!wasWhole && this.indexWhole() && (this.answeredEarly || this.answeredUnkept)) {
+      this.answeredUnkept = false;
+      this.emit({ type: 'opened' });
+    }
+  }
+
+  /** Keeps an answer of the whole index; one given before it was whole is asked again once it is. */
+  private keepOrNote(keep: () => void): void {
+    if (this.indexWhole()) keep();
+    else if (this.kept !== null) this.answeredUnkept = true;
   }
 
   /** The index could not be opened: `opened` rejects, and so does every question waiting for it. */
@@ -407,7 +419,7 @@ class WasmShare implements ShareApi {
     const early = this.early()?.list(dir, sort, descending, start, count);
     if (early) return this.answered(early);
     return this.query({ method: 'list', dir, sort, descending, start, count }, (a) => (a.method === 'list' ? a.value : undefined)).then((page) => {
-      if (start === 0 && this.indexWhole()) this.kept?.listed(page, sort, descending);
+      if (start === 0) this.keepOrNote(() => this.kept?.listed(page, sort, descending));
       return page;
     });
   }
@@ -420,7 +432,7 @@ class WasmShare implements ShareApi {
     const early = this.early()?.path(id);
     if (early) return this.answered(early);
     return this.query({ method: 'path', id }, (a) => (a.method === 'path' ? a.value : undefined)).then((crumbs) => {
-      if (this.indexWhole()) this.kept?.pathOf(id, crumbs);
+      this.keepOrNote(() => this.kept?.pathOf(id, crumbs));
       return crumbs;
     });
   }
@@ -429,7 +441,7 @@ class WasmShare implements ShareApi {
     const early = this.early()?.lookup(path);
     if (early) return this.answered(early);
     return this.query({ method: 'lookup', path }, (a) => (a.method === 'lookup' ? a.value : undefined)).then((entry) => {
-      if (this.indexWhole()) this.kept?.lookedUp(path, entry);
+      this.keepOrNote(() => this.kept?.lookedUp(path, entry));
       return entry;
     });
   }

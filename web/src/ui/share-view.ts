@@ -373,7 +373,8 @@ export class ShareView {
 
   /**
    * The index opened after the shown folder was drawn from what the page kept of an
-   * earlier visit: the path is looked up again (an id kept may be stale) and the
+   * earlier visit, or from the index while it was still loading (so not kept): the
+   * path is looked up again (an id kept may be stale) and the
    * rows are asked for anew. Kept rows stay on screen until fresh ones replace them.
    */
   private onOpened(): void {
