@@ -29,6 +29,13 @@
 //                           (browser_put_vs_save: against the same page saving it back)
 //   index_100k_seconds      a 100,000-file tree: `linkfs ls` until the index is complete
 //   sharer_peak_rss_mib / mount_peak_rss_mib    the processes' peak RSS after it all
+//   cpu                     per step (tcp_bbr, tcp_cubic, sshfs, get, put, mount, browser):
+//                           each side's CPU seconds per GB moved (sender or sharer,
+//                           receiver, and the line, linkfs-wan), and cores_busy, the CPU
+//                           seconds of all of them per wall second: this machine has 2
+//                           cores, so near 2 the step was CPU bound, not network bound.
+//                           iperf3's own figures come from its -J cpu_utilization_percent;
+//                           the browser's receiver is Chromium with its node driver.
 //
 // Steps (WAN_STEPS=sshfs,get,put,mount,browser,browser_put,browser_pair,index runs only those; TCP always
 // runs, it sizes the bulk file; `mount` covers the mount's three figures).
@@ -45,6 +52,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { exitWithin, killHard, spawnTracked } from './lib/child.ts';
+import { CpuClock, cpuFigures, cpuFromStderr, withCpu } from './lib/cpu-time.ts';
 import { generatedTree } from './lib/gen-tree.ts';
 import { startMount } from './lib/mount-process.ts';
 import { binary, binDir, repoRoot, scratchDir } from './lib/paths.ts';
@@ -102,9 +110,19 @@ function udpReceiveDrops(ns: string): number {
   return i < 0 ? 0 : Number(values[i]);
 }
 
-/** Runs a command in a namespace to its end (at most `ms`); its stdout. */
-async function runIn(ns: string, name: string, cmd: string, args: string[], ms: number): Promise<{ stdout: string; stderr: string; seconds: number }> {
-  const [c, a] = inNs(ns, cmd, args);
+/**
+ * Runs a command in a namespace to its end (at most `ms`); its stdout, and with `cpu`
+ * the CPU seconds it and its descendants used (`cpuSeconds`, else null).
+ */
+async function runIn(
+  ns: string,
+  name: string,
+  cmd: string,
+  args: string[],
+  ms: number,
+  cpu = false,
+): Promise<{ stdout: string; stderr: string; seconds: number; cpuSeconds: number | null }> {
+  const [c, a] = cpu ? inNs(ns, ...withCpu(cmd, args)) : inNs(ns, cmd, args);
   const t0 = performance.now();
   const p = spawnTracked(name, c, a);
   const exit = await exitWithin(p, ms);
@@ -117,11 +135,14 @@ async function runIn(ns: string, name: string, cmd: string, args: string[], ms: 
     const said = p.stdout.join('\n').trim().split('\n').pop() ?? '';
     throw new Error(`${cmd} ${args.join(' ')} failed (exit ${String(exit.code)}): ${p.stderrTail()}${said === '' ? '' : ` | last output: ${said.slice(0, 2000)}`}`);
   }
-  return { stdout: p.stdout.join('\n'), stderr: p.stderrTail(), seconds: (performance.now() - t0) / 1000 };
+  // 'exit' can come before the last stderr lines are read: the CPU line is the last.
+  for (let i = 0; cpu && i < 50 && cpuFromStderr(p.stderrTail()) === null; i += 1) await sleep(10);
+  const stderr = p.stderrTail();
+  return { stdout: p.stdout.join('\n'), stderr, seconds: (performance.now() - t0) / 1000, cpuSeconds: cpu ? cpuFromStderr(stderr) : null };
 }
 
 /** Two fresh namespaces and a linkfs-wan line between them, for one path. */
-async function line(p: WanPath): Promise<{ near: string; far: string }> {
+async function line(p: WanPath): Promise<{ near: string; far: string; pid: number }> {
   const l = await openWanLine(p);
   later(async () => {
     const counts = await l.close();
@@ -135,17 +156,30 @@ async function line(p: WanPath): Promise<{ near: string; far: string }> {
  * near side sends and iperf3 applies it there): MB/s, and the algorithm the sender
  * reports it used.
  */
-async function tcpRate(near: string, far: string, cc: 'bbr' | 'cubic'): Promise<{ mbPerS: number; used: string }> {
+async function tcpRate(near: string, far: string, cc: 'bbr' | 'cubic', linePid: number): Promise<{ mbPerS: number; used: string; cpu: Record<string, number | null> }> {
   const [c, a] = inNs(near, 'iperf3', ['-s', '-1', '-B', NEAR_ADDR]);
   const server = spawnTracked('iperf3-s', c, a);
   later(() => killHard(server));
   await sleep(400);
+  const clock = new CpuClock({ line: [linePid] });
   const r = await runIn(far, 'iperf3-c', 'iperf3', ['-c', NEAR_ADDR, '-R', '-J', '-t', '8', '-C', cc], 60_000);
   const json = JSON.parse(r.stdout) as {
-    end: { sum_received: { bits_per_second: number }; sender_tcp_congestion?: string };
+    end: {
+      sum_received: { bits_per_second: number; bytes: number; seconds: number };
+      sender_tcp_congestion?: string;
+      // In reverse mode the remote (the server, near) sends and the host receives.
+      cpu_utilization_percent?: { host_total: number; remote_total: number };
+    };
   };
   await exitWithin(server, 5_000).catch(() => undefined);
-  return { mbPerS: json.end.sum_received.bits_per_second / 8e6, used: json.end.sender_tcp_congestion ?? 'unreported' };
+  const { bytes, seconds } = json.end.sum_received;
+  const util = json.end.cpu_utilization_percent;
+  const cpu = cpuFigures(bytes, seconds, {
+    sender: util ? (util.remote_total / 100) * seconds : null,
+    receiver: util ? (util.host_total / 100) * seconds : null,
+    line: clock.read().cpu.line!,
+  });
+  return { mbPerS: json.end.sum_received.bits_per_second / 8e6, used: json.end.sender_tcp_congestion ?? 'unreported', cpu };
 }
 
 /**
@@ -185,27 +219,27 @@ function peakRssMib(pid: number): Promise<number | null> {
     .catch(() => null);
 }
 
-/** `linkfs get` of `rel` on the far side: MB/s as it reports it. */
-async function getRate(far: string, link: string, rel: string, extra: string[], ms: number): Promise<number> {
+/** `linkfs get` of `rel` on the far side: MB/s as it reports it, and its CPU seconds. */
+async function getRate(far: string, link: string, rel: string, extra: string[], ms: number): Promise<{ mbPerS: number; cpuSeconds: number | null }> {
   const out = await mkdtemp(path.join(scratchDir, 'wan-bench-get-'));
   try {
-    const r = await runIn(far, 'get', binary('linkfs'), ['get', link, rel, '--out', out, ...extra], ms);
+    const r = await runIn(far, 'get', binary('linkfs'), ['get', link, rel, '--out', out, ...extra], ms, true);
     const m = /\(([\d.]+) MB\/s\)/.exec(r.stderr);
     if (m === null) throw new Error(`no MB/s in linkfs get's output:\n${r.stderr}`);
-    return Number(m[1]);
+    return { mbPerS: Number(m[1]), cpuSeconds: r.cpuSeconds };
   } finally {
     await rm(out, { recursive: true, force: true });
   }
 }
 
-/** `linkfs put` of `dir`/bulk.bin from the far side into the share: MB/s as it reports it. */
-async function putRate(far: string, link: string, dir: string, extra: string[], ms: number): Promise<number> {
+/** `linkfs put` of `dir`/bulk.bin from the far side into the share: MB/s as it reports it, and its CPU seconds. */
+async function putRate(far: string, link: string, dir: string, extra: string[], ms: number): Promise<{ mbPerS: number; cpuSeconds: number | null }> {
   const to = `uploaded-${randomBytes(4).toString('hex')}`;
   try {
-    const r = await runIn(far, 'put', binary('linkfs'), ['put', link, path.join(dir, 'bulk.bin'), '--to', to, ...extra], ms);
+    const r = await runIn(far, 'put', binary('linkfs'), ['put', link, path.join(dir, 'bulk.bin'), '--to', to, ...extra], ms, true);
     const m = /\(([\d.]+) MB\/s\)/.exec(r.stderr);
     if (m === null) throw new Error(`no MB/s in linkfs put's output:\n${r.stderr}`);
-    return Number(m[1]);
+    return { mbPerS: Number(m[1]), cpuSeconds: r.cpuSeconds };
   } finally {
     await rm(path.join(dir, to), { recursive: true, force: true });
   }
@@ -224,8 +258,11 @@ function quantile(xs: number[], q: number): number {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
 }
 
-/** sshd on the near side (a key made for this run), and an sshfs mount of `dir` on the far side. */
-async function sshfsMount(near: string, far: string, dir: string): Promise<string> {
+/**
+ * sshd on the near side (a key made for this run), and an sshfs mount of `dir` on the
+ * far side: the mount point, sshd's pid and the sshfs daemon's (for their CPU time).
+ */
+async function sshfsMount(near: string, far: string, dir: string): Promise<{ mnt: string; sshdPid: number; sshfsPid: number }> {
   if (spawnSync('which', ['sshfs']).status !== 0 || spawnSync('test', ['-x', '/usr/sbin/sshd']).status !== 0) {
     throw new Error('sshfs or sshd is missing: apt-get install -y openssh-server sshfs');
   }
@@ -247,19 +284,22 @@ async function sshfsMount(near: string, far: string, dir: string): Promise<strin
   await mkdir(mnt);
   await runIn(far, 'sshfs', 'sshfs', [`root@${NEAR_ADDR}:${dir}`, mnt, '-p', '2222', '-o', `IdentityFile=${work}/user,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null`], 30_000);
   later(() => spawnSync('umount', ['-l', mnt]));
-  return mnt;
+  // sshfs forks into the background: find the daemon by its mount point.
+  const pids = spawnSync('pgrep', ['-f', mnt], { encoding: 'utf8' }).stdout.split('\n').filter((l) => l !== '');
+  const daemon = pids.find((pid) => spawnSync('cat', [`/proc/${pid}/comm`], { encoding: 'utf8' }).stdout.trim() === 'sshfs');
+  return { mnt, sshdPid: sshd.child.pid ?? -1, sshfsPid: Number(daemon ?? -1) };
 }
 
-/** Chromium in the far namespace saving `rel` through the page: MB/s. */
-async function browserRate(far: string, link: string, rel: string, ms: number): Promise<number> {
+/** Chromium in the far namespace saving `rel` through the page: MB/s, and the CPU seconds of Chromium and its driver. */
+async function browserRate(far: string, link: string, rel: string, ms: number): Promise<{ mbPerS: number; cpuSeconds: number | null }> {
   const out = await mkdtemp(path.join(scratchDir, 'wan-bench-browser-'));
   try {
     const tsx = path.join(repoRoot, 'node_modules', '.bin', 'tsx');
-    const r = await runIn(far, 'browser', 'env', [`LINK=${link}`, tsx, path.join(repoRoot, 'tests-e2e', 'download.ts'), rel, '--out', path.join(out, 'file')], ms);
+    const r = await runIn(far, 'browser', 'env', [`LINK=${link}`, tsx, path.join(repoRoot, 'tests-e2e', 'download.ts'), rel, '--out', path.join(out, 'file')], ms, true);
     const last = r.stdout.trim().split('\n').pop() ?? '';
     const json = JSON.parse(last) as { mb_per_s: number | null; error: string | null };
     if (json.mb_per_s === null) throw new Error(json.error ?? 'no figure');
-    return json.mb_per_s;
+    return { mbPerS: json.mb_per_s, cpuSeconds: r.cpuSeconds };
   } finally {
     await rm(out, { recursive: true, force: true });
   }
@@ -329,18 +369,22 @@ async function step<T>(figures: Record<string, unknown>, key: string, fn: () => 
 
 async function measure(p: WanPath): Promise<Record<string, unknown>> {
   const f: Record<string, unknown> = { round_trip_ms: 2 * p.delayMs, rate_mbit: p.rateMbit, loss_percent: p.lossPct, turn: p.turn ?? false };
-  const { near, far } = await line(p);
+  const { near, far, pid: linePid } = await line(p);
   farNs = far;
   const used: Record<string, string> = {};
+  const cpu: Record<string, unknown> = {};
+  f.cpu = cpu;
   const tcp =
     (await step(f, 'tcp_mb_per_s', async () => {
-      const r = await tcpRate(near, far, 'bbr');
+      const r = await tcpRate(near, far, 'bbr', linePid);
       used.bbr = r.used;
+      cpu.tcp_bbr = r.cpu;
       return round(r.mbPerS);
     })) ?? 10;
   const cubic = await step(f, 'tcp_cubic_mb_per_s', async () => {
-    const r = await tcpRate(near, far, 'cubic');
+    const r = await tcpRate(near, far, 'cubic', linePid);
     used.cubic = r.used;
+    cpu.tcp_cubic = r.cpu;
     return round(r.mbPerS);
   });
   f.tcp_congestion = used;
@@ -368,16 +412,29 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
 
   if (wanted('sshfs')) {
     await step(f, 'sshfs_mb_per_s', async () => {
-      const mnt = await sshfsMount(near, far, dir);
-      return round(catRate(path.join(mnt, 'bulk.bin'), bytes, slow));
+      const m = await sshfsMount(near, far, dir);
+      const clock = new CpuClock({ sender: [m.sshdPid], receiver: [m.sshfsPid], line: [linePid] });
+      const rate = catRate(path.join(m.mnt, 'bulk.bin'), bytes, slow);
+      const used = clock.read();
+      // `cat` itself is the reader's: left out, as it is for the mount.
+      cpu.sshfs = cpuFigures(bytes, used.wall, used.cpu);
+      return round(rate);
     });
   }
 
   // The printed link takes uploads too (the put step).
   const s = await share(near, dir, [...shareArgs, '--allow-upload', '--label', 'wan-bench']);
   const link = p.turn ? `${s.link.split('#')[0]}?ice=relay#${s.link.split('#')[1]}` : s.link;
-  if (wanted('get')) await step(f, 'get_mb_per_s', async () => getRate(far, s.link, 'bulk.bin', visitArgs, slow));
-  if (wanted('put')) await step(f, 'put_mb_per_s', async () => putRate(far, s.link, dir, visitArgs, slow));
+  /** Runs a step that moves `bytes`, recording the sharer's and the line's CPU time beside the receiver's (or sender's) own. */
+  const metered = async (key: string, other: 'receiver' | 'sender', fn: () => Promise<{ mbPerS: number; cpuSeconds: number | null }>) => {
+    const clock = new CpuClock({ sharer: [s.pid], line: [linePid] });
+    const r = await fn();
+    const used = clock.read();
+    cpu[key] = cpuFigures(bytes, used.wall, { ...used.cpu, [other]: r.cpuSeconds });
+    return r.mbPerS;
+  };
+  if (wanted('get')) await step(f, 'get_mb_per_s', () => metered('get', 'receiver', () => getRate(far, s.link, 'bulk.bin', visitArgs, slow)));
+  if (wanted('put')) await step(f, 'put_mb_per_s', () => metered('put', 'sender', () => putRate(far, s.link, dir, visitArgs, slow)));
   if (wanted('mount')) {
     const mnt = await mkdtemp(path.join(scratchDir, 'wan-bench-mnt-'));
     const m = await startMount(s.link, mnt, 120_000, visitArgs, far);
@@ -385,7 +442,13 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
       await m.kill();
       await rm(mnt, { recursive: true, force: true });
     });
-    await step(f, 'mount_mb_per_s', async () => round(catRate(path.join(mnt, 'bulk.bin'), bytes, slow)));
+    await step(f, 'mount_mb_per_s', async () => {
+      const clock = new CpuClock({ sharer: [s.pid], receiver: [m.process.child.pid ?? -1], line: [linePid] });
+      const rate = catRate(path.join(mnt, 'bulk.bin'), bytes, slow);
+      const used = clock.read();
+      cpu.mount = cpuFigures(bytes, used.wall, used.cpu);
+      return round(rate);
+    });
     await step(f, 'first_byte_during_bulk_ms', async () => {
       const bulk = spawn('cat', [path.join(mnt, 'bulk2.bin')], { stdio: ['ignore', 'ignore', 'ignore'] });
       try {
@@ -417,7 +480,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     await m.stop().catch(() => undefined);
   }
 
-  if (wanted('browser')) await step(f, 'browser_mb_per_s', async () => browserRate(far, link, 'bulk.bin', slow + 120_000));
+  if (wanted('browser')) await step(f, 'browser_mb_per_s', () => metered('browser', 'receiver', () => browserRate(far, link, 'bulk.bin', slow + 120_000)));
   if (wanted('browser_put')) {
     await step(f, 'browser_put_mb_per_s', async () => {
       const r = await browserPutRate(far, link, dir, slow + 120_000);

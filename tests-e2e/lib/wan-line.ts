@@ -22,6 +22,8 @@ export interface WanLineOptions {
 export interface WanLine {
   readonly near: string;
   readonly far: string;
+  /** The linkfs-wan process carrying the line (for its CPU time). */
+  readonly pid: number;
   /** Stops the line and removes both namespaces; the line's counts (JSON), if it printed them. */
   close(): Promise<string | null>;
 }
@@ -68,5 +70,5 @@ export async function openWanLine(o: WanLineOptions, tag = 'line'): Promise<WanL
     await close();
     throw e;
   }
-  return { near, far, close };
+  return { near, far, pid: wan.child.pid ?? -1, close };
 }

@@ -1,0 +1,110 @@
+// CPU time of processes, read from /proc: what a benchmark step cost each side, so a
+// figure can say whether it was bound by the network or by this machine's cores.
+//
+// - A long-lived process (a sharer, a mount, the line) is read before and after a step:
+//   user + system time of it and every descendant alive, plus what those already reaped
+//   (cutime/cstime), so a helper that came and went in between still counts.
+// - A command run to its end is wrapped in `sh -c` (`withCpu`), which prints its own
+//   reaped children's time after the command exits (`cpuFromStderr`).
+
+import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+
+const TICKS_PER_S = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+interface Stat {
+  ppid: number;
+  /** utime + stime + cutime + cstime, in clock ticks. */
+  ticks: number;
+}
+
+/** The fields after `comm` in /proc/PID/stat (`comm` may hold spaces and parentheses). */
+function fieldsAfterComm(text: string): string[] {
+  return text.slice(text.lastIndexOf(')') + 2).trim().split(' ');
+}
+
+/** Fields 4 (ppid) and 14-17 (utime, stime, cutime, cstime) of a stat line. */
+function parseStat(text: string): Stat | null {
+  const f = fieldsAfterComm(text);
+  const ppid = Number(f[1]);
+  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(f[i]), 0);
+  return Number.isFinite(ppid) && Number.isFinite(ticks) ? { ppid, ticks } : null;
+}
+
+/** CPU seconds used so far by the processes `roots` and all their descendants. */
+export function treeCpuSeconds(roots: readonly number[]): number {
+  const stats = new Map<number, Stat>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const s = parseStat(readFileSync(`/proc/${name}/stat`, 'utf8'));
+      if (s !== null) stats.set(Number(name), s);
+    } catch {
+      // Gone between the listing and the read.
+    }
+  }
+  const children = new Map<number, number[]>();
+  for (const [pid, s] of stats) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
+  let ticks = 0;
+  const seen = new Set<number>();
+  const todo = roots.filter((p) => p > 0);
+  while (todo.length > 0) {
+    const pid = todo.pop()!;
+    if (seen.has(pid)) continue;
+    seen.add(pid);
+    ticks += stats.get(pid)?.ticks ?? 0;
+    todo.push(...(children.get(pid) ?? []));
+  }
+  return ticks / TICKS_PER_S;
+}
+
+/** A reading of several sides' CPU time, started now. */
+export class CpuClock {
+  private readonly start: Record<string, number>;
+  private readonly t0 = performance.now();
+
+  constructor(private readonly sides: Record<string, readonly number[]>) {
+    this.start = Object.fromEntries(Object.entries(sides).map(([k, pids]) => [k, treeCpuSeconds(pids)]));
+  }
+
+  /** Each side's CPU seconds since the start, and the wall seconds. */
+  read(): { cpu: Record<string, number>; wall: number } {
+    const cpu = Object.fromEntries(Object.entries(this.sides).map(([k, pids]) => [k, treeCpuSeconds(pids) - this.start[k]!]));
+    return { cpu, wall: (performance.now() - this.t0) / 1000 };
+  }
+}
+
+const MARK = 'linkfs-cpu-ticks:';
+
+/** `cmd args` wrapped so that it prints, as it ends, the CPU time it and its descendants used. */
+export function withCpu(cmd: string, args: string[]): [string, string[]] {
+  // `$$` is the shell; after `"$@"` returns, its cutime/cstime hold the command's time
+  // and that of every descendant the command reaped.
+  const script = `"$@"; rc=$?; echo "${MARK} $(cat /proc/$$/stat)" >&2; exit $rc`;
+  return ['sh', ['-c', script, 'sh', cmd, ...args]];
+}
+
+/** The CPU seconds a `withCpu` command printed, or null if it printed none. */
+export function cpuFromStderr(stderr: string): number | null {
+  const line = stderr.split('\n').reverse().find((l) => l.startsWith(MARK));
+  if (line === undefined) return null;
+  const f = fieldsAfterComm(line.slice(MARK.length));
+  const ticks = Number(f[13]) + Number(f[14]);
+  return Number.isFinite(ticks) ? ticks / TICKS_PER_S : null;
+}
+
+/**
+ * A step's CPU figures: each side's CPU seconds per GB moved, and how many cores the
+ * step kept busy on average (this machine has 2: near 2 means the step was CPU bound).
+ */
+export function cpuFigures(bytes: number, wallSeconds: number, seconds: Record<string, number | null>): Record<string, number | null> {
+  const gb = bytes / 1e9;
+  const out: Record<string, number | null> = {};
+  let total = 0;
+  for (const [side, s] of Object.entries(seconds)) {
+    out[`${side}_s_per_gb`] = s === null ? null : Math.round((s / gb) * 100) / 100;
+    total += s ?? 0;
+  }
+  out.cores_busy = wallSeconds > 0 ? Math.round((total / wallSeconds) * 100) / 100 : null;
+  return out;
+}
