@@ -35,7 +35,8 @@
 //                           seconds of all of them per wall second: this machine has 2
 //                           cores, so near 2 the step was CPU bound, not network bound.
 //                           iperf3's own figures come from its -J cpu_utilization_percent;
-//                           the browser's receiver is Chromium with its node driver.
+//                           the browser's receiver is Chromium with its node driver;
+//                           sharer_switches_per_s: the sharer's context switches a second.
 //
 // Steps (WAN_STEPS=sshfs,get,put,mount,browser,browser_put,browser_pair,index runs only those; TCP always
 // runs, it sizes the bulk file; `mount` covers the mount's three figures).
@@ -52,7 +53,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { exitWithin, killHard, spawnTracked } from './lib/child.ts';
-import { CpuClock, cpuFigures, cpuFromStderr, withCpu } from './lib/cpu-time.ts';
+import { CpuClock, cpuFigures, cpuFromStderr, treeContextSwitches, withCpu } from './lib/cpu-time.ts';
 import { generatedTree } from './lib/gen-tree.ts';
 import { startMount } from './lib/mount-process.ts';
 import { binary, binDir, repoRoot, scratchDir } from './lib/paths.ts';
@@ -428,9 +429,14 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
   /** Runs a step that moves `bytes`, recording the sharer's and the line's CPU time beside the receiver's (or sender's) own. */
   const metered = async (key: string, other: 'receiver' | 'sender', fn: () => Promise<{ mbPerS: number; cpuSeconds: number | null }>) => {
     const clock = new CpuClock({ sharer: [s.pid], line: [linePid] });
+    const switches = treeContextSwitches([s.pid]);
     const r = await fn();
     const used = clock.read();
-    cpu[key] = cpuFigures(bytes, used.wall, { ...used.cpu, [other]: r.cpuSeconds });
+    cpu[key] = {
+      ...cpuFigures(bytes, used.wall, { ...used.cpu, [other]: r.cpuSeconds }),
+      // What the sharer's CPU follows (docs/benchmarks.md, "CPU per GB").
+      sharer_switches_per_s: Math.round((treeContextSwitches([s.pid]) - switches) / used.wall),
+    };
     return r.mbPerS;
   };
   if (wanted('get')) await step(f, 'get_mb_per_s', () => metered('get', 'receiver', () => getRate(far, s.link, 'bulk.bin', visitArgs, slow)));

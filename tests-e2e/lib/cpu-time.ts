@@ -31,8 +31,7 @@ function parseStat(text: string): Stat | null {
   return Number.isFinite(ppid) && Number.isFinite(ticks) ? { ppid, ticks } : null;
 }
 
-/** CPU seconds used so far by the processes `roots` and all their descendants. */
-export function treeCpuSeconds(roots: readonly number[]): number {
+function allStats(): Map<number, Stat> {
   const stats = new Map<number, Stat>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
@@ -43,19 +42,51 @@ export function treeCpuSeconds(roots: readonly number[]): number {
       // Gone between the listing and the read.
     }
   }
+  return stats;
+}
+
+/** The processes `roots` and all their descendants alive now. */
+function treePids(roots: readonly number[], stats = allStats()): number[] {
   const children = new Map<number, number[]>();
   for (const [pid, s] of stats) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
-  let ticks = 0;
   const seen = new Set<number>();
   const todo = roots.filter((p) => p > 0);
   while (todo.length > 0) {
     const pid = todo.pop()!;
     if (seen.has(pid)) continue;
     seen.add(pid);
-    ticks += stats.get(pid)?.ticks ?? 0;
     todo.push(...(children.get(pid) ?? []));
   }
+  return [...seen];
+}
+
+/** CPU seconds used so far by the processes `roots` and all their descendants. */
+export function treeCpuSeconds(roots: readonly number[]): number {
+  const stats = allStats();
+  const ticks = treePids(roots, stats).reduce((sum, pid) => sum + (stats.get(pid)?.ticks ?? 0), 0);
   return ticks / TICKS_PER_S;
+}
+
+/** Context switches (voluntary and not) of every thread of the processes `roots` and their descendants so far. */
+export function treeContextSwitches(roots: readonly number[]): number {
+  let n = 0;
+  for (const pid of treePids(roots)) {
+    let tasks: string[] = [];
+    try {
+      tasks = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tasks) {
+      try {
+        const status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+        for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm)) n += Number(m[1]);
+      } catch {
+        // The thread ended meanwhile.
+      }
+    }
+  }
+  return n;
 }
 
 /** A reading of several sides' CPU time, started now. */

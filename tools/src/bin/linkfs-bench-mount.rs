@@ -119,6 +119,50 @@ fn ensure_tree(args: &Args) -> Result<PathBuf> {
 
 struct Killed(Child);
 
+/**
+ * CPU seconds (user + system, with its reaped children) process `pid` has used so far.
+ * /proc counts in USER_HZ ticks, 100 a second in Linux's ABI.
+ */
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    // After `comm` (which may hold spaces): field 3 (state) first, so utime..cstime
+    // (fields 14-17) are 11..15.
+    let fields: Vec<&str> = text
+        .rsplit_once(')')
+        .map_or("", |(_, r)| r)
+        .split_whitespace()
+        .collect();
+    (11..15)
+        .filter_map(|i| fields.get(i)?.parse::<f64>().ok())
+        .sum::<f64>()
+        / 100.0
+}
+
+/// CPU seconds of this process's reaped children so far (`linkfs get` once it exits).
+fn children_cpu_seconds() -> f64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).map_or(
+        f64::NAN,
+        |u| {
+            let t = |v: nix::sys::time::TimeVal| v.tv_sec() as f64 + v.tv_usec() as f64 / 1e6;
+            t(u.user_time()) + t(u.system_time())
+        },
+    )
+}
+
+/// Each side's CPU seconds per GB of `bytes`, and the cores they kept busy over `wall` seconds.
+fn cpu_figures(bytes: u64, wall: f64, sides: &[(&str, f64)]) -> serde_json::Value {
+    let gb = bytes as f64 / 1e9;
+    let mut out = serde_json::Map::new();
+    for (side, secs) in sides {
+        out.insert(format!("{side}_s_per_gb"), round(secs / gb, 2).into());
+    }
+    let total: f64 = sides.iter().map(|(_, s)| s).sum();
+    out.insert("cores_busy".into(), round(total / wall, 2).into());
+    out.into()
+}
+
 impl Drop for Killed {
     fn drop(&mut self) {
         let _ = Command::new("kill")
@@ -166,6 +210,7 @@ fn main() -> Result<()> {
     BufReader::new(share.stdout.take().context("share stdout")?).read_line(&mut link)?;
     let link = link.trim().to_owned();
     let share = Killed(share);
+    let share_pid = share.0.id();
 
     let mnt = args.work.join("mnt").canonicalize().or_else(|_| {
         std::fs::create_dir_all(args.work.join("mnt"))?;
@@ -244,6 +289,7 @@ fn main() -> Result<()> {
     // Sequential read of the large file through the mount.
     drop_caches("3");
     let large = args.large_mib << 20;
+    let cpu_before = (cpu_seconds(share_pid), cpu_seconds(mount.0.id()));
     let t = Instant::now();
     let mut f = std::fs::File::open(mnt.join("large/big.bin"))?;
     let mut buf = vec![0u8; 1 << 20];
@@ -256,6 +302,14 @@ fn main() -> Result<()> {
         total += n as u64;
     }
     let mount_secs = t.elapsed().as_secs_f64();
+    let mount_cpu = cpu_figures(
+        large,
+        mount_secs,
+        &[
+            ("sharer", cpu_seconds(share_pid) - cpu_before.0),
+            ("mount", cpu_seconds(mount.0.id()) - cpu_before.1),
+        ],
+    );
     if total != large {
         bail!("read {total} bytes through the mount, expected {large}");
     }
@@ -264,10 +318,20 @@ fn main() -> Result<()> {
     // The same file through `linkfs get`.
     let out = args.work.join("get-out");
     let _ = std::fs::remove_dir_all(&out);
+    let cpu_before = (cpu_seconds(share_pid), children_cpu_seconds());
+    let t = Instant::now();
     let got = Command::new(&linkfs)
         .args(["get", &link, "large", "--out"])
         .arg(&out)
         .output()?;
+    let get_cpu = cpu_figures(
+        large,
+        t.elapsed().as_secs_f64(),
+        &[
+            ("sharer", cpu_seconds(share_pid) - cpu_before.0),
+            ("get", children_cpu_seconds() - cpu_before.1),
+        ],
+    );
     let stderr = String::from_utf8_lossy(&got.stderr);
     if !got.status.success() {
         bail!("linkfs get failed: {stderr}");
@@ -296,6 +360,9 @@ fn main() -> Result<()> {
         "large_file_bytes": large,
         "mount_read_mb_per_s": round(large as f64 / mount_secs / 1e6, 1),
         "get_mb_per_s": round(large as f64 / get_secs / 1e6, 1),
+        // CPU seconds per GB of each side, and the cores they kept busy (2 here).
+        "mount_read_cpu": mount_cpu,
+        "get_cpu": get_cpu,
     });
     println!("{figures}");
     Ok(())
