@@ -32,8 +32,9 @@
 //   cpu                     per step (tcp_bbr, tcp_cubic, sshfs, get, put, mount, browser):
 //                           each side's CPU seconds per GB moved (sender or sharer,
 //                           receiver, and the line, linkfs-wan), and cores_busy, the CPU
-//                           seconds of all of them per wall second: this machine has 2
-//                           cores, so near 2 the step was CPU bound, not network bound.
+//                           seconds of all of them per wall second, and machine_cores_busy,
+//                           the whole machine's (the kernel's network work included): this
+//                           machine has 2 cores, so near 2 the step was CPU bound.
 //                           iperf3's own figures come from its -J cpu_utilization_percent;
 //                           the browser's receiver is Chromium with its node driver;
 //                           sharer_switches_per_s: the sharer's context switches a second.
@@ -175,11 +176,18 @@ async function tcpRate(near: string, far: string, cc: 'bbr' | 'cubic', linePid: 
   await exitWithin(server, 5_000).catch(() => undefined);
   const { bytes, seconds } = json.end.sum_received;
   const util = json.end.cpu_utilization_percent;
-  const cpu = cpuFigures(bytes, seconds, {
-    sender: util ? (util.remote_total / 100) * seconds : null,
-    receiver: util ? (util.host_total / 100) * seconds : null,
-    line: clock.read().cpu.line!,
-  });
+  const used = clock.read();
+  const cpu = cpuFigures(
+    bytes,
+    seconds,
+    {
+      sender: util ? (util.remote_total / 100) * seconds : null,
+      receiver: util ? (util.host_total / 100) * seconds : null,
+      line: used.cpu.line!,
+    },
+    // iperf3's start and end around its `seconds`: the machine's share of them, scaled.
+    (used.machine * seconds) / used.wall,
+  );
   return { mbPerS: json.end.sum_received.bits_per_second / 8e6, used: json.end.sender_tcp_congestion ?? 'unreported', cpu };
 }
 
@@ -418,7 +426,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
       const rate = catRate(path.join(m.mnt, 'bulk.bin'), bytes, slow);
       const used = clock.read();
       // `cat` itself is the reader's: left out, as it is for the mount.
-      cpu.sshfs = cpuFigures(bytes, used.wall, used.cpu);
+      cpu.sshfs = cpuFigures(bytes, used.wall, used.cpu, used.machine);
       return round(rate);
     });
   }
@@ -433,7 +441,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     const r = await fn();
     const used = clock.read();
     cpu[key] = {
-      ...cpuFigures(bytes, used.wall, { ...used.cpu, [other]: r.cpuSeconds }),
+      ...cpuFigures(bytes, used.wall, { ...used.cpu, [other]: r.cpuSeconds }, used.machine),
       // What the sharer's CPU follows (docs/benchmarks.md, "CPU per GB").
       sharer_switches_per_s: Math.round((treeContextSwitches([s.pid]) - switches) / used.wall),
     };
@@ -452,7 +460,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
       const clock = new CpuClock({ sharer: [s.pid], receiver: [m.process.child.pid ?? -1], line: [linePid] });
       const rate = catRate(path.join(mnt, 'bulk.bin'), bytes, slow);
       const used = clock.read();
-      cpu.mount = cpuFigures(bytes, used.wall, used.cpu);
+      cpu.mount = cpuFigures(bytes, used.wall, used.cpu, used.machine);
       return round(rate);
     });
     await step(f, 'first_byte_during_bulk_ms', async () => {

@@ -89,19 +89,33 @@ export function treeContextSwitches(roots: readonly number[]): number {
   return n;
 }
 
-/** A reading of several sides' CPU time, started now. */
+/**
+ * CPU seconds every process on the machine has used so far, kernel threads (softirqs,
+ * kworkers) included, with what each has reaped: a difference of two readings is the
+ * machine's busy time between them. (/proc/stat's busy ticks would be simpler, but they
+ * are sampled at the timer tick, and a load of many short wake-ups, like the sharer's,
+ * mostly runs between ticks: here they said half of what the processes had used.)
+ */
+export function machineBusySeconds(): number {
+  let ticks = 0;
+  for (const s of allStats().values()) ticks += s.ticks;
+  return ticks / TICKS_PER_S;
+}
+
+/** A reading of several sides' CPU time, and the machine's, started now. */
 export class CpuClock {
   private readonly start: Record<string, number>;
+  private readonly machineStart = machineBusySeconds();
   private readonly t0 = performance.now();
 
   constructor(private readonly sides: Record<string, readonly number[]>) {
     this.start = Object.fromEntries(Object.entries(sides).map(([k, pids]) => [k, treeCpuSeconds(pids)]));
   }
 
-  /** Each side's CPU seconds since the start, and the wall seconds. */
-  read(): { cpu: Record<string, number>; wall: number } {
+  /** Each side's CPU seconds since the start, the machine's busy seconds, and the wall seconds. */
+  read(): { cpu: Record<string, number>; machine: number; wall: number } {
     const cpu = Object.fromEntries(Object.entries(this.sides).map(([k, pids]) => [k, treeCpuSeconds(pids) - this.start[k]!]));
-    return { cpu, wall: (performance.now() - this.t0) / 1000 };
+    return { cpu, machine: machineBusySeconds() - this.machineStart, wall: (performance.now() - this.t0) / 1000 };
   }
 }
 
@@ -125,10 +139,11 @@ export function cpuFromStderr(stderr: string): number | null {
 }
 
 /**
- * A step's CPU figures: each side's CPU seconds per GB moved, and how many cores the
- * step kept busy on average (this machine has 2: near 2 means the step was CPU bound).
+ * A step's CPU figures: each side's CPU seconds per GB moved, how many cores those sides
+ * kept busy on average, and (given `machineBusy`, its busy CPU seconds over the step) how
+ * many the whole machine did: this machine has 2, so near 2 the step was CPU bound.
  */
-export function cpuFigures(bytes: number, wallSeconds: number, seconds: Record<string, number | null>): Record<string, number | null> {
+export function cpuFigures(bytes: number, wallSeconds: number, seconds: Record<string, number | null>, machineBusy?: number): Record<string, number | null> {
   const gb = bytes / 1e9;
   const out: Record<string, number | null> = {};
   let total = 0;
@@ -137,5 +152,6 @@ export function cpuFigures(bytes: number, wallSeconds: number, seconds: Record<s
     total += s ?? 0;
   }
   out.cores_busy = wallSeconds > 0 ? Math.round((total / wallSeconds) * 100) / 100 : null;
+  if (machineBusy !== undefined) out.machine_cores_busy = wallSeconds > 0 ? Math.round((machineBusy / wallSeconds) * 100) / 100 : null;
   return out;
 }
