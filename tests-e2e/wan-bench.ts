@@ -16,7 +16,9 @@
 //                           data channel, as many bytes (tests-e2e/browser-pair.ts; not
 //                           through coturn)
 //   far_udp_receive_drops   per step, datagrams the far side's UDP sockets dropped for a
-//                           full receive buffer (a receiver that did not keep up)
+//                           full receive buffer (a receiver that did not keep up);
+//                           near_udp_receive_drops the same on the near side (the
+//                           sharer's sockets, and coturn's on the TURN path)
 //   *_vs_tcp, *_vs_cubic    each of those as a ratio to TCP (BBR) and to TCP (CUBIC)
 //                           in the same run
 //   first_byte_during_bulk_ms   {p50, p99} of opening and reading the first byte of 40
@@ -99,8 +101,9 @@ function run(cmd: string, args: string[]): string {
   return r.stdout;
 }
 
-/** The far namespace of the path being measured. */
+/** The far and near namespaces of the path being measured. */
 let farNs: string | null = null;
+let nearNs: string | null = null;
 
 /** Datagrams the namespace's UDP sockets dropped for a full receive buffer (RcvbufErrors). */
 function udpReceiveDrops(ns: string): number {
@@ -356,12 +359,15 @@ const wanted = (name: string) => onlySteps === undefined || onlySteps.includes(n
 
 /**
  * Runs `fn`, recording its value or its error under `key`, and what the far side's UDP
- * sockets dropped meanwhile under `far_udp_receive_drops` (a receiver that could not keep up).
+ * sockets dropped meanwhile under `far_udp_receive_drops` (a receiver that could not keep
+ * up), the near side's under `near_udp_receive_drops` (the sharer's, or coturn's there).
  */
 async function step<T>(figures: Record<string, unknown>, key: string, fn: () => Promise<T>): Promise<T | null> {
   log(`wan-bench:   ${key} ...`);
   const dropsBefore = farNs === null ? 0 : udpReceiveDrops(farNs);
+  const nearBefore = nearNs === null ? 0 : udpReceiveDrops(nearNs);
   const drops = (figures.far_udp_receive_drops ??= {}) as Record<string, number>;
+  const nearDrops = (figures.near_udp_receive_drops ??= {}) as Record<string, number>;
   try {
     const v = await fn();
     figures[key] = v;
@@ -373,6 +379,7 @@ async function step<T>(figures: Record<string, unknown>, key: string, fn: () => 
     return null;
   } finally {
     if (farNs !== null) drops[key] = udpReceiveDrops(farNs) - dropsBefore;
+    if (nearNs !== null) nearDrops[key] = udpReceiveDrops(nearNs) - nearBefore;
   }
 }
 
@@ -380,6 +387,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
   const f: Record<string, unknown> = { round_trip_ms: 2 * p.delayMs, rate_mbit: p.rateMbit, loss_percent: p.lossPct, turn: p.turn ?? false };
   const { near, far, pid: linePid } = await line(p);
   farNs = far;
+  nearNs = near;
   const used: Record<string, string> = {};
   const cpu: Record<string, unknown> = {};
   f.cpu = cpu;
