@@ -523,7 +523,9 @@ impl Host {
                             );
                         }
                     }
-                    SenderOutput::Transmit(frame) => g.link.send(&frame),
+                    SenderOutput::Transmit(frame) | SenderOutput::TransmitBulk(frame) => {
+                        g.link.send(&frame)
+                    }
                     SenderOutput::Ended(why) => {
                         let why = why.map_or_else(|| STOPPED.to_owned(), |e| e.to_string());
                         ended.push((*peer, why));

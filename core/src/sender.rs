@@ -9,6 +9,8 @@
 //!  after each: poll_output(now, &index, room) until Wait:
 //!    Read(io)        read from disk      Upload(step)  write an upload step
 //!    Transmit(frame) (only with room)    Ended(why)    the session is over
+//!    TransmitBulk(frame) (only with room): a long read's chunk; a shell with
+//!                    lanes sends it on a lane, else as Transmit
 //!    Wait(at)        sleep until `at` (or the next input)
 //! ```
 //!
@@ -64,6 +66,12 @@ pub enum SenderOutput {
     Upload(crate::UploadIo),
     /// Send this frame.
     Transmit(Vec<u8>),
+    /// Send this chunk of a long read (over [`SHORT_READ`]). A shell with
+    /// lanes sends it on a lane and not on the session's own link, so a
+    /// small file's answer never waits there behind the repair of a lost
+    /// bulk packet (one ordered stream delivers nothing past a hole); a
+    /// shell without lanes sends it as [`SenderOutput::Transmit`].
+    TransmitBulk(Vec<u8>),
     /// The session is over (`None`: closed here with nothing wrong), and its
     /// last frame was taken.
     Ended(Option<SessionError>),
@@ -883,14 +891,20 @@ impl SenderSession {
 
     /// The next frame to send, if any.
     pub fn poll_transmit(&mut self, now: Millis, index: &ShareIndex) -> Option<Vec<u8>> {
+        self.poll_frame(now, index).map(|(f, _)| f)
+    }
+
+    /// The next frame to send, and whether it is a long read's chunk
+    /// ([`SenderOutput::TransmitBulk`]).
+    fn poll_frame(&mut self, now: Millis, index: &ShareIndex) -> Option<(Vec<u8>, bool)> {
         if let Some(f) = self.control.pop_front() {
-            return Some(f);
+            return Some((f, false));
         }
         if self.state != State::Open {
             return None;
         }
         if let Some(f) = self.uploads.poll_ack() {
-            return Some(f);
+            return Some((f, false));
         }
         let batch = self.batch_ready(now, index);
         let chunk = !self.chunks.is_empty();
@@ -898,13 +912,14 @@ impl SenderSession {
             self.chunk_turn = false;
             self.stats.chunks_sent += 1;
             let f = self.chunks.pop_front()?;
+            let bulk = self.short_chunks == 0;
             self.short_chunks = self.short_chunks.saturating_sub(1);
             self.stats.chunk_bytes_sent += f.len() as u64;
-            return Some(f);
+            return Some((f, bulk));
         }
         if batch {
             self.chunk_turn = true;
-            return Some(self.next_batch(now, index));
+            return Some((self.next_batch(now, index), false));
         }
         None
     }
@@ -934,9 +949,13 @@ impl SenderSession {
         if let Some(io) = self.poll_upload_io() {
             return SenderOutput::Upload(io);
         }
-        if room && let Some(frame) = self.poll_transmit(now, index) {
+        if room && let Some((frame, bulk)) = self.poll_frame(now, index) {
             self.last_taken = Some(now);
-            return SenderOutput::Transmit(frame);
+            return if bulk {
+                SenderOutput::TransmitBulk(frame)
+            } else {
+                SenderOutput::Transmit(frame)
+            };
         }
         if self.is_finished() {
             return SenderOutput::Ended(self.end_reason.clone());

@@ -193,3 +193,64 @@ fn a_small_file_still_gets_its_turn_beside_a_files_many_reads() {
     let order = next_chunks(&mut s, &ix, 8);
     assert!(order.contains(&ReadId(99)), "{order:?}");
 }
+
+/// A long read's chunks are marked bulk (a shell with lanes keeps them off
+/// the session's own link); a small file's chunks, the index and every other
+/// frame are not, so they never wait there behind a bulk packet's repair.
+#[test]
+fn only_long_reads_chunks_are_bulk() {
+    use linkfs_core::SenderOutput;
+    let ix = share();
+    let mut s = SenderSession::new(SenderConfig::default());
+    let hello = ReceiverToSender::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        resume: None,
+    })
+    .encode();
+    s.handle_frame(Millis(0), &hello, &ix).unwrap();
+    ask(&mut s, &ix, 10, 1, 0, 1 << 20);
+    ask(&mut s, &ix, 99, 2, 0, SMALL);
+    let (mut bulk, mut other) = (Vec::new(), Vec::new());
+    loop {
+        match s.poll_output(Millis(0), &ix, true) {
+            SenderOutput::Read(io) => {
+                let data = vec![byte_of(&io); io.len as usize];
+                s.handle_io(&io, Ok(data));
+            }
+            SenderOutput::Transmit(f) => other.push(SenderToReceiver::decode(&f).unwrap()),
+            SenderOutput::TransmitBulk(f) => bulk.push(SenderToReceiver::decode(&f).unwrap()),
+            SenderOutput::Wait(_) => break,
+            o => panic!("{o:?}"),
+        }
+    }
+    let long_bytes: usize = bulk
+        .iter()
+        .map(|f| match f {
+            SenderToReceiver::ReadChunk(c) if c.read == ReadId(10) => c.data.len(),
+            f => panic!("a frame marked bulk that is not the long read's chunk: {f:?}"),
+        })
+        .sum();
+    assert_eq!(
+        long_bytes,
+        1 << 20,
+        "every byte of the long read, marked bulk"
+    );
+    let small: Vec<_> = other
+        .iter()
+        .filter_map(|f| match f {
+            SenderToReceiver::ReadChunk(c) => Some(c.read),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        small,
+        vec![ReadId(99)],
+        "the small file's one chunk, not bulk"
+    );
+    assert!(
+        other
+            .iter()
+            .any(|f| matches!(f, SenderToReceiver::Welcome(_))),
+        "the welcome is not bulk"
+    );
+}

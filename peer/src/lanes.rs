@@ -13,15 +13,21 @@
 //!                                               and reads what it says)
 //!  a link whose first frame is LaneJoin <------ LaneJoin {token}, on each
 //!  LaneBoard: token -> that session's LanedSender
-//!  LanedSender: a ReadChunk goes on whichever   LanedReceiver: the frames of every link,
-//!  link has room first (the session's own        as one stream
-//!  first); every other frame on the session's
-//!  own link, in order
+//!  LanedSender: a long read's chunk (bulk)      LanedReceiver: the frames of every link,
+//!  goes on whichever lane has room first (the    as one stream
+//!  session's own link only until a lane
+//!  joined); every other frame, a small file's
+//!  chunks too, on the session's own link, in
+//!  order
 //! ```
 //!
 //! Only `ReadChunk` frames ever travel on a lane, and a chunk names its read,
 //! offset and hash: the receiving session takes chunks in any order, so the
-//! sessions on both sides know nothing of lanes. What it costs: a handshake
+//! sessions on both sides know nothing of lanes (the sharer's session only
+//! marks which chunks are bulk). Once a lane joined, bulk stays off the
+//! session's own link: a link is one ordered stream, so a frame behind a lost
+//! packet waits for its repair, and on a lossy path with bulk on it a small
+//! file's first byte waited 145 ms p50 where the path takes 45. What it costs: a handshake
 //! per lane, once per link, off the path of any read; memory for a peer
 //! connection per lane on both sides. Not where one association already
 //! fills the path: on one host or a LAN (a round trip under [`LANE_MIN_RTT`]),
@@ -48,7 +54,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::{join_all, select_all};
-use linkfs_proto::{FRAME_READ_CHUNK, LaneOffer, LaneToken};
+use linkfs_proto::{LaneOffer, LaneToken};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -243,23 +249,26 @@ enum Ready<S> {
 
 impl<S: FrameSender> FrameSender for LanedSender<S> {
     async fn ready(&mut self) -> Result<(), LinkClosed> {
-        self.ready_for(0).await
+        self.ready_for(false).await
     }
 
-    async fn ready_for(&mut self, kind: u8) -> Result<(), LinkClosed> {
+    async fn ready_for(&mut self, bulk: bool) -> Result<(), LinkClosed> {
         self.pick = None;
         self.send_offer().await?;
         self.take_joined();
-        if kind != FRAME_READ_CHUNK || (self.lanes.is_empty() && self.door.is_none()) {
+        if !bulk || (self.lanes.is_empty() && self.door.is_none()) {
             return self.primary.ready().await;
         }
         loop {
             let ready = {
                 let (primary, lanes, door) = (&mut self.primary, &mut self.lanes, &mut self.door);
                 let mut waits: Vec<Boxed<'_, Ready<S>>> = Vec::with_capacity(lanes.len() + 2);
-                waits.push(Box::pin(
-                    async move { Ready::Link(0, primary.ready().await) },
-                ));
+                // The session's own link takes bulk only while no lane joined.
+                if lanes.is_empty() {
+                    waits.push(Box::pin(
+                        async move { Ready::Link(0, primary.ready().await) },
+                    ));
+                }
                 for (i, lane) in lanes.iter_mut().enumerate() {
                     waits.push(Box::pin(
                         async move { Ready::Link(i + 1, lane.ready().await) },

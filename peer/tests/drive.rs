@@ -464,6 +464,47 @@ async fn a_bulk_read_at_a_distance_spreads_over_lanes_and_arrives_byte_for_byte(
     client.shutdown().await;
 }
 
+/// Regression: with lanes open the sharer still put a long read's chunks on
+/// the session's own link whenever it had room, so on a lossy path a small
+/// file's answer waited behind the repairs of bulk packets there (one ordered
+/// stream): its first byte took 145 ms p50 where the path takes 45.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_a_lane_joined_bulk_stays_off_the_sessions_link_and_small_files_stay_on_it() {
+    let dir = TempDir::new("lanes-apart");
+    let want = big_file(&dir.0);
+    let share = Arc::new(LanedShare::new(&dir.0, true).await);
+    let client = share.visit(MAX_LANES, Duration::from_millis(10)).await;
+    assert!(read_file(&client, "big.bin").await == want);
+    let counts = || {
+        (
+            share.primary_bytes.load(Ordering::Relaxed),
+            share.lane_bytes.load(Ordering::Relaxed),
+        )
+    };
+    let before = counts();
+    assert!(read_file(&client, "big.bin").await == want);
+    let after = counts();
+    assert_eq!(
+        after.0,
+        before.0,
+        "the second read's chunks came on the session's own link ({} bytes)",
+        after.0 - before.0
+    );
+    assert!(
+        after.1 - before.1 >= 16 << 20,
+        "the lanes carried the second read: {} bytes",
+        after.1 - before.1
+    );
+    assert_eq!(read_file(&client, "small.txt").await, b"small");
+    let small = counts();
+    assert!(
+        small.0 > after.0,
+        "the small file came on the session's link"
+    );
+    assert_eq!(small.1, after.1, "and not on a lane");
+    client.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_path_opens_no_lanes() {
     let dir = TempDir::new("lanes-short");

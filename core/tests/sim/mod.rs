@@ -185,7 +185,9 @@ impl Sharer {
             match self.session.poll_output(now, &self.index, true) {
                 SenderOutput::Read(io) => self.read(io),
                 SenderOutput::Upload(io) => panic!("these tests take no uploads: {io:?}"),
-                SenderOutput::Transmit(frame) => return (Some(frame), None),
+                SenderOutput::Transmit(frame) | SenderOutput::TransmitBulk(frame) => {
+                    return (Some(frame), None);
+                }
                 SenderOutput::Ended(_) => return (None, None),
                 SenderOutput::Wait(at) => return (None, at),
             }

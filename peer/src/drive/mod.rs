@@ -3,7 +3,8 @@
 //! ```text
 //!  inputs (each a method)                 after each: poll_output(now, room) until Wait
 //!  FrameReceiver --> handle_frame          Transmit(frame) --> FrameSender (asked only
-//!  next_input    --> handle_input                              while the link has room)
+//!  next_input    --> handle_input          TransmitBulk(frame)  while the link has room;
+//!                                                               bulk: a lane's if any)
 //!    (file IO done, a read asked for,     End(outcome)    --> the loop returns it
 //!     the index grew)                     Wait(at)        --> sleep until `at` or the
 //!  the timer     --> handle_timeout                            next input
@@ -83,10 +84,11 @@ pub enum LinkClosed {
 pub trait FrameSender: Send + 'static {
     /// Waits until one frame can be queued. Cancel-safe.
     fn ready(&mut self) -> impl Future<Output = Result<(), LinkClosed>> + Send;
-    /// [`ready`](Self::ready) for a frame whose type byte is `kind` (a link
-    /// of several connections picks one by it). Cancel-safe.
-    fn ready_for(&mut self, kind: u8) -> impl Future<Output = Result<(), LinkClosed>> + Send {
-        let _ = kind;
+    /// [`ready`](Self::ready) for the next frame; `bulk`: it is a long
+    /// read's chunk ([`Drive::TransmitBulk`]), which a link of several
+    /// connections puts on one of its lanes. Cancel-safe.
+    fn ready_for(&mut self, bulk: bool) -> impl Future<Output = Result<(), LinkClosed>> + Send {
+        let _ = bulk;
         self.ready()
     }
     /// Queues one frame; call after `ready` resolved.
@@ -115,6 +117,9 @@ pub trait FrameLink: Send + 'static {
 pub enum Drive<O> {
     /// Send this frame (only said when the loop has room for it).
     Transmit(Vec<u8>),
+    /// Send this chunk of a long read: on a lane where the link has lanes,
+    /// off the session's own connection (`core::SenderOutput::TransmitBulk`).
+    TransmitBulk(Vec<u8>),
     /// The session is over.
     End(O),
     /// Nothing now: wait for a frame, an input, or this time.
@@ -185,7 +190,8 @@ where
     let start = clock.start;
     let now = move || clock.now();
     let (mut tx, mut rx) = link.split();
-    let mut pending: Option<Bytes> = None;
+    // The frame waiting for room, and whether it is bulk.
+    let mut pending: Option<(Bytes, bool)> = None;
     let mut link_open = true;
     let mut stopping_since: Option<Instant> = None;
     // The session ended with a frame still waiting for room: since when.
@@ -194,12 +200,16 @@ where
         let room = pending.is_none() && link_open;
         let wait = match session.poll_output(now(), room) {
             Drive::Transmit(frame) if room => {
-                pending = Some(Bytes::from(frame));
+                pending = Some((Bytes::from(frame), false));
+                continue;
+            }
+            Drive::TransmitBulk(frame) if room => {
+                pending = Some((Bytes::from(frame), true));
                 continue;
             }
             // Never said without room (each session checks); were it said,
             // the frame would be lost, and the receiver would ask again.
-            Drive::Transmit(_) => {
+            Drive::Transmit(_) | Drive::TransmitBulk(_) => {
                 tracing::error!("a session gave a frame with no room for it; dropped");
                 continue;
             }
@@ -227,9 +237,9 @@ where
                 session.stop();
                 stopping_since = Some(Instant::now());
             }
-            ready = tx.ready_for(pending.as_ref().and_then(|f| f.first().copied()).unwrap_or(0)), if pending.is_some() && link_open => {
+            ready = tx.ready_for(pending.as_ref().is_some_and(|(_, bulk)| *bulk)), if pending.is_some() && link_open => {
                 let sent = ready.and_then(|()| match pending.take() {
-                    Some(frame) => tx.send(frame),
+                    Some((frame, _)) => tx.send(frame),
                     None => Ok(()),
                 });
                 if let Err(reason) = sent {

@@ -295,6 +295,7 @@ impl DrivenSession for ServedSession {
                 SenderOutput::Read(io) => self.read(io),
                 SenderOutput::Upload(io) => self.upload_step(io),
                 SenderOutput::Transmit(frame) => return Drive::Transmit(frame),
+                SenderOutput::TransmitBulk(frame) => return Drive::TransmitBulk(frame),
                 SenderOutput::Ended(why) => {
                     let end = match why {
                         Some(SessionError::ClosedHere(_)) => match self.farewell.get() {
