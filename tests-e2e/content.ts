@@ -4,7 +4,7 @@
 // audio/video played with seeking, the whole-share search, in Chromium and in
 // Firefox ESR. Run with `bash tests-e2e/run content` (LINKFS_E2E_ONLY picks tests,
 // as in e2e.ts). Sizes: LINKFS_CONTENT_HUGE_GIB (the file saved alone, default
-// 1.5), LINKFS_CONTENT_BIG_GIB (the file in the ZIP, default 4.1),
+// 1), LINKFS_CONTENT_BIG_GIB (the file in the ZIP, default 4.1),
 // LINKFS_CONTENT_FIREFOX_GIB (Firefox's, default 0.6).
 
 import { createHash, randomBytes } from 'node:crypto';
@@ -65,13 +65,13 @@ const VIDEO_SECONDS = 1200;
 const VIDEO_KBPS = 1000;
 
 /**
- * The huge file saved alone (GiB). 1.5 by default to keep the suite within CI's time:
+ * The huge file saved alone (GiB). 1 by default to keep the suite within CI's time:
  * a stream past every 32-bit size through the service worker is r's ZIP (4.1 GiB in one
  * response); what q adds is the single file's resume across dropped links, its bytes
- * and its memory, which 1.5 GiB shows as well as 4.1. LINKFS_CONTENT_HUGE_GIB=4.1 runs
+ * and its memory, which 1 GiB shows as well as 4.1. LINKFS_CONTENT_HUGE_GIB=4.1 runs
  * it past 4 GiB too.
  */
-const hugeGib = Number(process.env.LINKFS_CONTENT_HUGE_GIB ?? '1.5');
+const hugeGib = Number(process.env.LINKFS_CONTENT_HUGE_GIB ?? '1');
 /** The big file inside the ZIP (GiB; over 4 GiB, so the ZIP needs Zip64). */
 const bigGib = Number(process.env.LINKFS_CONTENT_BIG_GIB ?? '4.1');
 /**
