@@ -217,12 +217,20 @@ fn only_long_reads_chunks_are_bulk() {
                 let data = vec![byte_of(&io); io.len as usize];
                 s.handle_io(&io, Ok(data));
             }
-            SenderOutput::Transmit(f) => other.push(SenderToReceiver::decode(&f).unwrap()),
-            SenderOutput::TransmitBulk(f) => bulk.push(SenderToReceiver::decode(&f).unwrap()),
+            SenderOutput::Transmit(f) => other.push(f),
+            SenderOutput::TransmitBulk(f) => bulk.push(f),
             SenderOutput::Wait(_) => break,
             o => panic!("{o:?}"),
         }
     }
+    let bulk: Vec<_> = bulk
+        .iter()
+        .map(|f| SenderToReceiver::decode(f).unwrap())
+        .collect();
+    let other: Vec<_> = other
+        .iter()
+        .map(|f| SenderToReceiver::decode(f).unwrap())
+        .collect();
     let long_bytes: usize = bulk
         .iter()
         .map(|f| match f {
