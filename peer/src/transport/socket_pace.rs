@@ -16,21 +16,20 @@
 //! link writer (busy, paced) --> SocketPace::set(rate)   one cell per connection
 //! link writer (idle)        --> SocketPace::set(0)      unpaced: acknowledgements,
 //!                                                       requests, handshakes
-//! webrtc-rs driver --> PacedSocket::poll_send: unpaced and nothing queued:
-//!                       to the kernel; else a copy into the queue (Pending
-//!                       only while QUEUE_BYTES are queued)
-//! the socket's task --> SendBudget::wait(now, rate): sleep, send, charge
+//! webrtc-rs driver --> PacedSocket::poll_send --> SendBudget::wait(now, rate, len)
+//!                                                   None: send now, then charge
+//!                                                   Some(d): Pending for d
 //! ```
 //!
-//! A paced send is queued (at most [`QUEUE_BYTES`]) and the socket's own task
-//! sends it at the pace: webrtc-rs's driver awaits each send, so a send that
-//! waited there would hold the driver and every acknowledgement it has to read.
-//! The gain keeps this stage from setting the average rate: the writer's pacer
-//! does that, this stage only spreads bursts.
+//! While a datagram waits, webrtc-rs's driver waits with it (it awaits each
+//! send): what it received meanwhile stays in the kernel's socket buffer for
+//! at most a millisecond or two. The gain keeps this stage from setting the
+//! average rate: the writer's pacer does that, this stage only spreads bursts.
 
-use std::collections::VecDeque;
+use std::future::Future;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -56,13 +55,8 @@ pub struct SocketPace {
 
 impl SocketPace {
     /// Datagrams leave at most at `rate` bytes/s from now on (0: unpaced).
-    /// `LINKFS_SOCKET_PACING=off` leaves every socket unpaced (to compare).
     pub fn set(&self, rate: u64) {
-        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let off = *OFF
-            .get_or_init(|| std::env::var_os("LINKFS_SOCKET_PACING").is_some_and(|v| v == "off"));
-        self.rate
-            .store(if off { 0 } else { rate }, Ordering::Relaxed);
+        self.rate.store(rate, Ordering::Relaxed);
     }
 
     pub fn rate(&self) -> u64 {
@@ -121,44 +115,22 @@ impl SendBudget {
     }
 }
 
-/// A datagram (or GSO run) waiting for its turn.
-struct Queued {
-    to: SocketAddr,
-    ecn: Option<webrtc::runtime::EcnCodepoint>,
-    segment: Option<usize>,
-    bytes: Vec<u8>,
+struct Waiting {
+    budget: SendBudget,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Every task that found the budget spent (webrtc-rs sends from its
+    /// driver, but a socket must not strand a second sender): all are woken
+    /// when the wait ends, whichever of them the timer wakes.
+    wakers: Vec<Waker>,
 }
 
-#[derive(Default)]
-struct Line {
-    queue: VecDeque<Queued>,
-    bytes: usize,
-    /// webrtc-rs's driver, when it found the queue full.
-    room: Vec<Waker>,
-    closed: bool,
-}
-
-/// What the socket and its sending task share.
-#[derive(Default)]
-struct Shared {
-    line: Mutex<Line>,
-    more: tokio::sync::Notify,
-}
-
-/// A UDP socket whose sends follow its connection's [`SocketPace`]. While
-/// paced, a send is copied into a queue of at most [`QUEUE_BYTES`] and a task
-/// of the socket's own sends it at the pace: webrtc-rs's driver awaits each
-/// send, and a send that waited for the pace held the whole driver (the
-/// acknowledgements it had to read too), which cost a fifth to a third of a
-/// bulk read (measured).
+/// A UDP socket whose sends follow its connection's [`SocketPace`].
 pub(crate) struct PacedSocket {
     inner: Arc<dyn AsyncUdpSocket>,
     pace: Arc<SocketPace>,
-    shared: Arc<Shared>,
+    start: tokio::time::Instant,
+    waiting: Mutex<Waiting>,
 }
-
-/// The most bytes queued behind the pace; the driver waits beyond it.
-pub const QUEUE_BYTES: usize = 256 * 1024;
 
 impl std::fmt::Debug for PacedSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -171,72 +143,15 @@ impl std::fmt::Debug for PacedSocket {
 
 impl PacedSocket {
     pub(crate) fn new(inner: Arc<dyn AsyncUdpSocket>, pace: Arc<SocketPace>) -> PacedSocket {
-        let shared = Arc::new(Shared::default());
-        tokio::spawn(send_queued(inner.clone(), pace.clone(), shared.clone()));
         PacedSocket {
             inner,
             pace,
-            shared,
-        }
-    }
-}
-
-impl Drop for PacedSocket {
-    fn drop(&mut self) {
-        if let Ok(mut line) = self.shared.line.lock() {
-            line.closed = true;
-        }
-        self.shared.more.notify_one();
-    }
-}
-
-/// The socket's sending task: the queue, at the pace, until the socket is
-/// dropped.
-async fn send_queued(inner: Arc<dyn AsyncUdpSocket>, pace: Arc<SocketPace>, shared: Arc<Shared>) {
-    let start = tokio::time::Instant::now();
-    let mut budget = SendBudget::default();
-    loop {
-        let next = {
-            let Ok(mut line) = shared.line.lock() else {
-                return;
-            };
-            if line.closed {
-                return;
-            }
-            line.queue.pop_front()
-        };
-        let Some(d) = next else {
-            shared.more.notified().await;
-            continue;
-        };
-        let rate = pace.rate();
-        while let Some(wait) = budget.wait(start.elapsed(), rate) {
-            if wait > LONG_WAIT {
-                tracing::debug!(
-                    wait_ms = wait.as_millis() as u64,
-                    rate,
-                    "a datagram waits for the socket's pace"
-                );
-            }
-            tokio::time::sleep(wait).await;
-        }
-        let transmit = Transmit {
-            destination: d.to,
-            ecn: d.ecn,
-            contents: &d.bytes,
-            segment_size: d.segment,
-            src_ip: None,
-        };
-        match futures_util::future::poll_fn(|cx| inner.poll_send(cx, &transmit)).await {
-            Ok(_) => budget.charge(start.elapsed(), rate, d.bytes.len()),
-            // UDP: a datagram the kernel refused is a loss SCTP repairs.
-            Err(error) => tracing::debug!(%error, "a paced datagram was not sent"),
-        }
-        if let Ok(mut line) = shared.line.lock() {
-            line.bytes = line.bytes.saturating_sub(d.bytes.len());
-            for w in line.room.drain(..) {
-                w.wake();
-            }
+            start: tokio::time::Instant::now(),
+            waiting: Mutex::new(Waiting {
+                budget: SendBudget::default(),
+                sleep: None,
+                wakers: Vec::new(),
+            }),
         }
     }
 }
@@ -248,31 +163,42 @@ impl AsyncUdpSocket for PacedSocket {
 
     fn poll_send(&self, cx: &mut Context<'_>, transmit: &Transmit<'_>) -> Poll<io::Result<usize>> {
         let rate = self.pace.rate();
-        let Ok(mut line) = self.shared.line.lock() else {
+        let Ok(mut w) = self.waiting.lock() else {
             return self.inner.poll_send(cx, transmit);
         };
-        // Unpaced with nothing queued: straight to the kernel, in order.
-        if rate == 0 && line.queue.is_empty() {
-            drop(line);
-            return self.inner.poll_send(cx, transmit);
-        }
-        let len = transmit.contents.len();
-        if line.bytes > 0 && line.bytes + len > QUEUE_BYTES {
-            if !line.room.iter().any(|w| w.will_wake(cx.waker())) {
-                line.room.push(cx.waker().clone());
+        loop {
+            if let Some(sleep) = w.sleep.as_mut() {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    if !w.wakers.iter().any(|k| k.will_wake(cx.waker())) {
+                        w.wakers.push(cx.waker().clone());
+                    }
+                    return Poll::Pending;
+                }
+                w.sleep = None;
+                for k in w.wakers.drain(..) {
+                    k.wake();
+                }
             }
-            return Poll::Pending;
+            match w.budget.wait(self.start.elapsed(), rate) {
+                None => break,
+                Some(d) => {
+                    if d > LONG_WAIT {
+                        tracing::debug!(
+                            wait_ms = d.as_millis() as u64,
+                            rate,
+                            "a datagram waits for the socket's pace"
+                        );
+                    }
+                    w.sleep = Some(Box::pin(tokio::time::sleep(d)));
+                }
+            }
         }
-        line.bytes += len;
-        line.queue.push_back(Queued {
-            to: transmit.destination,
-            ecn: transmit.ecn,
-            segment: transmit.segment_size,
-            bytes: transmit.contents.to_vec(),
-        });
-        drop(line);
-        self.shared.more.notify_one();
-        Poll::Ready(Ok(len))
+        let sent = self.inner.poll_send(cx, transmit);
+        if let Poll::Ready(Ok(_)) = &sent {
+            w.budget
+                .charge(self.start.elapsed(), rate, transmit.contents.len());
+        }
+        sent
     }
 
     fn poll_recv(
@@ -391,7 +317,7 @@ mod tests {
                 let n = to.recv(&mut buf).expect("every datagram within 5 s");
                 got.push(buf[..n].to_vec());
             }
-            (got, std::time::Instant::now())
+            got
         });
         let t0 = std::time::Instant::now();
         for i in 0..400u32 {
@@ -399,15 +325,13 @@ mod tests {
             d[..4].copy_from_slice(&i.to_be_bytes());
             socket.send_to(&d, target).await.unwrap();
         }
-        let (got, done) = tokio::task::spawn_blocking(move || reader.join().unwrap())
-            .await
-            .unwrap();
-        let took = done - t0;
+        let took = t0.elapsed();
         let least = Duration::from_secs_f64((400_000.0 - SOCKET_BURST as f64 - 1_000.0) / 4e6);
         assert!(
             took >= least,
             "400 KB at 4 MB/s took {took:?}, under {least:?}"
         );
+        let got = reader.join().unwrap();
         for (i, d) in got.iter().enumerate() {
             assert_eq!(d.len(), 1_000);
             assert_eq!(
