@@ -434,7 +434,7 @@ async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>)
         match outgoing {
             Some(Outgoing::Frame(frame)) => {
                 if let Some(p) = &mut pacing {
-                    let rate = p.pacer.paced_rate().map_or(0.0, |r| r * SOCKET_PACE_GAIN);
+                    let rate = p.pacer.pacing_rate().map_or(0.0, |r| r * SOCKET_PACE_GAIN);
                     shared.connection.socket_pace.set(rate as u64);
                     tokio::select! {
                         () = p.wait_for_room(&shared, frame.len()) => {}

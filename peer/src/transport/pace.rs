@@ -345,18 +345,6 @@ impl Pacer {
         (rate > 0).then(|| rate as f64 * self.gain())
     }
 
-    /// The rate frames are paced at now, if they are ([`Pacer::ready_at`]
-    /// paces only a path whose window is above the smallest): what the
-    /// connection's sockets follow (`socket_pace.rs`). A rate measured but
-    /// not applied (early in a link, or on a short path) must not slow the
-    /// sockets: frames then leave at the window's pace, and a socket paced
-    /// at a rate measured from a few index batches held a bulk read's
-    /// packets for seconds.
-    pub fn paced_rate(&self) -> Option<f64> {
-        self.pacing_rate()
-            .filter(|_| self.window() > self.config.min_window)
-    }
-
     /// The most the budget holds: what the rate brings in [`TIMER_SLACK`] (a
     /// writer sleeping on a 1 ms timer must be able to keep up with the rate),
     /// at least [`MIN_BURST`] and at most [`PaceConfig::burst`].
@@ -571,25 +559,6 @@ mod tests {
             (sent as f64) >= 0.9 * rate,
             "{sent} bytes in 1 s at {rate:.0} B/s"
         );
-    }
-
-    /// Regression: the sockets followed `pacing_rate`, which a few index
-    /// batches set to a crawl while the writer did not pace at all (its
-    /// window was the smallest); a bulk read's packets then waited seconds in
-    /// the socket and a mount's reads failed. The sockets follow the rate the
-    /// writer applies.
-    #[test]
-    fn only_a_rate_the_writer_applies_paces_the_sockets() {
-        // A trickle: 4 KB acknowledged in 20 ms (200 KB/s), the smallest window.
-        let slow = measured(4_000);
-        assert!(slow.pacing_rate().is_some(), "a rate was measured");
-        assert_eq!(slow.window(), PaceConfig::default().min_window);
-        assert_eq!(slow.paced_rate(), None, "but frames are not paced by it");
-        // A path that fills a window larger than the smallest is paced, and
-        // its sockets with it.
-        let fast = measured(200_000);
-        assert!(fast.window() > PaceConfig::default().min_window);
-        assert_eq!(fast.paced_rate(), fast.pacing_rate());
     }
 
     #[test]

@@ -43,9 +43,6 @@ pub const SOCKET_PACE_GAIN: f64 = 1.5;
 pub const SOCKET_BURST: usize = 16 * 1024;
 /// The most datagrams in one GSO send while paced (about 10 KB).
 pub const PACED_GSO_SEGMENTS: usize = 8;
-/// A wait this long is logged (at the rates a paced link has, a burst is
-/// spread over a few milliseconds).
-const LONG_WAIT: Duration = Duration::from_millis(20);
 
 /// A connection's pacing rate for its sockets: bytes per second, 0 for none.
 #[derive(Debug, Default)]
@@ -182,13 +179,6 @@ impl AsyncUdpSocket for PacedSocket {
             match w.budget.wait(self.start.elapsed(), rate) {
                 None => break,
                 Some(d) => {
-                    if d > LONG_WAIT {
-                        tracing::debug!(
-                            wait_ms = d.as_millis() as u64,
-                            rate,
-                            "a datagram waits for the socket's pace"
-                        );
-                    }
                     w.sleep = Some(Box::pin(tokio::time::sleep(d)));
                 }
             }
