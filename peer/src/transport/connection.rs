@@ -187,8 +187,6 @@ pub(crate) struct Connection {
     pub(crate) ending: Ending,
     /// How its link keeps bytes in flight.
     pub(crate) send_window: super::SendWindow,
-    /// The pacing rate of its sockets ([`super::socket_pace`]), set by its link.
-    pub(crate) socket_pace: Arc<super::socket_pace::SocketPace>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -282,11 +280,10 @@ pub(crate) async fn open_connection(
         })
         .collect();
 
-    let socket_pace = Arc::new(super::socket_pace::SocketPace::default());
-    let builder = PeerConnectionBuilder::new().with_runtime(super::sockets::SizedSockets::runtime(
-        tuning.socket_buffer.or(config.socket_buffer),
-        socket_pace.clone(),
-    ));
+    let mut builder = PeerConnectionBuilder::new();
+    if let Some(bytes) = tuning.socket_buffer.or(config.socket_buffer) {
+        builder = builder.with_runtime(super::sockets::SizedSockets::runtime(bytes));
+    }
     let pc = builder
         .with_configuration(
             RTCConfigurationBuilder::new()
@@ -309,7 +306,6 @@ pub(crate) async fn open_connection(
         pc: Arc::new(pc),
         ending,
         send_window,
-        socket_pace,
     });
     Ok((
         connection,

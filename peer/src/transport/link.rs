@@ -41,7 +41,6 @@ use super::SendWindow;
 use super::connection::{Connection, Route, ended, remote_address_of, round_trip_of, route_of};
 use super::error::{LinkClosed, LinkError};
 use super::pace::{PaceConfig, Pacer};
-use super::socket_pace::SOCKET_PACE_GAIN;
 
 /// Frames waiting in a link's outbox for the writer task: 4 (up to 240 KiB).
 pub const OUTBOX_FRAMES: usize = 4;
@@ -407,9 +406,6 @@ async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>)
                 let idle_since = tokio::time::Instant::now();
                 if let Some(p) = &mut pacing {
                     p.pacer.idle();
-                    // Nothing queued: what the connection sends now
-                    // (acknowledgements, the rest of a frame) goes unpaced.
-                    shared.connection.socket_pace.set(0);
                 }
                 let outgoing = tokio::select! {
                     biased;
@@ -434,8 +430,6 @@ async fn write_frames(shared: Arc<Shared>, mut queued: mpsc::Receiver<Outgoing>)
         match outgoing {
             Some(Outgoing::Frame(frame)) => {
                 if let Some(p) = &mut pacing {
-                    let rate = p.pacer.pacing_rate().map_or(0.0, |r| r * SOCKET_PACE_GAIN);
-                    shared.connection.socket_pace.set(rate as u64);
                     tokio::select! {
                         () = p.wait_for_room(&shared, frame.len()) => {}
                         reason = ended(&mut ending) => {

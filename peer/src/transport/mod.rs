@@ -43,7 +43,6 @@
 //! | local candidates waiting | [`LOCAL_CANDIDATE_QUEUE`] |
 //! | remote candidates before the answer | `linkfs_core::signaling::EARLY_CANDIDATE_LIMIT` (held there) |
 //! | kernel buffer per UDP socket | [`TransportConfig::socket_buffer`] (1 MiB default) |
-//! | datagrams at once while a link sends bulk | `socket_pace.rs`: 16 KiB, then no faster than 1.5 x the link's pacing rate, GSO runs of 8 |
 //! | time to open | [`TransportConfig::connect_timeout`] (15 s default) |
 //! | silence before the link counts as lost | [`TransportConfig::lost_after`] (4 s default) |
 //!
@@ -67,7 +66,6 @@ mod link;
 pub mod pace;
 mod pair;
 mod relay_pump;
-pub(crate) mod socket_pace;
 mod sockets;
 
 pub use config::{

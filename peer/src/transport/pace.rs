@@ -36,9 +36,7 @@
 //!   than that, with a burst of what the rate brings in 2 ms (a writer woken
 //!   by a 1 ms timer must keep up), within 16 KiB and [`PaceConfig::burst`],
 //!   plus one frame, so a window never leaves as one burst that overflows a 128 KiB
-//!   socket buffer (coturn's, Chromium's) or a router's queue. (A frame itself
-//!   is about 50 packets that SCTP writes at once; the connection's sockets
-//!   spread those, at `socket_pace::SOCKET_PACE_GAIN` times this rate.) A path with a
+//!   socket buffer (coturn's, Chromium's) or a router's queue. A path with a
 //!   round trip under [`SHORT_PATH`] (one host, a LAN), or whose
 //!   bandwidth-delay product is below the smallest window, keeps the smallest
 //!   window and is not paced: the window alone holds its bursts that small.

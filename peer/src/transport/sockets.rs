@@ -17,28 +17,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::socket::{setsockopt, sockopt};
-
-use super::socket_pace::{PacedSocket, SocketPace};
 use webrtc::runtime::{
     AsyncInterval, AsyncTcpListener, AsyncTcpStream, AsyncUdpSocket, JoinHandle, Runtime,
     TokioRuntime,
 };
 
-/// webrtc-rs's tokio runtime with UDP socket buffers of a chosen size, and
-/// sockets paced by their connection ([`super::socket_pace`]).
+/// webrtc-rs's tokio runtime with UDP socket buffers of a chosen size.
 #[derive(Debug)]
 pub(crate) struct SizedSockets {
     inner: TokioRuntime,
-    buffer_bytes: Option<usize>,
-    pace: Arc<SocketPace>,
+    buffer_bytes: usize,
 }
 
 impl SizedSockets {
-    pub(crate) fn runtime(buffer_bytes: Option<usize>, pace: Arc<SocketPace>) -> Arc<dyn Runtime> {
+    pub(crate) fn runtime(buffer_bytes: usize) -> Arc<dyn Runtime> {
         Arc::new(Self {
             inner: TokioRuntime,
             buffer_bytes,
-            pace,
         })
     }
 }
@@ -57,16 +52,13 @@ impl Runtime for SizedSockets {
     }
 
     fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
-        if let Some(bytes) = self.buffer_bytes {
-            if let Err(error) = setsockopt(&socket, sockopt::RcvBuf, &bytes) {
-                tracing::debug!(%error, "cannot enlarge a UDP receive buffer");
-            }
-            if let Err(error) = setsockopt(&socket, sockopt::SndBuf, &bytes) {
-                tracing::debug!(%error, "cannot enlarge a UDP send buffer");
-            }
+        if let Err(error) = setsockopt(&socket, sockopt::RcvBuf, &self.buffer_bytes) {
+            tracing::debug!(%error, "cannot enlarge a UDP receive buffer");
         }
-        let inner = self.inner.wrap_udp_socket(socket)?;
-        Ok(Arc::new(PacedSocket::new(inner, self.pace.clone())))
+        if let Err(error) = setsockopt(&socket, sockopt::SndBuf, &self.buffer_bytes) {
+            tracing::debug!(%error, "cannot enlarge a UDP send buffer");
+        }
+        self.inner.wrap_udp_socket(socket)
     }
 
     fn wrap_tcp_listener(
@@ -111,6 +103,6 @@ impl Runtime for SizedSockets {
     }
 
     fn name(&self) -> &'static str {
-        "tokio (sized, paced UDP sockets)"
+        "tokio (sized UDP buffers)"
     }
 }
