@@ -158,7 +158,11 @@ impl Visit {
                 }
             };
             match out {
-                Output::Transmit(frame) => outputs.push(VisitOutput::Send { frame }),
+                // The page's uploads take no lanes (its lanes carry reads):
+                // bulk goes on the session's link.
+                Output::Transmit(frame) | Output::TransmitBulk(frame) => {
+                    outputs.push(VisitOutput::Send { frame })
+                }
                 Output::Connect => outputs.push(VisitOutput::Connect),
                 Output::CloseLink => outputs.push(VisitOutput::CloseLink),
                 Output::Event(e) => {

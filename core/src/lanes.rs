@@ -1,6 +1,6 @@
 //! When a receiver opens lanes (more peer connections for one session's read
-//! chunks, [`linkfs_proto::lane`]): the rule, once, for the native receiver
-//! and the browser page alike. Sans-IO: the shell shows it every frame of the
+//! chunks, and the native receiver's upload chunks, [`linkfs_proto::lane`]):
+//! the rule, once, for the native receiver and the browser page alike. Sans-IO: the shell shows it every frame of the
 //! session's own link with the time, and opens what it says when it says so.
 //!
 //! ```text
@@ -29,6 +29,11 @@
 //!    [`MAX_LANES`] lanes, what the sharer offered and the shell wants) and
 //!    measure again; otherwise stop where they are.
 //!
+//! "Chunks" are the read chunks that come, and, for a shell whose uploads go
+//! on lanes ([`LaneGate::with_uploads`]), the upload bytes the sharer
+//! acknowledges (what came through, however many connections carried it):
+//! the same rule opens lanes for a slow upload.
+//!
 //! Why these numbers (measured on `linkfs-wan`, docs/webrtc-notes.md): one
 //! association that fills the path is faster alone (at 20 ms and 5 ms without
 //! loss, eight connections overflowed the bottleneck's queue and moved 13.4 and
@@ -46,7 +51,9 @@
 
 use std::time::Duration;
 
-use linkfs_proto::{FRAME_READ_CHUNK, LaneOffer};
+use linkfs_proto::{
+    FRAME_READ_CHUNK, FRAME_UPLOAD_ACK, FRAME_UPLOAD_CHUNK, LaneOffer, SenderToReceiver, UploadId,
+};
 
 mod set;
 pub use set::{FrameIs, LaneDo, LaneNo, LaneSet};
@@ -133,11 +140,20 @@ enum Step {
     Decided,
 }
 
+/// Uploads whose acknowledged bytes a gate remembers (the sharer takes
+/// `MAX_UPLOADS` of a session at once; an older one is forgotten).
+const ACKED_UPLOADS: usize = 8;
+
 /// The lane rule for one session link (module docs).
 #[derive(Debug, Clone)]
 pub struct LaneGate {
     /// Most lanes the shell opens (0: never).
     wanted: u8,
+    /// Whether the shell's uploads go on lanes: then the bytes the sharer
+    /// acknowledges count as a bulk read's chunks do.
+    uploads: bool,
+    /// The last acknowledged end of each upload seen, newest last.
+    acked: Vec<(UploadId, u64)>,
     offer: Option<LaneOffer>,
     /// Chunk bytes on the session's link and its lanes.
     chunk_bytes: u64,
@@ -149,10 +165,20 @@ impl LaneGate {
     pub fn new(wanted: u8) -> Self {
         LaneGate {
             wanted,
+            uploads: false,
+            acked: Vec::new(),
             offer: None,
             chunk_bytes: 0,
             step: Step::Warming { first: None },
         }
+    }
+
+    /// The same gate, for a shell that puts its upload chunks on lanes: the
+    /// bytes of uploads the sharer acknowledges ([`FRAME_UPLOAD_ACK`]) count
+    /// as chunks do, so a slow upload opens lanes as a slow read does.
+    pub fn with_uploads(mut self) -> Self {
+        self.uploads = true;
+        self
     }
 
     /// The sharer's offer, once one came (what the tests check).
@@ -181,19 +207,47 @@ impl LaneGate {
                 }
                 GateSays::Skip
             }
-            Some(&FRAME_READ_CHUNK) => self.on_chunk(now, len),
+            Some(&FRAME_READ_CHUNK) => self.on_chunk(now, len as u64),
+            Some(&FRAME_UPLOAD_ACK) if self.uploads && head.len() == len => {
+                match SenderToReceiver::decode(head) {
+                    Ok(SenderToReceiver::UploadAck { upload, written }) => {
+                        let moved = self.acked_now(upload, written);
+                        self.on_chunk(now, moved)
+                    }
+                    _ => GateSays::Pass,
+                }
+            }
             _ => GateSays::Pass,
+        }
+    }
+
+    /// Bytes of `upload` newly acknowledged at `written` (its first
+    /// acknowledgement counts nothing: the start it counts from).
+    fn acked_now(&mut self, upload: UploadId, written: u64) -> u64 {
+        match self.acked.iter_mut().find(|(u, _)| *u == upload) {
+            Some((_, last)) => {
+                let moved = written.saturating_sub(*last);
+                *last = (*last).max(written);
+                moved
+            }
+            None => {
+                if self.acked.len() >= ACKED_UPLOADS {
+                    self.acked.remove(0);
+                }
+                self.acked.push((upload, written));
+                0
+            }
         }
     }
 
     /// A read chunk of `len` bytes that came on a lane at `now` (never
     /// [`GateSays::Skip`]).
     pub fn on_lane_chunk(&mut self, now: Millis, len: usize) -> GateSays {
-        self.on_chunk(now, len)
+        self.on_chunk(now, len as u64)
     }
 
-    fn on_chunk(&mut self, now: Millis, len: usize) -> GateSays {
-        self.chunk_bytes += len as u64;
+    fn on_chunk(&mut self, now: Millis, len: u64) -> GateSays {
+        self.chunk_bytes = self.chunk_bytes.saturating_add(len);
         self.decide(now)
     }
 
@@ -290,10 +344,16 @@ impl LaneGate {
     }
 }
 
-/// Whether a frame that came on a lane is one a lane may carry (a read
-/// chunk); anything else on a lane is dropped.
+/// Whether a frame that came on a lane is one a lane may carry toward the
+/// receiver (a read chunk); anything else on a lane is dropped.
 pub fn lane_may_carry(frame: &[u8]) -> bool {
     frame.first() == Some(&FRAME_READ_CHUNK)
+}
+
+/// Whether a frame that came on a lane is one a lane may carry toward the
+/// sharer (an upload's chunk); anything else on a lane is dropped.
+pub fn lane_may_carry_up(frame: &[u8]) -> bool {
+    frame.first() == Some(&FRAME_UPLOAD_CHUNK)
 }
 
 #[cfg(test)]
@@ -516,5 +576,62 @@ mod tests {
         assert!(lane_may_carry(&chunk(10)));
         assert!(!lane_may_carry(&OFFER.encode()));
         assert!(!lane_may_carry(&[]));
+    }
+
+    /// Acknowledgements of one upload that moves `rate` bytes/s, every 256
+    /// KiB, until the gate says something other than Pass or `limit` bytes
+    /// were acknowledged.
+    fn feed_acks(gate: &mut LaneGate, rate: f64, limit: u64) -> Option<GateSays> {
+        let mut written = 0u64;
+        while written < limit {
+            written += 256 << 10;
+            let now = Millis((written as f64 / rate * 1000.0) as u64);
+            let ack = SenderToReceiver::UploadAck {
+                upload: UploadId(4),
+                written,
+            }
+            .encode();
+            match gate.on_session_frame(now, &ack) {
+                GateSays::Pass => {}
+                other => return Some(other),
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_slow_upload_opens_lanes_where_its_chunks_go_on_them() {
+        let mut gate = LaneGate::new(7).with_uploads();
+        gate.on_session_frame(Millis(0), &OFFER.encode());
+        assert_eq!(
+            feed_acks(&mut gate, 3e6, 64 << 20),
+            Some(GateSays::Open {
+                offer: OFFER,
+                count: 7
+            })
+        );
+        // A shell whose uploads take no lanes (the page's) opens none for them.
+        let mut page = LaneGate::new(7);
+        page.on_session_frame(Millis(0), &OFFER.encode());
+        assert_eq!(feed_acks(&mut page, 3e6, 64 << 20), None);
+        // An upload that fills the path opens none either.
+        let mut fast = LaneGate::new(7).with_uploads();
+        fast.on_session_frame(Millis(0), &OFFER.encode());
+        assert_eq!(feed_acks(&mut fast, 40e6, 256 << 20), None);
+    }
+
+    #[test]
+    fn only_upload_chunks_may_travel_up_a_lane() {
+        let up = linkfs_proto::ReceiverToSender::UploadChunk(linkfs_proto::UploadChunk {
+            upload: UploadId(1),
+            offset: 0,
+            hash: [0; 32],
+            data: b"x",
+        })
+        .encode();
+        assert!(lane_may_carry_up(&up));
+        assert!(!lane_may_carry_up(&chunk(10)));
+        assert!(!lane_may_carry_up(&OFFER.encode()));
+        assert!(!lane_may_carry_up(&[]));
     }
 }

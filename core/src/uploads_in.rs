@@ -4,10 +4,17 @@
 //! shell is a queue of [`UploadIo`] to carry out in order (the landing:
 //! begin, write, finish, cancel) and to answer with [`UploadResult`].
 //!
+//! Chunks may come out of order: a visitor with lanes (more connections,
+//! `crate::lanes`) spreads one upload's chunks over them. A chunk past the
+//! next byte is checked against its hash and held until the bytes before it
+//! came; the shell is still asked to write each upload's bytes in order, so
+//! its part file is always a prefix of the file (what a resume goes on from).
+//!
 //! Memory: at most [`MAX_UPLOADS`] uploads per session, each with at most
-//! [`UPLOAD_WINDOW`] bytes sent and not acknowledged, so at most 16 MiB of
-//! a visitor's bytes wait in the queue; a visitor that sends past its window
-//! ends its session.
+//! [`UPLOAD_WINDOW`] bytes sent and not acknowledged (held here out of order
+//! or queued for the shell), so at most 16 MiB of a visitor's bytes wait; a
+//! visitor that sends past its window, or the same bytes twice, ends its
+//! session.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -74,10 +81,23 @@ struct Incoming {
     size: u64,
     hash: [u8; 32],
     phase: Phase,
-    /// The next byte the visitor must send.
+    /// The next byte to be written in order.
     next: u64,
+    /// Chunks past `next`, checked, by offset: (end, bytes). They lie within
+    /// the window, so they hold at most [`UPLOAD_WINDOW`] bytes.
+    ahead: BTreeMap<u64, (u64, Vec<u8>)>,
     /// Bytes the shell has written.
     written: u64,
+}
+
+/// Whether `offset..end` overlaps a chunk held ahead.
+fn overlaps(ahead: &BTreeMap<u64, (u64, Vec<u8>)>, offset: u64, end: u64) -> bool {
+    let before = ahead
+        .range(..=offset)
+        .next_back()
+        .is_some_and(|(_, (e, _))| *e > offset);
+    let after = ahead.range(offset..end).next().is_some();
+    before || after
 }
 
 /// See the module docs.
@@ -103,12 +123,8 @@ pub enum UploadViolation {
     BegunTwice(UploadId),
     #[error("bytes of upload {} before it was ready", .0.0)]
     BeforeReady(UploadId),
-    #[error("upload {}: bytes at {offset} where {next} was next", upload.0)]
-    OutOfOrder {
-        upload: UploadId,
-        offset: u64,
-        next: u64,
-    },
+    #[error("upload {}: bytes at {offset} that came already (or none)", upload.0)]
+    SentTwice { upload: UploadId, offset: u64 },
     #[error("upload {}: {end} bytes of a {size}-byte file", upload.0)]
     PastEnd {
         upload: UploadId,
@@ -192,6 +208,7 @@ impl UploadsIn {
                 hash: b.hash,
                 phase: Phase::Opening,
                 next: 0,
+                ahead: BTreeMap::new(),
                 written: 0,
             },
         );
@@ -212,14 +229,13 @@ impl UploadsIn {
         if u.phase != Phase::Open {
             return Err(UploadViolation::BeforeReady(c.upload));
         }
-        if c.offset != u.next || c.data.is_empty() {
-            return Err(UploadViolation::OutOfOrder {
+        let end = c.offset.saturating_add(c.data.len() as u64);
+        if c.offset < u.next || c.data.is_empty() || overlaps(&u.ahead, c.offset, end) {
+            return Err(UploadViolation::SentTwice {
                 upload: c.upload,
                 offset: c.offset,
-                next: u.next,
             });
         }
-        let end = c.offset + c.data.len() as u64;
         if end > u.size {
             return Err(UploadViolation::PastEnd {
                 upload: c.upload,
@@ -233,6 +249,8 @@ impl UploadsIn {
         if upload_chunk_hash(&u.hash, c.offset, c.data) != c.hash {
             let upload = c.upload;
             self.uploads.remove(&upload);
+            self.io
+                .retain(|io| !matches!(io, UploadIo::Write { upload: u, .. } if *u == upload));
             self.io.push_back(UploadIo::Cancel { upload });
             return Ok(vec![refused(
                 upload,
@@ -243,13 +261,28 @@ impl UploadsIn {
                 ),
             )]);
         }
+        if c.offset > u.next {
+            u.ahead.insert(c.offset, (end, c.data.to_vec()));
+            return Ok(Vec::new());
+        }
+        let mut writes = vec![(c.offset, c.data.to_vec())];
         u.next = end;
-        self.io.push_back(UploadIo::Write {
-            upload: c.upload,
-            offset: c.offset,
-            data: c.data.to_vec(),
-        });
-        if end == u.size {
+        while let Some(entry) = u.ahead.first_entry() {
+            if *entry.key() != u.next {
+                break;
+            }
+            let (offset, (end, data)) = entry.remove_entry();
+            writes.push((offset, data));
+            u.next = end;
+        }
+        for (offset, data) in writes {
+            self.io.push_back(UploadIo::Write {
+                upload: c.upload,
+                offset,
+                data,
+            });
+        }
+        if u.next == u.size {
             u.phase = Phase::Finishing;
             self.io.push_back(UploadIo::Finish { upload: c.upload });
         }

@@ -12,6 +12,7 @@
 //!  it opened / it failed / it closed ----------> link_opened(now) / link_failed(now, kind, words) / link_closed(now)
 //!  frame from the sharer ----------------------> handle_frame(now, frame, handle)
 //!  send this frame <---------------------------- Output::Transmit(frame)
+//!  send this upload chunk (a lane's if any) <--- Output::TransmitBulk(frame)
 //!  close the link, or drop the attempt <-------- Output::CloseLink
 //!  write this <--------------------------------- Output::Store(job)  -> stored(now, result)
 //!  keep this snapshot part for the next write <- Output::SnapshotPart(bytes)
@@ -236,6 +237,10 @@ pub enum StoreJob<F> {
 pub enum Output<F> {
     /// Send this frame on the open data link.
     Transmit(Vec<u8>),
+    /// Send this chunk of an upload on the open data link: a link of several
+    /// connections puts it on one of its lanes (`crate::lanes`), off the
+    /// session's own, whose frames it would hold up behind its repairs.
+    TransmitBulk(Vec<u8>),
     /// Open a data link to the sharer; report how it went.
     Connect,
     /// Close the data link, or drop the attempt under way.
@@ -770,6 +775,9 @@ impl<F: StoredFrame> Visit<F> {
         if self.link == Link::Open
             && let Some(frame) = self.uploads.poll_frame()
         {
+            if frame.first() == Some(&linkfs_proto::FRAME_UPLOAD_CHUNK) {
+                return Output::TransmitBulk(frame);
+            }
             return Output::Transmit(frame);
         }
         if let Some(out) = self.queue.pop_front() {

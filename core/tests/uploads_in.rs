@@ -217,3 +217,78 @@ fn bad_names_too_many_at_once_and_a_visitor_past_its_window_are_refused() {
     );
     assert!(offset as u64 <= UPLOAD_WINDOW, "held {offset} bytes");
 }
+
+/// What a visitor with lanes sends: one upload's chunks spread over several
+/// connections, so they come in any order.
+#[test]
+fn chunks_that_come_out_of_order_are_written_in_order_and_land_whole() {
+    let (mut s, ix) = session(uploads());
+    sent(&mut s, &ix);
+    let file: Vec<u8> = (0..(UPLOAD_CHUNK_LEN * 5 + 77))
+        .map(|i| (i * 7 + i / 251) as u8)
+        .collect();
+    begin(&mut s, &ix, 3, "lanes.bin", &file);
+    s.poll_upload_io();
+    s.handle_upload_io(UploadId(3), UploadResult::Ready { offset: 0 });
+    let chunks: Vec<(usize, usize)> = (0..file.len())
+        .step_by(UPLOAD_CHUNK_LEN)
+        .map(|o| (o, (file.len() - o).min(UPLOAD_CHUNK_LEN)))
+        .collect();
+    let mut written = Vec::new();
+    let mut finished = false;
+    // Last first, then the rest from the second-to-last down to the first.
+    for &(offset, len) in chunks.iter().rev() {
+        s.handle_frame(Millis(0), &chunk(3, &file, offset, len), &ix)
+            .unwrap();
+        while let Some(io) = s.poll_upload_io() {
+            match io {
+                UploadIo::Write { offset, data, .. } => {
+                    assert_eq!(offset as usize, written.len(), "written in order");
+                    written.extend_from_slice(&data);
+                    s.handle_upload_io(
+                        UploadId(3),
+                        UploadResult::Written {
+                            end: written.len() as u64,
+                        },
+                    );
+                }
+                UploadIo::Finish { .. } => finished = true,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        if offset > 0 {
+            assert!(
+                written.is_empty(),
+                "nothing written before the first byte came"
+            );
+        }
+    }
+    assert!(finished, "every byte came: it lands");
+    assert_eq!(written, file);
+}
+
+#[test]
+fn the_same_bytes_sent_twice_end_the_session_out_of_order_too() {
+    let (mut s, ix) = session(uploads());
+    sent(&mut s, &ix);
+    let file = vec![5u8; UPLOAD_CHUNK_LEN * 4];
+    begin(&mut s, &ix, 1, "twice.bin", &file);
+    s.poll_upload_io();
+    s.handle_upload_io(UploadId(1), UploadResult::Ready { offset: 0 });
+    // Held ahead, then a chunk that overlaps it.
+    s.handle_frame(
+        Millis(0),
+        &chunk(1, &file, 2 * UPLOAD_CHUNK_LEN, UPLOAD_CHUNK_LEN),
+        &ix,
+    )
+    .unwrap();
+    let err = s
+        .handle_frame(
+            Millis(0),
+            &chunk(1, &file, 2 * UPLOAD_CHUNK_LEN + 10, UPLOAD_CHUNK_LEN),
+            &ix,
+        )
+        .expect_err("overlapping bytes end the session");
+    assert!(err.to_string().contains("came already"), "{err}");
+    assert!(!s.is_open());
+}

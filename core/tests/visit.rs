@@ -149,7 +149,7 @@ impl Shell {
     fn outputs(&mut self) {
         for _ in 0..1_000_000 {
             match self.visit.poll_output() {
-                Output::Transmit(f) => {
+                Output::Transmit(f) | Output::TransmitBulk(f) => {
                     self.last_sent.push(f.clone());
                     if self.last_sent.len() > 4 {
                         self.last_sent.remove(0);
@@ -875,7 +875,7 @@ fn the_right_password_given_at_the_prompt_says_connected_again_once_the_session_
             for _ in 0..10_000 {
                 match visit.poll_output() {
                     Output::Event(e) => events.push(e),
-                    Output::Transmit(f) => sent.push(f),
+                    Output::Transmit(f) | Output::TransmitBulk(f) => sent.push(f),
                     Output::Timeout(_) => return,
                     _ => {}
                 }

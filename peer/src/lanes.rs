@@ -65,7 +65,7 @@ pub use linkfs_core::lanes::{
     FIRST_LANES, LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT,
     LANE_SAMPLE_BYTES, LANE_SAMPLE_TIME, LANES_CONNECTING_AT_ONCE, MAX_LANES,
 };
-use linkfs_core::lanes::{FrameIs, LaneDo, LaneNo, LaneSet};
+use linkfs_core::lanes::{FrameIs, LaneDo, LaneNo, LaneSet, lane_may_carry_up};
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -73,6 +73,8 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 struct Door<S> {
     joiner: mpsc::Sender<S>,
+    /// Where its lanes' upload chunks go (the session's receiving half).
+    up: mpsc::Sender<Bytes>,
     over: CancellationToken,
     /// Lanes this session may still take.
     left: u8,
@@ -106,12 +108,19 @@ impl<S> std::fmt::Debug for LaneBoard<S> {
     }
 }
 
-/// A lane that found its session: hand the lane's sending half to `joiner`;
-/// `over` fires when the session ends.
+/// A lane that found its session: hand the lane's sending half to `joiner`,
+/// the upload chunks that come on it to `up`; `over` fires when the session
+/// ends.
 pub struct LaneAdmission<S> {
     pub joiner: mpsc::Sender<S>,
+    pub up: mpsc::Sender<Bytes>,
     pub over: CancellationToken,
 }
+
+/// Upload chunks from a session's lanes that wait for the session: at most
+/// this many frames (each at most `MAX_FRAME_LEN`, so under 4 MiB). A full
+/// queue stops reading the lanes, and their flow control the visitor.
+pub const UP_FRAMES: usize = 64;
 
 impl<S: Send + 'static> LaneBoard<S> {
     pub fn new() -> Self {
@@ -122,12 +131,14 @@ impl<S: Send + 'static> LaneBoard<S> {
     /// door is dropped; the offer tells its visitor how to join.
     pub fn open(&self, token: LaneToken, lanes: u8) -> (LaneOffer, LaneDoor<S>) {
         let (joiner, joined) = mpsc::channel(usize::from(lanes.max(1)));
+        let (up, uploads) = mpsc::channel(UP_FRAMES);
         let over = CancellationToken::new();
         if let Ok(mut doors) = self.doors.lock() {
             doors.insert(
                 token,
                 Door {
                     joiner,
+                    up,
                     over: over.clone(),
                     left: lanes,
                 },
@@ -137,6 +148,7 @@ impl<S: Send + 'static> LaneBoard<S> {
             doors: self.doors.clone(),
             token,
             joined,
+            uploads: Some(uploads),
             _over: over.drop_guard(),
         };
         (LaneOffer { token, lanes }, door)
@@ -152,6 +164,7 @@ impl<S: Send + 'static> LaneBoard<S> {
         door.left -= 1;
         Some(LaneAdmission {
             joiner: door.joiner.clone(),
+            up: door.up.clone(),
             over: door.over.clone(),
         })
     }
@@ -163,7 +176,16 @@ pub struct LaneDoor<S> {
     doors: Arc<Mutex<HashMap<LaneToken, Door<S>>>>,
     token: LaneToken,
     joined: mpsc::Receiver<S>,
+    uploads: Option<mpsc::Receiver<Bytes>>,
     _over: DropGuard,
+}
+
+impl<S> LaneDoor<S> {
+    /// The upload chunks the session's lanes carry, for its receiving half
+    /// ([`WithLaneUploads`]); once.
+    pub fn take_uploads(&mut self) -> Option<mpsc::Receiver<Bytes>> {
+        self.uploads.take()
+    }
 }
 
 impl<S> Drop for LaneDoor<S> {
@@ -174,8 +196,10 @@ impl<S> Drop for LaneDoor<S> {
     }
 }
 
-/// Serves a lane the sharer admitted: hands its sending half to the session
-/// and holds the lane open until it ends, the session ends or `cancel` fires.
+/// Serves a lane the sharer admitted: hands its sending half to the session,
+/// its upload chunks to the session's receiving half (anything else that
+/// comes on it is dropped), and holds it open until it ends, the session ends
+/// or `cancel` fires.
 pub async fn hold_lane<L: FrameLink>(
     link: L,
     admission: LaneAdmission<L::Sender>,
@@ -185,18 +209,85 @@ pub async fn hold_lane<L: FrameLink>(
     if admission.joiner.send(tx).await.is_err() {
         return None;
     }
+    let up = admission.up;
+    let carry = async {
+        while let Some(frame) = rx.recv().await {
+            if !lane_may_carry_up(&frame) {
+                tracing::debug!("a lane sent what lanes do not carry: dropped");
+                continue;
+            }
+            if up.send(frame).await.is_err() {
+                // The session's receiving half is gone: it is ending.
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     tokio::select! {
-        () = async { while rx.recv().await.is_some() {} } => Some(rx.closed_reason()),
+        () = carry => Some(rx.closed_reason()),
         () = admission.over.cancelled() => None,
         () = cancel.cancelled() => None,
     }
 }
 
-/// The sending half of a session's link with its lanes: see the module docs.
+/// A session's receiving half with the upload chunks its lanes carry: the
+/// frames of its own link, and those. It ends when its own link does.
+pub struct WithLaneUploads<R> {
+    primary: R,
+    uploads: Option<mpsc::Receiver<Bytes>>,
+}
+
+impl<R: FrameReceiver> WithLaneUploads<R> {
+    pub fn new(primary: R, uploads: Option<mpsc::Receiver<Bytes>>) -> Self {
+        WithLaneUploads { primary, uploads }
+    }
+}
+
+impl<R: FrameReceiver> FrameReceiver for WithLaneUploads<R> {
+    async fn recv(&mut self) -> Option<Bytes> {
+        loop {
+            let Some(uploads) = self.uploads.as_mut() else {
+                return self.primary.recv().await;
+            };
+            tokio::select! {
+                frame = self.primary.recv() => return frame,
+                up = uploads.recv() => match up {
+                    Some(frame) => return Some(frame),
+                    None => self.uploads = None,
+                },
+            }
+        }
+    }
+
+    fn closed_reason(&self) -> LinkClosed {
+        self.primary.closed_reason()
+    }
+}
+
+/// Where lanes come to a [`LanedSender`] from.
+enum Joining<S> {
+    /// The sharer's door: visitors' lanes join through the board.
+    Door(LaneDoor<S>),
+    /// A visitor's own lanes, as its receiving half connects them.
+    Own(mpsc::Receiver<S>),
+}
+
+impl<S> Joining<S> {
+    fn joined(&mut self) -> &mut mpsc::Receiver<S> {
+        match self {
+            Joining::Door(door) => &mut door.joined,
+            Joining::Own(joined) => joined,
+        }
+    }
+}
+
+/// The sending half of a session's link with its lanes: bulk (a long read's
+/// chunks on the sharer's side, upload chunks on a visitor's) goes on the
+/// lanes once one joined, everything else on the session's own link. See the
+/// module docs.
 pub struct LanedSender<S> {
     primary: S,
     lanes: Vec<S>,
-    door: Option<LaneDoor<S>>,
+    joining: Option<Joining<S>>,
     /// The offer, until it went out (first, on the session's link).
     offer: Option<Bytes>,
     /// Where the next `send` goes: a lane, or the session's link.
@@ -206,15 +297,27 @@ pub struct LanedSender<S> {
 impl<S: FrameSender> LanedSender<S> {
     /// `primary` alone, or with lanes through `door` (its offer is sent first).
     pub fn new(primary: S, lanes: Option<(LaneOffer, LaneDoor<S>)>) -> Self {
-        let (offer, door) = match lanes {
-            Some((offer, door)) => (Some(Bytes::from(offer.encode())), Some(door)),
+        let (offer, joining) = match lanes {
+            Some((offer, door)) => (Some(Bytes::from(offer.encode())), Some(Joining::Door(door))),
             None => (None, None),
         };
         LanedSender {
             primary,
             lanes: Vec::new(),
-            door,
+            joining,
             offer,
+            pick: None,
+        }
+    }
+
+    /// A visitor's `primary`, with the lanes its receiving half connects
+    /// sent to it through `joined`.
+    pub fn joined_by(primary: S, joined: mpsc::Receiver<S>) -> Self {
+        LanedSender {
+            primary,
+            lanes: Vec::new(),
+            joining: Some(Joining::Own(joined)),
+            offer: None,
             pick: None,
         }
     }
@@ -225,8 +328,8 @@ impl<S: FrameSender> LanedSender<S> {
     }
 
     fn take_joined(&mut self) {
-        if let Some(door) = self.door.as_mut() {
-            while let Ok(lane) = door.joined.try_recv() {
+        if let Some(joining) = self.joining.as_mut() {
+            while let Ok(lane) = joining.joined().try_recv() {
                 self.lanes.push(lane);
             }
         }
@@ -256,12 +359,13 @@ impl<S: FrameSender> FrameSender for LanedSender<S> {
         self.pick = None;
         self.send_offer().await?;
         self.take_joined();
-        if !bulk || (self.lanes.is_empty() && self.door.is_none()) {
+        if !bulk || (self.lanes.is_empty() && self.joining.is_none()) {
             return self.primary.ready().await;
         }
         loop {
             let ready = {
-                let (primary, lanes, door) = (&mut self.primary, &mut self.lanes, &mut self.door);
+                let (primary, lanes, joining) =
+                    (&mut self.primary, &mut self.lanes, &mut self.joining);
                 let mut waits: Vec<Boxed<'_, Ready<S>>> = Vec::with_capacity(lanes.len() + 2);
                 // The session's own link takes bulk only while no lane joined.
                 if lanes.is_empty() {
@@ -274,9 +378,9 @@ impl<S: FrameSender> FrameSender for LanedSender<S> {
                         async move { Ready::Link(i + 1, lane.ready().await) },
                     ));
                 }
-                if let Some(door) = door.as_mut() {
+                if let Some(joining) = joining.as_mut() {
                     waits.push(Box::pin(async move {
-                        match door.joined.recv().await {
+                        match joining.joined().recv().await {
                             Some(lane) => Ready::Joined(lane),
                             None => Ready::DoorShut,
                         }
@@ -295,9 +399,9 @@ impl<S: FrameSender> FrameSender for LanedSender<S> {
                     self.lanes.remove(i - 1);
                 }
                 Ready::Joined(lane) => self.lanes.push(lane),
-                Ready::DoorShut => self.door = None,
+                Ready::DoorShut => self.joining = None,
             }
-            if self.lanes.is_empty() && self.door.is_none() {
+            if self.lanes.is_empty() && self.joining.is_none() {
                 return self.primary.ready().await;
             }
         }
@@ -319,7 +423,7 @@ impl<S: FrameSender> FrameSender for LanedSender<S> {
 
     async fn close(self) {
         // The door first: no lane joins a session that is closing.
-        drop(self.door);
+        drop(self.joining);
         join_all(self.lanes.into_iter().map(|l| l.close())).await;
         self.primary.close().await;
     }
@@ -378,23 +482,27 @@ impl<L: FrameLink> LanedLink<L> {
 }
 
 impl<L: FrameLink> FrameLink for LanedLink<L> {
-    type Sender = L::Sender;
+    type Sender = LanedSender<L::Sender>;
     type Receiver = LanedReceiver<L>;
 
-    fn split(self) -> (L::Sender, LanedReceiver<L>) {
+    fn split(self) -> (LanedSender<L::Sender>, LanedReceiver<L>) {
         let (tx, rx) = self.link.split();
+        // Each lane's sending half goes to the sending half as it opens (at
+        // most MAX_LANES of them, ever).
+        let (hand_over, joined) = mpsc::channel(usize::from(MAX_LANES) + 1);
         // At most one round trip and LANES_CONNECTING_AT_ONCE connects are
         // outstanding (the set's bounds).
         let (told, news) = mpsc::channel(LANES_CONNECTING_AT_ONCE + 1);
         let opening = CancellationToken::new();
         (
-            tx,
+            LanedSender::joined_by(tx, joined),
             LanedReceiver {
                 primary: rx,
                 lanes: Vec::new(),
+                hand_over,
                 news,
                 told,
-                set: LaneSet::new(self.maker.as_ref().map_or(0, |m| m.lanes)),
+                set: LaneSet::new(self.maker.as_ref().map_or(0, |m| m.lanes)).with_uploads(),
                 clock: tokio::time::Instant::now(),
                 maker: self.maker,
                 opening: opening.clone(),
@@ -418,8 +526,10 @@ enum LaneNews<L: FrameLink> {
 /// decides everything about lanes; this half connects and reads them.
 pub struct LanedReceiver<L: FrameLink> {
     primary: L::Receiver,
-    /// Open lanes (the sending half only keeps the connection).
-    lanes: Vec<(LaneNo, L::Sender, L::Receiver)>,
+    /// Open lanes.
+    lanes: Vec<(LaneNo, L::Receiver)>,
+    /// Their sending halves go to the link's sending half (uploads go on them).
+    hand_over: mpsc::Sender<L::Sender>,
     news: mpsc::Receiver<LaneNews<L>>,
     /// A clone goes to each task.
     told: mpsc::Sender<LaneNews<L>>,
@@ -530,7 +640,7 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                 let (primary, lanes, news) = (&mut self.primary, &mut self.lanes, &mut self.news);
                 let mut waits: Vec<Boxed<'_, Got<L>>> = Vec::with_capacity(lanes.len() + 3);
                 waits.push(Box::pin(async move { Got::Primary(primary.recv().await) }));
-                for (i, (_, _, lane)) in lanes.iter_mut().enumerate() {
+                for (i, (_, lane)) in lanes.iter_mut().enumerate() {
                     waits.push(Box::pin(async move { Got::Lane(i, lane.recv().await) }));
                 }
                 // Never ends: this half keeps a sender.
@@ -572,7 +682,7 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                     }
                 }
                 Got::Lane(i, None) => {
-                    let (lane, _, rx) = self.lanes.remove(i);
+                    let (lane, rx) = self.lanes.remove(i);
                     let reason = rx.closed_reason();
                     tracing::debug!(%reason, "a lane ended; the link follows unless the sharer says why");
                     self.lane_end.get_or_insert(reason);
@@ -585,7 +695,10 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                     None
                 }
                 Got::News(LaneNews::Connected(lane, Some((tx, rx)))) => {
-                    self.lanes.push((lane, tx, rx));
+                    if self.hand_over.try_send(tx).is_err() {
+                        tracing::debug!("a lane's sending half had nowhere to go: it only reads");
+                    }
+                    self.lanes.push((lane, rx));
                     self.set.lane_opened(lane);
                     None
                 }

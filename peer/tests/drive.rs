@@ -21,7 +21,9 @@ use linkfs_peer::sharer::{
 };
 use linkfs_peer::visit::{Client, ReadError, native_receiver_config};
 use linkfs_peer::walk::{WalkOptions, Walker};
-use linkfs_proto::{EntryId, EntryKind, Epoch, FRAME_READ_CHUNK, LaneJoin, LaneToken};
+use linkfs_proto::{
+    EntryId, EntryKind, Epoch, FRAME_READ_CHUNK, FRAME_UPLOAD_CHUNK, LaneJoin, LaneToken,
+};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -289,10 +291,35 @@ async fn the_receiver_reconnects_after_cuts_and_resumes_its_index_and_reads() {
 
 // ------------------------------------------------------------------ lanes
 
-/// A memory link whose receiving half counts the chunk bytes it delivers.
+/// A memory link whose receiving half counts the read chunk bytes it
+/// delivers, and whose sending half the upload chunk bytes it sends.
 struct Counted {
     link: MemoryLink,
     chunk_bytes: Arc<AtomicU64>,
+    up_bytes: Arc<AtomicU64>,
+}
+
+struct CountedSender {
+    inner: MemorySender,
+    up_bytes: Arc<AtomicU64>,
+}
+
+impl FrameSender for CountedSender {
+    async fn ready(&mut self) -> Result<(), linkfs_peer::drive::LinkClosed> {
+        self.inner.ready().await
+    }
+
+    fn send(&mut self, frame: Bytes) -> Result<(), linkfs_peer::drive::LinkClosed> {
+        if frame.first() == Some(&FRAME_UPLOAD_CHUNK) {
+            self.up_bytes
+                .fetch_add(frame.len() as u64, Ordering::Relaxed);
+        }
+        self.inner.send(frame)
+    }
+
+    async fn close(self) {
+        self.inner.close().await
+    }
 }
 
 struct CountedReceiver {
@@ -301,12 +328,15 @@ struct CountedReceiver {
 }
 
 impl FrameLink for Counted {
-    type Sender = MemorySender;
+    type Sender = CountedSender;
     type Receiver = CountedReceiver;
-    fn split(self) -> (MemorySender, CountedReceiver) {
+    fn split(self) -> (CountedSender, CountedReceiver) {
         let (tx, rx) = self.link.split();
         (
-            tx,
+            CountedSender {
+                inner: tx,
+                up_bytes: self.up_bytes,
+            },
             CountedReceiver {
                 inner: rx,
                 chunk_bytes: self.chunk_bytes,
@@ -348,6 +378,9 @@ struct LanedShare {
     /// Chunk bytes that came on session links, and on lanes.
     primary_bytes: Arc<AtomicU64>,
     lane_bytes: Arc<AtomicU64>,
+    /// Upload chunk bytes the visitor sent on session links, and on lanes.
+    primary_up: Arc<AtomicU64>,
+    lane_up: Arc<AtomicU64>,
     lanes_made: Arc<AtomicU32>,
     lane_cuts: Arc<std::sync::Mutex<Vec<linkfs_peer::drive::memory::Cut>>>,
 }
@@ -364,6 +397,41 @@ impl LanedShare {
             board: takes_lanes.then(LaneBoard::new),
             primary_bytes: Arc::default(),
             lane_bytes: Arc::default(),
+            primary_up: Arc::default(),
+            lane_up: Arc::default(),
+            lanes_made: Arc::default(),
+            lane_cuts: Arc::default(),
+        }
+    }
+
+    /// A sharer whose link takes files (landing in `root`), with lanes.
+    async fn taking_uploads(root: &Path) -> LanedShare {
+        let config = SenderConfig {
+            rights: linkfs_proto::Rights {
+                list: true,
+                upload: true,
+                ..linkfs_proto::Rights::default()
+            },
+            ..quick_sender()
+        };
+        let mut shared = index_of(root, config).await;
+        shared.ctx.intake = Some(linkfs_peer::sharer::intake::UploadPlace {
+            dock: linkfs_peer::sharer::landing::Dock::open(root).unwrap(),
+            folder: String::new(),
+            link: linkfs_core::LinkId(1),
+            ledger: Arc::new(linkfs_peer::sharer::intake::UploadLedger::new(
+                0, 0, 0, 0, 0,
+            )),
+            drop: false,
+        });
+        LanedShare {
+            shared,
+            model: DISTANT,
+            board: Some(LaneBoard::new()),
+            primary_bytes: Arc::default(),
+            lane_bytes: Arc::default(),
+            primary_up: Arc::default(),
+            lane_up: Arc::default(),
             lanes_made: Arc::default(),
             lane_cuts: Arc::default(),
         }
@@ -372,7 +440,8 @@ impl LanedShare {
     /// A link from the visitor, served as the real sharer serves one.
     fn link(&self, seed: u64, counter: &Arc<AtomicU64>) -> Counted {
         let (a, b, cut) = MemoryLink::pair_with_cut(self.model, seed);
-        if Arc::ptr_eq(counter, &self.lane_bytes) {
+        let lane = Arc::ptr_eq(counter, &self.lane_bytes);
+        if lane {
             self.lane_cuts.lock().unwrap().push(cut);
         }
         let (ctx, board) = (self.shared.ctx.clone(), self.board.clone());
@@ -380,6 +449,12 @@ impl LanedShare {
         Counted {
             link: b,
             chunk_bytes: counter.clone(),
+            up_bytes: if lane {
+                &self.lane_up
+            } else {
+                &self.primary_up
+            }
+            .clone(),
         }
     }
 
@@ -637,4 +712,51 @@ async fn a_stopping_sharer_with_lanes_open_ends_its_visitor_with_its_goodbye() {
         0,
         "the lanes' ends are not a lost link"
     );
+}
+
+/// Issue 35: a visitor's upload on a slow, distant path opens lanes as a
+/// slow read does, its chunks go up them (off the session's own link once
+/// one joined), the sharer takes them in any order, and the file lands whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_at_a_distance_spreads_over_lanes_and_lands_byte_for_byte() {
+    let dir = TempDir::new("lanes-up");
+    std::fs::write(dir.0.join("small.txt"), b"small").unwrap();
+    let src = TempDir::new("lanes-up-src");
+    let want = bytes(7, 16 << 20);
+    std::fs::write(src.0.join("up.bin"), &want).unwrap();
+    let share = Arc::new(LanedShare::taking_uploads(&dir.0).await);
+    let client = share.visit(MAX_LANES, Duration::from_millis(10)).await;
+
+    struct Quiet;
+    impl linkfs_peer::visit::put::PutProgress for Quiet {
+        fn advanced(&self, _: u64) {}
+        fn say(&self, _: String) {}
+    }
+    let (files, skipped) = linkfs_peer::visit::put::gather(&[src.0.join("up.bin")], "");
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let summary = tokio::time::timeout(
+        Duration::from_secs(60),
+        linkfs_peer::visit::put::put(&client, files, &Quiet),
+    )
+    .await
+    .expect("the upload finishes within 60 s");
+    assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+    let landed = std::fs::read(dir.0.join("up.bin")).expect("the file landed");
+    assert!(landed == want, "the landed bytes are the file's");
+
+    let (primary, lanes) = (
+        share.primary_up.load(Ordering::Relaxed),
+        share.lane_up.load(Ordering::Relaxed),
+    );
+    assert!(
+        share.lanes_made.load(Ordering::Relaxed) >= 1,
+        "a slow upload opened lanes"
+    );
+    assert!(
+        lanes >= 4 << 20,
+        "lanes carried {lanes} of {} upload bytes",
+        primary + lanes
+    );
+    assert_eq!(client.status().reconnects, 0);
+    client.shutdown().await;
 }

@@ -122,6 +122,13 @@ impl LaneSet {
         }
     }
 
+    /// The same set, for a shell that puts its upload chunks on lanes
+    /// ([`LaneGate::with_uploads`]).
+    pub fn with_uploads(mut self) -> Self {
+        self.gate = self.gate.with_uploads();
+        self
+    }
+
     /// A frame of `len` bytes on the session's own link at `now`, from its
     /// first bytes (at least [`super::FRAME_HEAD_BYTES`] of them, or all).
     pub fn on_session_frame(&mut self, now: Millis, head: &[u8], len: usize) -> FrameIs {

@@ -22,7 +22,7 @@ use super::disk::{OpenFiles, ShareRoot};
 use crate::drive::{
     Clock, Drive, DrivenSession, FrameLink, FrameReceiver, FrameSender, LinkClosed, drive,
 };
-use crate::lanes::{LaneBoard, LanedSender, MAX_LANES, hold_lane};
+use crate::lanes::{LaneBoard, LanedSender, MAX_LANES, WithLaneUploads, hold_lane};
 
 /// Why serving one receiver ended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -401,11 +401,13 @@ pub async fn serve_session<S: FrameSender, R: FrameReceiver>(
     ctx: &ServeContext,
     board: Option<&LaneBoard<S>>,
 ) -> ServeOutcome {
-    let lanes = board.and_then(|b| {
+    let mut lanes = board.and_then(|b| {
         let token = crate::random::random_bytes::<16>().ok()?;
         Some(b.open(LaneToken(token), MAX_LANES))
     });
-    let link = Halves(LanedSender::new(tx, lanes), FirstThen { first, rest: rx });
+    let uploads = lanes.as_mut().and_then(|(_, door)| door.take_uploads());
+    let rx = WithLaneUploads::new(FirstThen { first, rest: rx }, uploads);
+    let link = Halves(LanedSender::new(tx, lanes), rx);
     let mut session = ServedSession::new(ctx);
     drive(&mut session, link, ctx.cancel.clone(), Clock::start()).await
 }

@@ -577,13 +577,14 @@ impl VisitShell {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Does what the visit says until it has a frame to send (returned) or
-    /// says to wait.
-    fn pump(&mut self) -> Option<Vec<u8>> {
+    /// Does what the visit says until it has a frame to send (returned, as
+    /// the drive loop takes it) or says to wait.
+    fn pump(&mut self) -> Option<Drive<LinkEnd>> {
         loop {
             let out = self.lock().poll_output();
             match out {
-                Output::Transmit(frame) => return Some(frame),
+                Output::Transmit(frame) => return Some(Drive::Transmit(frame)),
+                Output::TransmitBulk(frame) => return Some(Drive::TransmitBulk(frame)),
                 Output::Connect => self.asked_connect = true,
                 Output::CloseLink => self.asked_close = true,
                 Output::Event(e) => self.event(e),
@@ -823,8 +824,8 @@ impl DrivenSession for VisitShell {
 
     fn poll_output(&mut self, _now: Millis, room: bool) -> Drive<LinkEnd> {
         // The visit's frames wait in it while the loop has no room.
-        if room && let Some(frame) = self.pump() {
-            return Drive::Transmit(frame);
+        if room && let Some(transmit) = self.pump() {
+            return transmit;
         }
         if self.asked_close || self.link_lost {
             return Drive::End(LinkEnd::Over);
