@@ -592,6 +592,9 @@ impl Receiver {
                 self.end(reason);
             }
             SenderToReceiver::Rights(r) => self.upload_news(crate::UploadNews::Rights(r)),
+            SenderToReceiver::UploadWindow { bytes } => {
+                self.upload_news(crate::UploadNews::Window(bytes));
+            }
             SenderToReceiver::UploadReady(r) => self.upload_news(crate::UploadNews::Ready(r)),
             SenderToReceiver::UploadAck { upload, written } => {
                 self.upload_news(crate::UploadNews::Ack { upload, written });

@@ -479,6 +479,14 @@ impl SenderSession {
                 self.control.push_back(welcome.clone());
                 self.control
                     .push_back(SenderToReceiver::Rights(self.config.rights).encode());
+                if self.config.rights.upload {
+                    self.control.push_back(
+                        SenderToReceiver::UploadWindow {
+                            bytes: linkfs_proto::SESSION_UPLOAD_WINDOW,
+                        }
+                        .encode(),
+                    );
+                }
                 self.hello = Some((h, welcome));
                 Ok(())
             }

@@ -10,17 +10,18 @@
 //! came; the shell is still asked to write each upload's bytes in order, so
 //! its part file is always a prefix of the file (what a resume goes on from).
 //!
-//! Memory: at most [`MAX_UPLOADS`] uploads per session, each with at most
-//! [`UPLOAD_WINDOW`] bytes sent and not acknowledged (held here out of order
-//! or queued for the shell), so at most 16 MiB of a visitor's bytes wait; a
-//! visitor that sends past its window, or the same bytes twice, ends its
-//! session.
+//! Memory: at most [`SESSION_UPLOAD_WINDOW`] bytes of all of a session's
+//! uploads sent and not yet written (held here out of order or queued for the
+//! shell), said to the visitor after its rights (`UploadWindow`). A visitor
+//! not told keeps [`UPLOAD_WINDOW`] per upload, which is within it (at most
+//! [`MAX_UPLOADS`] uploads at once). A visitor that sends past the window, or
+//! the same bytes twice, ends its session.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use linkfs_proto::{
-    Rights, SenderToReceiver, UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadDone, UploadId,
-    UploadReady, UploadRefusal, UploadRefused, upload_chunk_hash,
+    Rights, SESSION_UPLOAD_WINDOW, SenderToReceiver, UploadBegin, UploadChunk, UploadDone,
+    UploadId, UploadReady, UploadRefusal, UploadRefused, upload_chunk_hash,
 };
 
 use crate::upload_name::{NameRules, SafePath, safe_path_with};
@@ -86,6 +87,8 @@ struct Incoming {
     /// Chunks past `next`, checked, by offset: (end, bytes). They lie within
     /// the window, so they hold at most [`UPLOAD_WINDOW`] bytes.
     ahead: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// The end of the furthest bytes that came (`next`, or past it).
+    furthest: u64,
     /// Bytes the shell has written.
     written: u64,
 }
@@ -131,7 +134,7 @@ pub enum UploadViolation {
         end: u64,
         size: u64,
     },
-    #[error("upload {}: more than {UPLOAD_WINDOW} bytes sent ahead of the sharer", .0.0)]
+    #[error("upload {}: more than {SESSION_UPLOAD_WINDOW} bytes sent ahead of the sharer", .0.0)]
     PastWindow(UploadId),
 }
 
@@ -209,6 +212,7 @@ impl UploadsIn {
                 phase: Phase::Opening,
                 next: 0,
                 ahead: BTreeMap::new(),
+                furthest: 0,
                 written: 0,
             },
         );
@@ -222,6 +226,14 @@ impl UploadsIn {
     }
 
     pub fn chunk(&mut self, c: &UploadChunk<'_>) -> Replies {
+        // The other uploads' bytes that came and are not written (the
+        // session's window counts them all).
+        let others: u64 = self
+            .uploads
+            .iter()
+            .filter(|(id, _)| **id != c.upload)
+            .map(|(_, o)| o.furthest.saturating_sub(o.written))
+            .sum();
         let Some(u) = self.uploads.get_mut(&c.upload) else {
             // Cancelled or refused while this was on its way: dropped.
             return Ok(Vec::new());
@@ -243,7 +255,9 @@ impl UploadsIn {
                 size: u.size,
             });
         }
-        if end - u.written > UPLOAD_WINDOW {
+        // The session's window: every upload's bytes that came and are not
+        // written, this chunk's included.
+        if others + end.max(u.furthest) - u.written > SESSION_UPLOAD_WINDOW {
             return Err(UploadViolation::PastWindow(c.upload));
         }
         if upload_chunk_hash(&u.hash, c.offset, c.data) != c.hash {
@@ -261,6 +275,7 @@ impl UploadsIn {
                 ),
             )]);
         }
+        u.furthest = u.furthest.max(end);
         if c.offset > u.next {
             u.ahead.insert(c.offset, (end, c.data.to_vec()));
             return Ok(Vec::new());
@@ -326,6 +341,7 @@ impl UploadsIn {
         match result {
             UploadResult::Ready { offset } if u.phase == Phase::Opening && offset <= u.size => {
                 u.next = offset;
+                u.furthest = offset;
                 u.written = offset;
                 u.phase = Phase::Open;
                 let ready = SenderToReceiver::UploadReady(UploadReady {

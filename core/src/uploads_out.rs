@@ -15,8 +15,11 @@
 //! ```
 //!
 //! Bounds: at most [`UPLOAD_WINDOW`] bytes of an upload asked of the shell
-//! and not yet acknowledged by the sharer; [`crate::MAX_UPLOADS`] uploads
-//! begun at once (the rest wait their turn, in the order added).
+//! and not yet acknowledged by the sharer, or, where the sharer said its
+//! `UploadWindow`, at most that many of all uploads together (so one upload
+//! may use it all: over lanes a lost packet holds back the bytes after it);
+//! [`crate::MAX_UPLOADS`] uploads begun at once (the rest wait their turn, in
+//! the order added).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -31,8 +34,13 @@ use crate::MAX_UPLOADS;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UploadNews {
     Rights(Rights),
+    /// The session's window for all uploads together.
+    Window(u64),
     Ready(UploadReady),
-    Ack { upload: UploadId, written: u64 },
+    Ack {
+        upload: UploadId,
+        written: u64,
+    },
     Done(UploadDone),
     Refused(UploadRefused),
 }
@@ -98,6 +106,8 @@ pub struct UploadsOut {
     /// A session is open (frames may go out).
     open: bool,
     rights: Option<Rights>,
+    /// The window the sharer said for this session, if it did.
+    window: Option<u64>,
 }
 
 impl UploadsOut {
@@ -153,6 +163,8 @@ impl UploadsOut {
     /// and not written is sent again then (from where the sharer says).
     pub fn session_lost(&mut self) {
         self.open = false;
+        // The next session's sharer says its own (or keeps the first rule).
+        self.window = None;
         self.frames.clear();
         for u in self.uploads.values_mut() {
             u.phase = Phase::Waiting;
@@ -193,13 +205,26 @@ impl UploadsOut {
         if !self.open {
             return None;
         }
+        // Room left in the session's window (all uploads together), if the
+        // sharer said one; else each upload has UPLOAD_WINDOW of its own.
+        let mut shared = self.window.map(|w| {
+            let out: u64 = self
+                .uploads
+                .values()
+                .filter(|u| u.phase == Phase::Sending)
+                .map(|u| u.asked - u.written)
+                .sum();
+            w.saturating_sub(out)
+        });
         for (id, u) in &mut self.uploads {
-            if u.phase == Phase::Sending && u.asked < u.size && u.asked - u.written < UPLOAD_WINDOW
-            {
-                let len = (u.size - u.asked).min(UPLOAD_CHUNK_LEN as u64);
-                let len = len.min(UPLOAD_WINDOW - (u.asked - u.written));
+            let room = shared.unwrap_or(UPLOAD_WINDOW.saturating_sub(u.asked - u.written));
+            if u.phase == Phase::Sending && u.asked < u.size && room > 0 {
+                let len = (u.size - u.asked).min(UPLOAD_CHUNK_LEN as u64).min(room);
                 let at = u.asked;
                 u.asked += len;
+                if let Some(left) = shared.as_mut() {
+                    *left -= len;
+                }
                 return Some((*id, at, len as usize));
             }
         }
@@ -252,6 +277,7 @@ impl UploadsOut {
     pub fn handle(&mut self, news: UploadNews) {
         match news {
             UploadNews::Rights(r) => self.handle_rights(r),
+            UploadNews::Window(bytes) => self.window = Some(bytes),
             UploadNews::Ready(r) => self.handle_ready(r),
             UploadNews::Ack { upload, written } => self.handle_ack(upload, written),
             UploadNews::Done(d) => self.handle_done(d),
@@ -313,5 +339,74 @@ impl UploadsOut {
             });
             self.begin_waiting();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linkfs_proto::SESSION_UPLOAD_WINDOW;
+
+    /// Bytes asked of the shell for one upload of `size` bytes, nothing
+    /// acknowledged, after the sharer said `window` (or nothing).
+    fn asked_without_acks(window: Option<u64>, lost_first: bool) -> u64 {
+        let mut out = UploadsOut::default();
+        out.session_opened();
+        if let Some(w) = window {
+            out.handle(UploadNews::Window(w));
+        }
+        if lost_first {
+            out.session_lost();
+            out.session_opened();
+        }
+        let size = 64 << 20;
+        let id = out.start(b"big".to_vec(), size, [0; 32]);
+        out.handle_ready(UploadReady {
+            upload: id,
+            offset: 0,
+            path: "big".into(),
+            changes: String::new(),
+        });
+        let mut asked = 0;
+        while let Some((_, _, len)) = out.poll_read() {
+            asked += len as u64;
+            assert!(asked <= size);
+        }
+        asked
+    }
+
+    #[test]
+    fn one_upload_may_use_the_whole_window_the_sharer_said_and_only_that() {
+        assert_eq!(asked_without_acks(None, false), UPLOAD_WINDOW);
+        assert_eq!(
+            asked_without_acks(Some(SESSION_UPLOAD_WINDOW), false),
+            SESSION_UPLOAD_WINDOW
+        );
+        // A new session's sharer says its own; until then the first rule.
+        assert_eq!(
+            asked_without_acks(Some(SESSION_UPLOAD_WINDOW), true),
+            UPLOAD_WINDOW
+        );
+    }
+
+    #[test]
+    fn the_window_the_sharer_said_is_shared_by_every_upload() {
+        let mut out = UploadsOut::default();
+        out.session_opened();
+        out.handle(UploadNews::Window(8 << 20));
+        for name in ["a", "b", "c"] {
+            let id = out.start(name.as_bytes().to_vec(), 16 << 20, [0; 32]);
+            out.handle_ready(UploadReady {
+                upload: id,
+                offset: 0,
+                path: name.into(),
+                changes: String::new(),
+            });
+        }
+        let mut asked = 0;
+        while let Some((_, _, len)) = out.poll_read() {
+            asked += len as u64;
+        }
+        assert_eq!(asked, 8 << 20, "all three together within the window");
     }
 }

@@ -5,8 +5,9 @@ use linkfs_core::{
     MAX_UPLOADS, Millis, SenderConfig, SenderSession, ShareIndex, UploadIo, UploadResult,
 };
 use linkfs_proto::{
-    Epoch, Hello, PROTOCOL_VERSION, ReceiverToSender, Rights, SenderToReceiver, UPLOAD_CHUNK_LEN,
-    UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadId, UploadRefusal, upload_chunk_hash,
+    Epoch, Hello, PROTOCOL_VERSION, ReceiverToSender, Rights, SESSION_UPLOAD_WINDOW,
+    SenderToReceiver, UPLOAD_CHUNK_LEN, UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadId,
+    UploadRefusal, upload_chunk_hash,
 };
 
 fn session(rights: Rights) -> (SenderSession, ShareIndex) {
@@ -196,7 +197,7 @@ fn bad_names_too_many_at_once_and_a_visitor_past_its_window_are_refused() {
 
     // Past the window (nothing acknowledged): the session ends.
     let (mut s, ix) = session(uploads());
-    let file = vec![0u8; (UPLOAD_WINDOW as usize) + 2 * UPLOAD_CHUNK_LEN];
+    let file = vec![0u8; (SESSION_UPLOAD_WINDOW as usize) + 2 * UPLOAD_CHUNK_LEN];
     begin(&mut s, &ix, 1, "big", &file);
     s.poll_upload_io();
     s.handle_upload_io(UploadId(1), UploadResult::Ready { offset: 0 });
@@ -215,7 +216,67 @@ fn bad_names_too_many_at_once_and_a_visitor_past_its_window_are_refused() {
         ended && !s.is_open(),
         "a visitor past its window ends its session"
     );
-    assert!(offset as u64 <= UPLOAD_WINDOW, "held {offset} bytes");
+    assert!(
+        offset as u64 <= SESSION_UPLOAD_WINDOW,
+        "held {offset} bytes"
+    );
+}
+
+/// The window is the session's: every upload's bytes not yet written count
+/// together, so four uploads cannot hold four windows.
+#[test]
+fn the_window_counts_every_upload_of_the_session_together() {
+    let (mut s, ix) = session(uploads());
+    let told = sent(&mut s, &ix)
+        .iter()
+        .find_map(|f| match SenderToReceiver::decode(f) {
+            Ok(SenderToReceiver::UploadWindow { bytes }) => Some(bytes),
+            _ => None,
+        });
+    assert_eq!(
+        told,
+        Some(SESSION_UPLOAD_WINDOW),
+        "the sharer says its window"
+    );
+    assert!(
+        SESSION_UPLOAD_WINDOW >= MAX_UPLOADS as u64 * UPLOAD_WINDOW,
+        "a visitor that was not told stays within it"
+    );
+    let each = (SESSION_UPLOAD_WINDOW as usize) / 2 + UPLOAD_CHUNK_LEN;
+    let file = vec![9u8; each];
+    for id in [1, 2] {
+        begin(&mut s, &ix, id, &format!("f{id}"), &file);
+        s.poll_upload_io();
+        s.handle_upload_io(UploadId(id), UploadResult::Ready { offset: 0 });
+    }
+    let mut ended = None;
+    'send: for id in [1u32, 2] {
+        let mut offset = 0;
+        while offset < file.len() {
+            let len = (file.len() - offset).min(UPLOAD_CHUNK_LEN);
+            if let Err(e) = s.handle_frame(Millis(0), &chunk(id, &file, offset, len), &ix) {
+                ended = Some((id, offset, e.to_string()));
+                break 'send;
+            }
+            offset += len;
+        }
+    }
+    let (id, offset, words) = ended.expect("two uploads past the session's window end it");
+    assert_eq!(id, 2, "the first upload fits alone");
+    assert!(
+        (file.len() + offset) as u64 <= SESSION_UPLOAD_WINDOW + UPLOAD_CHUNK_LEN as u64,
+        "ended at {offset} of the second"
+    );
+    assert!(words.contains("ahead of the sharer"), "{words}");
+}
+
+#[test]
+fn a_sharer_whose_link_takes_no_files_says_no_window() {
+    let (mut s, ix) = session(SenderConfig::default().rights);
+    assert!(!sent(&mut s, &ix).iter().any(|f| matches!(
+        SenderToReceiver::decode(f),
+        Ok(SenderToReceiver::UploadWindow { .. })
+    )));
 }
 
 /// What a visitor with lanes sends: one upload's chunks spread over several

@@ -21,10 +21,20 @@
 //!  order
 //! ```
 //!
-//! Only `ReadChunk` frames ever travel on a lane, and a chunk names its read,
-//! offset and hash: the receiving session takes chunks in any order, so the
-//! sessions on both sides know nothing of lanes (the sharer's session only
-//! marks which chunks are bulk). Once a lane joined, bulk stays off the
+//! Only `ReadChunk` frames travel down a lane and `UploadChunk` frames up
+//! one, and a chunk names its read or upload, offset and hash: the receiving
+//! session takes chunks in any order (the sharer's holds an upload's chunks
+//! that came early, within its window, and writes them in order), so the
+//! sessions on both sides know nothing of lanes (each only marks which
+//! chunks are bulk: a long read's on the sharer's side, an upload's on the
+//! visitor's).
+//!
+//! Uploads the same way round: the visitor's [`LanedSender`] puts its upload
+//! chunks on its lanes once one joined (its receiving half hands each lane's
+//! sending half over as it opens); the sharer's [`hold_lane`] hands what comes
+//! up a lane to the session's receiving half ([`WithLaneUploads`], at most
+//! [`UP_FRAMES`] waiting). The gate opens lanes for a slow upload as for a
+//! slow read, measuring the bytes the sharer acknowledges. Once a lane joined, bulk stays off the
 //! session's own link: a link is one ordered stream, so a frame behind a lost
 //! packet waits for its repair, and on a lossy path with bulk on it a small
 //! file's first byte waited 145 ms p50 where the path takes 45. What it costs: a handshake

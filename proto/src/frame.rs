@@ -199,6 +199,11 @@ pub enum SenderToReceiver<'a> {
     },
     UploadDone(UploadDone),
     UploadRefused(UploadRefused),
+    /// Most bytes of all this session's uploads sent and not yet
+    /// acknowledged (after `Rights`; without it, `UPLOAD_WINDOW` per upload).
+    UploadWindow {
+        bytes: u64,
+    },
     Unknown {
         kind: u8,
     },
@@ -347,6 +352,9 @@ impl<'a> SenderToReceiver<'a> {
             FRAME_UPLOAD_REFUSED => {
                 SenderToReceiver::UploadRefused(upload::decode_refused(&mut r)?)
             }
+            FRAME_UPLOAD_WINDOW => SenderToReceiver::UploadWindow {
+                bytes: upload::decode_window(&mut r)?,
+            },
             FRAME_HELLO | FRAME_ACK | FRAME_READ | FRAME_CANCEL_READ | FRAME_PASSWORD
             | FRAME_UPLOAD_BEGIN | FRAME_UPLOAD_CHUNK | FRAME_UPLOAD_CANCEL => {
                 return Err(DecodeError::WrongDirection { kind });
@@ -389,6 +397,7 @@ impl<'a> SenderToReceiver<'a> {
             }
             SenderToReceiver::UploadDone(x) => upload::encode_done(x),
             SenderToReceiver::UploadRefused(x) => upload::encode_refused(x),
+            SenderToReceiver::UploadWindow { bytes } => upload::encode_window(*bytes),
             SenderToReceiver::Unknown { kind } => vec![*kind],
         }
     }
@@ -469,7 +478,8 @@ impl<'a> ReceiverToSender<'a> {
             | FRAME_UPLOAD_READY
             | FRAME_UPLOAD_ACK
             | FRAME_UPLOAD_DONE
-            | FRAME_UPLOAD_REFUSED => {
+            | FRAME_UPLOAD_REFUSED
+            | FRAME_UPLOAD_WINDOW => {
                 return Err(DecodeError::WrongDirection { kind });
             }
             kind => return Ok(ReceiverToSender::Unknown { kind }),

@@ -1,4 +1,5 @@
-//! Lanes: more peer connections that carry one receiver's read chunks.
+//! Lanes: more peer connections that carry one receiver's read chunks (and
+//! its upload chunks the other way).
 //!
 //! One SCTP association halves its congestion window at every loss and grows
 //! it by one packet per round trip; across a lossy path of 20-100 ms that caps
@@ -6,13 +7,15 @@
 //! several associations lose only one window of several at a loss. A lane is
 //! such an association: a peer connection the receiver opens beside its
 //! session's own, through the same link and relay, that carries nothing but
-//! `ReadChunk` frames toward the receiver.
+//! `ReadChunk` frames toward the receiver and `UploadChunk` frames toward the
+//! sender.
 //!
 //! ```text
 //! receiver                                          sender (the sharer)
 //!   session's link:  <-- LaneOffer {token, lanes} -----|  first frame of a session
 //!   a new connection: -- LaneJoin {token} ------------>|  first (and only) frame on a lane
 //!                    <-- ReadChunk ... -----------------|  chunks of reads asked on the session
+//!                    -- UploadChunk ... --------------->|  chunks of uploads begun on the session
 //! ```
 //!
 //! These two frames belong to the shells that carry sessions, not to the

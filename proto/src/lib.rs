@@ -57,9 +57,10 @@ pub use ids::{EntryId, Epoch, Generation, ReadId, Seq};
 pub use lane::{FRAME_LANE_JOIN, FRAME_LANE_OFFER, LaneJoin, LaneOffer, LaneToken};
 pub use upload::{
     FRAME_RIGHTS, FRAME_UPLOAD_ACK, FRAME_UPLOAD_BEGIN, FRAME_UPLOAD_CANCEL, FRAME_UPLOAD_CHUNK,
-    FRAME_UPLOAD_DONE, FRAME_UPLOAD_READY, FRAME_UPLOAD_REFUSED, Rights, UPLOAD_CHUNK_LEN,
-    UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadDone, UploadId, UploadReady, UploadRefusal,
-    UploadRefused, encode_upload_chunk_into, upload_chunk_hash,
+    FRAME_UPLOAD_DONE, FRAME_UPLOAD_READY, FRAME_UPLOAD_REFUSED, FRAME_UPLOAD_WINDOW, Rights,
+    SESSION_UPLOAD_WINDOW, UPLOAD_CHUNK_LEN, UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadDone,
+    UploadId, UploadReady, UploadRefusal, UploadRefused, encode_upload_chunk_into,
+    upload_chunk_hash,
 };
 
 /// Version of the data-channel protocol. Both sides must speak the same one.

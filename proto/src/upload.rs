@@ -9,11 +9,18 @@
 //!                              <-------     UploadAck (0x49) upload, written
 //!                              <-------     UploadDone (0x4a) upload, path, renamed
 //!                              <-------     UploadRefused (0x4b) upload, code, words
+//!                              <-------     UploadWindow (0x4c) bytes (after Rights)
 //! UploadCancel (0x42) upload  ------->
 //! ```
 //!
 //! The visitor keeps at most [`UPLOAD_WINDOW`] bytes of one upload sent and
-//! not acknowledged (what the sharer holds for it in memory). Each chunk
+//! not acknowledged (what the sharer holds for it in memory). A sharer that
+//! says `UploadWindow` takes more: at most that many bytes of all the
+//! session's uploads together, sent and not acknowledged (a visitor with lanes
+//! needs more in flight: a lane waiting out a loss holds back the bytes
+//! after it). A visitor that was not told keeps the first rule, which a
+//! sharer that tells always takes ([`SESSION_UPLOAD_WINDOW`] is at least
+//! `MAX_UPLOADS` times it), and an older visitor skips the frame. Each chunk
 //! carries [`upload_chunk_hash`], checked before a byte is written; the whole
 //! file's BLAKE3 hash, given in `UploadBegin`, is compared before it lands.
 //! `offset` in `UploadReady` is where the visitor goes on: 0, or the bytes
@@ -32,9 +39,15 @@ pub const FRAME_UPLOAD_READY: u8 = 0x48;
 pub const FRAME_UPLOAD_ACK: u8 = 0x49;
 pub const FRAME_UPLOAD_DONE: u8 = 0x4a;
 pub const FRAME_UPLOAD_REFUSED: u8 = 0x4b;
+pub const FRAME_UPLOAD_WINDOW: u8 = 0x4c;
 
-/// Most bytes of one upload sent and not yet acknowledged.
+/// Most bytes of one upload sent and not yet acknowledged, where the sharer
+/// said no `UploadWindow`.
 pub const UPLOAD_WINDOW: u64 = 4 << 20;
+/// What this sharer says in `UploadWindow`: most bytes of all of a session's
+/// uploads sent and not yet acknowledged. At 100 ms with 0.5% loss one
+/// upload over lanes moved 2.0 MB/s with 4 MiB and 5.7 with 32 MiB.
+pub const SESSION_UPLOAD_WINDOW: u64 = 32 << 20;
 /// Longest path an upload may name, in bytes.
 pub const MAX_UPLOAD_PATH: usize = 4096;
 /// Largest header of an `UploadChunk` frame: type, upload id, offset, hash.
@@ -290,6 +303,18 @@ pub(crate) fn encode_ready(x: &UploadReady) -> Vec<u8> {
         &x.path.as_bytes()[..x.path.len().min(MAX_UPLOAD_PATH)],
     );
     put_message(&mut out, &x.changes);
+    out
+}
+
+pub(crate) fn decode_window(r: &mut Reader<'_>) -> Result<u64, DecodeError> {
+    let bytes = r.uvarint()?;
+    r.finish()?;
+    Ok(bytes)
+}
+
+pub(crate) fn encode_window(bytes: u64) -> Vec<u8> {
+    let mut out = vec![FRAME_UPLOAD_WINDOW];
+    put_uvarint(&mut out, bytes);
     out
 }
 

@@ -120,6 +120,12 @@ pub fn all() -> Vec<Vector> {
             }),
         },
         Vector {
+            name: "upload window",
+            // type | 32 MiB
+            hex: "4c 80808010",
+            message: Message::FromSender(SenderToReceiver::UploadWindow { bytes: 32 << 20 }),
+        },
+        Vector {
             name: "upload done, under another name",
             // type | upload 1 | path "a/b (2).txt" (11 bytes) | renamed
             hex: "4a 01 0b 612f62202832292e747874 01",
