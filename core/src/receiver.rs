@@ -76,6 +76,13 @@ pub struct ReceiverConfig {
     /// A read's next bytes held up this long while later bytes of its file
     /// came are asked for again (module docs; 0: never).
     pub hedge_ms: u64,
+    /// Most bytes of uploads sent and not acknowledged, even where the
+    /// sharer's `UploadWindow` says more (`crate::uploads_out`). The default
+    /// is what a visitor could send before sharers said a window (4 uploads
+    /// of 4 MiB): the page hands every frame to its data channel, and
+    /// Chromium refuses a send past 16 MiB queued there. The native receiver
+    /// paces its sends and puts uploads on lanes: it takes the sharer's.
+    pub max_upload_window: u64,
 }
 
 impl Default for ReceiverConfig {
@@ -93,6 +100,7 @@ impl Default for ReceiverConfig {
             // half a second after later ones; one waiting out a timeout (at
             // least 1 s) comes later, and then often several seconds late.
             hedge_ms: 1000,
+            max_upload_window: crate::MAX_UPLOADS as u64 * linkfs_proto::UPLOAD_WINDOW,
         }
     }
 }

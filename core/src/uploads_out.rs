@@ -108,9 +108,20 @@ pub struct UploadsOut {
     rights: Option<Rights>,
     /// The window the sharer said for this session, if it did.
     window: Option<u64>,
+    /// The most of a window this shell takes (0: no limit).
+    max_window: u64,
 }
 
 impl UploadsOut {
+    /// Uploads that take at most `max` bytes of the window a sharer says
+    /// (`ReceiverConfig::max_upload_window`).
+    pub fn with_max_window(max: u64) -> Self {
+        UploadsOut {
+            max_window: max,
+            ..UploadsOut::default()
+        }
+    }
+
     /// What the link lets this visitor do, once the sharer said.
     pub fn rights(&self) -> Option<Rights> {
         self.rights
@@ -277,7 +288,12 @@ impl UploadsOut {
     pub fn handle(&mut self, news: UploadNews) {
         match news {
             UploadNews::Rights(r) => self.handle_rights(r),
-            UploadNews::Window(bytes) => self.window = Some(bytes),
+            UploadNews::Window(bytes) => {
+                self.window = Some(match self.max_window {
+                    0 => bytes,
+                    max => bytes.min(max),
+                });
+            }
             UploadNews::Ready(r) => self.handle_ready(r),
             UploadNews::Ack { upload, written } => self.handle_ack(upload, written),
             UploadNews::Done(d) => self.handle_done(d),
@@ -387,6 +403,26 @@ mod tests {
             asked_without_acks(Some(SESSION_UPLOAD_WINDOW), true),
             UPLOAD_WINDOW
         );
+    }
+
+    #[test]
+    fn a_shell_that_takes_less_than_the_sharer_says_keeps_to_its_own() {
+        // The page's default: what it could send before sharers said a window.
+        let mut out = UploadsOut::with_max_window(16 << 20);
+        out.session_opened();
+        out.handle(UploadNews::Window(SESSION_UPLOAD_WINDOW));
+        let id = out.start(b"big".to_vec(), 64 << 20, [0; 32]);
+        out.handle_ready(UploadReady {
+            upload: id,
+            offset: 0,
+            path: "big".into(),
+            changes: String::new(),
+        });
+        let mut asked = 0;
+        while let Some((_, _, len)) = out.poll_read() {
+            asked += len as u64;
+        }
+        assert_eq!(asked, 16 << 20);
     }
 
     #[test]

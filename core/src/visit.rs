@@ -375,6 +375,7 @@ impl<F: StoredFrame> Visit<F> {
                 false,
             ),
         };
+        let uploads = crate::UploadsOut::with_max_window(config.receiver.max_upload_window);
         let mut visit = Visit {
             backoff: Backoff::new(config.backoff, seed),
             config,
@@ -401,7 +402,7 @@ impl<F: StoredFrame> Visit<F> {
             snapshots: SnapshotFigures::default(),
             password: None,
             password_asked: false,
-            uploads: crate::UploadsOut::default(),
+            uploads,
         };
         if restore {
             visit.queue.push_back(Output::Load(LoadRequest::First {

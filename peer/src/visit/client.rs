@@ -154,6 +154,8 @@ pub fn native_receiver_config() -> ReceiverConfig {
         ack_after_persist: false,
         max_in_flight_bytes: 64 << 20,
         max_job_in_flight_bytes: 8 << 20,
+        // Sends wait for room in the link, and uploads go on lanes.
+        max_upload_window: u64::MAX,
         ..ReceiverConfig::default()
     }
 }
