@@ -27,7 +27,11 @@
 //!    connections, the path is not full: losses, not the bottleneck, hold
 //!    each connection back. Then double the connections (up to
 //!    [`MAX_LANES`] lanes, what the sharer offered and the shell wants) and
-//!    measure again; otherwise stop where they are.
+//!    measure again; otherwise stop where they are. Where each connection
+//!    moves under [`LANES_AT_ONCE_BELOW`] and all of them moved at least
+//!    [`LANE_STEP_GROWTH`] times what the step before moved, open every lane
+//!    at once: losses hold each back, and the one link's sample (perhaps its
+//!    slow start) is no measure for them.
 //!
 //! "Chunks" are the read chunks that come, and, for a shell whose uploads go
 //! on lanes ([`LaneGate::with_uploads`]), the upload bytes the sharer
@@ -97,6 +101,10 @@ pub const LANE_STEP_SAMPLE: Duration = Duration::from_millis(1500);
 /// More lanes only if the connections moved at least this share of what the
 /// one link moved, times their number.
 pub const LANE_STEP_GAIN: f64 = 0.6;
+/// ...or, where each connection moves under [`LANES_AT_ONCE_BELOW`], every
+/// lane if all of them together moved at least this times what they moved
+/// at the step before (or what the one link moved).
+pub const LANE_STEP_GROWTH: f64 = 1.25;
 /// How long a receiver waits, after a lane ended, for the session link to say
 /// why (a goodbye) before it counts the whole link as lost.
 pub const LANE_END_GRACE: Duration = Duration::from_millis(500);
@@ -130,11 +138,13 @@ enum Step {
         from: u64,
     },
     /// `asked` lanes asked for at `asked_at`; one link alone moved
-    /// `one_link` bytes/s; every connection measured from `sample`.
+    /// `one_link` bytes/s, and all of them at the last step `last`; every
+    /// connection measured from `sample`.
     Growing {
         asked: u8,
         asked_at: Millis,
         one_link: f64,
+        last: f64,
         sample: Option<(Millis, u64)>,
     },
     Decided,
@@ -298,6 +308,7 @@ impl LaneGate {
                     asked: count,
                     asked_at: now,
                     one_link: rate,
+                    last: rate,
                     sample: None,
                 };
                 GateSays::Open { offer, count }
@@ -306,6 +317,7 @@ impl LaneGate {
                 asked,
                 asked_at,
                 one_link,
+                last,
                 sample,
             } => {
                 if since(asked_at) < LANE_STEP_SETTLE {
@@ -316,6 +328,7 @@ impl LaneGate {
                         asked,
                         asked_at,
                         one_link,
+                        last,
                         sample: Some((now, self.chunk_bytes)),
                     };
                     return GateSays::Pass;
@@ -327,8 +340,22 @@ impl LaneGate {
                 let rate = (self.chunk_bytes - from) as f64 / elapsed.as_secs_f64();
                 let links = f64::from(asked) + 1.0;
                 let cap = self.cap(offer);
-                let more = asked.saturating_mul(2).saturating_add(1).min(cap) - asked.min(cap);
-                if rate < LANE_STEP_GAIN * links * one_link || more == 0 {
+                // Connections that each move under LANES_AT_ONCE_BELOW while
+                // together they still moved more than the step before are
+                // held back by losses: every lane, as in the first step. (The
+                // one link's sample can be its slow start, which a lossy
+                // path's connections never see again: compared with it, eight
+                // at 0.25 MB/s each looked like a full path, and a 100 ms,
+                // 0.5 % loss upload stayed at 2 MB/s. A full path shared by
+                // many moves no more than at the step before.)
+                let each_slow =
+                    rate / links < LANES_AT_ONCE_BELOW && rate >= LANE_STEP_GROWTH * last;
+                let more = if each_slow {
+                    cap.saturating_sub(asked)
+                } else {
+                    asked.saturating_mul(2).saturating_add(1).min(cap) - asked.min(cap)
+                };
+                if (!each_slow && rate < LANE_STEP_GAIN * links * one_link) || more == 0 {
                     self.step = Step::Decided;
                     return GateSays::Pass;
                 }
@@ -336,6 +363,7 @@ impl LaneGate {
                     asked: asked + more,
                     asked_at: now,
                     one_link,
+                    last: rate,
                     sample: None,
                 };
                 GateSays::Open { offer, count: more }
@@ -455,13 +483,23 @@ mod tests {
     /// together at most `path`: chunks come at that rate, lanes count from
     /// when they are asked for. Returns the connections at the end of `secs`.
     fn connections_on(per_link: f64, path: f64, wanted: u8, secs: u64) -> u32 {
+        connections_after(per_link, per_link, path, wanted, secs)
+    }
+
+    /// The same where the one link alone moved `first` bytes/s (its slow
+    /// start, say) and each connection after it `per_link`.
+    fn connections_after(first: f64, per_link: f64, path: f64, wanted: u8, secs: u64) -> u32 {
         let mut gate = LaneGate::new(wanted);
         gate.on_session_frame(Millis(0), &OFFER_ALL.encode());
         let mut links = 1u32;
         let mut t = 0.0f64;
         let len = 60 * 1024;
         while t < secs as f64 {
-            let rate = (f64::from(links) * per_link).min(path);
+            let rate = if links == 1 {
+                first.min(path)
+            } else {
+                (f64::from(links) * per_link).min(path)
+            };
             t += len as f64 / rate;
             let now = Millis((t * 1000.0) as u64);
             let says = if links == 1 {
@@ -508,6 +546,16 @@ mod tests {
         // that slow, steps would take longer than most reads.
         assert_eq!(connections_on(0.15e6, 0.15e6, MAX_LANES, 20), 32);
         assert_eq!(connections_on(0.15e6, 12e6, 3, 20), 4);
+    }
+
+    /// Regression: the one link sampled in its slow start (0.9 MB/s) and
+    /// then eight connections at 0.25 MB/s each (100 ms, 0.5 % loss) stopped
+    /// at eight: 2 MB/s looked like less than 0.6 x 8 x 0.9.
+    #[test]
+    fn connections_that_each_move_little_get_every_lane_whatever_the_first_sample() {
+        assert_eq!(connections_after(0.9e6, 0.25e6, 12e6, MAX_LANES, 60), 32);
+        // Where they each move more, the first sample still judges.
+        assert_eq!(connections_after(5.5e6, 5.5e6, 8.9e6, MAX_LANES, 60), 8);
     }
 
     #[test]

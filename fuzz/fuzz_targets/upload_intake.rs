@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use linkfs_core::upload_name::NameRules;
 use linkfs_core::{UploadIo, UploadResult, UploadsIn};
 use linkfs_proto::{
-    ReceiverToSender, Rights, UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadId, UploadRefusal,
+    ReceiverToSender, Rights, SESSION_UPLOAD_WINDOW, UploadBegin, UploadChunk, UploadId, UploadRefusal,
     upload_chunk_hash,
 };
 
@@ -80,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
                 while let Some(io) = u.poll_io() {
                     queued += 1;
                     if let UploadIo::Write { data, .. } = &io {
-                        assert!(data.len() as u64 <= UPLOAD_WINDOW);
+                        assert!(data.len() as u64 <= SESSION_UPLOAD_WINDOW);
                     }
                 }
                 while u.poll_ack().is_some() {}
