@@ -226,10 +226,9 @@ pub async fn hold_lane<L: FrameLink>(
                 tracing::debug!("a lane sent what lanes do not carry: dropped");
                 continue;
             }
-            if up.send(frame).await.is_err() {
-                // The session's receiving half is gone: it is ending.
-                std::future::pending::<()>().await;
-            }
+            // Nobody takes them (a session whose link takes no files, or one
+            // ending): dropped, as on the session's own link.
+            let _ = up.send(frame).await;
         }
     };
     tokio::select! {

@@ -405,7 +405,12 @@ pub async fn serve_session<S: FrameSender, R: FrameReceiver>(
         let token = crate::random::random_bytes::<16>().ok()?;
         Some(b.open(LaneToken(token), MAX_LANES))
     });
-    let uploads = lanes.as_mut().and_then(|(_, door)| door.take_uploads());
+    // Upload chunks from lanes only where the link takes files: elsewhere
+    // nothing waits for them (they are dropped at the lane).
+    let uploads = lanes
+        .as_mut()
+        .and_then(|(_, door)| door.take_uploads())
+        .filter(|_| ctx.config.rights.upload);
     let rx = WithLaneUploads::new(FirstThen { first, rest: rx }, uploads);
     let link = Halves(LanedSender::new(tx, lanes), rx);
     let mut session = ServedSession::new(ctx);
