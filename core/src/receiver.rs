@@ -78,10 +78,12 @@ pub struct ReceiverConfig {
     pub hedge_ms: u64,
     /// Most bytes of uploads sent and not acknowledged, even where the
     /// sharer's `UploadWindow` says more (`crate::uploads_out`). The default
-    /// is what a visitor could send before sharers said a window (4 uploads
-    /// of 4 MiB): the page hands every frame to its data channel, and
-    /// Chromium refuses a send past 16 MiB queued there. The native receiver
-    /// paces its sends and puts uploads on lanes: it takes the sharer's.
+    /// is one upload's window of old (4 MiB) for all of them: the page hands
+    /// every frame to its data channel, and Chromium refuses a send once 16
+    /// MiB are queued there (with a 16 MiB window a page's upload stopped at
+    /// 21 MiB: a refused chunk left a gap the sharer waited on). The native
+    /// receiver waits for room in its link and puts uploads on lanes: it
+    /// takes the sharer's.
     pub max_upload_window: u64,
 }
 
@@ -100,7 +102,7 @@ impl Default for ReceiverConfig {
             // half a second after later ones; one waiting out a timeout (at
             // least 1 s) comes later, and then often several seconds late.
             hedge_ms: 1000,
-            max_upload_window: crate::MAX_UPLOADS as u64 * linkfs_proto::UPLOAD_WINDOW,
+            max_upload_window: linkfs_proto::UPLOAD_WINDOW,
         }
     }
 }

@@ -407,7 +407,7 @@ mod tests {
 
     #[test]
     fn a_shell_that_takes_less_than_the_sharer_says_keeps_to_its_own() {
-        // The page's default: what it could send before sharers said a window.
+        // A shell that takes 16 MiB at most.
         let mut out = UploadsOut::with_max_window(16 << 20);
         out.session_opened();
         out.handle(UploadNews::Window(SESSION_UPLOAD_WINDOW));
