@@ -29,6 +29,12 @@ use crate::upload_name::{NameRules, SafePath, safe_path_with};
 /// Most uploads one session has open at once.
 pub const MAX_UPLOADS: usize = 4;
 
+/// Most chunks of a session's uploads held here or handed to the shell and
+/// not yet written: the window bounds their bytes, this their number (a
+/// visitor's chunks are 60 KiB but the last of a file or of its window, so
+/// 32 MiB is about 550 of them; 1-byte chunks would be 33 million).
+pub const MAX_PIECES: usize = 2048;
+
 /// Something for the shell to do about an upload, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UploadIo {
@@ -91,6 +97,8 @@ struct Incoming {
     furthest: u64,
     /// Bytes the shell has written.
     written: u64,
+    /// Writes handed to the shell and not answered yet.
+    writing: usize,
 }
 
 /// Whether `offset..end` overlaps a chunk held ahead.
@@ -136,6 +144,8 @@ pub enum UploadViolation {
     },
     #[error("upload {}: more than {SESSION_UPLOAD_WINDOW} bytes sent ahead of the sharer", .0.0)]
     PastWindow(UploadId),
+    #[error("upload {}: more than {MAX_PIECES} pieces waiting to be written (chunks too small)", .0.0)]
+    TooManyPieces(UploadId),
 }
 
 fn refused(upload: UploadId, code: UploadRefusal, message: impl Into<String>) -> Vec<u8> {
@@ -214,6 +224,7 @@ impl UploadsIn {
                 ahead: BTreeMap::new(),
                 furthest: 0,
                 written: 0,
+                writing: 0,
             },
         );
         self.io.push_back(UploadIo::Begin {
@@ -233,6 +244,11 @@ impl UploadsIn {
             .iter()
             .filter(|(id, _)| **id != c.upload)
             .map(|(_, o)| o.furthest.saturating_sub(o.written))
+            .sum();
+        let pieces: usize = self
+            .uploads
+            .values()
+            .map(|o| o.ahead.len() + o.writing)
             .sum();
         let Some(u) = self.uploads.get_mut(&c.upload) else {
             // Cancelled or refused while this was on its way: dropped.
@@ -259,6 +275,9 @@ impl UploadsIn {
         // written, this chunk's included.
         if others + end.max(u.furthest) - u.written > SESSION_UPLOAD_WINDOW {
             return Err(UploadViolation::PastWindow(c.upload));
+        }
+        if pieces >= MAX_PIECES {
+            return Err(UploadViolation::TooManyPieces(c.upload));
         }
         if upload_chunk_hash(&u.hash, c.offset, c.data) != c.hash {
             let upload = c.upload;
@@ -290,6 +309,7 @@ impl UploadsIn {
             writes.push((offset, data));
             u.next = end;
         }
+        u.writing += writes.len();
         for (offset, data) in writes {
             self.io.push_back(UploadIo::Write {
                 upload: c.upload,
@@ -360,6 +380,7 @@ impl UploadsIn {
             }
             UploadResult::Ready { .. } => Vec::new(),
             UploadResult::Written { end } => {
+                u.writing = u.writing.saturating_sub(1);
                 u.written = u.written.max(end);
                 self.acks_due.insert(upload);
                 Vec::new()

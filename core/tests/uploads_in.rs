@@ -353,3 +353,28 @@ fn the_same_bytes_sent_twice_end_the_session_out_of_order_too() {
     assert!(err.to_string().contains("came already"), "{err}");
     assert!(!s.is_open());
 }
+
+/// The window bounds the bytes a visitor's chunks hold on the sharer; this,
+/// their number: a visitor sending 1-byte chunks ahead of a gap would
+/// otherwise hold millions of them within 32 MiB.
+#[test]
+fn tiny_chunks_held_ahead_end_the_session_before_they_pile_up() {
+    let (mut s, ix) = session(uploads());
+    sent(&mut s, &ix);
+    let file = vec![3u8; 3 * linkfs_core::uploads_in::MAX_PIECES];
+    begin(&mut s, &ix, 1, "tiny.bin", &file);
+    s.poll_upload_io();
+    s.handle_upload_io(UploadId(1), UploadResult::Ready { offset: 0 });
+    let mut held = 0;
+    let err = loop {
+        // Every byte but the first: all held ahead of the gap.
+        match s.handle_frame(Millis(0), &chunk(1, &file, 1 + held, 1), &ix) {
+            Ok(_) => held += 1,
+            Err(e) => break e,
+        }
+        assert!(held <= file.len() - 2, "never ended");
+    };
+    assert_eq!(held, linkfs_core::uploads_in::MAX_PIECES);
+    assert!(err.to_string().contains("pieces"), "{err}");
+    assert!(!s.is_open());
+}
