@@ -4,7 +4,8 @@
 // - a large file that keeps going across three dropped connections;
 // - a reload in the middle of an upload, then the same file added again going on
 //   from where it stopped;
-// - a drop link that shows nothing and takes a picked folder.
+// - a drop link that shows nothing and takes a picked folder;
+// - a send the browser refuses in the middle of an upload, which goes on over a new link.
 // Every file is compared byte for byte with its source on the sharer's disk.
 //
 //   bash tests-e2e/run uploads [NAME_PREFIX...]
@@ -265,6 +266,58 @@ const tests: TestCase[] = [
       assert(!(await readdir(dir)).includes('for you'), 'the drop landed beside the sharer\'s files');
       const after = (await page.textContent('body')) ?? '';
       assert(!after.includes('already-here.txt'), 'after the upload, the drop link showed the sharer\'s files');
+    },
+  },
+  {
+    // Chromium throws from RTCDataChannel.send when the channel's send queue is full
+    // (an OperationError). The page used to swallow that, the chunk was never sent, and
+    // the sharer waited on the gap for good: the upload stopped. The refusal is made
+    // here by wrapping the page's RTCDataChannel.send (the one fault injected in this
+    // suite): one upload chunk, once, as the browser would.
+    name: 'e: a chunk the browser refuses to send ends the link; the upload goes on over a new one and lands whole',
+    timeoutMs: 180_000,
+    async run(t) {
+      const { dir } = await shared(t, 'refused');
+      const link = addLink(dir, ['--allow-upload']);
+      const file = await bigFile(192 << 20, 'refused');
+      t.defer(() => rm(path.dirname(file), { recursive: true, force: true }));
+      const { chromium, page } = await browser(t, 'refused');
+      await page.addInitScript(() => {
+        const w = window as unknown as { linkfsRefuseASend?: () => void; linkfsRefused?: number };
+        const send = RTCDataChannel.prototype.send as (this: RTCDataChannel, data: unknown) => void;
+        let refuse = false;
+        w.linkfsRefused = 0;
+        w.linkfsRefuseASend = () => {
+          refuse = true;
+        };
+        RTCDataChannel.prototype.send = function (this: RTCDataChannel, data: unknown): void {
+          // An upload chunk frame starts with 0x41 and is large.
+          if (refuse && ArrayBuffer.isView(data) && data.byteLength > 16_384 && new Uint8Array(data.buffer, data.byteOffset, 1)[0] === 0x41) {
+            refuse = false;
+            w.linkfsRefused = (w.linkfsRefused ?? 0) + 1;
+            throw new DOMException("Failed to execute 'send' on 'RTCDataChannel': RTCDataChannel send queue is full", 'OperationError');
+          }
+          send.call(this, data);
+        } as typeof RTCDataChannel.prototype.send;
+      });
+      await openLink(page, link, ['connected']);
+      await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
+      await page.setInputFiles('[data-testid=upload-files-input]', file);
+      const deadline = Date.now() + 60_000;
+      while ((await partBytes(dir)) < 32 << 20) {
+        assert(Date.now() < deadline, 'the upload did not start');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await page.evaluate(() => (window as unknown as { linkfsRefuseASend: () => void }).linkfsRefuseASend());
+      const done = await uploadsFinished(page, 1, 120_000).catch(async (error: unknown) => {
+        throw new Error(`the upload did not finish after the refused send (the sharer holds ${((await partBytes(dir)) / 1048576).toFixed(0)} MiB): ${String(error)}`);
+      });
+      const refused = await page.evaluate(() => (window as unknown as { linkfsRefused: number }).linkfsRefused);
+      assert(refused === 1, `the browser was to refuse one send, and refused ${refused}`);
+      assert(done[0]?.state === 'done', `not added: ${JSON.stringify(done[0])}`);
+      assert(sha256File(path.join(dir, 'refused.bin')) === sha256File(file), 'the file on the sharer\'s disk has other bytes');
+      assert(chromium.pageErrors.length === 0, `uncaught errors in the page:\n  ${chromium.pageErrors.join('\n  ')}`);
+      log(`    one send refused at 32 MiB or later; the upload went on over a new link and landed whole`);
     },
   },
 ];

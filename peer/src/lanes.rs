@@ -587,6 +587,7 @@ impl<L: FrameLink> LanedReceiver<L> {
                 (_, None) => {}
                 (LaneDo::MeasureRoundTrip, Some(maker)) => self.measure(maker),
                 (LaneDo::Connect { lane, join }, Some(maker)) => {
+                    tracing::debug!(?lane, at = ?self.clock.elapsed(), "a lane connects");
                     self.connect(maker, lane, Bytes::from(join))
                 }
             }
@@ -704,6 +705,7 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                     None
                 }
                 Got::News(LaneNews::Connected(lane, Some((tx, rx)))) => {
+                    tracing::debug!(?lane, at = ?self.clock.elapsed(), "a lane joined");
                     if self.hand_over.try_send(tx).is_err() {
                         tracing::debug!("a lane's sending half had nowhere to go: it only reads");
                     }

@@ -196,6 +196,20 @@ class WasmShare implements ShareApi {
     for (const m of pending) this.post(m);
   }
 
+  /**
+   * The browser would not send a frame (its data channel's queue was full, or the
+   * channel was closing). The link is one ordered, reliable stream, so a frame left out
+   * breaks everything after it (an upload's chunks would wait on a gap for good): the
+   * link counts as lost, and the visit connects again and goes on from what the sharer
+   * has, as after any dropped connection.
+   */
+  private loseLink(error: unknown): void {
+    const text = error instanceof Error ? error.message : String(error);
+    console.warn(`linkfs: the browser refused to send on the link (${text}); connecting again`);
+    this.dropLink();
+    this.post({ type: 'link-closed' });
+  }
+
   private dropLink(): void {
     const old = this.dataLink;
     this.dataLink = null;
@@ -264,10 +278,13 @@ class WasmShare implements ShareApi {
         return;
       case 'send':
         for (const f of m.frames) {
+          const link = this.dataLink;
+          if (link === null) return; // no link: the worker heard (or hears) it closed
           try {
-            this.dataLink?.send(new Uint8Array(f));
-          } catch {
-            // The channel closed under us; the close handler reports it.
+            link.send(new Uint8Array(f));
+          } catch (error) {
+            this.loseLink(error);
+            return;
           }
         }
         return;

@@ -66,6 +66,10 @@ pub(crate) mod timer;
 #[cfg(test)]
 mod association_test;
 
+/// linkfs patch: a loss with fewer than this many packets queued on the
+/// path is taken as random (Veno's beta, 3 packets).
+const VENO_BACKLOG_PACKETS: u32 = 3;
+
 /// linkfs patch: the most packets one fast retransmission pass sends (RFC
 /// 9260 6.1 Max.Burst); what remains follows the next SACKs.
 const MAX_RETRANSMIT_BURST: usize = 4;
@@ -253,6 +257,9 @@ pub struct Association {
     // linkfs patch: a tail loss probe went out and no new data has been
     // acknowledged since (one probe per episode).
     tlp_probed: bool,
+    // linkfs patch: the latest round trip measured, for telling a random loss
+    // from a full queue (Veno, `loss_looks_random`).
+    last_rtt: Option<Duration>,
 
     // Chunks stored for retransmission
     stored_init: Option<ChunkInit>,
@@ -354,6 +361,7 @@ impl Default for Association {
             lost_tsns: Vec::new(),
             fast_rtx_ignores_cwnd: false,
             tlp_probed: false,
+            last_rtt: None,
 
             // Chunks stored for retransmission
             stored_init: None,
@@ -1818,6 +1826,7 @@ impl Association {
                         if let Some(since) = &c.since {
                             let rtt = now.duration_since(*since);
                             self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+                            self.last_rtt = Some(rtt);
                             let srtt = self.rto_mgr.set_new_rtt(rtt.as_millis() as u64);
                             trace!(
                                 "[{}] SACK: measured-rtt={} srtt={} new-rto={}",
@@ -1880,6 +1889,7 @@ impl Association {
                             if let Some(since) = &c.since {
                                 let rtt = now.duration_since(*since);
                                 self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+                                self.last_rtt = Some(rtt);
                                 let srtt = self.rto_mgr.set_new_rtt(rtt.as_millis() as u64);
                                 trace!(
                                     "[{}] SACK: measured-rtt={} srtt={} new-rto={}",
@@ -2043,6 +2053,21 @@ impl Association {
         }
     }
 
+    /// linkfs patch: whether a loss came with no queue on the path (TCP Veno,
+    /// Fu and Liew 2003; Linux's `tcp_veno`): the bytes this window keeps
+    /// queued, cwnd x (latest RTT - least RTT) / latest RTT, are under
+    /// [`VENO_BACKLOG_PACKETS`] packets. Such a loss is random (a lossy
+    /// link), not the bottleneck's queue overflowing, and costs a fifth of
+    /// the window rather than three tenths. Unknown round trips say no.
+    fn loss_looks_random(&self) -> bool {
+        let (Some(min), Some(last)) = (self.min_rtt, self.last_rtt) else {
+            return false;
+        };
+        let last_us = last.as_micros().max(1);
+        let queued = self.cwnd as u128 * last.saturating_sub(min).as_micros() / last_us;
+        queued < VENO_BACKLOG_PACKETS as u128 * self.mtu as u128
+    }
+
     /// linkfs patch: declares one chunk lost and asks for a fast
     /// retransmission pass (used by tests in place of three miss indications).
     #[cfg(test)]
@@ -2172,8 +2197,10 @@ impl Association {
             // linkfs patch: cut to 0.7 of cwnd, CUBIC's decrease (RFC 9438
             // 4.6), not Reno's half: on a path with random loss each loss cost
             // half the window (Reno), and one association moved far below the
-            // path. Timeouts still halve (on_retransmission_timeout).
-            self.ssthresh = std::cmp::max((self.cwnd as u64 * 7 / 10) as u32, 4 * self.mtu);
+            // path. A loss while no queue has built up (Veno) costs a fifth.
+            // Timeouts still halve (on_retransmission_timeout).
+            let keep = if self.loss_looks_random() { 8 } else { 7 };
+            self.ssthresh = std::cmp::max((self.cwnd as u64 * keep / 10) as u32, 4 * self.mtu);
             self.cwnd = self.ssthresh;
             self.partial_bytes_acked = 0;
             self.fast_rtx_ignores_cwnd = true;
