@@ -294,7 +294,6 @@ impl LaneGate {
                     return GateSays::Pass;
                 }
                 let rate = bytes as f64 / elapsed.as_secs_f64().max(0.001);
-                eprintln!("GATE sample at {} ms: {:.2} MB/s over {} ms", now.0, rate / 1e6, elapsed.as_millis());
                 let first = if rate < LANES_AT_ONCE_BELOW {
                     MAX_LANES
                 } else {
@@ -340,7 +339,6 @@ impl LaneGate {
                 }
                 let rate = (self.chunk_bytes - from) as f64 / elapsed.as_secs_f64();
                 let links = f64::from(asked) + 1.0;
-                eprintln!("GATE step at {} ms: {:.2} MB/s with {} links (one {:.2}, last {:.2})", now.0, rate / 1e6, links, one_link / 1e6, last / 1e6);
                 let cap = self.cap(offer);
                 // Connections that each move under LANES_AT_ONCE_BELOW while
                 // together they still moved more than the step before are

@@ -240,7 +240,10 @@ fn a_queue_that_overflows_still_costs_three_tenths_of_the_window() {
     // queue: every loss is the queue overflowing (Veno sees the queue in the
     // round trip). Cutting to 0.8 there too overflowed it twice as often
     // (4,531 packets dropped for 40 MB, against 2,152) and moved less.
-    let outcome = clean(Path::symmetric(ms(20), 200, 0.0), &Transfer::bulk(40_000_000));
+    let outcome = clean(
+        Path::symmetric(ms(20), 200, 0.0),
+        &Transfer::bulk(40_000_000),
+    );
     assert!(
         outcome.dropped_forward < 3_000,
         "the queue dropped {} packets: losses from a full queue were taken as random",
