@@ -953,12 +953,22 @@ fn a_get_cut_off_by_a_revoke_exits_6_with_the_links_words_not_run_again() {
     let f = std::fs::File::create(&big).unwrap();
     f.set_len(1 << 30).unwrap();
     drop(f);
+    // The share takes the new file in live, within a moment; a `get` that
+    // connects sooner (0.1 s on loopback) is told it is not there.
+    let seen = Instant::now() + Duration::from_secs(10);
+    while !listed(&share.link).0.iter().any(|p| p == "big.bin") {
+        assert!(
+            Instant::now() < seen,
+            "the share did not list big.bin in 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let o = share.ask(&["link", "add", "--label", "for Ann"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let ann = text(&o.stdout).trim().to_owned();
     let out = share.dir.with_extension("get-out");
     let _ = std::fs::remove_dir_all(&out);
-    let get = Command::new(LINKFS)
+    let mut get = Command::new(LINKFS)
         .args(["get", &ann, "big.bin", "--out"])
         .arg(&out)
         .stdout(Stdio::null())
@@ -976,7 +986,15 @@ fn a_get_cut_off_by_a_revoke_exits_6_with_the_links_words_not_run_again() {
         .unwrap_or(0)
         < 1 << 20
     {
-        assert!(Instant::now() < deadline, "get fetched nothing in 30 s");
+        if Instant::now() >= deadline || get.try_wait().ok().flatten().is_some() {
+            let _ = get.kill();
+            let o = get.wait_with_output().unwrap();
+            panic!(
+                "get fetched under 1 MiB ({}): {}",
+                o.status,
+                text(&o.stderr)
+            );
+        }
         std::thread::sleep(Duration::from_millis(5));
     }
     let o = share.ask(&["link", "revoke", "1"]);
