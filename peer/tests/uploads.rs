@@ -21,6 +21,26 @@ fn put(link: &str, args: &[&Path], to: Option<&str>) -> Output {
     c.output().expect("run linkfs put")
 }
 
+/// `linkfs ls ARGS LINK`'s output once it `shows` what is wanted, or after 5 s
+/// (the share takes a file that landed in live, within a moment; a visitor
+/// that connects at once, 0.1 s on loopback, may come before it).
+fn listing_once(link: &str, args: &[&str], shows: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let o = Command::new(LINKFS)
+            .arg("ls")
+            .args(args)
+            .arg(link)
+            .output()
+            .unwrap();
+        let out = text(&o.stdout);
+        if shows(&out) || Instant::now() >= deadline {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn add_link(share: &Share, args: &[&str]) -> String {
     let mut all = vec!["link", "add"];
     all.extend_from_slice(args);
@@ -145,15 +165,8 @@ fn a_folder_put_through_an_upload_link_lands_whole_in_its_scope_and_never_over_a
     assert_eq!(staged, 0, "parts left aside");
 
     // Another visitor of the link sees the new files through the live share.
-    let o = Command::new(LINKFS)
-        .args(["ls", "-R", &link])
-        .output()
-        .unwrap();
-    assert!(
-        text(&o.stdout).contains("beach day.jpg"),
-        "{}",
-        text(&o.stdout)
-    );
+    let listing = listing_once(&link, &["-R"], |l| l.contains("beach day.jpg"));
+    assert!(listing.contains("beach day.jpg"), "{listing}");
     // The sharer sees them in `link list` and the visitors' figures.
     let list = text(&share.ask(&["link", "list", "--json"]).stdout);
     assert!(list.contains("\"added_files\":5"), "{list}");
@@ -575,11 +588,9 @@ fn a_full_disk_is_said_to_the_uploader_and_leaves_nothing_half_written() {
     assert!(!o.status.success(), "{said}");
     assert!(said.contains("disk is full"), "{said}");
     // Through the main link: one whole file, nothing of the other, nothing aside.
-    let o = Command::new(LINKFS)
-        .args(["ls", "-R", "--json", &main])
-        .output()
-        .unwrap();
-    let listing = text(&o.stdout);
+    let listing = listing_once(&main, &["-R", "--json"], |l| {
+        l.contains("\"path\":\"a.bin\"") || l.contains("\"path\":\"b.bin\"")
+    });
     let landed: Vec<&str> = ["a.bin", "b.bin"]
         .into_iter()
         .filter(|n| listing.contains(&format!("\"path\":\"{n}\"")))
