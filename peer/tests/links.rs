@@ -619,13 +619,20 @@ fn the_sharer_sees_who_came_what_they_read_and_logs_it_within_the_links_scope() 
     );
     // The link's bytes served stay counted after its visitor left, and across a restart.
     let link_served = |share: &Share| -> u64 {
-        let list = text(&share.ask(&["link", "list", "--json"]).stdout);
+        let o = share.ask(&["link", "list", "--json"]);
+        let list = text(&o.stdout);
         list.lines()
             .find(|l| l.contains("\"label\":\"pics\""))
             .and_then(|l| l.split("\"bytes_served\":").nth(1))
             .and_then(|r| r.split(['}', ',']).next())
             .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no bytes_served in: {list}"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no bytes_served in: {list} ({}: {})",
+                    o.status,
+                    text(&o.stderr)
+                )
+            })
     };
     assert!(
         link_served(&share) >= 3 << 20,
@@ -1016,4 +1023,24 @@ fn a_get_cut_off_by_a_revoke_exits_6_with_the_links_words_not_run_again() {
         );
     }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Regression: the link was printed before the share's control socket
+/// listened, so `linkfs link list` run as soon as the link was out could say
+/// no share was running (it failed once in a full test run, after a restart).
+#[test]
+#[ignore = "needs WebRTC on loopback: runs in the test namespace (scripts/test)"]
+fn linkfs_link_reaches_a_share_as_soon_as_its_link_is_printed() {
+    let mut share = Share::new("control-at-once");
+    for round in 0..5 {
+        let o = share.ask(&["link", "list", "--json"]);
+        assert!(
+            o.status.success(),
+            "round {round}: {} {}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        share.stop();
+        share.start();
+    }
 }

@@ -287,12 +287,8 @@ pub async fn share(
             .to_url()
         })
         .collect();
-    let _ = events
-        .send(ShareEvent::Ready {
-            link: printed.to_url(),
-            other_links,
-        })
-        .await;
+    // The control socket listens before the link is printed, so `linkfs link` and
+    // `linkfs visitors` reach a share as soon as its link is out.
     let (control_tx, mut control_rx) = mpsc::channel::<control::ControlRequest>(8);
     let control_stop = CancellationToken::new();
     let _control = match &state {
@@ -313,6 +309,12 @@ pub async fn share(
         None => None,
     };
     let _stop_control = control_stop.drop_guard();
+    let _ = events
+        .send(ShareEvent::Ready {
+            link: printed.to_url(),
+            other_links,
+        })
+        .await;
 
     let mut share_loop = ShareLoop::new(
         share,
