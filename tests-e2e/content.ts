@@ -4,7 +4,7 @@
 // audio/video played with seeking, the whole-share search, in Chromium and in
 // Firefox ESR. Run with `bash tests-e2e/run content` (LINKFS_E2E_ONLY picks tests,
 // as in e2e.ts). Sizes: LINKFS_CONTENT_HUGE_GIB (the file saved alone, default
-// 1), LINKFS_CONTENT_BIG_GIB (the file in the ZIP, default 4.1),
+// 1), LINKFS_CONTENT_BIG_GIB (the file in the ZIP, default 0.5),
 // LINKFS_CONTENT_FIREFOX_GIB (Firefox's, default 0.6), LINKFS_CONTENT_FIREFOX_ZIP_GIB
 // (the file in Firefox's ZIP, default 0.3).
 
@@ -67,14 +67,20 @@ const VIDEO_KBPS = 1000;
 
 /**
  * The huge file saved alone (GiB). 1 by default to keep the suite within CI's time:
- * a stream past every 32-bit size through the service worker is r's ZIP (4.1 GiB in one
- * response); what q adds is the single file's resume across dropped links, its bytes
- * and its memory, which 1 GiB shows as well as 4.1. LINKFS_CONTENT_HUGE_GIB=4.1 runs
- * it past 4 GiB too.
+ * what q adds is the single file's resume across dropped links, its bytes and its
+ * memory, which 1 GiB shows as well as 4.1. LINKFS_CONTENT_HUGE_GIB=4.1 runs it past
+ * 4 GiB (a stream past every 32-bit size through the service worker).
  */
 const hugeGib = Number(process.env.LINKFS_CONTENT_HUGE_GIB ?? '1');
-/** The big file inside the ZIP (GiB; over 4 GiB, so the ZIP needs Zip64). */
-const bigGib = Number(process.env.LINKFS_CONTENT_BIG_GIB ?? '4.1');
+/**
+ * The big file inside r's ZIP (GiB). 0.5 by default: the ZIP writer past 4 GiB and
+ * 65,535 entries (Zip64) is checked in Node by tests-e2e/zip-check.ts, the page's own
+ * code on a 4.1 GiB file in a minute; moving 4.1 GiB through the browser here took
+ * five. What r adds is the browser's part: the ZIP streamed through the service worker
+ * to the download manager, the awkward names, the memory. LINKFS_CONTENT_BIG_GIB=4.1
+ * runs it past 4 GiB in the browser too.
+ */
+const bigGib = Number(process.env.LINKFS_CONTENT_BIG_GIB ?? '0.5');
 /**
  * Firefox's huge file and ZIP (GiB). Smaller by default to keep the suite within CI's
  * time: the bytes and the ZIP come from the same code in both browsers; what Firefox
@@ -156,7 +162,7 @@ const tests: TestCase[] = [
     },
   },
   {
-    name: `r: a folder of 20,000 awkwardly named files and a ${bigGib} GiB file downloads as one ZIP (Zip64): Python's zipfile reads every member equal to its source`,
+    name: `r: a folder of 20,000 awkwardly named files and a ${bigGib} GiB file downloads as one ZIP${bigGib > 4 ? ' (Zip64)' : ''}: Python's zipfile reads every member equal to its source`,
     timeoutMs: 30 * 60_000,
     async run(t) {
       const dir = await scratch(t, 'zip-');

@@ -6,7 +6,7 @@
 // session resumes them at their byte); a file that changes on the sharer's side,
 // or a session that ends, errors the stream with the reason.
 
-import type { EntryId, ReadHandle } from '../api';
+import type { EntryId, ReadHandle } from '../api.ts';
 
 /** What a read delivers to (the worker routes the session's read events here). */
 export interface ReadSink {

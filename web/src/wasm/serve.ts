@@ -5,7 +5,7 @@
 // the browser's reading pace bounds what is in memory. Also the path for saving
 // without a service worker: `open` gives the same bytes as a ReadableStream.
 
-import type { FromSource, ToSource } from '../serve/protocol';
+import type { FromSource, ToSource } from '../serve/protocol.ts';
 
 /** Where a served resource's bytes come from. */
 export interface ByteSource {

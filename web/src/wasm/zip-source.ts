@@ -12,10 +12,10 @@
 // UTF-8 on the sharer's side arrive with U+FFFD and are reported.
 
 import { makeZip, predictLength } from 'client-zip';
-import type { EntryId, EntryRow, ZipFacts } from '../api';
-import type { RangeReader } from './entry-stream';
-import { entryStream } from './entry-stream';
-import type { ByteSource } from './serve';
+import type { EntryId, EntryRow, ZipFacts } from '../api.ts';
+import type { RangeReader } from './entry-stream.ts';
+import { entryStream } from './entry-stream.ts';
+import type { ByteSource } from './serve.ts';
 
 /** Members of one ZIP, at most (the plan is held in the worker while it is written). */
 export const MAX_ZIP_MEMBERS = 1_000_000;

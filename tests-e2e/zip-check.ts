@@ -1,0 +1,155 @@
+// The page's ZIP writer (web/src/wasm/zip-source.ts over client-zip) past every
+// 32-bit limit, checked in Node: a folder of 70,000 small files (past 65,535
+// entries) and a 4.1 GiB file (sparse, random at its start, middle and end: past
+// 4 GiB of offset and of one member's size) become one ZIP whose length is exactly
+// what the plan predicted before the first byte, and which Python's zipfile reads
+// back member by member equal to the files (tests-e2e/lib/check_zip.py).
+//
+// This is the page's own planning and streaming code; only what the browser puts
+// around it is replaced: the index is a walk of the folder (`walkIndex`) and the
+// sharer's range reads are reads of the files (`FileRangeReader`). The browser's part,
+// a ZIP streamed through the service worker to the download manager, is content test
+// r's; it runs with a smaller file, since moving 4.1 GiB through the page took 5 of
+// the CI's 45 minutes (LINKFS_CONTENT_BIG_GIB=4.1 runs it past 4 GiB in the browser).
+//
+//   node_modules/.bin/tsx tests-e2e/zip-check.ts [--keep]
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { lstat, mkdir, mkdtemp, open, readdir, rm, writeFile } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { EntryId, EntryRow, ReadHandle } from '../web/src/api.ts';
+import type { RangeReader, ReadSink } from '../web/src/wasm/entry-stream.ts';
+import { planZip, zipSource } from '../web/src/wasm/zip-source.ts';
+import { sparseWithRandomRegions } from './lib/fixture.ts';
+
+const GIB = 1024 ** 3;
+const BIG = Math.floor(4.1 * GIB);
+/** Past 65,535 entries: most empty (each costs a file on disk), every hundredth not. */
+const SMALL_FILES = 70_000;
+
+/** Every entry under `root`, as the index would hold it; ids are positions. */
+async function walkIndex(root: string): Promise<{ rows: EntryRow[]; paths: string[]; children: Map<number, number[]> }> {
+  const rows: EntryRow[] = [];
+  const paths: string[] = [];
+  const children = new Map<number, number[]>();
+  const add = async (full: string, name: string, parent: number): Promise<number> => {
+    const st = await lstat(full);
+    const id = rows.length;
+    const kind = st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : 'file';
+    rows.push({ id: id as EntryId, parent: parent as EntryId, name, kind, size: kind === 'file' ? st.size : 0, mtime: Math.floor(st.mtimeMs / 1000), mode: st.mode & 0o777 });
+    paths.push(full);
+    if (id !== parent) children.get(parent)!.push(id);
+    if (kind === 'dir') {
+      children.set(id, []);
+      for (const child of (await readdir(full)).sort()) await add(path.join(full, child), child, id);
+      rows[id]!.children = children.get(id)!.length;
+    }
+    return id;
+  };
+  await add(root, '', 0);
+  return { rows, paths, children };
+}
+
+/** The sharer's range reads, as reads of the files (1 MiB at a time, in order). */
+class FileRangeReader implements RangeReader {
+  private next = 1;
+  private readonly cancelled = new Set<number>();
+  readonly open = new Set<FileHandle>();
+  constructor(private readonly paths: string[]) {}
+
+  start(entry: EntryId, offset: number, len: number, sink: ReadSink): ReadHandle {
+    const handle = this.next++;
+    void (async () => {
+      const fh = await open(this.paths[entry]!, 'r');
+      this.open.add(fh);
+      try {
+        for (let at = offset; at < offset + len && !this.cancelled.has(handle); ) {
+          const want = Math.min(1 << 20, offset + len - at);
+          const buf = Buffer.allocUnsafe(want);
+          const { bytesRead } = await fh.read(buf, 0, want, at);
+          if (bytesRead === 0) throw new Error(`${this.paths[entry]} ended at ${at}`);
+          sink.data(new Uint8Array(buf.buffer, buf.byteOffset, bytesRead));
+          at += bytesRead;
+        }
+        if (!this.cancelled.has(handle)) sink.done();
+      } catch (e) {
+        sink.failed(String(e));
+      } finally {
+        this.open.delete(fh);
+        await fh.close();
+      }
+    })();
+    return handle as ReadHandle;
+  }
+
+  cancel(handle: ReadHandle): void {
+    this.cancelled.add(handle);
+  }
+}
+
+async function main(): Promise<void> {
+  const keep = process.argv.includes('--keep');
+  const base = await mkdtemp(path.join(tmpdir(), 'linkfs-zip-check-'));
+  try {
+    const folder = path.join(base, 'past-limits');
+    const many = path.join(folder, 'many');
+    await mkdir(many, { recursive: true });
+    for (let i = 0; i < SMALL_FILES; i++) writeFileSync(path.join(many, `f${i}.txt`), i % 100 === 0 ? `file ${i}\n` : '');
+    await sparseWithRandomRegions(path.join(folder, 'huge.img'), BIG);
+    await writeFile(path.join(folder, 'after the huge one.txt'), 'a member whose header sits past 4 GiB\n');
+
+    const { rows, paths, children } = await walkIndex(folder);
+    const list = (dir: EntryId, start: number, count: number) => {
+      const ids = children.get(dir) ?? [];
+      return { total: ids.length, rows: ids.slice(start, start + count).map((id) => rows[id]!) };
+    };
+    const { plan, members } = planZip([rows[0]!], list, 'past-limits');
+    assert.equal(plan.files, SMALL_FILES + 2, 'files planned');
+    assert.ok(plan.size > 4 * GIB, `the ZIP is planned at ${plan.size} bytes, past 4 GiB`);
+
+    const reader = new FileRangeReader(paths);
+    const out = path.join(base, 'past-limits.zip');
+    const fh = await open(out, 'w');
+    const started = performance.now();
+    let written = 0;
+    try {
+      const stream = zipSource(reader, plan, members).open(0, plan.size);
+      // client-zip gives a few small chunks per member: written 8 MiB at a time.
+      const held: Uint8Array[] = [];
+      let heldBytes = 0;
+      const flush = async (): Promise<void> => {
+        await fh.write(Buffer.concat(held));
+        held.length = 0;
+        heldBytes = 0;
+      };
+      for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) {
+        held.push(chunk.slice());
+        heldBytes += chunk.byteLength;
+        written += chunk.byteLength;
+        if (heldBytes >= 8 << 20) await flush();
+      }
+      await flush();
+    } finally {
+      await fh.close();
+    }
+    const seconds = (performance.now() - started) / 1000;
+    assert.equal(written, plan.size, `the ZIP came out at ${written} bytes; the plan promised ${plan.size} (the page's progress and Content-Length)`);
+    assert.equal(reader.open.size, 0, 'every file read was closed');
+
+    const check = spawnSync('python3', [path.join(import.meta.dirname, 'lib', 'check_zip.py'), out, folder, 'past-limits'], { encoding: 'utf8' });
+    assert.equal(check.status, 0, `Python's zipfile found problems in the ZIP: ${check.stdout}${check.stderr}`);
+    const report = JSON.parse(check.stdout) as { members: number; files: number; renamed: number };
+    assert.equal(report.files, SMALL_FILES + 2, `the ZIP holds ${report.files} files`);
+    assert.equal(report.renamed, 0, 'no member renamed');
+    console.log(JSON.stringify({ zip_bytes: written, members: report.members, files: report.files, write_seconds: Number(seconds.toFixed(1)) }));
+  } finally {
+    if (keep) console.log(`kept ${base}`);
+    else await rm(base, { recursive: true, force: true });
+  }
+}
+
+await main();
