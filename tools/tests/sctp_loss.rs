@@ -245,3 +245,27 @@ fn a_queue_that_overflows_still_costs_three_tenths_of_the_window() {
         outcome.dropped_forward
     );
 }
+
+#[test]
+fn a_lost_reply_on_a_steady_path_is_probed_for_after_one_and_a_quarter_round_trips_not_two() {
+    // A small file's reply is a lone message: nothing follows it to reveal its
+    // loss, so the tail loss probe resends it. RFC 8985's 2 SRTT made a lost
+    // reply's first byte 3 round trips late at every distance; on a path whose
+    // round trip holds steady, QUIC's SRTT + 4 RTTVAR is about 1.25 SRTT.
+    for rtt in [20, 50, 100] {
+        let path = Path::symmetric(ms(rtt), 100, 0.0);
+        let transfer = windowed(200_000);
+        let reference = clean(path, &transfer);
+        let line = Line::new(path).with_fault(Fault::DataChunk {
+            offset: reference.chunks - 1,
+            sends: 1,
+        });
+        let outcome = run(&line, &transfer);
+        let late_rtts = (outcome.seconds - reference.seconds) * 1000.0 / rtt as f64;
+        assert!(
+            late_rtts <= 2.6,
+            "at {rtt} ms the lost last chunk was acknowledged {late_rtts:.2} round trips late \
+             (the probe, the resend and its acknowledgement: 2.35 expected, 3 with a 2 SRTT probe)"
+        );
+    }
+}

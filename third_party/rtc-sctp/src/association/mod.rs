@@ -74,6 +74,16 @@ const VENO_BACKLOG_PACKETS: u32 = 3;
 /// 9260 6.1 Max.Burst); what remains follows the next SACKs.
 const MAX_RETRANSMIT_BURST: usize = 4;
 
+/// linkfs patch: the tail loss probe's timeout in ms, from the smoothed RTT
+/// and its variation: QUIC's probe timeout, SRTT + 4 RTTVAR (RFC 9002 6.2.1,
+/// with no ack delay: the last chunk before the queue runs dry carries the I
+/// bit), at least 1.25 SRTT, at most RFC 8985's 2 SRTT, at least 10 ms. On a
+/// steady path a lost lone reply is resent after about 1.25 round trips, not 2.
+fn probe_timeout(srtt: u64, rttvar: f64) -> u64 {
+    let quic = srtt + (4.0 * rttvar) as u64;
+    quic.clamp(srtt + srtt / 4, 2 * srtt).max(10)
+}
+
 /// Reasons why an association might be lost
 #[derive(Debug, Error, Clone, PartialEq)]
 #[non_exhaustive]
@@ -2005,17 +2015,16 @@ impl Association {
         }
     }
 
-    /// linkfs patch: (re)arms the tail loss probe while data is outstanding:
-    /// PTO = 2 SRTT, at least 10 ms (RFC 8985 7.2). Restarted by every SACK
-    /// (`restart`), started if idle by new data. No probe before the first
-    /// RTT sample (T3 covers that).
+    /// linkfs patch: (re)arms the tail loss probe while data is outstanding.
+    /// Restarted by every SACK (`restart`), started if idle by new data. No
+    /// probe before the first RTT sample (T3 covers that).
     fn arm_probe(&mut self, now: Instant, restart: bool) {
         if self.inflight_queue.is_empty() || self.tlp_probed || self.min_rtt.is_none() {
             self.timers.set(Timer::Tlp, None);
             return;
         }
         if restart || self.timers.get(Timer::Tlp).is_none() {
-            let pto = (2 * self.rto_mgr.srtt).max(10);
+            let pto = probe_timeout(self.rto_mgr.srtt, self.rto_mgr.rttvar);
             self.timers
                 .set(Timer::Tlp, Some(now + Duration::from_millis(pto)));
         }
