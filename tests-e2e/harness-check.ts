@@ -15,7 +15,9 @@ import path from 'node:path';
 import { dataSizes, makeFixture, name255, specialNames, type Fixture } from './lib/fixture.ts';
 import { repoRoot, scratchDir } from './lib/paths.ts';
 import { assert, runSuite, type TestCase } from './lib/runner.ts';
+import { compareStreamed } from './lib/stream-compare.ts';
 import { treeTotals, walkTree, type Tree, type TreeEntry } from './lib/tree.ts';
+import { formatMismatch } from './lib/verify.ts';
 
 let fixture: Fixture | undefined;
 let tree: Tree | undefined;
@@ -194,6 +196,61 @@ const tests: TestCase[] = [
       );
     },
   },
+  {
+    name: "the scale test's folder-at-a-time comparison agrees with the tree walker on the fixture, and reports a missing, an extra, a wrong and a twice-listed entry",
+    async run() {
+      const { fixture, tree } = await fixtureTree();
+      const totals = treeTotals(tree);
+      const clean = await compareStreamed(stubPage(indexOf(tree)), fixture.dir, { window: 7 });
+      assert(clean.mismatchCount === 0, `mismatches on an index equal to the tree: ${clean.mismatches.map(formatMismatch).join('; ')}`);
+      assert(clean.entries === totals.entries && clean.files === totals.files && clean.dirs === totals.dirs, `counted ${clean.entries}/${clean.files}/${clean.dirs} entries/files/folders, the walker ${totals.entries}/${totals.files}/${totals.dirs}`);
+      assert(clean.sample.length === Math.min(20, totals.files) && clean.small.every((f) => f.size > 0 && f.size <= 4096), 'the sample or the small files are wrong');
+
+      const files = tree.entries.filter((e) => e.kind === 'file' && e.path.includes('/'));
+      const dirs = tree.entries.filter((e) => e.kind === 'dir');
+      const gone = files[0]!.path;
+      const resized = files[1]!.path;
+      const damaged = indexOf(tree);
+      damaged.rows = damaged.rows.filter((r) => r.path !== gone);
+      damaged.rows.find((r) => r.path === resized)!.size += 1;
+      damaged.rows.push({ ...damaged.rows.find((r) => r.path === resized)!, id: 999_999, name: 'not on disk', path: 'not on disk', parent: 0 });
+      const twice = dirs[0]!;
+      const other = dirs.find((d) => !d.path.startsWith(`${twice.path}/`) && d.path !== twice.path && !twice.path.startsWith(`${d.path}/`))!;
+      damaged.rows.find((r) => r.path === other.path)!.id = damaged.rows.find((r) => r.path === twice.path)!.id;
+      const found = await compareStreamed(stubPage(damaged), fixture.dir, { window: 7, keep: 1000 });
+      const has = (p: string, field: string) => found.mismatches.some((m) => m.path === p && m.field === field);
+      assert(has(gone, 'presence'), `the entry missing from the index was not reported: ${found.mismatches.map(formatMismatch).join('; ')}`);
+      assert(has('not on disk', 'presence'), 'the entry only in the index was not reported');
+      assert(has(resized, 'size'), 'the wrong size was not reported');
+      assert(found.mismatches.some((m) => m.field === 'id'), 'a folder listed twice under one id was not reported');
+    },
+  },
 ];
+
+/** A page index built from the walker's tree: ids are positions, the root is 0. */
+function indexOf(tree: Tree): { rows: Array<{ id: number; parent: number; name: string; path: string; kind: string; size: number; mtime: number; mode: number; target?: string }> } {
+  const idOf = new Map<string, number>([['', 0]]);
+  tree.entries.forEach((e, i) => idOf.set(e.path, i + 1));
+  const rows = tree.entries.map((e, i) => {
+    const parent = e.path.includes('/') ? e.path.slice(0, e.path.lastIndexOf('/')) : '';
+    const row = { id: i + 1, parent: idOf.get(parent)!, name: e.path.slice(e.path.lastIndexOf('/') + 1), path: e.path, kind: e.kind, size: e.kind === 'file' ? e.size : 0, mtime: e.mtime, mode: e.mode } as { id: number; parent: number; name: string; path: string; kind: string; size: number; mtime: number; mode: number; target?: string };
+    if (e.target !== undefined) row.target = e.target;
+    return row;
+  });
+  return { rows };
+}
+
+/** Stands in for a Playwright page whose `window.linkfsShare` lists `index` (named as such: no browser here). */
+function stubPage(index: ReturnType<typeof indexOf>): import('playwright-core').Page {
+  const share = {
+    rootId: 0,
+    list: async (dir: number, _sort: string, _desc: boolean, start: number, count: number) => {
+      const all = index.rows.filter((r) => r.parent === dir).sort((a, b) => (a.name < b.name ? -1 : 1));
+      return { total: all.length, start, rows: all.slice(start, start + count) };
+    },
+  };
+  (globalThis as unknown as { window: unknown }).window = { linkfsShare: share };
+  return { evaluate: async (fn: (arg: unknown) => unknown, arg: unknown) => fn(arg) } as unknown as import('playwright-core').Page;
+}
 
 await runSuite('harness-check', tests, { afterAll: () => fixture?.remove() });

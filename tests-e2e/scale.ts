@@ -39,8 +39,9 @@ import { launchChromium, openLink, type ChromiumInstance } from './lib/chromium.
 import { scratchDir } from './lib/paths.ts';
 import { generatedTree } from './lib/gen-tree.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
-import { walkTree, sha256File, type Tree } from './lib/tree.ts';
-import { compareIndex, enumerateIndex, formatMismatch, indexWireBytes, readInPage } from './lib/verify.ts';
+import { compareStreamed } from './lib/stream-compare.ts';
+import { sha256File } from './lib/tree.ts';
+import { formatMismatch, indexWireBytes, readInPage } from './lib/verify.ts';
 import { longTaskReport, longTasks as traceLongTasks, startTrace, type Trace } from './lib/trace.ts';
 
 const log = (line: string) => console.error(line);
@@ -195,24 +196,12 @@ async function timedInPage(page: Page, what: 'list' | 'lookup', arg: number | st
   );
 }
 
-function dirSizes(tree: Tree): Map<string, number> {
-  const children = new Map<string, number>();
-  for (const e of tree.entries) {
-    const parent = e.path.includes('/') ? e.path.slice(0, e.path.lastIndexOf('/')) : '';
-    children.set(parent, (children.get(parent) ?? 0) + 1);
-  }
-  return children;
-}
-
 async function main(): Promise<Record<string, unknown>> {
   const n = Number(process.env.SCALE_N ?? process.env.SCALE_FILES ?? '100000');
   if (!Number.isInteger(n) || n < 1) throw new Error(`SCALE_N=${process.env.SCALE_N ?? ''} is not a positive integer`);
   const dir = process.env.SCALE_DIR ? path.resolve(process.env.SCALE_DIR) : await generatedTree(n);
-  log(`scale: walking ${dir} for the expected side ...`);
-  const tree = await walkTree(dir);
-  const entries = tree.entries.length + 1; // the index also holds the root
   const statwalk = statWalkSeconds(dir);
-  log(`scale: ${entries} entries; find -printf takes ${statwalk.toFixed(3)} s`);
+  log(`scale: find -printf over ${dir} takes ${statwalk.toFixed(3)} s`);
 
   // The empty share: what a page and a sharer cost before any entry.
   const empty = await mkdtemp(path.join(scratchDir, 'scale-empty-'));
@@ -239,39 +228,35 @@ async function main(): Promise<Record<string, unknown>> {
     const sharerPeak = await peakRss(share.pid);
     const memory = await browserMemory(page);
 
-    // The biggest directory and a one-entry directory.
-    const sizes = dirSizes(tree);
-    const [bigPath, bigCount] = [...sizes.entries()].reduce((a, b) => (b[1] > a[1] ? b : a));
-    // The smallest non-empty folder (the generator makes `single`, with one file).
-    const [smallPath, smallCount] = [...sizes.entries()].filter(([p]) => p !== '').reduce((a, b) => (b[1] < a[1] ? b : a));
-    const bigRow = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), bigPath);
-    if (bigRow === null) throw new Error(`the big directory ${bigPath} is not in the index`);
-    const list = await timedInPage(page, 'list', bigRow.id, 200);
-    const inBig = tree.entries.filter((e) => e.path.startsWith(`${bigPath}/`) && !e.path.slice(bigPath.length + 1).includes('/'));
-    const bigProbe = inBig[Math.floor(inBig.length * 0.61)]!.path;
-    const lookupBig = await timedInPage(page, 'lookup', bigProbe, 1000);
-    const smallProbe = tree.entries.find((e) => e.path.startsWith(`${smallPath}/`) && !e.path.slice(smallPath.length + 1).includes('/'))!.path;
-    const lookupSmall = await timedInPage(page, 'lookup', smallProbe, 1000);
-    const smallRow = await page.evaluate((p: string) => window.linkfsShare!.lookup(p), smallPath);
-    if (smallRow === null) throw new Error(`the small directory ${smallPath} is not in the index`);
-    const listSmall = await timedInPage(page, 'list', smallRow.id, 200);
-
-    // Every entry, compared with the tree.
+    // Every entry, compared with the tree, one folder at a time (neither side is
+    // held whole); the same pass finds the biggest and the smallest folder and
+    // picks the files read back below.
     log('scale: comparing the whole index with the tree ...');
-    const { entries: remote, problems } = await enumerateIndex(page);
-    const mismatches = [...problems, ...compareIndex(tree, remote)];
-    for (const m of mismatches.slice(0, 50)) log(`MISMATCH ${formatMismatch(m)}`);
-    if (mismatches.length > 50) log(`... and ${mismatches.length - 50} more mismatches`);
+    const compared = await compareStreamed(page, dir, { progress: (n) => log(`scale: compared ${n} entries`) });
+    const entries = compared.entries + 1; // the index also holds the root
+    const mismatchCount = compared.mismatchCount;
+    for (const m of compared.mismatches) log(`MISMATCH ${formatMismatch(m)}`);
+    if (mismatchCount > compared.mismatches.length) log(`... and ${mismatchCount - compared.mismatches.length} more mismatches`);
+    log(`scale: ${entries} entries, ${mismatchCount} mismatches`);
+
+    // The biggest folder and the smallest non-empty one (the generator makes
+    // `single`, with one file).
+    const { path: bigPath, children: bigCount } = compared.biggest;
+    const { path: smallPath, children: smallCount } = compared.smallest;
+    const list = await timedInPage(page, 'list', compared.biggest.id, 200);
+    const bigProbe = compared.bigProbe;
+    const lookupBig = await timedInPage(page, 'lookup', bigProbe, 1000);
+    const smallProbe = compared.smallest.firstChild;
+    const lookupSmall = await timedInPage(page, 'lookup', smallProbe, 1000);
+    const listSmall = await timedInPage(page, 'list', compared.smallest.id, 200);
 
     // 20 files spread over the tree, byte for byte.
-    const files = tree.entries.filter((e) => e.kind === 'file');
-    const picks = Array.from({ length: Math.min(20, files.length) }, (_, i) => files[Math.floor(((i + 0.5) * files.length) / Math.min(20, files.length))]!);
-    const byPath = new Map(remote.map((r) => [r.path, r.id]));
-    const ids = picks.map((f) => byPath.get(f.path)).filter((id): id is number => id !== undefined);
+    const picks = compared.sample;
+    const ids = picks.map((f) => f.id);
     const { results } = await readInPage(page, ids, 4, 30_000);
-    let readbackOk = ids.length === picks.length;
-    for (const [i, f] of picks.entries()) {
-      const r = results.find((x) => x.id === ids[i]);
+    let readbackOk = ids.length === Math.min(20, compared.files);
+    for (const f of picks) {
+      const r = results.find((x) => x.id === f.id);
       const want = await sha256File(path.join(dir, f.path));
       if (r === undefined || r.error !== null || r.sha256 !== want) {
         readbackOk = false;
@@ -281,7 +266,7 @@ async function main(): Promise<Record<string, unknown>> {
 
     // Small files, one at a time: time to the whole file (= its first byte for files
     // of one chunk), p50 / p99 over up to 200 reads.
-    const small = remote.filter((r) => r.kind === 'file' && r.size > 0 && r.size <= 4096).slice(0, 200).map((r) => r.id);
+    const small = compared.small.map((r) => r.id);
     const firstByte = await page.evaluate(async (list: number[]) => {
       const times: number[] = [];
       for (const id of list) {
@@ -390,8 +375,8 @@ async function main(): Promise<Record<string, unknown>> {
       reopen_from_snapshot: reopen.fromSnapshot,
       snapshot_bytes_per_entry: snapshot === null ? null : Number((snapshot.snapshotBytes / entries).toFixed(2)),
       snapshot_build_ms: snapshot === null ? null : Math.round(snapshot.snapshotMs),
-      mismatches: mismatches.length,
-      error: mismatches.length > 0 || !readbackOk ? `${mismatches.length} index mismatches; read-back ${readbackOk ? 'ok' : 'FAILED'}` : null,
+      mismatches: mismatchCount,
+      error: mismatchCount > 0 || !readbackOk ? `${mismatchCount} index mismatches; read-back ${readbackOk ? 'ok' : 'FAILED'}` : null,
     };
     await chromium.close();
     await share.stop();
