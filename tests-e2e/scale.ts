@@ -232,12 +232,13 @@ async function main(): Promise<Record<string, unknown>> {
     // held whole); the same pass finds the biggest and the smallest folder and
     // picks the files read back below.
     log('scale: comparing the whole index with the tree ...');
+    const compareStart = performance.now();
     const compared = await compareStreamed(page, dir, { progress: (n) => log(`scale: compared ${n} entries`) });
     const entries = compared.entries + 1; // the index also holds the root
     const mismatchCount = compared.mismatchCount;
     for (const m of compared.mismatches) log(`MISMATCH ${formatMismatch(m)}`);
     if (mismatchCount > compared.mismatches.length) log(`... and ${mismatchCount - compared.mismatches.length} more mismatches`);
-    log(`scale: ${entries} entries, ${mismatchCount} mismatches`);
+    log(`scale: ${entries} entries, ${mismatchCount} mismatches (compared in ${((performance.now() - compareStart) / 1000).toFixed(1)} s)`);
 
     // The biggest folder and the smallest non-empty one (the generator makes
     // `single`, with one file).
