@@ -5,6 +5,8 @@
 //
 //   SCALE_N=100000 npm run e2e:scale
 //   SCALE_DIR=/some/tree npm run e2e:scale        (reuse a tree instead of generating one)
+//   SCALE_EMPTY=1 ...                              (a generated tree of empty files: at 10M the
+//                                                  bytes are 17 GiB; names, folders, mtimes alike)
 //   SCALE_OUT=figures.json ...                     (also write the JSON there)
 //   SCALE_TRACE=1 ...                              (log what made main-thread tasks long)
 //   SCALE_SHARER_NICE=0 ...                        (the sharer at nice 0; default 19, see below)
@@ -199,7 +201,8 @@ async function timedInPage(page: Page, what: 'list' | 'lookup', arg: number | st
 async function main(): Promise<Record<string, unknown>> {
   const n = Number(process.env.SCALE_N ?? process.env.SCALE_FILES ?? '100000');
   if (!Number.isInteger(n) || n < 1) throw new Error(`SCALE_N=${process.env.SCALE_N ?? ''} is not a positive integer`);
-  const dir = process.env.SCALE_DIR ? path.resolve(process.env.SCALE_DIR) : await generatedTree(n);
+  const emptyFiles = process.env.SCALE_EMPTY === '1';
+  const dir = process.env.SCALE_DIR ? path.resolve(process.env.SCALE_DIR) : await generatedTree(n, { empty: emptyFiles });
   const statwalk = statWalkSeconds(dir);
   log(`scale: find -printf over ${dir} takes ${statwalk.toFixed(3)} s`);
 
@@ -340,6 +343,7 @@ async function main(): Promise<Record<string, unknown>> {
     const figures = {
       entries,
       dir,
+      empty_files: emptyFiles,
       index_seconds: round(run.indexSeconds),
       entries_per_second: Math.round(entries / run.indexSeconds),
       statwalk_seconds: round(statwalk),

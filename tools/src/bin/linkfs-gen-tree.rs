@@ -1,4 +1,4 @@
-//! `linkfs-gen-tree --files N --out DIR [--seed S] [--big-dir 100000]`: builds
+//! `linkfs-gen-tree --files N --out DIR [--seed S] [--big-dir 100000] [--empty]`: builds
 //! a realistic test tree of N files for walk, share and mount benchmarks.
 //!
 //! Shape (all of it deterministic from the seed, whatever the thread count):
@@ -18,8 +18,9 @@
 //!   caches) and words in other scripts (`café`, `写真`, `Übersicht`, emoji) in
 //!   about one name in eight; a name that is taken in its folder gets ` (n)`;
 //! * sizes 0 (10%) or 1 to 4,096 bytes of seeded random bytes; mtimes spread
-//!   over the four years before 2026; modes 0644, 0600, 0755, 0444, 0640 for
-//!   files and 0755, 0700, 0775, 0750 for folders.
+//!   over the four years before 2026 (`--empty`: every file 0 bytes, the rest
+//!   the same); modes 0644, 0600, 0755, 0444, 0640 for files and 0755, 0700,
+//!   0775, 0750 for folders.
 //!
 //! Folders are made first (one thread), then files by `--threads` threads,
 //! each filling whole folders (fullest first) taken from a shared counter, so
@@ -62,6 +63,11 @@ struct Args {
     /// on the 2-core test machine).
     #[arg(long)]
     threads: Option<usize>,
+    /// Every file empty (names, mtimes and modes as usual): for walk, index
+    /// and mount figures at sizes where writing the bytes would dominate (10M
+    /// files of 0-4 KiB are 17 GiB).
+    #[arg(long)]
+    empty: bool,
 }
 
 /// Deepest folder nesting below the root.
@@ -297,6 +303,7 @@ impl FileMaker<'_> {
         } else {
             1 + rng.below(MAX_SIZE)
         };
+        let size = if self.args.empty { 0 } else { size };
         let content = &mut content[..size as usize];
         rng.fill(content);
         let mtime = rng.mtime();
