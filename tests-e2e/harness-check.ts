@@ -197,6 +197,26 @@ const tests: TestCase[] = [
     },
   },
   {
+    name: 'a file modified at x.999999999 s is expected at second x, as the sharer lists it (a double of milliseconds rounded it up: one mismatch in the 10M scale tree)',
+    async run() {
+      const dir = await mkdtemp(path.join(scratchDir, 'mtime-'));
+      try {
+        await writeFile(path.join(dir, 'late.txt'), 'x');
+        execFileSync('touch', ['-d', '@1725061324.999999999', path.join(dir, 'late.txt')]);
+        const walked = await walkTree(dir);
+        assert(walked.entries[0]?.mtime === 1725061324, `the walker says ${walked.entries[0]?.mtime}, 1725061324 expected`);
+        const compared = await compareStreamed(stubPage(indexOf(walked)), dir);
+        assert(compared.mismatchCount === 0 && compared.files === 1, `the streamed comparison disagrees: ${compared.mismatches.map(formatMismatch).join('; ')}`);
+        const wrong = indexOf(walked);
+        wrong.rows[0]!.mtime = 1725061325;
+        const off = await compareStreamed(stubPage(wrong), dir);
+        assert(off.mismatches.some((m) => m.field === 'mtime' && m.expected === 1725061324), 'a listing one second late was not reported');
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  },
+  {
     name: "the scale test's folder-at-a-time comparison agrees with the tree walker on the fixture, and reports a missing, an extra, a wrong and a twice-listed entry",
     async run() {
       const { fixture, tree } = await fixtureTree();

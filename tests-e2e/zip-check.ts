@@ -25,6 +25,7 @@ import type { EntryId, EntryRow, ReadHandle } from '../web/src/api.ts';
 import type { RangeReader, ReadSink } from '../web/src/wasm/entry-stream.ts';
 import { planZip, zipSource } from '../web/src/wasm/zip-source.ts';
 import { sparseWithRandomRegions } from './lib/fixture.ts';
+import { mtimeSeconds } from './lib/tree.ts';
 
 const GIB = 1024 ** 3;
 const BIG = Math.floor(4.1 * GIB);
@@ -37,10 +38,10 @@ async function walkIndex(root: string): Promise<{ rows: EntryRow[]; paths: strin
   const paths: string[] = [];
   const children = new Map<number, number[]>();
   const add = async (full: string, name: string, parent: number): Promise<number> => {
-    const st = await lstat(full);
+    const st = await lstat(full, { bigint: true });
     const id = rows.length;
     const kind = st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : 'file';
-    rows.push({ id: id as EntryId, parent: parent as EntryId, name, kind, size: kind === 'file' ? st.size : 0, mtime: Math.floor(st.mtimeMs / 1000), mode: st.mode & 0o777 });
+    rows.push({ id: id as EntryId, parent: parent as EntryId, name, kind, size: kind === 'file' ? Number(st.size) : 0, mtime: mtimeSeconds(st), mode: Number(st.mode & 0o777n) });
     paths.push(full);
     if (id !== parent) children.get(parent)!.push(id);
     if (kind === 'dir') {

@@ -18,6 +18,7 @@
 import { lstat, readdir, readlink } from 'node:fs/promises';
 import type { Page } from 'playwright-core';
 import type { EntryId, EntryKind } from './page-api.ts';
+import { mtimeSeconds } from './tree.ts';
 import type { Mismatch } from './verify.ts';
 
 const utf8 = new TextDecoder('utf-8'); // not fatal: invalid bytes become U+FFFD, as in the page
@@ -87,8 +88,8 @@ const STATS_AT_ONCE = 64;
 /** One child on disk. */
 async function localChild(dir: Buffer, name: Buffer): Promise<LocalChild> {
   const full = Buffer.concat([dir, Buffer.from('/'), name]);
-  const st = await lstat(full);
-  const common = { name: utf8.decode(name), raw: full, size: st.size, mtime: Math.floor(st.mtimeMs / 1000), mode: st.mode & 0o7777 };
+  const st = await lstat(full, { bigint: true });
+  const common = { name: utf8.decode(name), raw: full, size: Number(st.size), mtime: mtimeSeconds(st), mode: Number(st.mode & 0o7777n) };
   if (st.isSymbolicLink()) return { ...common, kind: 'symlink', target: utf8.decode(await readlink(full, { encoding: 'buffer' })) };
   if (st.isDirectory()) return { ...common, kind: 'dir' };
   if (st.isFile()) return { ...common, kind: 'file' };

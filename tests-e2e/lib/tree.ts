@@ -41,6 +41,17 @@ export interface Tree {
 
 const utf8 = new TextDecoder('utf-8'); // not fatal: invalid bytes become U+FFFD, as in the UI
 
+/**
+ * An lstat's mtime in whole seconds, rounded down as the sharer does, from the
+ * nanoseconds (`lstat(…, { bigint: true })`). Not from `mtimeMs`: a double of
+ * milliseconds cannot hold the nanoseconds, and x.999999999 s rounds up to the next
+ * second (one file in the 10M scale tree showed it).
+ */
+export function mtimeSeconds(st: { mtimeNs: bigint }): number {
+  const s = st.mtimeNs / 1_000_000_000n;
+  return Number(st.mtimeNs < 0n && s * 1_000_000_000n !== st.mtimeNs ? s - 1n : s);
+}
+
 /** SHA-256 of a file's content, lowercase hex. */
 export async function sha256File(file: string | Buffer): Promise<string> {
   const hash = createHash('sha256');
@@ -48,7 +59,7 @@ export async function sha256File(file: string | Buffer): Promise<string> {
   return hash.digest('hex');
 }
 
-function otherKind(st: import('node:fs').Stats): string {
+function otherKind(st: import('node:fs').BigIntStats): string {
   if (st.isFIFO()) return 'fifo';
   if (st.isSocket()) return 'socket';
   if (st.isCharacterDevice()) return 'char-device';
@@ -71,8 +82,8 @@ export async function walkTree(root: string, options: { hash?: boolean } = {}): 
     for (const name of names) {
       const raw = Buffer.concat([dir.raw, Buffer.from('/'), name]);
       const rel = dir.path === '' ? utf8.decode(name) : `${dir.path}/${utf8.decode(name)}`;
-      const st = await lstat(raw);
-      const common = { path: rel, size: st.size, mtime: Math.floor(st.mtimeMs / 1000), mode: st.mode & 0o7777, raw };
+      const st = await lstat(raw, { bigint: true });
+      const common = { path: rel, size: Number(st.size), mtime: mtimeSeconds(st), mode: Number(st.mode & 0o7777n), raw };
       if (st.isSymbolicLink()) {
         const target = utf8.decode(await readlink(raw, { encoding: 'buffer' }));
         entries.push({ ...common, kind: 'symlink', target });
