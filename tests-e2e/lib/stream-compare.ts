@@ -185,6 +185,12 @@ export async function compareStreamed(page: Page, root: string, options: StreamC
   const stack: Array<{ raw: Buffer; path: string; id: number }> = [{ raw: Buffer.from(root), path: '', id: rootId }];
   while (stack.length > 0) {
     const dir = stack.pop()!;
+    // The page's first window is asked for while the disk is read: most folders
+    // are small, and for them the two waits were most of the time (at 100k,
+    // 2,200 folders: compared in 16.1 s one after the other, 12.0 s so; asking
+    // for the next 8 folders' windows ahead as well did not help: 14.4 s).
+    const first = remoteWindow(page, dir.id, 0, windowRows);
+    first.catch(() => undefined); // awaited below; an error surfaces there
     const local = await localChildren(dir.raw);
     const byName = new Map<string, LocalChild[]>();
     let listed = 0;
@@ -213,7 +219,7 @@ export async function compareStreamed(page: Page, root: string, options: StreamC
     let start = 0;
     let total = -1;
     for (;;) {
-      const w = await remoteWindow(page, dir.id, start, windowRows);
+      const w = start === 0 ? await first : await remoteWindow(page, dir.id, start, windowRows);
       total = w.total;
       if (w.start !== start) mismatch({ path: dir.path, field: 'list.start', expected: start, got: w.start });
       for (const r of w.rows) {
