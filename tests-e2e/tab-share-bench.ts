@@ -13,8 +13,16 @@
 //   small_first_byte_ms      p50/p95 of reading a small file through the mount (budget p50 <= 10)
 //   tab_memory_bytes         the sharing page's JS heap + wasm memory, most seen while the
 //                            walk and the 1 GiB read run (budget <= 150 MB)
+//   live_ms                  p50/p99/max of TAB_BENCH_LIVE (40) changes on disk (a file
+//                            created, rewritten, renamed, removed, in turn) until a native
+//                            `linkfs mount` shows each (budget p99 <= 1500)
+//   chromium_channel_mb_s    this Chromium's own data channel between two peer connections
+//                            in one page, in the same run: the ceiling for get_mb_s here;
+//                            get_vs_chromium_channel is their ratio
 //
 //   bash tests-e2e/run tab-share-bench        (TAB_BENCH_N=100000, TAB_BENCH_GIB=1)
+//   TAB_BENCH_GETS=K: K `linkfs get`s of the big file at once (K connections to the
+//   tab); get_mb_s is then what they moved together
 //   TAB_BENCH_PROFILE=FILE.cpuprofile: the sharing page's CPU profile during the 1 GiB
 //   get (DevTools' Profiler), saved there, and its top functions by own time on stderr
 //
@@ -22,9 +30,10 @@
 // host, against the native sharer.
 
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CDPSession, Page } from 'playwright-core';
+import { chromiumChannelMbS } from './lib/channel-ceiling.ts';
 import { launchChromium } from './lib/chromium.ts';
 import { describeExit, exitWithin, killHard, spawnTracked } from './lib/child.ts';
 import { startMount } from './lib/mount-process.ts';
@@ -36,6 +45,8 @@ import { startShare } from './lib/share-process.ts';
 const N = Number(process.env.TAB_BENCH_N ?? '100000');
 const GIB = Number(process.env.TAB_BENCH_GIB ?? '1');
 const SMALL = 64;
+const LIVE = Number(process.env.TAB_BENCH_LIVE ?? '40');
+const GETS = Number(process.env.TAB_BENCH_GETS ?? '1');
 const log = (line: string) => console.error(line);
 
 async function run(command: string[], timeoutMs: number): Promise<{ ms: number; stdout: string[] }> {
@@ -69,6 +80,14 @@ async function makeFolder(root: string): Promise<string> {
   await mkdir(path.join(dir, 'small'));
   for (let i = 0; i < SMALL; i += 1) await writeFile(path.join(dir, 'small', `note ${i}.txt`), randomBytes(2000 + i));
   return dir;
+}
+
+/** UDP datagrams sent in this network namespace so far (/proc/net/snmp). */
+async function udpDatagrams(): Promise<number> {
+  const lines = (await readFile('/proc/net/snmp', 'utf8')).split('\n').filter((l) => l.startsWith('Udp:'));
+  const names = lines[0]?.split(/\s+/) ?? [];
+  const values = lines[1]?.split(/\s+/) ?? [];
+  return Number(values[names.indexOf('OutDatagrams')] ?? 0);
 }
 
 function percentile(values: number[], p: number): number {
@@ -129,6 +148,9 @@ async function main(): Promise<void> {
     const visitorBrowser = await launchChromium({ name: 'visitor', log });
     cleanups.push(() => visitorBrowser.close());
     const visitor = await visitorBrowser.page();
+    // The browser's own ceiling, before anything else runs.
+    const channelCeiling = await chromiumChannelMbS(visitor);
+    log(`tab-share-bench: Chromium's own data channel here: ${channelCeiling.toFixed(1)} MB/s`);
     const page = await chromium.page();
     const cdp = await page.context().newCDPSession(page);
     await page.goto(`${relay.url}/`);
@@ -169,6 +191,53 @@ async function main(): Promise<void> {
       small.push(performance.now() - started);
     }
 
+    // Live: each change on disk, until the mount shows it.
+    const live: number[] = [];
+    const liveDir = path.join(dir, 'small');
+    const reaches = async (what: string, check: () => Promise<boolean>): Promise<number> => {
+      const started = performance.now();
+      while (performance.now() - started < 30_000) {
+        if (await check().catch(() => false)) return performance.now() - started;
+        await new Promise((res) => setTimeout(res, 10));
+      }
+      throw new Error(`${what} did not reach the mount within 30 s`);
+    };
+    const inMount = (name: string) => path.join(mountpoint, 'small', name);
+    for (let i = 0; i < LIVE; i += 1) {
+      const name = `live ${i}.txt`;
+      switch (i % 4) {
+        case 0: {
+          const body = randomBytes(100 + i);
+          await writeFile(path.join(liveDir, name), body);
+          live.push(await reaches(`created ${name}`, async () => (await readFile(inMount(name))).equals(body)));
+          break;
+        }
+        case 1: {
+          const target = `live ${i - 1}.txt`;
+          const body = randomBytes(300 + i);
+          await writeFile(path.join(liveDir, target), body);
+          live.push(await reaches(`rewritten ${target}`, async () => (await readFile(inMount(target))).equals(body)));
+          break;
+        }
+        case 2: {
+          const from = `live ${i - 2}.txt`;
+          await rename(path.join(liveDir, from), path.join(liveDir, name));
+          live.push(
+            await reaches(`${from} renamed ${name}`, async () => {
+              const names = await readdir(path.join(mountpoint, 'small'));
+              return names.includes(name) && !names.includes(from);
+            }),
+          );
+          break;
+        }
+        default: {
+          const gone = `live ${i - 1}.txt`;
+          await rm(path.join(liveDir, gone));
+          live.push(await reaches(`removed ${gone}`, async () => !(await stat(inMount(gone)).then(() => true, () => false))));
+        }
+      }
+    }
+
     const tabOut = await mkdtemp(path.join(root, 'tab-get-'));
     const profileTo = process.env.TAB_BENCH_PROFILE;
     if (profileTo) {
@@ -176,7 +245,18 @@ async function main(): Promise<void> {
       await cdp.send('Profiler.setSamplingInterval', { interval: 500 });
       await cdp.send('Profiler.start');
     }
-    const tabGet = await run(['get', '--out', tabOut, link, 'big.bin'], 900_000);
+    const udpBefore = await udpDatagrams();
+    const getStarted = performance.now();
+    await Promise.all(
+      Array.from({ length: GETS }, async (_, i) => {
+        const out = path.join(tabOut, String(i));
+        await mkdir(out);
+        return run(['get', '--out', out, link, 'big.bin'], 900_000);
+      }),
+    );
+    const tabGet = { ms: performance.now() - getStarted };
+    const udpAfter = await udpDatagrams();
+    log(`tab-share-bench: UDP datagrams in this namespace during the get: ${udpAfter - udpBefore} sent`);
     if (profileTo) {
       const { profile } = await cdp.send('Profiler.stop');
       await writeFile(profileTo, JSON.stringify(profile));
@@ -185,6 +265,7 @@ async function main(): Promise<void> {
     clearInterval(sampling);
     memoryMax = Math.max(memoryMax, await tabMemory(cdp, page));
     const bytes = GIB * 1024 ** 3;
+    const getMbS = Number(((GETS * bytes) / 1e6 / (tabGet.ms / 1000)).toFixed(1));
     const figures = {
       bench: 'tab-share',
       date: new Date().toISOString(),
@@ -200,10 +281,19 @@ async function main(): Promise<void> {
       native_complete_ms: Math.round(nativeComplete),
       complete_ratio: Number((tabComplete / nativeComplete).toFixed(2)),
       listed_entries: { tab: tab.entries, native: native.entries },
-      get_mb_s: Number((bytes / 1e6 / (tabGet.ms / 1000)).toFixed(1)),
+      gets_at_once: GETS,
+      get_mb_s: getMbS,
+      chromium_channel_mb_s: Number(channelCeiling.toFixed(1)),
+      get_vs_chromium_channel: Number((getMbS / channelCeiling).toFixed(2)),
       native_get_mb_s: Number((bytes / 1e6 / (nativeGet.ms / 1000)).toFixed(1)),
       small_first_byte_ms: { p50: Number(percentile(small, 50).toFixed(2)), p95: Number(percentile(small, 95).toFixed(2)) },
       tab_memory_bytes: memoryMax,
+      live_changes: live.length,
+      live_ms: {
+        p50: Math.round(percentile(live, 50)),
+        p99: Math.round(percentile(live, 99)),
+        max: Math.round(Math.max(0, ...live)),
+      },
       budgets: {
         link_shown_ms: 1000,
         first_listing_ms: 2000,
@@ -211,6 +301,7 @@ async function main(): Promise<void> {
         get_mb_s: 50,
         small_first_byte_p50_ms: 10,
         tab_memory_bytes: 150e6,
+        live_p99_ms: 1500,
       },
     };
     const within = {
@@ -220,6 +311,7 @@ async function main(): Promise<void> {
       get: figures.get_mb_s >= 50,
       small_first_byte: figures.small_first_byte_ms.p50 <= 10,
       tab_memory: figures.tab_memory_bytes <= 150e6,
+      live: live.length > 0 && figures.live_ms.p99 <= 1500,
       all_listed: tab.entries === native.entries,
     };
     console.log(JSON.stringify({ ...figures, within }));
