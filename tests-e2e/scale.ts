@@ -7,6 +7,7 @@
 //   SCALE_DIR=/some/tree npm run e2e:scale        (reuse a tree instead of generating one)
 //   SCALE_EMPTY=1 ...                              (a generated tree of empty files: at 10M the
 //                                                  bytes are 17 GiB; names, folders, mtimes alike)
+//   SCALE_SHAPE=one-folder ...                     (all SCALE_N files in one folder, no other)
 //   SCALE_OUT=figures.json ...                     (also write the JSON there)
 //   SCALE_TRACE=1 ...                              (log what made main-thread tasks long)
 //   SCALE_SHARER_NICE=0 ...                        (the sharer at nice 0; default 19, see below)
@@ -202,7 +203,11 @@ async function main(): Promise<Record<string, unknown>> {
   const n = Number(process.env.SCALE_N ?? process.env.SCALE_FILES ?? '100000');
   if (!Number.isInteger(n) || n < 1) throw new Error(`SCALE_N=${process.env.SCALE_N ?? ''} is not a positive integer`);
   const emptyFiles = process.env.SCALE_EMPTY === '1';
-  const dir = process.env.SCALE_DIR ? path.resolve(process.env.SCALE_DIR) : await generatedTree(n, { empty: emptyFiles });
+  const shape = process.env.SCALE_SHAPE ?? 'tree';
+  if (shape !== 'tree' && shape !== 'one-folder') throw new Error(`SCALE_SHAPE=${shape}: say tree or one-folder`);
+  const dir = process.env.SCALE_DIR
+    ? path.resolve(process.env.SCALE_DIR)
+    : await generatedTree(n, { empty: emptyFiles, oneFolder: shape === 'one-folder' });
   const statwalk = statWalkSeconds(dir);
   log(`scale: find -printf over ${dir} takes ${statwalk.toFixed(3)} s`);
 
@@ -344,6 +349,7 @@ async function main(): Promise<Record<string, unknown>> {
       entries,
       dir,
       empty_files: emptyFiles,
+      shape,
       index_seconds: round(run.indexSeconds),
       entries_per_second: Math.round(entries / run.indexSeconds),
       statwalk_seconds: round(statwalk),

@@ -10,19 +10,21 @@ const log = (line: string) => console.error(line);
 
 export /**
  * The generated tree for `n` files (cached: generation takes seconds to minutes);
- * `empty`: every file 0 bytes (linkfs-gen-tree --empty).
+ * `empty`: every file 0 bytes (linkfs-gen-tree --empty); `oneFolder`: all `n` in one
+ * folder (--one-folder).
  */
-async function generatedTree(n: number, options: { empty?: boolean } = {}): Promise<string> {
+async function generatedTree(n: number, options: { empty?: boolean; oneFolder?: boolean } = {}): Promise<string> {
   const empty = options.empty === true;
-  const dir = path.join(scratchDir, empty ? `scale-${n}-empty` : `scale-${n}`);
+  const oneFolder = options.oneFolder === true;
+  const dir = path.join(scratchDir, `scale-${n}${oneFolder ? '-one-folder' : ''}${empty ? '-empty' : ''}`);
   const marker = `${dir}.done`;
   // Bump the shape's version when linkfs-gen-tree changes what it makes.
-  const done = `${n} files, shape 2${empty ? ', empty' : ''}\n`;
+  const done = `${n} files, shape 2${oneFolder ? ', one folder' : ''}${empty ? ', empty' : ''}\n`;
   if ((await readFile(marker, 'utf8').catch(() => '')) === done) return dir;
   await rm(dir, { recursive: true, force: true });
   await mkdir(scratchDir, { recursive: true });
   log(`scale: generating ${n} files under ${dir} ...`);
-  const r = spawnSync(binary('linkfs-gen-tree'), ['--files', String(n), '--out', dir, ...(empty ? ['--empty'] : [])], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  const r = spawnSync(binary('linkfs-gen-tree'), ['--files', String(n), '--out', dir, ...(empty ? ['--empty'] : []), ...(oneFolder ? ['--one-folder'] : [])], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`linkfs-gen-tree failed (${r.status ?? r.signal}): ${r.stdout}`);
   log(`scale: generated: ${r.stdout.trim()}`);
   await writeFile(marker, done);

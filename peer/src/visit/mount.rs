@@ -2,7 +2,12 @@
 //!
 //! - lookup, getattr, readdir(plus), readlink, statfs come from the local index:
 //!   no round trip. READDIRPLUS hands the kernel every entry's attributes with
-//!   the listing, so `ls -l` of a 100,000-entry folder costs no per-file call.
+//!   the listing, so `ls -l` of a 100,000-entry folder costs no per-file call;
+//!   READDIRPLUS_AUTO lets the kernel ask for only names where nobody looks at
+//!   the attributes (`find`, `ls -f`). Attributes with every listing call made
+//!   the kernel build an inode per name: `find` over 10M entries took 14x the
+//!   disk, `ls -f` of a million names 6.7x; with AUTO 1.5x and 1.3x, and `ls -l`
+//!   of 100,000 no slower (0.95-1.01 s against 1.09, the disk 0.83-1.04).
 //! - Inode numbers are entry ids + 1 (the root is 1): stable for the session.
 //! - read goes through a [`BlockCache`] of 1 MiB blocks keyed by (entry,
 //!   generation, block): a block is fetched once with the same verified,
@@ -441,8 +446,12 @@ impl LinkFs {
 
 impl Filesystem for LinkFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Attributes with the listing; concurrent lookups in one folder; cached symlinks.
+        // Attributes with a folder's first listing call, and with later ones
+        // only where its names were looked at (the kernel decides: `ls -l`
+        // gets them, `find` and `ls -f` only names); concurrent lookups in one
+        // folder; cached symlinks.
         let wanted = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_CACHE_SYMLINKS;
         let supported = config.capabilities() & wanted;

@@ -22,13 +22,16 @@
 //! `linkfs-bench-channel --same-host` (the same tuning `linkfs share` applies to
 //! a native visitor on this host).
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use linkfs_tools::bench::{
+    drop_caches, ms, percentile, round, sibling, start_mount, start_share, timed,
+};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -41,42 +44,6 @@ struct Args {
     /// MiB of the large file.
     #[arg(long, default_value_t = 1024)]
     large_mib: u64,
-}
-
-fn sibling(name: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    Ok(exe.with_file_name(name))
-}
-
-fn drop_caches(what: &str) {
-    // Needs root; without it, figures are warm-cache ones.
-    let _ = std::fs::write("/proc/sys/vm/drop_caches", what);
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn round(x: f64, digits: i32) -> f64 {
-    let m = 10f64.powi(digits);
-    (x * m).round() / m
-}
-
-fn timed(cmd: &mut Command) -> Result<f64> {
-    let t = Instant::now();
-    let status = cmd.stdout(Stdio::null()).status()?;
-    if !status.success() {
-        bail!("{cmd:?} failed: {status}");
-    }
-    Ok(t.elapsed().as_secs_f64())
 }
 
 fn ensure_tree(args: &Args) -> Result<PathBuf> {
@@ -116,8 +83,6 @@ fn ensure_tree(args: &Args) -> Result<PathBuf> {
     std::fs::write(&marker, want)?;
     Ok(tree)
 }
-
-struct Killed(Child);
 
 /**
  * CPU seconds (user + system, with its reaped children) process `pid` has used so far.
@@ -163,76 +128,19 @@ fn cpu_figures(bytes: u64, wall: f64, sides: &[(&str, f64)]) -> serde_json::Valu
     out.into()
 }
 
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn is_mounted(mnt: &Path) -> bool {
-    let want = mnt.to_string_lossy();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(&want))
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
     let tree = ensure_tree(&args)?.canonicalize()?;
     let linkfs = sibling("linkfs")?;
 
-    let mut share = Command::new(&linkfs)
-        .arg("share")
-        .arg(&tree)
-        .arg("--no-qr")
-        // Nothing kept between runs: every run walks the tree.
-        .env(
-            "LINKFS_STATE_DIR",
-            std::env::temp_dir().join(format!("linkfs-bench-state-{}", std::process::id())),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("start linkfs share")?;
-    let mut link = String::new();
-    BufReader::new(share.stdout.take().context("share stdout")?).read_line(&mut link)?;
-    let link = link.trim().to_owned();
-    let share = Killed(share);
+    let (link, share) = start_share(&tree)?;
     let share_pid = share.0.id();
 
     let mnt = args.work.join("mnt").canonicalize().or_else(|_| {
         std::fs::create_dir_all(args.work.join("mnt"))?;
         args.work.join("mnt").canonicalize()
     })?;
-    let started = Instant::now();
-    let mount = Killed(
-        Command::new(&linkfs)
-            .args(["mount", &link])
-            .arg(&mnt)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start linkfs mount")?,
-    );
-    while !is_mounted(&mnt) {
-        if started.elapsed() > Duration::from_secs(120) {
-            bail!("not mounted after 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mounted_s = started.elapsed().as_secs_f64();
+    let (mount, mounted_s) = start_mount(&link, &mnt)?;
 
     // ls -l of the 100,000-entry folder.
     let big = "big-100000";

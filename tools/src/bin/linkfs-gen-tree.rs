@@ -68,6 +68,10 @@ struct Args {
     /// files of 0-4 KiB are 17 GiB).
     #[arg(long)]
     empty: bool,
+    /// Every file in the one big folder, and no other folder: the shape of a
+    /// million names in one folder (`--big-dir` and `--dirs` are then unused).
+    #[arg(long)]
+    one_folder: bool,
 }
 
 /// Deepest folder nesting below the root.
@@ -83,11 +87,15 @@ fn main() -> Result<()> {
     let started = Instant::now();
     prepare_out(&args.out)?;
 
-    let big = args.big_dir.min(args.files / 2);
-    let dirs = args
-        .dirs
-        .unwrap_or_else(|| (args.files / 20).min(2000 + args.files / 500))
-        .max(1);
+    let (big, dirs) = if args.one_folder {
+        (args.files, 0)
+    } else {
+        let dirs = args
+            .dirs
+            .unwrap_or_else(|| (args.files / 20).min(2000 + args.files / 500))
+            .max(1);
+        (args.big_dir.min(args.files / 2), dirs)
+    };
     let plan = FolderPlan::new(args.seed, dirs, big, args.files > big);
     for folder in &plan.folders[1..] {
         let path = args.out.join(&folder.rel);

@@ -1,0 +1,139 @@
+//! What the benches that drive real `linkfs` processes share: the processes
+//! (a share, a mount, killed when dropped), the kernel's caches, and the
+//! figures' arithmetic.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// A tool beside this one in the target directory (`linkfs`, `linkfs-gen-tree`).
+pub fn sibling(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    Ok(exe.with_file_name(name))
+}
+
+/// Drops the kernel's caches (`"2"`: dentries and inodes, `"3"`: the page
+/// cache too). Needs root; without it, the figures are warm-cache ones.
+pub fn drop_caches(what: &str) {
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", what);
+}
+
+/// The value at fraction `p` of `sorted` (nearest rank), 0 if empty.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+pub fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
+}
+
+/// Runs `cmd` (its output thrown away); the seconds it took.
+pub fn timed(cmd: &mut Command) -> Result<f64> {
+    let t = Instant::now();
+    let status = cmd.stdout(Stdio::null()).status()?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// A child process ended when dropped: SIGTERM, up to 10 s to go, then SIGKILL.
+pub struct Killed(pub Child);
+
+impl Killed {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `linkfs share TREE` with nothing kept from an earlier run (every run
+/// walks the tree): the link it printed first, and the process.
+pub fn start_share(tree: &Path) -> Result<(String, Killed)> {
+    let mut share = Command::new(sibling("linkfs")?)
+        .arg("share")
+        .arg(tree)
+        .arg("--no-qr")
+        .env(
+            "LINKFS_STATE_DIR",
+            std::env::temp_dir().join(format!("linkfs-bench-state-{}", std::process::id())),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("start linkfs share")?;
+    let mut link = String::new();
+    BufReader::new(share.stdout.take().context("share stdout")?).read_line(&mut link)?;
+    Ok((link.trim().to_owned(), Killed(share)))
+}
+
+/// `linkfs mount LINK MNT`, once the kernel lists `mnt` as mounted (at most
+/// 120 s): the process and the seconds that took.
+pub fn start_mount(link: &str, mnt: &Path) -> Result<(Killed, f64)> {
+    let started = Instant::now();
+    let mount = Killed(
+        Command::new(sibling("linkfs")?)
+            .args(["mount", link])
+            .arg(mnt)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start linkfs mount")?,
+    );
+    while !is_mounted(mnt) {
+        if started.elapsed() > Duration::from_secs(120) {
+            bail!("{} not mounted after 120 s", mnt.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((mount, started.elapsed().as_secs_f64()))
+}
+
+pub fn is_mounted(mnt: &Path) -> bool {
+    let want = mnt.to_string_lossy();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(&want))
+}
+
+/// The most memory process `pid` has held so far (VmHWM), in bytes.
+pub fn peak_rss(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("process {pid} is gone"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .context("no VmHWM in /proc/PID/status")
+}
