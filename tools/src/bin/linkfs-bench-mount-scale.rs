@@ -190,6 +190,11 @@ fn live_changes(tree: &Path, mnt: &Path, rel: &Path, n: usize, tag: &str) -> Res
     for m in made {
         let _ = std::fs::remove_file(m);
     }
+    let in_order: Vec<u64> = out.iter().map(|v| v.round() as u64).collect();
+    eprintln!(
+        "bench-mount-scale: live changes in {}, in order (ms): {in_order:?}",
+        rel.display()
+    );
     Ok(sorted(out))
 }
 
