@@ -25,6 +25,7 @@ import { scratchDir } from './lib/paths.ts';
 import { assert, runSuite, type TestCase, type TestContext } from './lib/runner.ts';
 import { startShare, type ShareProcess } from './lib/share-process.ts';
 import { waitForComplete } from './lib/verify.ts';
+import { longTasks as traceLongTasks, startTrace } from './lib/trace.ts';
 
 const log = (line: string) => console.log(line);
 const GIB = 1024 ** 3;
@@ -447,6 +448,11 @@ const tests: TestCase[] = [
       const figures: Record<string, unknown>[] = [];
       for (const q of ['*9.*', 'budget', 'Crème brûlée']) {
         const from = await page.evaluate(() => performance.now());
+        // The trace gives each main-thread task's time on a core as well as its wall
+        // time: on a shared machine a short task can be kept from its core for tens of
+        // milliseconds (a CI run once saw a 78 ms "long task" here that runs 0 ms long
+        // on this machine alone), so the budget is on the page's own work.
+        const trace = await startTrace(page);
         await search.fill(q);
         await page.waitForFunction((query) => {
           const panel = document.querySelector<HTMLElement>('.search-panel');
@@ -463,8 +469,10 @@ const tests: TestCase[] = [
             paths: [...document.querySelectorAll<HTMLElement>('[data-testid=search-hit]')].slice(0, 5).map((e) => e.dataset.path ?? ''),
           };
         }, from);
-        figures.push({ query: q, found: r.found, first_results_ms: r.firstMs, all_results_ms: r.doneMs, longest_task_ms: r.longestTaskMs });
-        assert(r.longestTaskMs < 50, `searching "${q}" made a ${r.longestTaskMs} ms main-thread task (under 50 ms expected)`);
+        const traced = traceLongTasks(await trace.stop(), 50);
+        figures.push({ query: q, found: r.found, first_results_ms: r.firstMs, all_results_ms: r.doneMs, longest_task_ms: r.longestTaskMs, longest_task_cpu_ms: Math.round(traced.longestCpuMs) });
+        assert(traced.longestCpuMs < 50, `searching "${q}" made a main-thread task of ${traced.longestCpuMs.toFixed(0)} ms on a core (under 50 ms expected): ${traced.lines.join('; ')}`);
+        if (r.longestTaskMs >= 50) log(`    "${q}": a ${r.longestTaskMs} ms main-thread task by the clock, ${traced.longestCpuMs.toFixed(0)} ms of it on a core (the machine kept it waiting): ${traced.lines.join('; ')}`);
         assert(r.doneMs <= 1000, `searching "${q}" over ${entries} entries took ${r.doneMs} ms (1 s at most)`);
         if (q === '*9.*') {
           assert(r.found === 10_000, `"*9.*" found ${r.found}; 10,000 (the cap) expected`);
