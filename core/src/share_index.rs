@@ -3,7 +3,8 @@
 //! Entries are stored column-wise by id (the walk assigns 0, 1, 2 ... with
 //! parents first; entries found later get the next free id), names in one byte
 //! arena, and each directory keeps the ids of its children (sorted by name on
-//! demand, for lookups by path).
+//! demand, for lookups by path; a big folder can be sorted from a copy outside
+//! any lock instead: [`ShareIndex::unsorted_folder`]).
 //!
 //! # The log
 //!
@@ -162,6 +163,62 @@ struct DirList {
     ids: Vec<u32>,
     /// `ids` is sorted by name bytes (for lookups).
     sorted: bool,
+    /// [`ShareIndex::folder_changes`] when a child last came or went: an order
+    /// sorted from a copy ([`UnsortedFolder`]) is installed only if this is
+    /// unchanged.
+    changed_at: u64,
+}
+
+/// A folder's children whose order by name is not known yet, copied out of the
+/// index with their names ([`ShareIndex::unsorted_folder`]) so they can be sorted
+/// with no lock held: a million names take about 600 ms to sort, which a lookup
+/// by name (a live change, a read by path) would otherwise wait for. Holds 12
+/// bytes per child plus its name.
+#[derive(Debug)]
+pub struct UnsortedFolder {
+    dir: u32,
+    changed_at: u64,
+    /// Each child: its id, and its name as (offset, length) in `names`.
+    children: Vec<(u32, u32, u16)>,
+    names: Vec<u8>,
+}
+
+/// A folder's children in name order, made by [`UnsortedFolder::sort`]; see
+/// [`ShareIndex::install_order`].
+#[derive(Debug)]
+pub struct FolderOrder {
+    dir: u32,
+    changed_at: u64,
+    ids: Vec<u32>,
+}
+
+impl UnsortedFolder {
+    /// Sorts the copy by name bytes (needs no index).
+    pub fn sort(self) -> FolderOrder {
+        let UnsortedFolder {
+            dir,
+            changed_at,
+            mut children,
+            names,
+        } = self;
+        let name = |&(_, off, len): &(u32, u32, u16)| {
+            &names[off as usize..off as usize + usize::from(len)]
+        };
+        children.sort_unstable_by(|a, b| name(a).cmp(name(b)));
+        FolderOrder {
+            dir,
+            changed_at,
+            ids: children.into_iter().map(|(id, _, _)| id).collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.children.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
+    }
 }
 
 /// The sharer's index. See the module docs.
@@ -185,6 +242,8 @@ pub struct ShareIndex {
     generation: HashMap<u32, u32>,
     targets: HashMap<u32, Box<[u8]>>,
     dirs: HashMap<u32, DirList>,
+    /// Counts every child that came into or left a folder (see [`DirList::changed_at`]).
+    folder_changes: u64,
     dead_name_bytes: usize,
     live: u64,
     /// The log: positions (ascending) and their operations.
@@ -216,6 +275,7 @@ impl ShareIndex {
             generation: HashMap::new(),
             targets: HashMap::new(),
             dirs: HashMap::new(),
+            folder_changes: 0,
             dead_name_bytes: 0,
             live: 0,
             log_seq: Vec::new(),
@@ -612,7 +672,9 @@ impl ShareIndex {
             let off = name_off[i] as usize;
             &names[off..off + usize::from(name_len[i])]
         };
+        self.folder_changes += 1;
         let d = self.dirs.entry(dir).or_default();
+        d.changed_at = self.folder_changes;
         if d.sorted {
             // A folder that was looked up stays sorted: entries added one by one
             // (a burst of new files, each looked up first) would otherwise sort
@@ -630,6 +692,8 @@ impl ShareIndex {
         {
             // Order is kept, so a sorted list stays sorted.
             d.ids.remove(at);
+            self.folder_changes += 1;
+            d.changed_at = self.folder_changes;
         }
     }
 
@@ -653,6 +717,59 @@ impl ShareIndex {
             .map(|at| EntryId(list.ids[at]));
         self.dirs.insert(dir.0, list);
         found
+    }
+
+    /// Folders of at least `min_children` whose children are not sorted by name
+    /// yet (the walk adds them in the order the disk lists them).
+    pub fn unsorted_folders(&self, min_children: usize) -> Vec<EntryId> {
+        let mut found: Vec<EntryId> = self
+            .dirs
+            .iter()
+            .filter(|(_, d)| !d.sorted && d.ids.len() >= min_children)
+            .map(|(id, _)| EntryId(*id))
+            .collect();
+        found.sort_unstable_by_key(|id| id.0);
+        found
+    }
+
+    /// A copy of an unsorted folder's children and their names, to sort outside
+    /// any lock ([`UnsortedFolder::sort`], then [`ShareIndex::install_order`]).
+    /// None if the folder is gone or already sorted.
+    pub fn unsorted_folder(&self, dir: EntryId) -> Option<UnsortedFolder> {
+        let d = self.dirs.get(&dir.0).filter(|d| !d.sorted)?;
+        let mut children = Vec::with_capacity(d.ids.len());
+        let mut names = Vec::new();
+        for c in &d.ids {
+            let name = self.name(*c as usize);
+            // Over 4 GiB of names in one folder: left to sort on its first lookup.
+            let off = u32::try_from(names.len()).ok()?;
+            children.push((*c, off, name.len() as u16));
+            names.extend_from_slice(name);
+        }
+        Some(UnsortedFolder {
+            dir: dir.0,
+            changed_at: d.changed_at,
+            children,
+            names,
+        })
+    }
+
+    /// Takes a sorted order if no child came or went since its copy was made.
+    /// Returns whether it was taken (if not, the folder sorts on its first lookup,
+    /// as before).
+    pub fn install_order(&mut self, order: FolderOrder) -> bool {
+        match self.dirs.get_mut(&order.dir) {
+            Some(d)
+                if !d.sorted
+                    && d.changed_at == order.changed_at
+                    && d.ids.len() == order.ids.len() =>
+            {
+                d.ids = order.ids;
+                d.sorted = true;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Looks up a `/`-separated path relative to the root (empty: the root).

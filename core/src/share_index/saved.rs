@@ -277,14 +277,21 @@ impl ShareIndex {
                 return Err(SavedIndexError::Inconsistent("a name"));
             }
         }
-        for list in dirs.values() {
-            let mut sorted: Vec<&[u8]> = list.ids.iter().map(|c| name_at(*c as usize)).collect();
-            sorted.sort_unstable();
-            if sorted.windows(2).any(|w| w[0] == w[1]) {
+        // Each folder's children sorted by name: the check for two of one name, and
+        // the order lookups by name need (so no folder sorts on a first lookup).
+        for list in dirs.values_mut() {
+            list.ids
+                .sort_unstable_by(|a, b| name_at(*a as usize).cmp(name_at(*b as usize)));
+            if list
+                .ids
+                .windows(2)
+                .any(|w| name_at(w[0] as usize) == name_at(w[1] as usize))
+            {
                 return Err(SavedIndexError::Inconsistent(
                     "two entries of one name in a folder",
                 ));
             }
+            list.sorted = true;
         }
         Ok(ShareIndex {
             epoch,
@@ -303,6 +310,7 @@ impl ShareIndex {
             generation,
             targets,
             dirs,
+            folder_changes: 0,
             dead_name_bytes: 0,
             live: live_count,
             log_seq,

@@ -507,3 +507,96 @@ fn a_sorted_folder_stays_sorted_as_entries_are_added_one_by_one() {
     sorted.sort();
     assert_eq!(listed, sorted, "children kept in name order");
 }
+
+/// A folder of `n` files named in no order (as a disk lists them).
+fn big_folder(n: u32) -> ShareIndex {
+    let mut ix = ShareIndex::new(Epoch(1));
+    ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
+    for k in 1..=n {
+        let name = format!("f{}", (k * 7919) % (n + 1));
+        ix.push(&entry(k, 0, EntryKind::File, name.as_bytes(), 1))
+            .unwrap();
+    }
+    ix
+}
+
+fn names_in_order(ix: &ShareIndex, dir: EntryId) -> Vec<Vec<u8>> {
+    ix.children(dir)
+        .iter()
+        .map(|c| ix.view(EntryId(*c)).unwrap().name.to_vec())
+        .collect()
+}
+
+#[test]
+fn a_big_folder_sorted_outside_the_index_is_taken_and_found_by_name() {
+    // The first live change in a folder of a million names waited about 600 ms
+    // for the folder to sort on its first lookup; the sharer now sorts a copy
+    // after the walk and installs it.
+    let mut ix = big_folder(5000);
+    let small = ix
+        .push(&entry(5001, 0, EntryKind::Dir, b"small", 0))
+        .unwrap();
+    ix.push(&entry(5002, small.0, EntryKind::File, b"x", 1))
+        .unwrap();
+    assert_eq!(ix.unsorted_folders(1000), vec![EntryId::ROOT]);
+    assert_eq!(ix.unsorted_folders(1), vec![EntryId::ROOT, small]);
+    let copy = ix.unsorted_folder(EntryId::ROOT).unwrap();
+    assert_eq!(copy.len(), 5001);
+    assert!(ix.install_order(copy.sort()));
+    assert_eq!(ix.unsorted_folders(1000), Vec::<EntryId>::new());
+    assert!(
+        ix.unsorted_folder(EntryId::ROOT).is_none(),
+        "already sorted"
+    );
+    let names = names_in_order(&ix, EntryId::ROOT);
+    assert!(
+        names.windows(2).all(|w| w[0] < w[1]),
+        "children in name order"
+    );
+    for k in 1..=5000u32 {
+        let name = format!("f{}", (k * 7919) % 5001);
+        assert_eq!(
+            ix.lookup_child(EntryId::ROOT, name.as_bytes()),
+            Some(EntryId(k)),
+            "{name}"
+        );
+    }
+    assert_eq!(ix.lookup(b"small/x"), Some(EntryId(5002)));
+}
+
+#[test]
+fn an_order_sorted_while_a_child_came_or_went_is_not_taken() {
+    let mut ix = big_folder(3000);
+    let copy = ix.unsorted_folder(EntryId::ROOT).unwrap();
+    let added = ix
+        .add(&entry(0, 0, EntryKind::File, b"a new one", 1))
+        .unwrap();
+    assert!(
+        !ix.install_order(copy.sort()),
+        "a child came after the copy"
+    );
+    // One goes and one comes: the same count, other children.
+    let copy = ix.unsorted_folder(EntryId::ROOT).unwrap();
+    ix.remove(added).unwrap();
+    let again = ix
+        .add(&entry(0, 0, EntryKind::File, b"another", 1))
+        .unwrap();
+    assert!(!ix.install_order(copy.sort()), "one went and another came");
+    assert_eq!(ix.lookup_child(EntryId::ROOT, b"another"), Some(again));
+    assert_eq!(ix.lookup_child(EntryId::ROOT, b"a new one"), None);
+    assert_eq!(ix.lookup_child(EntryId::ROOT, b"f1"), ix.lookup(b"f1"));
+    assert!(ix.lookup(b"f1").is_some());
+}
+
+#[test]
+fn a_reopened_index_has_its_folders_sorted() {
+    let ix = big_folder(2000);
+    let back = ShareIndex::from_saved(&ix.to_saved()).unwrap();
+    assert_eq!(back.unsorted_folders(0), Vec::<EntryId>::new());
+    let names = names_in_order(&back, EntryId::ROOT);
+    assert_eq!(names.len(), 2000);
+    assert!(
+        names.windows(2).all(|w| w[0] < w[1]),
+        "children in name order"
+    );
+}

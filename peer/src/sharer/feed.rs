@@ -3,7 +3,8 @@
 //! Runs on its own thread: each batch from the walk goes into the index under
 //! one write lock, then the `index_changed` counter is bumped so every session
 //! can cut new index batches. When the walk ends, the snapshot is marked
-//! complete.
+//! complete, and then each big folder's children are sorted by name
+//! ([`sort_big_folders`]) so that no lookup by name waits for that sort.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -77,5 +78,85 @@ pub fn spawn_feed(
                 p.summary = Some(summary);
                 p.failure = failure;
             });
+            sort_big_folders(&index);
         })
+}
+
+/// Folders with at least this many children are sorted by name after the walk.
+/// A smaller one sorts on its first lookup by name in well under a millisecond.
+pub const SORT_AFTER_WALK_MIN: usize = 4096;
+
+/// Sorts the children of every folder of [`SORT_AFTER_WALK_MIN`] or more by name,
+/// each as a copy: copied under a read lock (names and ids, about 20 ms for a
+/// million), sorted with no lock held (about 600 ms for a million), installed
+/// under the write lock if no child came or went meanwhile. Otherwise the first
+/// lookup by name in such a folder (a live change there, a read by path) sorts
+/// it under the write lock, and every session waits. Returns how many were sorted.
+pub fn sort_big_folders(index: &RwLock<ShareIndex>) -> usize {
+    let read = || index.read().unwrap_or_else(|p| p.into_inner());
+    let big = read().unsorted_folders(SORT_AFTER_WALK_MIN);
+    let mut sorted = 0;
+    for dir in big {
+        let Some(copy) = read().unsorted_folder(dir) else {
+            continue;
+        };
+        let order = copy.sort();
+        if index
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .install_order(order)
+        {
+            sorted += 1;
+        } else {
+            tracing::debug!(
+                dir = dir.0,
+                "a folder changed while it was sorted; it sorts on its first lookup"
+            );
+        }
+    }
+    sorted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::walk::{WalkOptions, Walker};
+
+    #[test]
+    fn a_walked_folder_of_many_names_is_sorted_before_any_lookup() {
+        // The first live change in a walked folder of a million names took 801 ms
+        // (the rest 203-307): the lookup by name sorted the folder first.
+        let dir = std::env::temp_dir().join(format!("linkfs-feed-sort-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("big")).unwrap();
+        std::fs::create_dir_all(dir.join("small")).unwrap();
+        for k in 0..SORT_AFTER_WALK_MIN + 100 {
+            std::fs::File::create(dir.join("big").join(format!("file {k}"))).unwrap();
+        }
+        std::fs::File::create(dir.join("small/one")).unwrap();
+        let index = Arc::new(RwLock::new(ShareIndex::new(linkfs_proto::Epoch(1))));
+        let (changed, _) = watch::channel(0);
+        let (progress, _) = watch::channel(WalkProgress::default());
+        let walk = Walker::new(&dir, WalkOptions::default()).unwrap();
+        spawn_feed(
+            walk,
+            index.clone(),
+            changed,
+            progress,
+            Arc::new(AtomicBool::new(false)),
+        )
+        .unwrap()
+        .join()
+        .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let ix = index.read().unwrap();
+        assert_eq!(ix.entries(), SORT_AFTER_WALK_MIN as u64 + 100 + 4);
+        assert_eq!(
+            ix.unsorted_folders(SORT_AFTER_WALK_MIN),
+            Vec::<linkfs_proto::EntryId>::new(),
+            "the big folder is sorted"
+        );
+        // The root and "small" are left to sort on a first lookup.
+        assert_eq!(ix.unsorted_folders(1).len(), 2);
+    }
 }
