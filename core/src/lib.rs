@@ -100,8 +100,8 @@ pub use sender::{
 };
 pub use settle::{Ready, SettleConfig, Settler};
 pub use share_index::{
-    CTIME_UNKNOWN, FolderOrder, LogOp, NewEntry, ReadTarget, SavedIndexError, ShareIndex,
-    ShareIndexError, UnsortedFolder, ctime_ns,
+    CTIME_UNKNOWN, FolderSort, LogOp, NewEntry, ReadTarget, SavedIndexError, ShareIndex,
+    ShareIndexError, SortStep, ctime_ns,
 };
 pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,

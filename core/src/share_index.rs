@@ -3,8 +3,8 @@
 //! Entries are stored column-wise by id (the walk assigns 0, 1, 2 ... with
 //! parents first; entries found later get the next free id), names in one byte
 //! arena, and each directory keeps the ids of its children (sorted by name on
-//! demand, for lookups by path; a big folder can be sorted from a copy outside
-//! any lock instead: [`ShareIndex::unsorted_folder`]).
+//! demand, for lookups by path; a big folder can be sorted in short steps
+//! instead, outside the write lock: [`FolderSort`]).
 //!
 //! # The log
 //!
@@ -167,58 +167,6 @@ struct DirList {
     /// sorted from a copy ([`UnsortedFolder`]) is installed only if this is
     /// unchanged.
     changed_at: u64,
-}
-
-/// A folder's children whose order by name is not known yet, copied out of the
-/// index with their names ([`ShareIndex::unsorted_folder`]) so they can be sorted
-/// with no lock held: a million names take about 600 ms to sort, which a lookup
-/// by name (a live change, a read by path) would otherwise wait for. Holds 12
-/// bytes per child plus its name.
-#[derive(Debug)]
-pub struct UnsortedFolder {
-    dir: u32,
-    changed_at: u64,
-    /// Each child: its id, and its name as (offset, length) in `names`.
-    children: Vec<(u32, u32, u16)>,
-    names: Vec<u8>,
-}
-
-/// A folder's children in name order, made by [`UnsortedFolder::sort`]; see
-/// [`ShareIndex::install_order`].
-#[derive(Debug)]
-pub struct FolderOrder {
-    dir: u32,
-    changed_at: u64,
-    ids: Vec<u32>,
-}
-
-impl UnsortedFolder {
-    /// Sorts the copy by name bytes (needs no index).
-    pub fn sort(self) -> FolderOrder {
-        let UnsortedFolder {
-            dir,
-            changed_at,
-            mut children,
-            names,
-        } = self;
-        let name = |&(_, off, len): &(u32, u32, u16)| {
-            &names[off as usize..off as usize + usize::from(len)]
-        };
-        children.sort_unstable_by(|a, b| name(a).cmp(name(b)));
-        FolderOrder {
-            dir,
-            changed_at,
-            ids: children.into_iter().map(|(id, _, _)| id).collect(),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.children.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.children.is_empty()
-    }
 }
 
 /// The sharer's index. See the module docs.
@@ -732,44 +680,35 @@ impl ShareIndex {
         found
     }
 
-    /// A copy of an unsorted folder's children and their names, to sort outside
-    /// any lock ([`UnsortedFolder::sort`], then [`ShareIndex::install_order`]).
-    /// None if the folder is gone or already sorted.
-    pub fn unsorted_folder(&self, dir: EntryId) -> Option<UnsortedFolder> {
+    /// Starts sorting an unsorted folder's children by name outside the index's
+    /// write lock: see [`FolderSort`]. None if the folder is gone or sorted.
+    pub fn start_folder_sort(&self, dir: EntryId) -> Option<FolderSort> {
         let d = self.dirs.get(&dir.0).filter(|d| !d.sorted)?;
-        let mut children = Vec::with_capacity(d.ids.len());
-        let mut names = Vec::new();
-        for c in &d.ids {
-            let name = self.name(*c as usize);
-            // Over 4 GiB of names in one folder: left to sort on its first lookup.
-            let off = u32::try_from(names.len()).ok()?;
-            children.push((*c, off, name.len() as u16));
-            names.extend_from_slice(name);
-        }
-        Some(UnsortedFolder {
-            dir: dir.0,
-            changed_at: d.changed_at,
-            children,
-            names,
-        })
+        Some(FolderSort::new(dir.0, d.changed_at, d.ids.clone()))
     }
 
-    /// Takes a sorted order if no child came or went since its copy was made.
-    /// Returns whether it was taken (if not, the folder sorts on its first lookup,
-    /// as before).
-    pub fn install_order(&mut self, order: FolderOrder) -> bool {
-        match self.dirs.get_mut(&order.dir) {
-            Some(d)
-                if !d.sorted
-                    && d.changed_at == order.changed_at
-                    && d.ids.len() == order.ids.len() =>
-            {
-                d.ids = order.ids;
+    /// Takes a finished [`FolderSort`]'s order if no child came or went since
+    /// it started. Returns whether it was taken (if not, the folder sorts on its
+    /// first lookup by name, as any folder does).
+    pub fn install_order(&mut self, sort: FolderSort) -> bool {
+        let Some((dir, changed_at, ids)) = sort.into_order() else {
+            return false;
+        };
+        match self.dirs.get_mut(&dir) {
+            Some(d) if !d.sorted && d.changed_at == changed_at && d.ids.len() == ids.len() => {
+                d.ids = ids;
                 d.sorted = true;
                 true
             }
             _ => false,
         }
+    }
+
+    /// Whether a folder's children came or went since `changed_at`.
+    fn folder_changed(&self, dir: u32, changed_at: u64) -> bool {
+        self.dirs
+            .get(&dir)
+            .is_none_or(|d| d.sorted || d.changed_at != changed_at)
     }
 
     /// Looks up a `/`-separated path relative to the root (empty: the root).
@@ -922,7 +861,10 @@ fn check_lengths(e: &NewEntry<'_>, id: EntryId) -> Result<(), ShareIndexError> {
     Ok(())
 }
 
+mod folder_sort;
 mod saved;
+
+pub use folder_sort::{FolderSort, SortStep};
 pub use saved::SavedIndexError;
 
 #[cfg(test)]

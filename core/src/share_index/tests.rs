@@ -527,64 +527,103 @@ fn names_in_order(ix: &ShareIndex, dir: EntryId) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Runs a folder sort to its end; the number of steps it took.
+fn sort_to_end(ix: &ShareIndex, sort: &mut FolderSort) -> (SortStep, usize) {
+    let mut steps = 0;
+    loop {
+        steps += 1;
+        match sort.step(ix) {
+            SortStep::Going => {}
+            end => return (end, steps),
+        }
+    }
+}
+
 #[test]
-fn a_big_folder_sorted_outside_the_index_is_taken_and_found_by_name() {
+fn a_big_folder_sorted_in_steps_is_taken_and_found_by_name() {
     // The first live change in a folder of a million names waited about 600 ms
-    // for the folder to sort on its first lookup; the sharer now sorts a copy
-    // after the walk and installs it.
-    let mut ix = big_folder(5000);
+    // for the folder to sort on its first lookup; the sharer now sorts big folders
+    // in short steps after the walk and installs the order.
+    let n = 100_003;
+    let mut ix = big_folder(n);
     let small = ix
-        .push(&entry(5001, 0, EntryKind::Dir, b"small", 0))
+        .push(&entry(n + 1, 0, EntryKind::Dir, b"small", 0))
         .unwrap();
-    ix.push(&entry(5002, small.0, EntryKind::File, b"x", 1))
+    ix.push(&entry(n + 2, small.0, EntryKind::File, b"x", 1))
         .unwrap();
     assert_eq!(ix.unsorted_folders(1000), vec![EntryId::ROOT]);
     assert_eq!(ix.unsorted_folders(1), vec![EntryId::ROOT, small]);
-    let copy = ix.unsorted_folder(EntryId::ROOT).unwrap();
-    assert_eq!(copy.len(), 5001);
-    assert!(ix.install_order(copy.sort()));
+    let mut sort = ix.start_folder_sort(EntryId::ROOT).unwrap();
+    assert_eq!(sort.len(), n as usize + 1);
+    let (end, steps) = sort_to_end(&ix, &mut sort);
+    assert_eq!(end, SortStep::Done);
+    assert!(steps >= 10, "{steps} steps: each step is to be short");
+    assert!(ix.install_order(sort));
     assert_eq!(ix.unsorted_folders(1000), Vec::<EntryId>::new());
     assert!(
-        ix.unsorted_folder(EntryId::ROOT).is_none(),
+        ix.start_folder_sort(EntryId::ROOT).is_none(),
         "already sorted"
     );
     let names = names_in_order(&ix, EntryId::ROOT);
+    assert_eq!(names.len(), n as usize + 1);
     assert!(
         names.windows(2).all(|w| w[0] < w[1]),
         "children in name order"
     );
-    for k in 1..=5000u32 {
-        let name = format!("f{}", (k * 7919) % 5001);
+    for k in (1..=n).step_by(97) {
+        let name = format!("f{}", (k * 7919) % (n + 1));
         assert_eq!(
             ix.lookup_child(EntryId::ROOT, name.as_bytes()),
             Some(EntryId(k)),
             "{name}"
         );
     }
-    assert_eq!(ix.lookup(b"small/x"), Some(EntryId(5002)));
+    assert_eq!(ix.lookup(b"small/x"), Some(EntryId(n + 2)));
 }
 
 #[test]
-fn an_order_sorted_while_a_child_came_or_went_is_not_taken() {
-    let mut ix = big_folder(3000);
-    let copy = ix.unsorted_folder(EntryId::ROOT).unwrap();
+fn folders_of_every_size_sort_to_name_order() {
+    for n in [1, 2, 3, 16_383, 16_384, 16_385, 32_768, 40_000] {
+        let mut ix = big_folder(n);
+        let mut sort = ix.start_folder_sort(EntryId::ROOT).unwrap();
+        assert_eq!(sort_to_end(&ix, &mut sort).0, SortStep::Done, "{n}");
+        assert!(ix.install_order(sort), "{n}");
+        let names = names_in_order(&ix, EntryId::ROOT);
+        assert_eq!(names.len(), n as usize, "{n}");
+        assert!(
+            names.windows(2).all(|w| w[0] < w[1]),
+            "{n}: children in name order"
+        );
+    }
+}
+
+#[test]
+fn a_sort_during_which_a_child_came_or_went_is_not_taken() {
+    let mut ix = big_folder(50_000);
+    let mut sort = ix.start_folder_sort(EntryId::ROOT).unwrap();
+    assert_eq!(sort.step(&ix), SortStep::Going);
     let added = ix
         .add(&entry(0, 0, EntryKind::File, b"a new one", 1))
         .unwrap();
-    assert!(
-        !ix.install_order(copy.sort()),
-        "a child came after the copy"
+    assert_eq!(
+        sort.step(&ix),
+        SortStep::Stale,
+        "a child came between steps"
     );
-    // One goes and one comes: the same count, other children.
-    let copy = ix.unsorted_folder(EntryId::ROOT).unwrap();
+    assert!(!ix.install_order(sort));
+    // Finished before the change, installed after it.
+    let mut sort = ix.start_folder_sort(EntryId::ROOT).unwrap();
+    assert_eq!(sort_to_end(&ix, &mut sort).0, SortStep::Done);
     ix.remove(added).unwrap();
     let again = ix
         .add(&entry(0, 0, EntryKind::File, b"another", 1))
         .unwrap();
-    assert!(!ix.install_order(copy.sort()), "one went and another came");
+    assert!(
+        !ix.install_order(sort),
+        "one went and another came: the same count, other children"
+    );
     assert_eq!(ix.lookup_child(EntryId::ROOT, b"another"), Some(again));
     assert_eq!(ix.lookup_child(EntryId::ROOT, b"a new one"), None);
-    assert_eq!(ix.lookup_child(EntryId::ROOT, b"f1"), ix.lookup(b"f1"));
     assert!(ix.lookup(b"f1").is_some());
 }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 
-use linkfs_core::ShareIndex;
+use linkfs_core::{ShareIndex, SortStep};
 use tokio::sync::watch;
 
 use super::reconcile::ReconcileStats;
@@ -86,25 +86,32 @@ pub fn spawn_feed(
 /// A smaller one sorts on its first lookup by name in well under a millisecond.
 pub const SORT_AFTER_WALK_MIN: usize = 4096;
 
-/// Sorts the children of every folder of [`SORT_AFTER_WALK_MIN`] or more by name,
-/// each as a copy: copied under a read lock (names and ids, about 20 ms for a
-/// million), sorted with no lock held (about 600 ms for a million), installed
-/// under the write lock if no child came or went meanwhile. Otherwise the first
-/// lookup by name in such a folder (a live change there, a read by path) sorts
-/// it under the write lock, and every session waits. Returns how many were sorted.
+/// Sorts the children of every folder of [`SORT_AFTER_WALK_MIN`] or more by name
+/// in short steps ([`FolderSort`](linkfs_core::FolderSort): a few milliseconds each under a read lock, so
+/// the watcher and the sessions get in between; 8 bytes per child meanwhile), and
+/// installs each order under the write lock if no child came or went meanwhile.
+/// Otherwise the first lookup by name in such a folder (a live change there, a
+/// read by path) sorts it under the write lock: about 600 ms for a million names,
+/// which every session waits for. Returns how many were sorted.
 pub fn sort_big_folders(index: &RwLock<ShareIndex>) -> usize {
     let read = || index.read().unwrap_or_else(|p| p.into_inner());
     let big = read().unsorted_folders(SORT_AFTER_WALK_MIN);
     let mut sorted = 0;
     for dir in big {
-        let Some(copy) = read().unsorted_folder(dir) else {
+        let Some(mut sort) = read().start_folder_sort(dir) else {
             continue;
         };
-        let order = copy.sort();
-        if index
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .install_order(order)
+        let end = loop {
+            match sort.step(&read()) {
+                SortStep::Going => {}
+                end => break end,
+            }
+        };
+        if end == SortStep::Done
+            && index
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .install_order(sort)
         {
             sorted += 1;
         } else {
