@@ -30,6 +30,12 @@
 //   browser_put_mb_per_s    Chromium on the far side adding the bulk file through the page
 //                           (browser_put_vs_save: against the same page saving it back)
 //   index_100k_seconds      a 100,000-file tree: `linkfs ls` until the index is complete
+//   small_*                 many small files (WAN_SMALL_N, default 100,000 of 1 KiB), copied
+//                           whole to the far side: small_get_files_per_s (`linkfs get` of
+//                           a share of them), small_rsync_files_per_s (`rsync -a` over ssh),
+//                           small_sshfs_cp_files_per_s (`cp -r` from an sshfs mount, stopped
+//                           after WAN_SMALL_CP_S s, default 120), each from its start
+//                           (connecting, listing) to its end; small_get_vs_*: ratios
 //   sharer_peak_rss_mib / mount_peak_rss_mib    the processes' peak RSS after it all
 //   cpu                     per step (tcp_bbr, tcp_cubic, sshfs, get, put, mount, browser):
 //                           each side's CPU seconds per GB moved (sender or sharer,
@@ -41,9 +47,10 @@
 //                           the browser's receiver is Chromium with its node driver;
 //                           sharer_switches_per_s: the sharer's context switches a second.
 //
-// Steps (WAN_STEPS=sshfs,get,put,mount,browser,browser_put,browser_pair,index runs only those; TCP always
+// Steps (WAN_STEPS=sshfs,get,put,mount,browser,browser_put,browser_pair,small,index runs only those, and
+// `small` runs only when named; TCP always
 // runs, it sizes the bulk file; `mount` covers the mount's three figures).
-// Paths (WAN_ONLY=name,... runs only those): rtt5_1g (5 ms, 1 Gbit/s), rtt20_200m, rtt20_100m,
+// Paths (WAN_ONLY=name,... runs only those): host_1g (no delay: one host), rtt5_1g (5 ms, 1 Gbit/s), rtt20_200m, rtt20_100m,
 // rtt20_200m_loss0.1, rtt50_200m, rtt100_100m_loss0.5, rtt20_200m_turn (both peers
 // through coturn, on the near side). The bulk file is sized from TCP's rate on the
 // path (about 8 s of it, 16-256 MiB). WAN_SOCKETS=desktop caps UDP socket buffers at a
@@ -77,6 +84,8 @@ interface WanPath {
 }
 
 const PATHS: WanPath[] = [
+  // Both sides on this machine: the line adds no delay (the many-small figures "on one host").
+  { name: 'host_1g', delayMs: 0, rateMbit: 1000, lossPct: 0 },
   { name: 'rtt5_1g', delayMs: 2.5, rateMbit: 1000, lossPct: 0 },
   { name: 'rtt20_200m', delayMs: 10, rateMbit: 200, lossPct: 0 },
   // Where the line, the sharer and a browser do not saturate this machine's 2 cores.
@@ -270,11 +279,22 @@ function quantile(xs: number[], q: number): number {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
 }
 
-/**
- * sshd on the near side (a key made for this run), and an sshfs mount of `dir` on the
- * far side: the mount point, sshd's pid and the sshfs daemon's (for their CPU time).
- */
-async function sshfsMount(near: string, far: string, dir: string): Promise<{ mnt: string; sshdPid: number; sshfsPid: number }> {
+interface Sshd {
+  work: string;
+  pid: number;
+  /** ssh's options to reach it from the far side as root with this run's key. */
+  sshArgs: string[];
+}
+
+/** This path's sshd on the near side (a key made for this run), started on first use. */
+let pathSshd: Promise<Sshd> | null = null;
+
+function sshd(near: string): Promise<Sshd> {
+  pathSshd ??= startSshd(near);
+  return pathSshd;
+}
+
+async function startSshd(near: string): Promise<Sshd> {
   if (spawnSync('which', ['sshfs']).status !== 0 || spawnSync('test', ['-x', '/usr/sbin/sshd']).status !== 0) {
     throw new Error('sshfs or sshd is missing: apt-get install -y openssh-server sshfs');
   }
@@ -289,17 +309,125 @@ async function sshfsMount(near: string, far: string, dir: string): Promise<{ mnt
   );
   await mkdir('/run/sshd', { recursive: true });
   const [c, a] = inNs(near, '/usr/sbin/sshd', ['-D', '-e', '-f', path.join(work, 'sshd_config')]);
-  const sshd = spawnTracked('sshd', c, a);
-  later(() => killHard(sshd));
+  const daemon = spawnTracked('sshd', c, a);
+  later(() => {
+    pathSshd = null;
+    return killHard(daemon);
+  });
   await sleep(500);
-  const mnt = path.join(work, 'mnt');
-  await mkdir(mnt);
-  await runIn(far, 'sshfs', 'sshfs', [`root@${NEAR_ADDR}:${dir}`, mnt, '-p', '2222', '-o', `IdentityFile=${work}/user,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null`], 30_000);
+  return { work, pid: daemon.child.pid ?? -1, sshArgs: ['-p', '2222', '-i', `${work}/user`, '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR'] };
+}
+
+/**
+ * An sshfs mount of `dir` on the far side, through the path's sshd: the mount point,
+ * sshd's pid and the sshfs daemon's (for their CPU time).
+ */
+async function sshfsMount(near: string, far: string, dir: string): Promise<{ mnt: string; sshdPid: number; sshfsPid: number }> {
+  const d = await sshd(near);
+  const mnt = await mkdtemp(path.join(d.work, 'mnt-'));
+  await runIn(far, 'sshfs', 'sshfs', [`root@${NEAR_ADDR}:${dir}`, mnt, '-p', '2222', '-o', `IdentityFile=${d.work}/user,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null`], 30_000);
   later(() => spawnSync('umount', ['-l', mnt]));
   // sshfs forks into the background: find the daemon by its mount point.
   const pids = spawnSync('pgrep', ['-f', mnt], { encoding: 'utf8' }).stdout.split('\n').filter((l) => l !== '');
   const daemon = pids.find((pid) => spawnSync('cat', [`/proc/${pid}/comm`], { encoding: 'utf8' }).stdout.trim() === 'sshfs');
-  return { mnt, sshdPid: sshd.child.pid ?? -1, sshfsPid: Number(daemon ?? -1) };
+  return { mnt, sshdPid: d.pid, sshfsPid: Number(daemon ?? -1) };
+}
+
+/** Files of SMALL_BYTES in the many-small tree (WAN_SMALL_N, default 100,000), 1,000 a folder. */
+const SMALL_N = Number(process.env.WAN_SMALL_N ?? 100_000);
+const SMALL_BYTES = 1024;
+
+/** The many-small tree: SMALL_N files of 1 KiB of random bytes, made once and cached. */
+async function smallTree(): Promise<string> {
+  const dir = path.join(scratchDir, `wan-small-${SMALL_N}`);
+  const marker = `${dir}.done`;
+  const done = `${SMALL_N} files of ${SMALL_BYTES} bytes, 1000 a folder\n`;
+  if ((await readFile(marker, 'utf8').catch(() => '')) === done) return dir;
+  await rm(dir, { recursive: true, force: true });
+  log(`wan-bench: making ${SMALL_N} files of ${SMALL_BYTES} bytes under ${dir} ...`);
+  for (let i = 0; i < SMALL_N; i += 1) {
+    const folder = path.join(dir, `d${Math.floor(i / 1000)}`);
+    if (i % 1000 === 0) await mkdir(folder, { recursive: true });
+    await writeFile(path.join(folder, `f${i}.bin`), randomBytes(SMALL_BYTES));
+  }
+  await writeFile(marker, done);
+  return dir;
+}
+
+/** The files under `dir` and their bytes in all (a copy is checked against the source by these). */
+function countFiles(dir: string): { files: number; bytes: number } {
+  const out = run('find', [dir, '-type', 'f', '-printf', '%s\n']);
+  const sizes = out.split('\n').filter((l) => l !== '');
+  return { files: sizes.length, bytes: sizes.reduce((a, b) => a + Number(b), 0) };
+}
+
+/**
+ * Copies the many-small tree to the far side three ways, each timed from its start
+ * (connecting, listing) to its end: `linkfs get` of a share of it, `rsync -a` over ssh,
+ * and `cp -r` from an sshfs mount (stopped after WAN_SMALL_CP_S seconds, default 120:
+ * at one round trip or more per file it would take hours at a distance). Files per
+ * second each; every copy is counted against the source.
+ */
+async function manySmall(near: string, far: string, f: Record<string, unknown>, shareArgs: string[], visitArgs: string[]): Promise<void> {
+  const tree = await smallTree();
+  const source = countFiles(tree);
+  f.small_files = source.files;
+  f.small_file_bytes = SMALL_BYTES;
+  const copied = async (key: string, fn: (out: string) => Promise<void>, stoppedOk = false) => {
+    const out = await mkdtemp(path.join(scratchDir, `wan-bench-${key}-`));
+    try {
+      const t0 = performance.now();
+      await fn(out);
+      const seconds = (performance.now() - t0) / 1000;
+      const got = countFiles(out);
+      if (!stoppedOk && (got.files !== source.files || got.bytes !== source.bytes)) {
+        throw new Error(`${key} copied ${got.files} files, ${got.bytes} bytes; the tree has ${source.files}, ${source.bytes}`);
+      }
+      f[`small_${key}_seconds`] = round(seconds);
+      if (got.files < source.files) f[`small_${key}_files_copied`] = got.files;
+      return round(got.files / seconds, 0);
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  };
+  await step(f, 'small_get_files_per_s', async () => {
+    const s = await share(near, tree, shareArgs);
+    try {
+      return await copied('get', async (out) => {
+        await runIn(far, 'get', binary('linkfs'), ['get', s.link, '--out', out, ...visitArgs], 1_800_000);
+      });
+    } finally {
+      await s.stop().catch(() => undefined);
+    }
+  });
+  await step(f, 'small_rsync_files_per_s', async () => {
+    if (spawnSync('which', ['rsync']).status !== 0) throw new Error('rsync is missing: apt-get install -y rsync');
+    const d = await sshd(near);
+    return copied('rsync', async (out) => {
+      await runIn(far, 'rsync', 'rsync', ['-a', '-e', ['ssh', ...d.sshArgs].join(' '), `root@${NEAR_ADDR}:${tree}/`, `${out}/`], 1_800_000);
+    });
+  });
+  await step(f, 'small_sshfs_cp_files_per_s', async () => {
+    const limit = Number(process.env.WAN_SMALL_CP_S ?? 120);
+    const m = await sshfsMount(near, far, tree);
+    const rate = await copied(
+      'sshfs_cp',
+      async (out) => {
+        const [c, a] = inNs(far, 'timeout', [String(limit), 'cp', '-r', `${m.mnt}/.`, out]);
+        const r = spawnSync(c, a, { encoding: 'utf8' });
+        if (r.status === 124) f.small_sshfs_cp_stopped_after_s = limit;
+        else if (r.status !== 0) throw new Error(`cp -r from sshfs failed (${r.status ?? r.signal}): ${r.stderr.trim()}`);
+      },
+      true,
+    );
+    spawnSync('umount', ['-l', m.mnt]);
+    return rate;
+  });
+  const get = f.small_get_files_per_s;
+  for (const other of ['rsync', 'sshfs_cp']) {
+    const v = f[`small_${other}_files_per_s`];
+    if (typeof get === 'number' && typeof v === 'number' && v > 0) f[`small_get_vs_${other}`] = round(get / v);
+  }
 }
 
 /** Chromium in the far namespace saving `rel` through the page: MB/s, and the CPU seconds of Chromium and its driver. */
@@ -514,6 +642,9 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
   if (wanted('browser_pair') && !p.turn) await step(f, 'browser_pair_mb_per_s', async () => browserPairRate(near, far, mib, slow + 60_000));
   f.sharer_peak_rss_mib = await peakRssMib(s.pid);
   await s.stop().catch(() => undefined);
+
+  // Only when asked for by name: copying 100,000 files three ways takes minutes a path.
+  if (onlySteps?.includes('small') === true) await manySmall(near, far, f, shareArgs, visitArgs);
 
   if (wanted('index')) {
     await step(f, 'index_100k_seconds', async () => {
