@@ -14,6 +14,12 @@
 //!   with the sharer's size and mtime is complete, and a re-run skips it. A
 //!   re-run continues a part file from its last whole block (data is written in
 //!   order), and a part file of another version of the source is not used.
+//! - **On disk before it is complete.** A finished part file is renamed into
+//!   place only after its file system was synced, so a file under its final name
+//!   survives a crash or a power cut. Finished files are synced in groups, one
+//!   `syncfs` a group ([`FINISH_GROUP`] files or [`FINISH_WAIT`]), rather than
+//!   one `fdatasync` each: 100,000 files of 1 KiB took 82 s with one each and
+//!   41 s with none, on one host.
 //! - **Modes are permissions only, under the umask.** Set-user-id,
 //!   set-group-id and sticky bits from the sharer are dropped, and the umask
 //!   applies as it would to any file this user makes: a hostile sharer cannot
@@ -63,6 +69,15 @@ pub const PIPELINE: usize = 12;
 pub const PIECES_IN_MEMORY: u64 = 64 << 20;
 /// The unit the bound is counted in.
 const BUDGET_UNIT: u64 = 64 << 10;
+/// A group of finished files is synced (one `syncfs`) and renamed into place
+/// once it holds this many, or its first waited [`FINISH_WAIT`], or nothing else
+/// is left to fetch; one group at a time.
+pub const FINISH_GROUP: usize = 256;
+/// See [`FINISH_GROUP`].
+pub const FINISH_WAIT: Duration = Duration::from_millis(100);
+/// Finished files that may wait for a sync at once: no more files start while
+/// this many wait.
+pub const FINISH_WAITING: usize = 4096;
 
 #[derive(Debug, Clone)]
 pub struct GetOptions {
@@ -395,11 +410,28 @@ pub async fn get(
 
     // Fetch what is not complete, several files at once.
     bar.set_length(total);
-    let mut running: JoinSet<(Vec<u8>, Result<u64, FetchError>)> = JoinSet::new();
+    let mut running: JoinSet<(Vec<u8>, Result<Finished, FetchError>)> = JoinSet::new();
     let parallel = options.parallel_files.max(1);
     let budget = Arc::new(Semaphore::new((PIECES_IN_MEMORY / BUDGET_UNIT) as usize));
+    // Finished files waiting for a sync, and the group being synced and renamed.
+    let mut finished: Vec<Finished> = Vec::new();
+    let mut finishing: Option<tokio::task::JoinHandle<Vec<Outcome>>> = None;
+    // When the first of `finished` finished.
+    let mut group_since = tokio::time::Instant::now();
     loop {
+        if finishing.is_none()
+            && !finished.is_empty()
+            && (finished.len() >= FINISH_GROUP
+                || group_since.elapsed() >= FINISH_WAIT
+                || (running.is_empty() && todo.is_empty()))
+        {
+            let (out, group) = (out_fd.clone(), std::mem::take(&mut finished));
+            finishing = Some(tokio::task::spawn_blocking(move || {
+                finish_group(&out, group)
+            }));
+        }
         while running.len() < parallel
+            && finished.len() < FINISH_WAITING
             && let Some(job) = todo.pop_front()
         {
             let (client, bar, out) = (client.clone(), bar.clone(), out_fd.clone());
@@ -412,16 +444,38 @@ pub async fn get(
                 )
             });
         }
-        let Some(done) = running.join_next().await else {
+        if running.is_empty() && finishing.is_none() {
             break;
-        };
-        match done {
-            Ok((_, Ok(fetched))) => {
-                summary.files += 1;
-                summary.bytes_fetched += fetched;
+        }
+        tokio::select! {
+            Some(done) = running.join_next(), if !running.is_empty() => match done {
+                Ok((_, Ok(f))) => {
+                    if finished.is_empty() {
+                        group_since = tokio::time::Instant::now();
+                    }
+                    finished.push(f);
+                }
+                Ok((path, Err(e))) => summary.failed.push(format!("{}: {e}", shown(&path))),
+                Err(e) => summary.failed.push(format!("a download task failed: {e}")),
+            },
+            () = tokio::time::sleep_until(group_since + FINISH_WAIT), if finishing.is_none() && !finished.is_empty() => {}
+            group = async { finishing.as_mut().expect("guarded").await }, if finishing.is_some() => {
+                finishing = None;
+                match group {
+                    Ok(outcomes) => {
+                        for (path, r) in outcomes {
+                            match r {
+                                Ok(fetched) => {
+                                    summary.files += 1;
+                                    summary.bytes_fetched += fetched;
+                                }
+                                Err(e) => summary.failed.push(format!("{}: {e}", shown(&path))),
+                            }
+                        }
+                    }
+                    Err(e) => summary.failed.push(format!("a download task failed: {e}")),
+                }
             }
-            Ok((path, Err(e))) => summary.failed.push(format!("{}: {e}", shown(&path))),
-            Err(e) => summary.failed.push(format!("a download task failed: {e}")),
         }
     }
     // Deepest first, so that setting a folder's time does not disturb its parent's.
@@ -508,8 +562,21 @@ fn local<E: Into<std::io::Error>>(what: &'static str) -> impl FnOnce(E) -> Fetch
     }
 }
 
-/// Fetches one file into its part file and renames it into place. Returns the
-/// bytes fetched in this run.
+/// A part file written whole, with the sharer's mtime and mode: to be synced
+/// and renamed into place ([`finish_group`]).
+struct Finished {
+    dir: Folder,
+    part: Vec<u8>,
+    name: Vec<u8>,
+    path: Vec<u8>,
+    /// The file system it is on (one `syncfs` each).
+    dev: u64,
+    /// Bytes fetched in this run.
+    fetched: u64,
+}
+
+/// Fetches one file into its part file. It is renamed into place once synced
+/// ([`finish_group`]).
 async fn fetch_file(
     client: &Client,
     out: &OwnedFd,
@@ -517,7 +584,7 @@ async fn fetch_file(
     umask: u32,
     bar: &ProgressBar,
     budget: &Arc<Semaphore>,
-) -> Result<u64, FetchError> {
+) -> Result<Finished, FetchError> {
     let part = part_name(&job.name, job.size, job.mtime);
     let part_os = std::ffi::OsStr::from_bytes(&part);
     let dir = open_folder(out, &job.dir).map_err(local("open its folder"))?;
@@ -575,16 +642,71 @@ async fn fetch_file(
         offset += len;
         bar.inc(len);
     }
-    file.sync_data().map_err(local("write"))?;
     let mtime = UNIX_EPOCH + Duration::from_secs(job.mtime.max(0).unsigned_abs());
     file.set_modified(mtime)
         .map_err(local("set the modification time"))?;
     file.set_permissions(std::fs::Permissions::from_mode(file_mode(job.mode, umask)))
         .map_err(local("set the mode"))?;
-    drop(file);
-    renameat(&dir, part_os, &dir, std::ffi::OsStr::from_bytes(&job.name))
-        .map_err(local("move the finished file into place"))?;
-    Ok(job.size - resumed)
+    let dev =
+        std::os::unix::fs::MetadataExt::dev(&file.metadata().map_err(local("read the part file"))?);
+    Ok(Finished {
+        dir: job.dir,
+        part,
+        name: job.name,
+        path: job.path,
+        dev,
+        fetched: job.size - resumed,
+    })
+}
+
+/// A file's path in the share, and its bytes fetched or why it is not in place.
+type Outcome = (Vec<u8>, Result<u64, FetchError>);
+
+/// Syncs a group of finished part files to disk (one `syncfs` per file system
+/// they are on), then renames each into place. Each file's outcome: its bytes
+/// fetched, or why it is not in place (a re-run continues it).
+fn finish_group(out: &OwnedFd, group: Vec<Finished>) -> Vec<Outcome> {
+    let mut synced: Vec<(u64, Result<(), Errno>)> = Vec::new();
+    for f in &group {
+        if !synced.iter().any(|(dev, _)| *dev == f.dev) {
+            let r = open_folder(out, &f.dir)
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO)))
+                .and_then(nix::unistd::syncfs);
+            synced.push((f.dev, r));
+        }
+    }
+    // Files of one folder come together: its descriptor is kept for the next.
+    let mut folder: Option<(Folder, OwnedFd)> = None;
+    group
+        .into_iter()
+        .map(|f| {
+            let sync = synced
+                .iter()
+                .find(|(dev, _)| *dev == f.dev)
+                .map_or(Ok(()), |(_, r)| *r);
+            let r = sync.map_err(local("write it to disk")).and_then(|()| {
+                if !folder
+                    .as_ref()
+                    .is_some_and(|(d, _)| Arc::ptr_eq(d, &f.dir) || **d == *f.dir)
+                {
+                    folder = Some((
+                        f.dir.clone(),
+                        open_folder(out, &f.dir).map_err(local("open its folder"))?,
+                    ));
+                }
+                let (_, dir) = folder.as_ref().expect("opened above");
+                renameat(
+                    dir,
+                    std::ffi::OsStr::from_bytes(&f.part),
+                    dir,
+                    std::ffi::OsStr::from_bytes(&f.name),
+                )
+                .map_err(local("move the finished file into place"))?;
+                Ok(f.fetched)
+            });
+            (f.path, r)
+        })
+        .collect()
 }
 
 /// Where a path of the share lands beneath `out` (for messages).
