@@ -376,6 +376,8 @@ async function manySmall(near: string, far: string, f: Record<string, unknown>, 
   const copied = async (key: string, fn: (out: string) => Promise<void>, stoppedOk = false) => {
     const out = await mkdtemp(path.join(scratchDir, `wan-bench-${key}-`));
     try {
+      // The step before's copy and its removal written out first: each starts on a quiet disk.
+      spawnSync('sync');
       const t0 = performance.now();
       await fn(out);
       const seconds = (performance.now() - t0) / 1000;

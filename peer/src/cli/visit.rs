@@ -126,7 +126,7 @@ pub struct GetArgs {
     /// Where to put it (created if missing). Nothing is ever written outside it.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Files downloaded at once.
+    /// Files of more than 4 MiB downloaded at once (smaller ones go up to 256 at once beside them)
     #[arg(long, default_value_t = 8)]
     parallel: usize,
 }
