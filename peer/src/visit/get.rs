@@ -29,10 +29,12 @@
 //!   must be able to continue inside).
 //! - **Few open files, whatever the tree.** No folder is held open: each is
 //!   opened (component by component, never through a symlink) when it is
-//!   listed, when a file in it is written, and when its time is set, then
-//!   closed. A download holds at most about two descriptors per file in
-//!   flight, so a tree of any number of folders works under the usual limit
-//!   of 1,024 open files.
+//!   listed, when a file in it is created, synced or renamed, and when its time
+//!   is set, then closed. A file of more than one piece holds one descriptor
+//!   while it is fetched (at most `--parallel` of them); a smaller one is
+//!   fetched first and written whole, holding none while it waits. So a tree of
+//!   any number of folders and files works under the usual limit of 1,024 open
+//!   files.
 //! - Files are fetched several at a time ([`GetOptions::parallel_files`]), each
 //!   with up to [`PIPELINE`] reads of [`PIECE`] bytes in flight, and at most
 //!   [`PIECES_IN_MEMORY`] of pieces held at once in all (a file whose first
@@ -601,15 +603,45 @@ async fn fetch_file(
 ) -> Result<Finished, FetchError> {
     let part = part_name(&job.name, job.size, job.mtime);
     let part_os = std::ffi::OsStr::from_bytes(&part);
-    let dir = open_folder(out, &job.dir).map_err(local("open its folder"))?;
-    let fd = openat(
-        &dir,
-        part_os,
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o600),
-    )
-    .map_err(local("create the part file"))?;
+    // A file of one piece or less has nothing to resume: its bytes are fetched
+    // first and its part file written whole, so the many small files in flight
+    // hold no descriptor while they wait on the network.
+    let small = if job.size > 0 && job.size <= PIECE {
+        let units = job.size.div_ceil(BUDGET_UNIT) as u32;
+        let held = budget
+            .clone()
+            .acquire_many_owned(units)
+            .await
+            .map_err(|_| local("hold the piece in memory")(std::io::ErrorKind::Other))?;
+        let data = client.start_read(job.entry, 0, job.size).await?;
+        if data.len() as u64 != job.size {
+            return Err(FetchError::WrongLength {
+                got: data.len(),
+                want: job.size,
+            });
+        }
+        Some((data, held))
+    } else {
+        None
+    };
+    let fd = {
+        let dir = open_folder(out, &job.dir).map_err(local("open its folder"))?;
+        openat(
+            &dir,
+            part_os,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(local("create the part file"))?
+    };
     let mut file = File::from(fd);
+    if let Some((data, _held)) = small {
+        file.set_len(0).map_err(local("trim the part file"))?;
+        file.write_all(&data).map_err(local("write"))?;
+        bar.inc(job.size);
+        let fetched = job.size;
+        return finish_part(file, job, part, umask, fetched);
+    }
     let have = file.metadata().map_err(local("read the part file"))?.len();
     // Continue from the last whole piece written (earlier pieces were verified and written in order).
     let mut offset = (have / PIECE * PIECE).min(job.size);
@@ -656,6 +688,19 @@ async fn fetch_file(
         offset += len;
         bar.inc(len);
     }
+    let fetched = job.size - resumed;
+    finish_part(file, job, part, umask, fetched)
+}
+
+/// Gives a written part file the sharer's mtime and mode; it then waits for a
+/// sync and its rename ([`finish_group`]).
+fn finish_part(
+    file: File,
+    job: FileJob,
+    part: Vec<u8>,
+    umask: u32,
+    fetched: u64,
+) -> Result<Finished, FetchError> {
     let mtime = UNIX_EPOCH + Duration::from_secs(job.mtime.max(0).unsigned_abs());
     file.set_modified(mtime)
         .map_err(local("set the modification time"))?;
@@ -669,7 +714,7 @@ async fn fetch_file(
         name: job.name,
         path: job.path,
         dev,
-        fetched: job.size - resumed,
+        fetched,
     })
 }
 
