@@ -820,6 +820,17 @@ impl<F: StoredFrame> PersistentReceiver<F> {
         self.receiver.index_wire_bytes()
     }
 
+    /// Whether the index holds every child of folder `dir`
+    /// ([`Receiver::folder_listed`], or a complete stored index).
+    pub fn folder_listed(&self, dir: EntryId) -> bool {
+        self.receiver.folder_listed(dir) || self.progress().complete
+    }
+
+    /// Folders known whole before the index is complete.
+    pub fn folders_listed(&self) -> u64 {
+        self.receiver.folders_listed()
+    }
+
     pub fn index(&self) -> &Index {
         self.receiver.index()
     }

@@ -41,7 +41,7 @@
 //! requests); the old request no longer waits for them, and a late copy is
 //! dropped as a duplicate. Over one ordered link this never happens.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use linkfs_proto::{
     BatchHeader, CHUNK_LEN, EntryId, EntryKind, Epoch, Generation, Goodbye, GoodbyeCode, Hello,
@@ -385,7 +385,17 @@ pub struct Receiver {
     /// Reads asked for before the index was installed
     /// ([`Receiver::awaiting_index`]): checked and started once it is.
     waiting: Option<Vec<WaitingRead>>,
+    /// Folders the sharer said are whole at a position already applied (only
+    /// until the index is complete; then every folder is).
+    listed: HashSet<u32>,
+    /// Said for a position not applied yet (a batch still on its way):
+    /// (position, folders), at most [`MAX_LISTED_WAITING`] folders in all.
+    listed_waiting: Vec<(Seq, Vec<EntryId>)>,
 }
+
+/// Folders said to be listed at a position not applied yet, kept at most:
+/// beyond, they are dropped and wait for the whole index instead.
+pub const MAX_LISTED_WAITING: usize = 65_536;
 
 /// A read asked for before the index was there.
 #[derive(Debug, Clone, Copy)]
@@ -413,6 +423,8 @@ impl Receiver {
             early_bytes: 0,
             announced: 0,
             complete: false,
+            listed: HashSet::new(),
+            listed_waiting: Vec::new(),
             out: VecDeque::new(),
             hello_sent_at: Millis(0),
             last_heard: Millis(0),
@@ -548,6 +560,8 @@ impl Receiver {
                     self.index.clear();
                     self.complete = false;
                     self.announced = 0;
+                    self.listed.clear();
+                    self.listed_waiting.clear();
                 } else if Some((w.epoch, w.start)) != self.resume {
                     return self.fail_protocol(format!(
                         "the sharer resumed at {} of another index",
@@ -613,6 +627,23 @@ impl Receiver {
             SenderToReceiver::UploadRefused(r) => {
                 self.upload_news(crate::UploadNews::Refused(r));
             }
+            SenderToReceiver::FoldersListed(l) => {
+                if self.state != State::Open || self.complete {
+                    return;
+                }
+                if l.upto <= self.next {
+                    self.take_listed(&l.folders);
+                } else if self
+                    .listed_waiting
+                    .iter()
+                    .map(|(_, f)| f.len())
+                    .sum::<usize>()
+                    + l.folders.len()
+                    <= MAX_LISTED_WAITING
+                {
+                    self.listed_waiting.push((l.upto, l.folders));
+                }
+            }
             // Frames of a newer protocol revision are skipped.
             _ => {}
         }
@@ -669,6 +700,7 @@ impl Receiver {
                 if header.snapshot_complete {
                     self.complete = true;
                 }
+                self.listed_reached();
                 let persist = self.config.ack_after_persist;
                 self.events.push_back(ReceiverEvent::Applied {
                     header,
@@ -685,6 +717,49 @@ impl Receiver {
             }
             Err(e) => self.fail_protocol(e.to_string()),
         }
+    }
+
+    /// Folders said listed whose position is applied now are taken; all of
+    /// them are dropped once the index is complete (every folder is whole).
+    fn listed_reached(&mut self) {
+        if self.complete {
+            self.listed = HashSet::new();
+            self.listed_waiting = Vec::new();
+            return;
+        }
+        let next = self.next;
+        let (reached, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.listed_waiting)
+            .into_iter()
+            .partition(|(upto, _)| *upto <= next);
+        self.listed_waiting = waiting;
+        for (_, folders) in reached {
+            self.take_listed(&folders);
+        }
+    }
+
+    /// Only folders the index holds are kept: at most one per folder.
+    fn take_listed(&mut self, folders: &[EntryId]) {
+        for &id in folders {
+            if self
+                .index
+                .get(id)
+                .is_some_and(|e| e.kind == linkfs_proto::EntryKind::Dir)
+            {
+                self.listed.insert(id.0);
+            }
+        }
+    }
+
+    /// Whether the index holds every child of folder `dir` (as the sharer
+    /// found them; later changes come as changes do): the whole index is
+    /// here, or the sharer said so for a position already applied.
+    pub fn folder_listed(&self, dir: EntryId) -> bool {
+        self.complete || self.listed.contains(&dir.0)
+    }
+
+    /// Folders known whole before the index is complete (0 once it is).
+    pub fn folders_listed(&self) -> u64 {
+        self.listed.len() as u64
     }
 
     /// The shell stored every batch up to `end` (exclusive).

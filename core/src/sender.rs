@@ -42,7 +42,13 @@
 //! when both are ready.
 //!
 //! Memory per session is bounded by `window_bytes` (unacknowledged batches)
-//! + `max_pending_io` + [`SHORT_READ_EXTRA_IO`] chunks + `MAX_CONTROL_FRAMES` small frames.
+//! + `max_pending_io` + [`SHORT_READ_EXTRA_IO`] chunks + `MAX_CONTROL_FRAMES` small frames
+//! + the "folders listed" frames of one batch (5 bytes per folder it makes whole).
+//!
+//! Folders listed: while the receiver is not complete, each batch is followed
+//! by the folders it makes whole ([`ShareIndex::listed_between`] its range;
+//! [`linkfs_proto::listed`]), so a mount answers a listing of such a folder
+//! before the rest of the index is there.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -278,6 +284,8 @@ pub struct SenderSession {
     complete_sent: bool,
     pending_since: Option<Millis>,
     control: VecDeque<Vec<u8>>,
+    /// "Folders listed" frames for the batch just cut, sent right after it.
+    listed_out: VecDeque<Vec<u8>>,
     reads: VecDeque<ActiveRead>,
     io_in_flight: usize,
     chunks: VecDeque<Vec<u8>>,
@@ -312,6 +320,7 @@ impl SenderSession {
             complete_sent: false,
             pending_since: None,
             control: VecDeque::new(),
+            listed_out: VecDeque::new(),
             reads: VecDeque::new(),
             io_in_flight: 0,
             chunks: VecDeque::new(),
@@ -857,6 +866,13 @@ impl SenderSession {
         self.stats.batches_sent += 1;
         self.stats.batch_bytes_sent += frame.len() as u64;
         self.stats.ops_sent += ops;
+        if !complete && !self.complete_sent {
+            // The folders this batch makes whole at the receiver, so a mount
+            // can list them before the whole index is there.
+            let folders: Vec<EntryId> = index.listed_between(self.cursor, end).collect();
+            self.listed_out
+                .extend(linkfs_proto::encode_folders_listed(end, &folders));
+        }
         if complete {
             self.complete_sent = true;
         }
@@ -910,6 +926,9 @@ impl SenderSession {
         }
         if self.state != State::Open {
             return None;
+        }
+        if let Some(f) = self.listed_out.pop_front() {
+            return Some((f, false));
         }
         if let Some(f) = self.uploads.poll_ack() {
             return Some((f, false));

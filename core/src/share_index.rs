@@ -202,6 +202,9 @@ pub struct ShareIndex {
     removals: usize,
     horizon: u64,
     walk_done: bool,
+    /// Folders the walk read to the end, each with the log position then
+    /// (ascending): see [`ShareIndex::mark_listed`].
+    listed: Vec<(u64, u32)>,
 }
 
 impl ShareIndex {
@@ -232,6 +235,7 @@ impl ShareIndex {
             removals: 0,
             horizon: 0,
             walk_done: false,
+            listed: Vec::new(),
         }
     }
 
@@ -272,6 +276,30 @@ impl ShareIndex {
     /// Whether the initial walk has finished.
     pub fn walk_done(&self) -> bool {
         self.walk_done
+    }
+
+    /// The walk has read every child of `dir`: they are all at log positions
+    /// before the end of the log now, so a receiver that applied the log up to
+    /// here holds the folder whole (as the walk found it; a child changed
+    /// since comes later, as any change does). Senders say so
+    /// ([`ShareIndex::listed_between`]), and a mount answers a listing of that
+    /// folder without waiting for the whole index. Ignored once the walk is
+    /// done (every folder is whole then) or for what is not a live folder.
+    pub fn mark_listed(&mut self, dir: EntryId) {
+        if self.walk_done || !self.is_live_dir(dir) {
+            return;
+        }
+        self.listed.push((self.next_seq, dir.0));
+    }
+
+    /// The folders a receiver holds whole once it has applied the log up to
+    /// `to` but not once only up to `from` (`from < listed position <= to`).
+    pub fn listed_between(&self, from: Seq, to: Seq) -> impl Iterator<Item = EntryId> + '_ {
+        let start = self.listed.partition_point(|(at, _)| *at <= from.0);
+        let end = self.listed.partition_point(|(at, _)| *at <= to.0);
+        self.listed[start..end.max(start)]
+            .iter()
+            .map(|(_, id)| EntryId(*id))
     }
 
     /// Positions held in memory (live and superseded ones not yet compacted).
@@ -840,6 +868,7 @@ impl ShareIndex {
                 .map(|d| d.ids.capacity() * 4 + 48)
                 .sum::<usize>()
             + self.targets.values().map(|t| t.len() + 32).sum::<usize>()
+            + self.listed.capacity() * 16
     }
 }
 

@@ -1049,6 +1049,20 @@ impl<F: StoredFrame> Visit<F> {
         self.receiver.index_wire_bytes()
     }
 
+    /// Whether the index holds every child of folder `dir`, so a listing of
+    /// it is whole before the rest of the index is here (a mount answers it
+    /// then; see [`linkfs_proto::listed`]). False while a stored index is
+    /// still being restored.
+    pub fn folder_listed(&self, dir: EntryId) -> bool {
+        self.restore.is_none() && self.receiver.folder_listed(dir)
+    }
+
+    /// Folders known whole before the index is complete (for a shell that
+    /// waits on one: it changes when one comes).
+    pub fn folders_listed(&self) -> u64 {
+        self.receiver.folders_listed()
+    }
+
     /// How long restoring the stored index took, ms, once it is done.
     pub fn restore_ms(&self) -> Option<u64> {
         self.restore_ms

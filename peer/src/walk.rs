@@ -65,7 +65,9 @@ use linkfs_proto::{EntryId, EntryKind};
 
 use crate::disk_entry::DiskEntry;
 
-pub use found::{CHUNK_LEN, FolderHook, OUTPUT_BATCHES, WalkOptions, WalkSummary, WalkedEntry};
+pub use found::{
+    CHUNK_LEN, FolderHook, OUTPUT_BATCHES, WalkBatch, WalkOptions, WalkSummary, WalkedEntry,
+};
 pub use problems::WalkProblem;
 use shared::Shared;
 use stack::FolderJob;
@@ -105,14 +107,14 @@ impl Walker {
 /// [`join`](WalkHandle::join).
 #[derive(Debug)]
 pub struct WalkHandle {
-    batches: Receiver<Vec<WalkedEntry>>,
+    batches: Receiver<WalkBatch>,
     cancel: Arc<AtomicBool>,
     numbering: Option<JoinHandle<WalkSummary>>,
 }
 
 impl WalkHandle {
     /// The next batch, in id order; `None` once the walk is over.
-    pub fn recv(&self) -> Option<Vec<WalkedEntry>> {
+    pub fn recv(&self) -> Option<WalkBatch> {
         self.batches.recv().ok()
     }
 
@@ -143,7 +145,7 @@ impl WalkHandle {
 }
 
 impl Iterator for WalkHandle {
-    type Item = Vec<WalkedEntry>;
+    type Item = WalkBatch;
 
     fn next(&mut self) -> Option<Self::Item> {
         self.recv()

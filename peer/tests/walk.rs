@@ -239,15 +239,49 @@ fn walk_all(root: &Path, options: WalkOptions) -> (Vec<WalkedEntry>, WalkSummary
     let batch_len = options.batch_len;
     let handle = Walker::new(root, options).expect("start walk");
     let mut entries: Vec<WalkedEntry> = Vec::new();
+    // Folder -> entries handed on when it was said listed.
+    let mut listed_at: HashMap<EntryId, usize> = HashMap::new();
     while let Some(batch) = handle.recv() {
         assert!(
-            !batch.is_empty() && batch.len() <= batch_len,
-            "batch of {} entries",
-            batch.len()
+            (!batch.entries.is_empty() || !batch.listed.is_empty())
+                && batch.entries.len() <= batch_len,
+            "batch of {} entries and {} folders listed",
+            batch.entries.len(),
+            batch.listed.len()
         );
-        entries.extend(batch);
+        entries.extend(batch.entries);
+        for dir in batch.listed {
+            assert!(
+                listed_at.insert(dir, entries.len()).is_none(),
+                "folder {dir:?} said listed twice"
+            );
+        }
     }
     let summary = handle.join();
+    // A folder is said listed only with or after its last child.
+    for (i, e) in entries.iter().enumerate().skip(1) {
+        if let Some(&at) = listed_at.get(&e.parent) {
+            assert!(
+                i < at,
+                "{:?} came after its folder was said listed",
+                String::from_utf8_lossy(&e.name)
+            );
+        }
+    }
+    for dir in listed_at.keys() {
+        assert_eq!(
+            entries.get(dir.0 as usize).map(|e| e.disk.kind),
+            Some(EntryKind::Dir),
+            "only folders are said listed"
+        );
+    }
+    if !summary.cancelled && summary.errors.is_empty() {
+        assert_eq!(
+            listed_at.len() as u64,
+            summary.dirs,
+            "every folder of a walk without problems is said listed"
+        );
+    }
     for (i, e) in entries.iter().enumerate() {
         assert_eq!(
             e.id,
@@ -582,7 +616,7 @@ fn the_root_is_named_after_the_shared_folder() {
     let name = |p: PathBuf| {
         let handle = Walker::new(p, WalkOptions::default()).unwrap();
         let first = handle.recv().unwrap();
-        first[0].name.clone()
+        first.entries[0].name.clone()
     };
     assert_eq!(name(root.clone()), b"Photos 2024");
     assert_eq!(name(root.join(".")), b"Photos 2024");
@@ -606,8 +640,8 @@ fn cancel_stops_the_walk_early() {
     )
     .unwrap();
     let first = handle.recv().unwrap();
-    assert_eq!(first[0].name, b"/");
-    assert_eq!(first[0].id, EntryId::ROOT);
+    assert_eq!(first.entries[0].name, b"/");
+    assert_eq!(first.entries[0].id, EntryId::ROOT);
     handle.cancel();
     let summary = handle.join();
     assert!(summary.cancelled);
@@ -884,4 +918,63 @@ fn a_parent_folder_swapped_for_a_symlink_before_a_child_is_listed_is_caught_by_i
         "{:?}",
         summary.errors
     );
+}
+
+#[test]
+fn a_folder_that_stalls_does_not_hold_back_what_was_found_before_it() {
+    // Broke: a batch went on only when full (1,024 entries) or at the end, so
+    // a walk stuck in one folder (a stalled network mount) held back the
+    // root's listing, and a mount had nothing to show.
+    let tmp = TempDir::new("stall");
+    fs::create_dir_all(tmp.0.join("done")).unwrap();
+    fs::create_dir_all(tmp.0.join("stuck")).unwrap();
+    File::create(tmp.0.join("a.txt")).unwrap();
+    File::create(tmp.0.join("done/x")).unwrap();
+    File::create(tmp.0.join("stuck/y")).unwrap();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = std::sync::Mutex::new(released);
+    let handle = Walker::new(
+        &tmp.0,
+        WalkOptions {
+            before_listing: Some(std::sync::Arc::new(move |p: &Path| {
+                if p.ends_with("stuck") {
+                    let _ = released
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(Duration::from_secs(20));
+                }
+            })),
+            ..WalkOptions::default()
+        },
+    )
+    .unwrap();
+    let (seen_tx, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut entries: Vec<WalkedEntry> = Vec::new();
+        let mut listed = Vec::new();
+        while let Some(batch) = handle.recv() {
+            entries.extend(batch.entries);
+            listed.extend(batch.listed);
+            let _ = seen_tx.send((entries.len(), listed.clone()));
+        }
+        (entries, listed)
+    });
+    // While "stuck" is being listed: the root, a.txt, done, stuck and done/x
+    // are handed on, and the root and "done" said listed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (count, listed) = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let (count, listed) = seen
+            .recv_timeout(left)
+            .expect("nothing was handed on while one folder stalled");
+        if listed.len() >= 2 {
+            break (count, listed);
+        }
+    };
+    assert_eq!(count, 5, "everything but the stalled folder's child");
+    assert!(listed.contains(&EntryId::ROOT), "the root is said listed");
+    release.send(()).unwrap();
+    let (entries, listed) = reader.join().unwrap();
+    assert_eq!(entries.len(), 6);
+    assert_eq!(listed.len(), 3, "root, done and stuck");
 }

@@ -204,6 +204,9 @@ pub enum SenderToReceiver<'a> {
     UploadWindow {
         bytes: u64,
     },
+    /// These folders are whole once the log is applied up to a position
+    /// ([`crate::listed`]).
+    FoldersListed(crate::FoldersListed),
     Unknown {
         kind: u8,
     },
@@ -355,6 +358,9 @@ impl<'a> SenderToReceiver<'a> {
             FRAME_UPLOAD_WINDOW => SenderToReceiver::UploadWindow {
                 bytes: upload::decode_window(&mut r)?,
             },
+            crate::FRAME_FOLDERS_LISTED => {
+                SenderToReceiver::FoldersListed(crate::listed::decode_folders_listed(&mut r)?)
+            }
             FRAME_HELLO | FRAME_ACK | FRAME_READ | FRAME_CANCEL_READ | FRAME_PASSWORD
             | FRAME_UPLOAD_BEGIN | FRAME_UPLOAD_CHUNK | FRAME_UPLOAD_CANCEL => {
                 return Err(DecodeError::WrongDirection { kind });
@@ -398,6 +404,13 @@ impl<'a> SenderToReceiver<'a> {
             SenderToReceiver::UploadDone(x) => upload::encode_done(x),
             SenderToReceiver::UploadRefused(x) => upload::encode_refused(x),
             SenderToReceiver::UploadWindow { bytes } => upload::encode_window(*bytes),
+            SenderToReceiver::FoldersListed(l) => {
+                // One frame when it fits (the sender cuts longer lists itself).
+                crate::encode_folders_listed(l.upto, &l.folders)
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
             SenderToReceiver::Unknown { kind } => vec![*kind],
         }
     }
@@ -479,7 +492,8 @@ impl<'a> ReceiverToSender<'a> {
             | FRAME_UPLOAD_ACK
             | FRAME_UPLOAD_DONE
             | FRAME_UPLOAD_REFUSED
-            | FRAME_UPLOAD_WINDOW => {
+            | FRAME_UPLOAD_WINDOW
+            | crate::FRAME_FOLDERS_LISTED => {
                 return Err(DecodeError::WrongDirection { kind });
             }
             kind => return Ok(ReceiverToSender::Unknown { kind }),

@@ -8,6 +8,7 @@
 //!   |<-- Welcome {version, epoch, start seq, limits} -------|  start 0 = fresh snapshot
 //!   |<-- IndexBatch {first seq, known, ops...} -------------|  streamed while the walk runs,
 //!   |<-- IndexBatch ... ------------------------------------|  at most WINDOW unacked bytes
+//!   |<-- FoldersListed {upto seq, folder ids} --------------|  after a batch: these folders are whole
 //!   |-- Ack {next seq} ------------------------------------>|  after applying (and persisting)
 //!   |-- Read {read id, entry id, generation, offset, len} ->|  any time, several at once
 //!   |<-- ReadChunk {read id, offset, blake3, bytes} --------|  checked before use
@@ -40,6 +41,7 @@ pub mod error;
 pub mod frame;
 pub mod ids;
 pub mod lane;
+pub mod listed;
 pub mod sharer_key;
 pub mod signal;
 pub mod upload;
@@ -55,6 +57,7 @@ pub use frame::{
 };
 pub use ids::{EntryId, Epoch, Generation, ReadId, Seq};
 pub use lane::{FRAME_LANE_JOIN, FRAME_LANE_OFFER, LaneJoin, LaneOffer, LaneToken};
+pub use listed::{FRAME_FOLDERS_LISTED, FoldersListed, encode_folders_listed};
 pub use upload::{
     FRAME_RIGHTS, FRAME_UPLOAD_ACK, FRAME_UPLOAD_BEGIN, FRAME_UPLOAD_CANCEL, FRAME_UPLOAD_CHUNK,
     FRAME_UPLOAD_DONE, FRAME_UPLOAD_READY, FRAME_UPLOAD_REFUSED, FRAME_UPLOAD_WINDOW, Rights,

@@ -293,6 +293,20 @@ impl ShareIndex {
             }
             list.sorted = true;
         }
+        // Every folder is listed once its own operation and its children's
+        // latest are applied: a fresh receiver (a mount) can show it then.
+        let mut listed: Vec<(u64, u32)> = dirs
+            .iter()
+            .map(|(&dir, list)| {
+                let at = list
+                    .ids
+                    .iter()
+                    .map(|&c| last[c as usize])
+                    .fold(last[dir as usize], u64::max);
+                (at.saturating_add(1), dir)
+            })
+            .collect();
+        listed.sort_unstable();
         Ok(ShareIndex {
             epoch,
             parent,
@@ -319,6 +333,7 @@ impl ShareIndex {
             removals,
             horizon,
             walk_done,
+            listed,
         })
     }
 }

@@ -16,6 +16,7 @@ use linkfs_peer::visit::get::{GetOptions, get};
 use linkfs_peer::visit::listing::{ListOptions, list};
 use linkfs_peer::visit::mount::{LinkFs, MountOptions};
 use linkfs_peer::visit::{Client, VisitError, open};
+use linkfs_proto::EntryId;
 
 #[derive(Debug, clap::Args)]
 pub struct ConnectArgs {
@@ -205,6 +206,14 @@ fn say_route(route: Option<linkfs_peer::transport::Route>, b: Option<&ProgressBa
 
 /// Connects and waits for the complete index, showing its progress.
 async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<(Client, RouteTold)> {
+    connect_until(args, false).await
+}
+
+/// Connects and takes in the index until it is complete, or with `root_only`
+/// until the root folder is whole (a mount shows folders as they become
+/// whole; the rest of the index comes in behind it, and a line says when it
+/// is complete).
+async fn connect_until(args: &ConnectArgs, root_only: bool) -> anyhow::Result<(Client, RouteTold)> {
     let started = std::time::Instant::now();
     eprintln!("linkfs: connecting to the sharer ...");
     let client = open(&args.link, &transport(args), password_source(args)?).await?;
@@ -220,7 +229,7 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<(Client, RouteT
         let s = watch.borrow_and_update().clone();
         b.set_length(s.announced.max(s.received));
         b.set_position(s.received);
-        if s.complete {
+        if s.complete || (root_only && client.folder_listed(EntryId::ROOT)) {
             break Ok(s.received);
         }
         if let Some(reason) = s.ended {
@@ -237,25 +246,44 @@ async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<(Client, RouteT
         tokio::spawn(async move { say_route(client.settled_route().await, None) })
     }));
     match done {
+        Ok(_) if client.status().complete => {
+            say_complete(&client, started);
+            Ok((client, told))
+        }
         Ok(entries) => {
-            let bytes = client.with_visit(|v| v.index_wire_bytes());
             eprintln!(
-                "linkfs: index complete: {entries} entries ({}) in {:.2} s",
-                super::sizes::human_bytes(bytes),
+                "linkfs: the root folder is here ({entries} entries so far, {:.2} s); the rest of the index follows",
                 started.elapsed().as_secs_f64()
             );
-            let (refused, count) = client.refusals();
-            if count > 0 {
-                eprintln!(
-                    "linkfs: warning: the sharer sent {count} entries that are not valid; they were skipped (first: {})",
-                    refused.first().map_or("", String::as_str)
-                );
-            }
+            let follower = client.clone();
+            tokio::spawn(async move {
+                if follower.wait_complete().await.is_ok() {
+                    say_complete(&follower, started);
+                }
+            });
             Ok((client, told))
         }
         Err(reason) => {
             Err(anyhow::Error::new(VisitError::Ended(reason)).context("the index did not arrive"))
         }
+    }
+}
+
+/// "index complete", with its size and time, and any entries refused.
+fn say_complete(client: &Client, started: std::time::Instant) {
+    let entries = client.status().received;
+    let bytes = client.with_visit(|v| v.index_wire_bytes());
+    eprintln!(
+        "linkfs: index complete: {entries} entries ({}) in {:.2} s",
+        super::sizes::human_bytes(bytes),
+        started.elapsed().as_secs_f64()
+    );
+    let (refused, count) = client.refusals();
+    if count > 0 {
+        eprintln!(
+            "linkfs: warning: the sharer sent {count} entries that are not valid; they were skipped (first: {})",
+            refused.first().map_or("", String::as_str)
+        );
     }
 }
 
@@ -390,7 +418,7 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
             args.mountpoint.display()
         );
     }
-    let (client, _route) = connect_and_index(&args.connect).await?;
+    let (client, _route) = connect_until(&args.connect, true).await?;
     let fs = LinkFs::new(
         client.clone(),
         MountOptions {

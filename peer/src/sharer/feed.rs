@@ -2,7 +2,8 @@
 //!
 //! Runs on its own thread: each batch from the walk goes into the index under
 //! one write lock, then the `index_changed` counter is bumped so every session
-//! can cut new index batches. When the walk ends, the snapshot is marked
+//! can cut new index batches, and the folders the walk read to the end are
+//! marked listed (a mount lists them before the whole index is there). When the walk ends, the snapshot is marked
 //! complete, and then each big folder's children are sorted by name
 //! ([`sort_big_folders`]) so that no lookup by name waits for that sort.
 
@@ -51,11 +52,16 @@ pub fn spawn_feed(
             while let Some(batch) = walk.recv() {
                 let entries = {
                     let mut ix = index.write().unwrap_or_else(|p| p.into_inner());
-                    for e in &batch {
+                    for e in &batch.entries {
                         let pushed = ix.push(&e.new_entry());
                         if let Err(err) = pushed {
                             failure = Some(err.to_string());
                             break;
+                        }
+                    }
+                    if failure.is_none() {
+                        for &dir in &batch.listed {
+                            ix.mark_listed(dir);
                         }
                     }
                     ix.entries()

@@ -777,7 +777,7 @@ mod tests {
         let walk = crate::walk::Walker::new(&d, crate::walk::WalkOptions::default()).unwrap();
         let mut walked = Vec::new();
         while let Some(batch) = walk.recv() {
-            walked.extend(batch.into_iter().map(|e| e.name));
+            walked.extend(batch.entries.into_iter().map(|e| e.name));
         }
         assert!(
             !walked.iter().any(|n| n == STAGING.as_bytes()),

@@ -57,6 +57,9 @@ pub struct Status {
     pub received: u64,
     pub announced: u64,
     pub complete: bool,
+    /// Folders known whole before the index is complete (it moves as they
+    /// come: [`Client::folder_listed`] says which).
+    pub listed: u64,
     /// A data link is open now.
     pub connected: bool,
     /// Set once the session ended (and its link is closed).
@@ -317,6 +320,42 @@ impl Client {
 
     pub fn status(&self) -> Status {
         self.status.borrow().clone()
+    }
+
+    /// Whether the index holds every child of folder `dir` (the whole index
+    /// is here, or the sharer said this folder is whole): a listing of it can
+    /// be answered now.
+    pub fn folder_listed(&self, dir: EntryId) -> bool {
+        self.with_visit(|v| v.folder_listed(dir))
+    }
+
+    /// Waits until folder `dir` is whole ([`Client::folder_listed`]), the
+    /// session ends, or `within` passes; whether it is whole. For threads
+    /// outside the runtime (the mount's).
+    pub fn wait_folder_listed_blocking(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        dir: EntryId,
+        within: Duration,
+    ) -> bool {
+        let mut watch = self.status.clone();
+        let deadline = tokio::time::Instant::now() + within;
+        runtime.block_on(async {
+            loop {
+                // Marked seen before the look, so a change after it wakes us.
+                let ended = watch.borrow_and_update().ended.is_some();
+                if self.folder_listed(dir) {
+                    return true;
+                }
+                if ended {
+                    return false;
+                }
+                match tokio::time::timeout_at(deadline, watch.changed()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) | Err(_) => return self.folder_listed(dir),
+                }
+            }
+        })
     }
 
     /// A watch on the status (progress, the end).
@@ -722,12 +761,16 @@ impl VisitShell {
 
     /// Publishes progress and the connection's state to the watch.
     fn publish(&self) {
-        let p = self.lock().progress();
+        let (p, listed) = {
+            let v = self.lock();
+            (v.progress(), v.folders_listed())
+        };
         self.status.send_if_modified(|s| {
             let next = Status {
                 received: p.received,
                 announced: p.announced,
                 complete: p.complete,
+                listed,
                 connected: self.connected,
                 ended: s.ended.clone(),
                 reconnecting: self.reconnecting,

@@ -16,6 +16,16 @@ pub const CHUNK_LEN: usize = 1024;
 /// Batches the numbering thread may have waiting for the consumer.
 pub const OUTPUT_BATCHES: usize = 16;
 
+/// What the walk hands on at a time: entries numbered one after another, and
+/// the folders whose listing ended with them (every child of such a folder is
+/// in this batch or an earlier one), so a share can say a folder is whole
+/// long before the walk is over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WalkBatch {
+    pub entries: Vec<WalkedEntry>,
+    pub listed: Vec<EntryId>,
+}
+
 /// One entry found by the walk: its number, its place, its name and what
 /// the disk says of it.
 #[derive(Debug, Clone, PartialEq, Eq)]

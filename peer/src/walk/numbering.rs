@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use linkfs_proto::{EntryId, EntryKind};
 
-use super::found::{WalkOptions, WalkSummary, WalkedEntry};
+use super::found::{WalkBatch, WalkOptions, WalkSummary, WalkedEntry};
 use super::lister::{Chunk, Found};
 use super::problems::ProblemLog;
 use super::shared::Shared;
@@ -24,8 +24,10 @@ const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 pub(super) struct Numbering {
     options: WalkOptions,
-    batches: SyncSender<Vec<WalkedEntry>>,
+    batches: SyncSender<WalkBatch>,
     batch: Vec<WalkedEntry>,
+    /// Folders whose listing ended since the last batch went.
+    listed: Vec<EntryId>,
     root: WalkedEntry,
     next_id: u32,
     /// Folders put on the stack whose listing has not ended yet.
@@ -43,11 +45,12 @@ impl Numbering {
     pub(super) fn new(
         root: WalkedEntry,
         options: WalkOptions,
-        batches: SyncSender<Vec<WalkedEntry>>,
+        batches: SyncSender<WalkBatch>,
         started: Instant,
     ) -> Self {
         Numbering {
             batch: Vec::with_capacity(options.batch_len.max(1)),
+            listed: Vec::new(),
             options,
             batches,
             root,
@@ -107,7 +110,16 @@ impl Numbering {
             }
             let chunk = match chunks.recv_timeout(CANCEL_POLL) {
                 Ok(chunk) => chunk,
-                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Timeout) => {
+                    // The listers are slow (a slow disk, a stalled mount):
+                    // hand on what was found so far rather than hold it.
+                    if (!self.batch.is_empty() || !self.listed.is_empty())
+                        && self.send_batch().is_err()
+                    {
+                        return false;
+                    }
+                    continue;
+                }
                 // Every lister stopped: only on cancel.
                 Err(RecvTimeoutError::Disconnected) => return false,
             };
@@ -119,17 +131,27 @@ impl Numbering {
             }
             if chunk.last {
                 self.outstanding -= 1;
+                self.listed.push(chunk.parent);
             }
             self.outstanding += jobs.len() as u64;
             shared.stack.push_all(&mut jobs);
         }
-        if !self.batch.is_empty() {
-            let batch = std::mem::take(&mut self.batch);
-            if self.batches.send(batch).is_err() {
-                return false;
-            }
+        if (!self.batch.is_empty() || !self.listed.is_empty()) && self.send_batch().is_err() {
+            return false;
         }
         true
+    }
+
+    /// Hands on the batch so far and the folders listed with it.
+    fn send_batch(&mut self) -> Result<(), ConsumerGone> {
+        let entries = std::mem::replace(
+            &mut self.batch,
+            Vec::with_capacity(self.options.batch_len.max(1)),
+        );
+        let listed = std::mem::take(&mut self.listed);
+        self.batches
+            .send(WalkBatch { entries, listed })
+            .map_err(|_| ConsumerGone)
     }
 
     fn number(
@@ -189,11 +211,7 @@ impl Numbering {
         }
         self.batch.push(entry);
         if self.batch.len() >= self.options.batch_len.max(1) {
-            let full = std::mem::replace(
-                &mut self.batch,
-                Vec::with_capacity(self.options.batch_len.max(1)),
-            );
-            self.batches.send(full).map_err(|_| ConsumerGone)?;
+            self.send_batch()?;
         }
         Ok(())
     }

@@ -35,8 +35,11 @@ fn main() -> anyhow::Result<()> {
     let walk = Walker::new(&args.dir, WalkOptions::default())?;
     let mut index = ShareIndex::new(Epoch(1));
     while let Some(batch) = walk.recv() {
-        for e in &batch {
+        for e in &batch.entries {
             index.push(&e.new_entry())?;
+        }
+        for &dir in &batch.listed {
+            index.mark_listed(dir);
         }
     }
     let summary = walk.join();

@@ -79,7 +79,7 @@ fn time_walk(dir: &Path, options: &WalkOptions) -> Result<(f64, u64)> {
     let walk = Walker::new(dir, options.clone())?;
     let mut entries = 0u64;
     while let Some(batch) = walk.recv() {
-        entries += batch.len() as u64;
+        entries += batch.entries.len() as u64;
     }
     let summary = walk.join();
     let seconds = started.elapsed().as_secs_f64();
