@@ -99,12 +99,13 @@ pub fn start_share(tree: &Path) -> Result<(String, Killed)> {
 /// 120 s): the process and the seconds that took.
 pub fn start_mount(link: &str, mnt: &Path) -> Result<(Killed, f64)> {
     let started = Instant::now();
+    let log = std::fs::File::create(mount_log(mnt)).context("create the mount's log")?;
     let mount = Killed(
         Command::new(sibling("linkfs")?)
             .args(["mount", link])
             .arg(mnt)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .context("start linkfs mount")?,
     );
@@ -115,6 +116,33 @@ pub fn start_mount(link: &str, mnt: &Path) -> Result<(Killed, f64)> {
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok((mount, started.elapsed().as_secs_f64()))
+}
+
+/// Where [`start_mount`] puts the mount's stderr: beside the mount point.
+pub fn mount_log(mnt: &Path) -> std::path::PathBuf {
+    mnt.with_extension("log")
+}
+
+/// Seconds from its start to a complete index, as the mount's own line says
+/// ("index complete: ... in S s"); waits for that line up to `within`.
+pub fn mount_index_complete_s(mnt: &Path, within: Duration) -> Result<f64> {
+    let deadline = Instant::now() + within;
+    loop {
+        let log = std::fs::read_to_string(mount_log(mnt)).unwrap_or_default();
+        let secs = log
+            .lines()
+            .find_map(|l| l.strip_prefix("linkfs: index complete: "))
+            .and_then(|l| l.rsplit_once(" in "))
+            .and_then(|(_, t)| t.trim().strip_suffix(" s"))
+            .and_then(|t| t.parse::<f64>().ok());
+        if let Some(secs) = secs {
+            return Ok(secs);
+        }
+        if Instant::now() > deadline {
+            bail!("the mount did not say its index was complete within {within:?}:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 pub fn is_mounted(mnt: &Path) -> bool {

@@ -10,6 +10,8 @@
 //!
 //! It shares `DIR` with the real `linkfs share`, mounts it with the real
 //! `linkfs mount`, and measures with ordinary commands and system calls:
+//! - when the mount was up (its top folder listed) and when its index was
+//!   complete (the mount's own line);
 //! - `find` over the disk (warm: after a `find -printf %s` read every inode) and over the mount
 //!   (the first, from the moment it was mounted, so the index still arriving
 //!   is in it; and a second); the entries each lists must be equal in number;
@@ -35,7 +37,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use linkfs_tools::bench::{
-    drop_caches, ms, peak_rss, percentile, round, start_mount, start_share, timed,
+    drop_caches, mount_index_complete_s, ms, peak_rss, percentile, round, start_mount, start_share,
+    timed,
 };
 
 #[derive(Debug, Parser)]
@@ -257,6 +260,8 @@ fn main() -> Result<()> {
         bail!("the mount's top folder is empty");
     }
     let (find_mount, mount_entries) = find(&mnt)?;
+    // The mount is up before its index is complete: when that was.
+    let index_complete_s = mount_index_complete_s(&mnt, Duration::from_secs(600))?;
     let (find_mount_again, _) = find(&mnt)?;
     if mount_entries != disk_entries {
         bail!("find listed {mount_entries} entries in the mount, {disk_entries} on disk");
@@ -318,6 +323,7 @@ fn main() -> Result<()> {
         "find_printf_size_disk_s": round(stat_walk, 3),
         "mounted_s": round(mounted_s, 3),
         "ready_s": round(ready_s, 3),
+        "index_complete_s": round(index_complete_s, 3),
         "find_mount_s": round(find_mount, 3),
         "find_mount_again_s": round(find_mount_again, 3),
         "find_mount_vs_disk": round(find_mount / find_disk, 2),
