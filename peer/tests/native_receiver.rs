@@ -1241,6 +1241,30 @@ fn the_mount_lists_folders_the_walk_finished_while_it_is_stuck_in_another() {
         "mounted only once the index was complete:\n{}",
         mount.log()
     );
+    // `linkfs ls` of a folder the walk finished answers too.
+    for (path, want) in [("", "stalled"), ("sub", "b.txt")] {
+        let mut ls = Command::new(LINKFS)
+            .args(["ls", &share.link, path])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ls.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "linkfs ls {path:?} waits for the whole index"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = ls.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains(want),
+            "linkfs ls {path:?}: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // A name looked up in the folder still being listed waits for it: no
     // "no such file" before the folder is whole.
     let (asked_tx, asked) = std::sync::mpsc::channel();

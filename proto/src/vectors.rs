@@ -120,6 +120,15 @@ pub fn all() -> Vec<Vector> {
             }),
         },
         Vector {
+            name: "folders listed: 5, 2 and 9 are whole at position 300",
+            // type | upto 300 | 3 folders | ids as zigzag deltas: +5, -3, +7
+            hex: "12 ac02 03 0a 05 0e",
+            message: Message::FromSender(SenderToReceiver::FoldersListed(crate::FoldersListed {
+                upto: crate::Seq(300),
+                folders: vec![crate::EntryId(5), crate::EntryId(2), crate::EntryId(9)],
+            })),
+        },
+        Vector {
             name: "upload window",
             // type | 32 MiB
             hex: "4c 80808010",

@@ -14,7 +14,7 @@ use linkfs_core::EndReason;
 use linkfs_peer::transport::{IcePolicy, TransportConfig};
 use linkfs_peer::visit::get::{GetOptions, get};
 use linkfs_peer::visit::listing::{ListOptions, list};
-use linkfs_peer::visit::mount::{LinkFs, MountOptions};
+use linkfs_peer::visit::mount::{LISTING_WAIT, LinkFs, MountOptions};
 use linkfs_peer::visit::{Client, VisitError, open};
 use linkfs_proto::EntryId;
 
@@ -206,14 +206,24 @@ fn say_route(route: Option<linkfs_peer::transport::Route>, b: Option<&ProgressBa
 
 /// Connects and waits for the complete index, showing its progress.
 async fn connect_and_index(args: &ConnectArgs) -> anyhow::Result<(Client, RouteTold)> {
-    connect_until(args, false).await
+    connect_until(args, IndexWait::Whole).await
 }
 
-/// Connects and takes in the index until it is complete, or with `root_only`
-/// until the root folder is whole (a mount shows folders as they become
-/// whole; the rest of the index comes in behind it, and a line says when it
-/// is complete).
-async fn connect_until(args: &ConnectArgs, root_only: bool) -> anyhow::Result<(Client, RouteTold)> {
+/// How much of the index a command waits for before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IndexWait {
+    /// All of it (`get`, `ls -R`).
+    Whole,
+    /// The root folder whole; the rest comes in behind, and a line says when
+    /// it is complete (`mount`: it shows folders as they become whole).
+    RootThenSay,
+    /// The root folder whole, quietly (`ls PATH` then waits for its folders).
+    Root,
+}
+
+/// Connects and takes in the index as far as `wait` says.
+async fn connect_until(args: &ConnectArgs, wait: IndexWait) -> anyhow::Result<(Client, RouteTold)> {
+    let root_only = wait != IndexWait::Whole;
     let started = std::time::Instant::now();
     eprintln!("linkfs: connecting to the sharer ...");
     let client = open(&args.link, &transport(args), password_source(args)?).await?;
@@ -250,6 +260,7 @@ async fn connect_until(args: &ConnectArgs, root_only: bool) -> anyhow::Result<(C
             say_complete(&client, started);
             Ok((client, told))
         }
+        Ok(_) if wait == IndexWait::Root => Ok((client, told)),
         Ok(entries) => {
             eprintln!(
                 "linkfs: the root folder is here ({entries} entries so far, {:.2} s); the rest of the index follows",
@@ -287,8 +298,38 @@ fn say_complete(client: &Client, started: std::time::Instant) {
     }
 }
 
+/// Waits until every folder on the way to `path`, and `path` itself if it is
+/// a folder, is whole (or the wait for one runs out): a listing of it is
+/// then as complete as after the whole index, and a name not there is
+/// really not there.
+async fn wait_for_path(client: &Client, path: &str) {
+    let mut dir = EntryId::ROOT;
+    for name in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if !client.wait_folder_listed(dir, LISTING_WAIT).await {
+            return;
+        }
+        let child = client.with_index(|ix| {
+            let id = ix.lookup_child(dir, name.as_bytes())?;
+            ix.get(id).map(|e| (id, e.kind))
+        });
+        match child {
+            Some((id, linkfs_proto::EntryKind::Dir)) => dir = id,
+            _ => return,
+        }
+    }
+    client.wait_folder_listed(dir, LISTING_WAIT).await;
+}
+
 pub async fn ls(args: LsArgs) -> anyhow::Result<()> {
-    let (client, route) = connect_and_index(&args.connect).await?;
+    // `ls -R` lists everything below: the whole index. One folder's listing
+    // needs only the folders on its way.
+    let (client, route) = if args.recursive {
+        connect_and_index(&args.connect).await?
+    } else {
+        let (client, route) = connect_until(&args.connect, IndexWait::Root).await?;
+        wait_for_path(&client, &args.path).await;
+        (client, route)
+    };
     let options = ListOptions {
         json: args.json,
         recursive: args.recursive,
@@ -418,7 +459,7 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
             args.mountpoint.display()
         );
     }
-    let (client, _route) = connect_until(&args.connect, true).await?;
+    let (client, _route) = connect_until(&args.connect, IndexWait::RootThenSay).await?;
     let fs = LinkFs::new(
         client.clone(),
         MountOptions {

@@ -330,32 +330,34 @@ impl Client {
     }
 
     /// Waits until folder `dir` is whole ([`Client::folder_listed`]), the
-    /// session ends, or `within` passes; whether it is whole. For threads
-    /// outside the runtime (the mount's).
+    /// session ends, or `within` passes; whether it is whole.
+    pub async fn wait_folder_listed(&self, dir: EntryId, within: Duration) -> bool {
+        let mut watch = self.status.clone();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            // Marked seen before the look, so a change after it wakes us.
+            let ended = watch.borrow_and_update().ended.is_some();
+            if self.folder_listed(dir) {
+                return true;
+            }
+            if ended {
+                return false;
+            }
+            match tokio::time::timeout_at(deadline, watch.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return self.folder_listed(dir),
+            }
+        }
+    }
+
+    /// [`Client::wait_folder_listed`] for threads outside the runtime (the mount's).
     pub fn wait_folder_listed_blocking(
         &self,
         runtime: &tokio::runtime::Handle,
         dir: EntryId,
         within: Duration,
     ) -> bool {
-        let mut watch = self.status.clone();
-        let deadline = tokio::time::Instant::now() + within;
-        runtime.block_on(async {
-            loop {
-                // Marked seen before the look, so a change after it wakes us.
-                let ended = watch.borrow_and_update().ended.is_some();
-                if self.folder_listed(dir) {
-                    return true;
-                }
-                if ended {
-                    return false;
-                }
-                match tokio::time::timeout_at(deadline, watch.changed()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) | Err(_) => return self.folder_listed(dir),
-                }
-            }
-        })
+        runtime.block_on(self.wait_folder_listed(dir, within))
     }
 
     /// A watch on the status (progress, the end).
