@@ -280,8 +280,9 @@ fn name_is_safe(name: &[u8]) -> bool {
     !name.is_empty() && name != b"." && name != b".." && !name.iter().any(|b| *b == b'/' || *b == 0)
 }
 
-/// Display order of names: ASCII case folded first, then the raw bytes.
-fn display_cmp(a: &[u8], b: &[u8]) -> Ordering {
+/// Display order of names (the page's and the mount's listings): ASCII case
+/// folded first, then the raw bytes.
+pub fn display_cmp(a: &[u8], b: &[u8]) -> Ordering {
     let fold = |x: &u8| x.to_ascii_lowercase();
     a.iter()
         .map(fold)

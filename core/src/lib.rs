@@ -73,7 +73,7 @@ pub mod visit;
 pub use backoff::{Backoff, BackoffConfig, Retry};
 pub use index::{
     EntryRef, Index, IndexChange, IndexError, JOURNAL_LIMIT, Place, SnapshotError, SnapshotParts,
-    SnapshotRestorer, SortKey, UnknownSortKey,
+    SnapshotRestorer, SortKey, UnknownSortKey, display_cmp,
 };
 pub use lanes::{
     FRAME_HEAD_BYTES, LANE_AFTER_BYTES, LANE_BELOW_RATE, LANE_END_GRACE, LANE_MIN_RTT,

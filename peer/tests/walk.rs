@@ -978,3 +978,39 @@ fn a_folder_that_stalls_does_not_hold_back_what_was_found_before_it() {
     assert_eq!(entries.len(), 6);
     assert_eq!(listed.len(), 3, "root, done and stuck");
 }
+
+#[test]
+fn folders_are_listed_in_the_order_a_mount_shows_them() {
+    // Broke: sub-folders were listed last found first, so `find` over a mount
+    // of a share still being walked (which goes in display order) waited for
+    // nearly the whole walk before its first folder was whole.
+    let tmp = TempDir::new("order");
+    for d in ["b", "C", "a", "b/y", "b/x"] {
+        fs::create_dir_all(tmp.0.join(d)).unwrap();
+        File::create(tmp.0.join(d).join("f")).unwrap();
+    }
+    let (entries, _) = walk_all(
+        &tmp.0,
+        WalkOptions {
+            workers: 1,
+            ..WalkOptions::default()
+        },
+    );
+    let path_of = |e: &WalkedEntry| {
+        let mut parts = vec![String::from_utf8_lossy(&e.name).into_owned()];
+        let mut p = e.parent;
+        while p != EntryId::ROOT {
+            let up = &entries[p.0 as usize];
+            parts.push(String::from_utf8_lossy(&up.name).into_owned());
+            p = up.parent;
+        }
+        parts.reverse();
+        parts.join("/")
+    };
+    let files: Vec<String> = entries
+        .iter()
+        .filter(|e| e.name == b"f" && e.parent != EntryId::ROOT)
+        .map(path_of)
+        .collect();
+    assert_eq!(files, ["a/f", "b/f", "b/x/f", "b/y/f", "C/f"]);
+}

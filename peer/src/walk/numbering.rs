@@ -134,6 +134,11 @@ impl Numbering {
                 self.listed.push(chunk.parent);
             }
             self.outstanding += jobs.len() as u64;
+            // The stack pops the last pushed: push a folder's sub-folders in
+            // reverse display order, so they are listed in the order a mount
+            // or the page shows them, and `find`, or a person opening the
+            // first folders, finds them whole early in a long walk.
+            jobs.sort_unstable_by(|a, b| linkfs_core::display_cmp(job_name(b), job_name(a)));
             shared.stack.push_all(&mut jobs);
         }
         if (!self.batch.is_empty() || !self.listed.is_empty()) && self.send_batch().is_err() {
@@ -215,6 +220,12 @@ impl Numbering {
         }
         Ok(())
     }
+}
+
+/// The name of the folder a job lists (the last part of its path).
+fn job_name(job: &FolderJob) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    job.path.file_name().map_or(&[], |n| n.as_bytes())
 }
 
 /// Hashes (device, inode) pairs: they are not attacker-chosen keys, so a fast
