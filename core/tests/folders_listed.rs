@@ -173,8 +173,11 @@ fn a_reopened_saved_index_says_each_folder_whole_as_its_children_reach_a_fresh_r
     let reopened = ShareIndex::from_saved(&ix.to_saved()).expect("reopens");
     for (seed, model) in [(4, LinkModel::PERFECT), (5, LinkModel::BAD)] {
         let reopened = ShareIndex::from_saved(&reopened.to_saved()).expect("reopens");
+        // Small batches (about 300 of these entries each), so the index comes
+        // in many steps whatever the compression makes of its names.
         let config = SenderConfig {
             window_bytes: 4096,
+            batch_cap: linkfs_proto::batch::MIN_BATCH_CAP,
             ..SenderConfig::default()
         };
         let mut sharer = Sharer::new(reopened, files.clone(), config);
