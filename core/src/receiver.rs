@@ -18,6 +18,13 @@
 //! batch is committed, so the sender's window also bounds what is not yet on
 //! disk. Otherwise acknowledgements go out as soon as batches are applied.
 //!
+//! Folders listed: the sender says which folders are whole at a log position
+//! ([`linkfs_proto::listed`]); once batches up to it are applied (at once, or
+//! when the batch still on its way comes: at most [`MAX_LISTED_WAITING`]
+//! folders wait), [`Receiver::folder_listed`] says so. Only folders the index
+//! holds are kept (at most one entry per folder), and nothing once the index
+//! is complete, when every folder is whole.
+//!
 //! A read is split into requests of at most `request_len` bytes (and the
 //! sender's `max_read`); requests are issued round-robin over the open reads
 //! while at most `max_in_flight_bytes` (and the sender's `max_reads_in_flight`
