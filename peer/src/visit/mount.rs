@@ -70,6 +70,10 @@ pub const ATTR_TTL: Duration = Duration::from_secs(1);
 pub const FIRST_LISTING_ENTRIES: u64 = 16;
 /// Bytes per cached block.
 pub const BLOCK: u64 = 1 << 20;
+/// A folder's `st_blksize`, as ext4 gives: glibc's `readdir` sizes its buffer
+/// by it (32 KiB for this, 1 MiB for [`BLOCK`]), and the kernel allocates and
+/// maps a buffer of the size asked for each listing call.
+pub const DIR_BLKSIZE: u32 = 4096;
 /// Small files of a folder fetched ahead of a reader going through them.
 pub const FILES_AHEAD: usize = 32;
 /// At most this many bytes of them.
@@ -343,7 +347,11 @@ impl LinkFs {
             uid: self.uid,
             gid: self.gid,
             rdev: 0,
-            blksize: BLOCK as u32,
+            blksize: if e.kind == EntryKind::Dir {
+                DIR_BLKSIZE
+            } else {
+                BLOCK as u32
+            },
             flags: 0,
         }
     }
