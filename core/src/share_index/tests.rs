@@ -375,6 +375,78 @@ fn a_saved_index_reads_back_the_same() {
     assert_eq!(ops(&back, from), ops(&ix, from));
 }
 
+/// Hands out at most `step` bytes a call, and fails after `fail_at` bytes.
+struct Trickle<'a> {
+    rest: &'a [u8],
+    step: usize,
+    fail_at: Option<usize>,
+    given: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.fail_at.is_some_and(|at| self.given >= at) {
+            return Err(std::io::Error::other("the disk went away"));
+        }
+        let n = buf.len().min(self.step).min(self.rest.len());
+        buf[..n].copy_from_slice(&self.rest[..n]);
+        self.rest = &self.rest[n..];
+        self.given += n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_saved_index_written_and_read_as_it_goes_is_the_same_and_a_failed_read_says_so() {
+    let mut ix = changed_index();
+    let saved = ix.to_saved();
+    // Written through a writer that takes a few bytes at a time: the same file.
+    struct Sip(Vec<u8>);
+    impl std::io::Write for Sip {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(3);
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut sip = Sip(Vec::new());
+    ix.write_saved(&mut sip).unwrap();
+    assert_eq!(sip.0, saved);
+    for step in [1, 7, 4096] {
+        let src = Trickle {
+            rest: &saved,
+            step,
+            fail_at: None,
+            given: 0,
+        };
+        let mut back = ShareIndex::read_saved(src, saved.len() as u64).unwrap();
+        assert_eq!(
+            observable(&mut back),
+            observable(&mut ix),
+            "{step} bytes a read"
+        );
+    }
+    let failing = Trickle {
+        rest: &saved,
+        step: 5,
+        fail_at: Some(saved.len() / 2),
+        given: 0,
+    };
+    let err = ShareIndex::read_saved(failing, saved.len() as u64).unwrap_err();
+    assert!(err.to_string().contains("the disk went away"), "{err}");
+    // A file shorter than it was said to be is cut short, not a panic.
+    let short = Trickle {
+        rest: &saved[..saved.len() - 40],
+        step: 64,
+        fail_at: None,
+        given: 0,
+    };
+    assert!(ShareIndex::read_saved(short, saved.len() as u64).is_err());
+}
+
 #[test]
 fn an_index_saved_before_ctimes_were_kept_still_reads_with_the_same_ids() {
     let mut ix = changed_index();

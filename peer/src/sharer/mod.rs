@@ -351,10 +351,13 @@ async fn save_index(
     let saved = {
         let ix = index.read().unwrap_or_else(|p| p.into_inner());
         // An unfinished walk is not worth keeping: the next start walks anyway.
-        ix.walk_done().then(|| ix.to_saved())
+        if !ix.walk_done() {
+            return;
+        }
+        // Written as it goes, under the read lock: nothing changes it now.
+        state.save_index(&ix)
     };
-    let Some(bytes) = saved else { return };
-    if let Err(e) = state.save_bytes(&bytes) {
+    if let Err(e) = saved {
         let _ = events
             .send(ShareEvent::Warning(format!(
                 "{e}; the next start walks the folder again"

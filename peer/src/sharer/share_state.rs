@@ -123,6 +123,15 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
 
 /// Writes `bytes` to `path` with mode 0600, through a temporary file and a rename.
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    write_private_with(path, |f| f.write_all(bytes))
+}
+
+/// Writes `path` with mode 0600 through `write`, via a temporary file synced
+/// to disk and a rename.
+fn write_private_with(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<(), StateError> {
     let tmp = path.with_extension("tmp");
     let mut f = OpenOptions::new()
         .write(true)
@@ -131,7 +140,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
         .mode(0o600)
         .open(&tmp)
         .map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
+    write(&mut f).map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     std::fs::rename(&tmp, path).map_err(io(path))
 }
@@ -262,19 +271,34 @@ impl ShareState {
     /// used. Either way it is gone from disk afterwards.
     pub fn take_index(&self) -> Result<Option<ShareIndex>, TakeIndexError> {
         let path = self.dir.join(INDEX_FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        let file = match File::open(&path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(TakeIndexError::Read { path, source }),
         };
+        // Read as it goes: no copy of the file beside the index it becomes.
+        let read = file
+            .metadata()
+            .map_err(|source| TakeIndexError::Read {
+                path: path.clone(),
+                source,
+            })
+            .map(|m| ShareIndex::read_saved(std::io::BufReader::new(file), m.len()));
+        // Gone before it is used: a crash from here on must not reuse its
+        // log positions.
         if let Err(source) = std::fs::remove_file(&path) {
-            // Not removable: using it could repeat log positions after a crash.
             return Err(TakeIndexError::Remove { path, source });
         }
-        match ShareIndex::from_saved(&bytes) {
+        match read? {
             Ok(index) => Ok(Some(index)),
             Err(source) => Err(TakeIndexError::Unusable { path, source }),
         }
+    }
+
+    /// Saves `index` for the next start, written as it goes (see
+    /// [`ShareIndex::write_saved`]).
+    pub fn save_index(&self, index: &ShareIndex) -> Result<(), StateError> {
+        write_private_with(&self.dir.join(INDEX_FILE), |f| index.write_saved(f))
     }
 
     /// Saves an index (made by [`ShareIndex::to_saved`]) for the next start.
