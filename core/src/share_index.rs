@@ -26,10 +26,15 @@
 //! says which ones the receiver cannot have yet), so a receiver always knows a
 //! parent before its children.
 //!
+//! The log is held as runs of consecutive positions with consecutive ids
+//! (`log_runs`): a walk logs entries in id order, so ten million walked
+//! entries are a few runs, not 12 bytes each.
+//!
 //! # Bounds
 //!
 //! Superseded positions are dropped from memory once they outnumber the live
-//! ones (plus [`COMPACT_SLACK`]); their numbers stay taken. Removals are kept
+//! ones (plus [`COMPACT_SLACK`]); their numbers stay taken. At worst (every
+//! run of one) a position costs 16 bytes. Removals are kept
 //! for resuming receivers, at most [`KEPT_REMOVALS`]; when older ones are
 //! dropped the horizon moves past them, and a receiver that held the share from
 //! before the horizon starts over with a fresh snapshot. Ids are never reused.
@@ -195,8 +200,7 @@ pub struct ShareIndex {
     dead_name_bytes: usize,
     live: u64,
     /// The log: positions (ascending) and their operations.
-    log_seq: Vec<u64>,
-    log_op: Vec<LogOp>,
+    log: LogRuns,
     next_seq: u64,
     /// Removal operations in the log.
     removals: usize,
@@ -229,8 +233,7 @@ impl ShareIndex {
             folder_changes: 0,
             dead_name_bytes: 0,
             live: 0,
-            log_seq: Vec::new(),
-            log_op: Vec::new(),
+            log: LogRuns::default(),
             next_seq: 0,
             removals: 0,
             horizon: 0,
@@ -304,7 +307,7 @@ impl ShareIndex {
 
     /// Positions held in memory (live and superseded ones not yet compacted).
     pub fn log_len(&self) -> usize {
-        self.log_seq.len()
+        self.log.len()
     }
 
     fn check_new(&self, e: &NewEntry<'_>, id: EntryId) -> Result<(), ShareIndexError> {
@@ -530,9 +533,8 @@ impl ShareIndex {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.last[op.id().index()] = seq;
-        self.log_seq.push(seq);
-        self.log_op.push(op);
-        if self.log_seq.len() > 2 * (self.live as usize + self.removals) + COMPACT_SLACK {
+        self.log.push(seq, op);
+        if self.log.len() > 2 * (self.live as usize + self.removals) + COMPACT_SLACK {
             self.compact();
         }
     }
@@ -545,19 +547,9 @@ impl ShareIndex {
 
     /// Drops superseded positions from memory.
     fn compact(&mut self) {
-        let mut keep = 0;
-        for n in 0..self.log_seq.len() {
-            let (seq, op) = (self.log_seq[n], self.log_op[n]);
-            if self.is_current(seq, op) {
-                self.log_seq[keep] = seq;
-                self.log_op[keep] = op;
-                keep += 1;
-            }
-        }
-        self.log_seq.truncate(keep);
-        self.log_op.truncate(keep);
-        self.log_seq.shrink_to(keep + COMPACT_SLACK);
-        self.log_op.shrink_to(keep + COMPACT_SLACK);
+        let mut log = std::mem::take(&mut self.log);
+        log.retain(|seq, op| self.is_current(seq, op));
+        self.log = log;
     }
 
     /// Forgets the oldest removals beyond [`KEPT_REMOVALS`] and moves the
@@ -567,11 +559,10 @@ impl ShareIndex {
             return;
         }
         let mut drop = self.removals - KEPT_REMOVALS;
-        let mut keep = 0;
-        for n in 0..self.log_seq.len() {
-            let (seq, op) = (self.log_seq[n], self.log_op[n]);
+        let mut log = std::mem::take(&mut self.log);
+        log.retain(|seq, op| {
             if !self.is_current(seq, op) {
-                continue;
+                return false;
             }
             if drop > 0 && op.is_remove() {
                 drop -= 1;
@@ -579,23 +570,19 @@ impl ShareIndex {
                 self.horizon = self.horizon.max(seq + 1);
                 // The entry stays removed; only its announcement is forgotten.
                 self.last[op.id().index()] = u64::MAX;
-                continue;
+                return false;
             }
-            self.log_seq[keep] = seq;
-            self.log_op[keep] = op;
-            keep += 1;
-        }
-        self.log_seq.truncate(keep);
-        self.log_op.truncate(keep);
+            true
+        });
+        self.log = log;
     }
 
     /// The current operations at or after `from`, in log order.
     pub fn ops_from(&self, from: Seq) -> impl Iterator<Item = (Seq, LogOp)> + '_ {
-        let start = self.log_seq.partition_point(|s| *s < from.0);
-        (start..self.log_seq.len()).filter_map(move |n| {
-            let (seq, op) = (self.log_seq[n], self.log_op[n]);
-            self.is_current(seq, op).then_some((Seq(seq), op))
-        })
+        self.log
+            .iter_from(from.0)
+            .filter(move |(seq, op)| self.is_current(*seq, *op))
+            .map(|(seq, op)| (Seq(seq), op))
     }
 
     /// The position of a live entry's latest operation.
@@ -860,8 +847,7 @@ impl ShareIndex {
             + self.dev_ino.capacity() * 16
             + self.ctime.capacity() * 8
             + self.last.capacity() * 8
-            + self.log_seq.capacity() * 8
-            + self.log_op.capacity() * 4
+            + self.log.heap_bytes()
             + self
                 .dirs
                 .values()
@@ -891,7 +877,10 @@ fn check_lengths(e: &NewEntry<'_>, id: EntryId) -> Result<(), ShareIndexError> {
 }
 
 mod folder_sort;
+mod log_runs;
 mod saved;
+
+use log_runs::LogRuns;
 
 pub use folder_sort::{FolderSort, SortStep};
 pub use saved::SavedIndexError;

@@ -27,7 +27,7 @@ use std::io::{Read, Write};
 use linkfs_proto::batch::{MAX_NAME_LEN, MAX_TARGET_LEN};
 use linkfs_proto::{EntryKind, Epoch};
 
-use super::{CTIME_UNKNOWN, DirList, KIND_MASK, LogOp, MAX_ENTRIES, REMOVED, ShareIndex};
+use super::{CTIME_UNKNOWN, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES, REMOVED, ShareIndex};
 
 const MAGIC: &[u8; 8] = b"lfsindex";
 /// Format 2 added the ctime column; format 1 is still read (ctimes unknown
@@ -143,8 +143,8 @@ impl ShareIndex {
         // The current operations, counted first and then written (not
         // gathered: 16 bytes each).
         let current = || {
-            (0..self.log_seq.len())
-                .map(|k| (self.log_seq[k], self.log_op[k]))
+            self.log
+                .iter_from(0)
                 .filter(|(seq, op)| self.is_current(*seq, *op))
         };
         w.write_all(&(current().count() as u64).to_le_bytes())?;
@@ -273,14 +273,13 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
         }
     }
     let ops = r.count(12)?;
-    let mut log_seq = Vec::with_capacity(ops);
-    let mut log_op = Vec::with_capacity(ops);
+    let mut log = LogRuns::default();
     let mut last = vec![u64::MAX; n];
     let mut removals = 0;
     for _ in 0..ops {
         let (seq, op) = (r.u64()?, LogOp(r.u32()?));
         let i = op.id().index();
-        let ordered = log_seq.last().is_none_or(|prev| *prev < seq);
+        let ordered = log.last_seq().is_none_or(|prev| prev < seq);
         if !ordered || seq >= next_seq || seq < horizon || i >= n || last[i] != u64::MAX {
             return Err(SavedIndexError::Inconsistent("log order"));
         }
@@ -289,8 +288,7 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
         }
         removals += usize::from(op.is_remove());
         last[i] = seq;
-        log_seq.push(seq);
-        log_op.push(op);
+        log.push(seq, op);
     }
     let walk_done = match r.array::<1>()? {
         [0] => false,
@@ -387,8 +385,7 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
         folder_changes: 0,
         dead_name_bytes: 0,
         live: live_count,
-        log_seq,
-        log_op,
+        log,
         next_seq,
         removals,
         horizon,

@@ -711,3 +711,27 @@ fn a_reopened_index_has_its_folders_sorted() {
         "children in name order"
     );
 }
+
+/// The log held a position and an operation per entry (12 bytes) even for
+/// a walk, which logs entries in id order: ten million entries cost 120 MB
+/// of the sharer's 1.07 GB there. Runs hold such a log in a few bytes.
+#[test]
+fn a_walked_tree_costs_no_log_bytes_per_entry() {
+    // A power of two, so every column's capacity is exactly its length.
+    const N: u32 = 1 << 17;
+    let mut ix = ShareIndex::new(Epoch(1));
+    ix.push(&entry(0, 0, EntryKind::Dir, b"root", 0)).unwrap();
+    for id in 1..N {
+        let name = format!("{id:08}");
+        ix.push(&entry(id, 0, EntryKind::File, name.as_bytes(), 1))
+            .unwrap();
+    }
+    // The columns: 69 bytes an entry, and an 8-byte name.
+    let per_entry = ix.heap_bytes() as f64 / f64::from(N);
+    assert!(
+        per_entry < 80.0,
+        "{per_entry:.1} heap bytes per entry: the log holds bytes per entry"
+    );
+    assert_eq!(ix.ops_from(Seq(0)).count(), N as usize);
+    assert_eq!(ix.log_len(), N as usize);
+}
