@@ -133,30 +133,6 @@ pub enum ShareIndexError {
     Root,
 }
 
-/// One operation of the log: an entry id, with the top bit set for a removal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogOp(u32);
-
-impl LogOp {
-    const REMOVE: u32 = 1 << 31;
-
-    pub fn upsert(id: EntryId) -> LogOp {
-        LogOp(id.0)
-    }
-
-    pub fn remove(id: EntryId) -> LogOp {
-        LogOp(id.0 | Self::REMOVE)
-    }
-
-    pub fn id(self) -> EntryId {
-        EntryId(self.0 & !Self::REMOVE)
-    }
-
-    pub fn is_remove(self) -> bool {
-        self.0 & Self::REMOVE != 0
-    }
-}
-
 const KIND_MASK: u8 = 3;
 const REMOVED: u8 = 4;
 /// Entry ids use 31 bits so the log can flag removals in the top bit.
@@ -183,8 +159,9 @@ pub struct ShareIndex {
     name_off: Vec<u32>,
     name_len: Vec<u16>,
     names: Vec<u8>,
-    size: Vec<u64>,
-    mtime: Vec<i64>,
+    /// Sizes, and mtimes as `i64 as u64`, 4 bytes each (see [`Narrow`]).
+    size: Narrow,
+    mtime: Narrow,
     mtime_nsec: Vec<u32>,
     mode: Vec<u16>,
     dev_ino: Vec<(u64, u64)>,
@@ -220,8 +197,8 @@ impl ShareIndex {
             name_off: Vec::new(),
             name_len: Vec::new(),
             names: Vec::new(),
-            size: Vec::new(),
-            mtime: Vec::new(),
+            size: Narrow::default(),
+            mtime: Narrow::default(),
             mtime_nsec: Vec::new(),
             mode: Vec::new(),
             dev_ino: Vec::new(),
@@ -347,7 +324,7 @@ impl ShareIndex {
         self.names.extend_from_slice(e.name);
         self.size
             .push(if e.kind == EntryKind::Dir { 0 } else { e.size });
-        self.mtime.push(e.mtime);
+        self.mtime.push(e.mtime as u64);
         self.mtime_nsec.push(e.mtime_nsec);
         self.mode.push((e.mode & 0o7777) as u16);
         self.dev_ino.push((e.dev, e.ino));
@@ -430,11 +407,11 @@ impl ShareIndex {
             || (e.kind == EntryKind::File
                 && (written
                     || ctime_changed
-                    || self.size[i] != size
-                    || self.mtime[i] != e.mtime
+                    || self.size.get(i) != size
+                    || self.mtime_of(i) != e.mtime
                     || self.mtime_nsec[i] != e.mtime_nsec
                     || self.dev_ino[i] != (e.dev, e.ino)));
-        let attrs_changed = self.mtime[i] != e.mtime
+        let attrs_changed = self.mtime_of(i) != e.mtime
             || self.mode[i] != (e.mode & 0o7777) as u16
             || self.dev_ino[i] != (e.dev, e.ino);
         // A folder's or a symlink's ctime changes nothing a receiver sees; it
@@ -462,8 +439,8 @@ impl ShareIndex {
             self.link_child(e.parent.0, id.0);
         }
         self.kind[i] = e.kind as u8;
-        self.size[i] = size;
-        self.mtime[i] = e.mtime;
+        self.size.set(i, size);
+        self.mtime.set(i, e.mtime as u64);
         self.mtime_nsec[i] = e.mtime_nsec;
         self.mode[i] = (e.mode & 0o7777) as u16;
         self.dev_ino[i] = (e.dev, e.ino);
@@ -537,6 +514,11 @@ impl ShareIndex {
         if self.log.len() > 2 * (self.live as usize + self.removals) + COMPACT_SLACK {
             self.compact();
         }
+    }
+
+    /// Entry `i`'s mtime (seconds).
+    fn mtime_of(&self, i: usize) -> i64 {
+        self.mtime.get(i) as i64
     }
 
     /// Whether the operation at position `seq` is the latest of its entry.
@@ -749,8 +731,8 @@ impl ShareIndex {
             parent: EntryId(self.parent[i]),
             kind,
             name: self.name(i),
-            size: self.size[i],
-            mtime: self.mtime[i],
+            size: self.size.get(i),
+            mtime: self.mtime_of(i),
             mode: u32::from(self.mode[i]),
             generation: self.generation(id),
             target: self.targets.get(&id.0).map(|t| &t[..]).unwrap_or(&[]),
@@ -824,8 +806,8 @@ impl ShareIndex {
         let (dev, ino) = self.dev_ino[i];
         Ok(ReadTarget {
             path,
-            size: self.size[i],
-            mtime: self.mtime[i],
+            size: self.size.get(i),
+            mtime: self.mtime_of(i),
             mtime_nsec: self.mtime_nsec[i],
             dev,
             ino,
@@ -840,8 +822,8 @@ impl ShareIndex {
             + self.name_off.capacity() * 4
             + self.name_len.capacity() * 2
             + self.names.capacity()
-            + self.size.capacity() * 8
-            + self.mtime.capacity() * 8
+            + self.size.heap_bytes()
+            + self.mtime.heap_bytes()
             + self.mtime_nsec.capacity() * 4
             + self.mode.capacity() * 2
             + self.dev_ino.capacity() * 16
@@ -878,9 +860,12 @@ fn check_lengths(e: &NewEntry<'_>, id: EntryId) -> Result<(), ShareIndexError> {
 
 mod folder_sort;
 mod log_runs;
+mod narrow;
 mod saved;
 
+pub use log_runs::LogOp;
 use log_runs::LogRuns;
+use narrow::Narrow;
 
 pub use folder_sort::{FolderSort, SortStep};
 pub use saved::SavedIndexError;

@@ -7,7 +7,31 @@
 //! position-operation pairs (12 bytes each). Later changes make runs of one;
 //! the worst case, every run of one, costs 16 bytes a position.
 
-use super::LogOp;
+use linkfs_proto::EntryId;
+
+/// One operation of the log: an entry id, with the top bit set for a removal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOp(pub(super) u32);
+
+impl LogOp {
+    const REMOVE: u32 = 1 << 31;
+
+    pub fn upsert(id: EntryId) -> LogOp {
+        LogOp(id.0)
+    }
+
+    pub fn remove(id: EntryId) -> LogOp {
+        LogOp(id.0 | Self::REMOVE)
+    }
+
+    pub fn id(self) -> EntryId {
+        EntryId(self.0 & !Self::REMOVE)
+    }
+
+    pub fn is_remove(self) -> bool {
+        self.0 & Self::REMOVE != 0
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Run {
@@ -95,7 +119,6 @@ impl LogRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linkfs_proto::EntryId;
 
     #[test]
     fn a_walk_logged_in_id_order_is_one_run_and_reads_back_from_any_position() {

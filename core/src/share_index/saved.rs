@@ -27,7 +27,9 @@ use std::io::{Read, Write};
 use linkfs_proto::batch::{MAX_NAME_LEN, MAX_TARGET_LEN};
 use linkfs_proto::{EntryKind, Epoch};
 
-use super::{CTIME_UNKNOWN, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES, REMOVED, ShareIndex};
+use super::{
+    CTIME_UNKNOWN, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES, Narrow, REMOVED, ShareIndex,
+};
 
 const MAGIC: &[u8; 8] = b"lfsindex";
 /// Format 2 added the ctime column; format 1 is still read (ctimes unknown
@@ -98,11 +100,11 @@ impl ShareIndex {
             let len = if live(i) { self.name_len[i] } else { 0 };
             w.write_all(&len.to_le_bytes())?;
         }
-        for &s in &self.size {
-            w.write_all(&s.to_le_bytes())?;
+        for i in 0..n {
+            w.write_all(&self.size.get(i).to_le_bytes())?;
         }
-        for &m in &self.mtime {
-            w.write_all(&m.to_le_bytes())?;
+        for i in 0..n {
+            w.write_all(&self.mtime_of(i).to_le_bytes())?;
         }
         for &m in &self.mtime_nsec {
             w.write_all(&m.to_le_bytes())?;
@@ -214,8 +216,8 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
     let parent: Vec<u32> = r.column(n, 4, |b| u32::from_le_bytes(arr(b)))?;
     let kind: Vec<u8> = r.column(n, 1, |b| b[0])?;
     let name_len: Vec<u16> = r.column(n, 2, |b| u16::from_le_bytes(arr(b)))?;
-    let size: Vec<u64> = r.column(n, 8, |b| u64::from_le_bytes(arr(b)))?;
-    let mtime: Vec<i64> = r.column(n, 8, |b| i64::from_le_bytes(arr(b)))?;
+    let size = r.narrow_column(n)?;
+    let mtime = r.narrow_column(n)?;
     let mtime_nsec: Vec<u32> = r.column(n, 4, |b| u32::from_le_bytes(arr(b)))?;
     let mode: Vec<u16> = r.column(n, 2, |b| u16::from_le_bytes(arr(b)))?;
     let dev_ino: Vec<(u64, u64)> = r.column(n, 16, |b| {
@@ -512,6 +514,28 @@ impl<R: Read> Reader<R> {
             scratch.resize(k * width, 0);
             self.fill(&mut scratch)?;
             out.extend(scratch.chunks_exact(width).map(&read));
+            done += k;
+        }
+        self.scratch = scratch;
+        Ok(out)
+    }
+
+    /// `n` little-endian 64-bit values into a [`Narrow`] column (an `i64`
+    /// read as its bits).
+    fn narrow_column(&mut self, n: usize) -> Result<Narrow, SavedIndexError> {
+        if (n as u64).saturating_mul(8) > self.left {
+            return Err(SavedIndexError::Truncated);
+        }
+        let mut out = Narrow::with_capacity(n);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut done = 0;
+        while done < n {
+            let k = (IO_CHUNK / 8).min(n - done);
+            scratch.resize(k * 8, 0);
+            self.fill(&mut scratch)?;
+            for b in scratch.chunks_exact(8) {
+                out.push(u64::from_le_bytes(arr(b)));
+            }
             done += k;
         }
         self.scratch = scratch;
