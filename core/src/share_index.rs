@@ -164,7 +164,9 @@ pub struct ShareIndex {
     mtime: Narrow,
     mtime_nsec: Vec<u32>,
     mode: Vec<u16>,
-    dev_ino: Vec<(u64, u64)>,
+    /// Each entry's device ([`Devices`]: 2 bytes) and inode.
+    dev: Devices,
+    ino: Vec<u64>,
     /// Status-change times ([`ctime_ns`]).
     ctime: Vec<i64>,
     /// Position of each entry's latest operation.
@@ -201,7 +203,8 @@ impl ShareIndex {
             mtime: Narrow::default(),
             mtime_nsec: Vec::new(),
             mode: Vec::new(),
-            dev_ino: Vec::new(),
+            dev: Devices::default(),
+            ino: Vec::new(),
             ctime: Vec::new(),
             last: Vec::new(),
             generation: HashMap::new(),
@@ -327,7 +330,8 @@ impl ShareIndex {
         self.mtime.push(e.mtime as u64);
         self.mtime_nsec.push(e.mtime_nsec);
         self.mode.push((e.mode & 0o7777) as u16);
-        self.dev_ino.push((e.dev, e.ino));
+        self.dev.push(e.dev);
+        self.ino.push(e.ino);
         self.ctime.push(e.ctime_ns);
         self.last.push(0);
         if e.kind == EntryKind::Symlink {
@@ -410,10 +414,10 @@ impl ShareIndex {
                     || self.size.get(i) != size
                     || self.mtime_of(i) != e.mtime
                     || self.mtime_nsec[i] != e.mtime_nsec
-                    || self.dev_ino[i] != (e.dev, e.ino)));
+                    || self.dev_ino(i) != (e.dev, e.ino)));
         let attrs_changed = self.mtime_of(i) != e.mtime
             || self.mode[i] != (e.mode & 0o7777) as u16
-            || self.dev_ino[i] != (e.dev, e.ino);
+            || self.dev_ino(i) != (e.dev, e.ino);
         // A folder's or a symlink's ctime changes nothing a receiver sees; it
         // is kept (and a ctime the index did not know is learnt) either way.
         self.ctime[i] = e.ctime_ns;
@@ -443,7 +447,8 @@ impl ShareIndex {
         self.mtime.set(i, e.mtime as u64);
         self.mtime_nsec[i] = e.mtime_nsec;
         self.mode[i] = (e.mode & 0o7777) as u16;
-        self.dev_ino[i] = (e.dev, e.ino);
+        self.dev.set(i, e.dev);
+        self.ino[i] = e.ino;
         if e.kind == EntryKind::Symlink {
             self.targets.insert(id.0, e.target.into());
         } else {
@@ -514,6 +519,11 @@ impl ShareIndex {
         if self.log.len() > 2 * (self.live as usize + self.removals) + COMPACT_SLACK {
             self.compact();
         }
+    }
+
+    /// Entry `i`'s device and inode.
+    fn dev_ino(&self, i: usize) -> (u64, u64) {
+        (self.dev.get(i), self.ino[i])
     }
 
     /// Entry `i`'s mtime (seconds).
@@ -743,7 +753,7 @@ impl ShareIndex {
     /// mtime nanoseconds), to tell a changed file from an unchanged one.
     pub fn disk_identity(&self, id: EntryId) -> Option<(u64, u64, u32)> {
         let i = self.live_index(id)?;
-        let (dev, ino) = self.dev_ino[i];
+        let (dev, ino) = self.dev_ino(i);
         Some((dev, ino, self.mtime_nsec[i]))
     }
 
@@ -803,7 +813,7 @@ impl ShareIndex {
                 format!("entry {id} is no longer reachable from the share root"),
             )
         })?;
-        let (dev, ino) = self.dev_ino[i];
+        let (dev, ino) = self.dev_ino(i);
         Ok(ReadTarget {
             path,
             size: self.size.get(i),
@@ -826,7 +836,8 @@ impl ShareIndex {
             + self.mtime.heap_bytes()
             + self.mtime_nsec.capacity() * 4
             + self.mode.capacity() * 2
-            + self.dev_ino.capacity() * 16
+            + self.dev.heap_bytes()
+            + self.ino.capacity() * 8
             + self.ctime.capacity() * 8
             + self.last.capacity() * 8
             + self.log.heap_bytes()
@@ -865,7 +876,7 @@ mod saved;
 
 pub use log_runs::LogOp;
 use log_runs::LogRuns;
-use narrow::Narrow;
+use narrow::{Devices, Narrow};
 
 pub use folder_sort::{FolderSort, SortStep};
 pub use saved::SavedIndexError;

@@ -1,6 +1,7 @@
-//! A column of 64-bit values held in 4 bytes each, the rare values that do
-//! not fit kept apart: sizes (a file of 4 GiB or more) and mtimes (before
-//! 1970 or after 2106).
+//! Columns held narrower than their values, the rare values that do not fit
+//! kept apart: sizes (a file of 4 GiB or more) and mtimes (before 1970 or
+//! after 2106) in 4 bytes ([`Narrow`]); device numbers as an index into the
+//! few a share spans, in 2 bytes ([`Devices`]).
 
 use std::collections::HashMap;
 
@@ -54,6 +55,71 @@ impl Narrow {
     }
 }
 
+/// Marks a device kept in [`Devices::beyond`].
+const BEYOND: u16 = u16::MAX;
+
+/// Each entry's device, as an index into the devices seen (a share spans one
+/// or a few); past 65,535 of them, the rest are kept per entry in a map.
+#[derive(Debug, Default)]
+pub(super) struct Devices {
+    index: Vec<u16>,
+    table: Vec<u64>,
+    lookup: HashMap<u64, u16>,
+    beyond: HashMap<u32, u64>,
+}
+
+impl Devices {
+    pub(super) fn with_capacity(n: usize) -> Devices {
+        Devices {
+            index: Vec::with_capacity(n),
+            ..Devices::default()
+        }
+    }
+
+    pub(super) fn push(&mut self, dev: u64) {
+        let i = self.index.len();
+        self.index.push(0);
+        self.set(i, dev);
+    }
+
+    pub(super) fn get(&self, i: usize) -> u64 {
+        match self.index[i] {
+            BEYOND => self.beyond.get(&(i as u32)).copied().unwrap_or(0),
+            k => self.table[usize::from(k)],
+        }
+    }
+
+    pub(super) fn set(&mut self, i: usize, dev: u64) {
+        if self.index[i] == BEYOND {
+            self.beyond.remove(&(i as u32));
+        }
+        let slot = match self.lookup.get(&dev) {
+            Some(&k) => Some(k),
+            None if self.table.len() < usize::from(BEYOND) => {
+                let k = self.table.len() as u16;
+                self.table.push(dev);
+                self.lookup.insert(dev, k);
+                Some(k)
+            }
+            None => None,
+        };
+        match slot {
+            Some(k) => self.index[i] = k,
+            None => {
+                self.index[i] = BEYOND;
+                self.beyond.insert(i as u32, dev);
+            }
+        }
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.index.capacity() * 2
+            + self.table.capacity() * 8
+            + self.lookup.capacity() * 16
+            + self.beyond.capacity() * 16
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +151,26 @@ mod tests {
             "u32::MAX, u64::MAX, -3 and 1 << 40 are kept apart"
         );
         assert_eq!(c.narrow.len(), values.len());
+    }
+
+    #[test]
+    fn devices_past_the_table_read_back_and_an_entry_can_move_between_them() {
+        let mut d = Devices::default();
+        for i in 0..70_000u64 {
+            d.push(1_000 + i);
+        }
+        d.push(1_000);
+        assert_eq!(d.table.len(), usize::from(BEYOND));
+        assert_eq!(d.beyond.len(), 70_000 - usize::from(BEYOND));
+        for i in 0..70_000usize {
+            assert_eq!(d.get(i), 1_000 + i as u64);
+        }
+        assert_eq!(d.get(70_000), 1_000);
+        // Into the table, and out of it again.
+        d.set(69_999, 1_001);
+        assert_eq!(d.get(69_999), 1_001);
+        d.set(3, 5 << 40);
+        assert_eq!(d.get(3), 5 << 40);
+        assert_eq!(d.beyond.len(), 70_000 - usize::from(BEYOND));
     }
 }

@@ -28,7 +28,8 @@ use linkfs_proto::batch::{MAX_NAME_LEN, MAX_TARGET_LEN};
 use linkfs_proto::{EntryKind, Epoch};
 
 use super::{
-    CTIME_UNKNOWN, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES, Narrow, REMOVED, ShareIndex,
+    CTIME_UNKNOWN, Devices, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES, Narrow, REMOVED,
+    ShareIndex,
 };
 
 const MAGIC: &[u8; 8] = b"lfsindex";
@@ -112,7 +113,8 @@ impl ShareIndex {
         for &m in &self.mode {
             w.write_all(&m.to_le_bytes())?;
         }
-        for &(dev, ino) in &self.dev_ino {
+        for i in 0..n {
+            let (dev, ino) = self.dev_ino(i);
             w.write_all(&dev.to_le_bytes())?;
             w.write_all(&ino.to_le_bytes())?;
         }
@@ -220,12 +222,7 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
     let mtime = r.narrow_column(n)?;
     let mtime_nsec: Vec<u32> = r.column(n, 4, |b| u32::from_le_bytes(arr(b)))?;
     let mode: Vec<u16> = r.column(n, 2, |b| u16::from_le_bytes(arr(b)))?;
-    let dev_ino: Vec<(u64, u64)> = r.column(n, 16, |b| {
-        (
-            u64::from_le_bytes(arr(&b[..8])),
-            u64::from_le_bytes(arr(&b[8..])),
-        )
-    })?;
+    let (dev, ino) = r.dev_ino_columns(n)?;
     let ctime: Vec<i64> = if version == VERSION {
         r.column(n, 8, |b| i64::from_le_bytes(arr(b)))?
     } else {
@@ -378,7 +375,8 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
         mtime,
         mtime_nsec,
         mode,
-        dev_ino,
+        dev,
+        ino,
         ctime,
         last,
         generation,
@@ -493,8 +491,34 @@ impl<R: Read> Reader<R> {
         Ok(c as usize)
     }
 
-    /// `n` values of `width` bytes each; nothing is allocated before the
-    /// count is checked against what is left of the file.
+    /// `n` records of `width` bytes each, handed to `each` in order; the
+    /// count is checked against what is left of the file first, so the
+    /// caller may size its column by `n`.
+    fn records(
+        &mut self,
+        n: usize,
+        width: usize,
+        mut each: impl FnMut(&[u8]),
+    ) -> Result<(), SavedIndexError> {
+        let total = n.checked_mul(width).ok_or(SavedIndexError::Truncated)?;
+        if total as u64 > self.left {
+            return Err(SavedIndexError::Truncated);
+        }
+        let per_chunk = (IO_CHUNK / width).max(1);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut done = 0;
+        while done < n {
+            let k = per_chunk.min(n - done);
+            scratch.resize(k * width, 0);
+            self.fill(&mut scratch)?;
+            scratch.chunks_exact(width).for_each(&mut each);
+            done += k;
+        }
+        self.scratch = scratch;
+        Ok(())
+    }
+
+    /// `n` values of `width` bytes each.
     fn column<T>(
         &mut self,
         n: usize,
@@ -506,17 +530,7 @@ impl<R: Read> Reader<R> {
             return Err(SavedIndexError::Truncated);
         }
         let mut out = Vec::with_capacity(n);
-        let per_chunk = (IO_CHUNK / width).max(1);
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let mut done = 0;
-        while done < n {
-            let k = per_chunk.min(n - done);
-            scratch.resize(k * width, 0);
-            self.fill(&mut scratch)?;
-            out.extend(scratch.chunks_exact(width).map(&read));
-            done += k;
-        }
-        self.scratch = scratch;
+        self.records(n, width, |b| out.push(read(b)))?;
         Ok(out)
     }
 
@@ -527,19 +541,21 @@ impl<R: Read> Reader<R> {
             return Err(SavedIndexError::Truncated);
         }
         let mut out = Narrow::with_capacity(n);
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let mut done = 0;
-        while done < n {
-            let k = (IO_CHUNK / 8).min(n - done);
-            scratch.resize(k * 8, 0);
-            self.fill(&mut scratch)?;
-            for b in scratch.chunks_exact(8) {
-                out.push(u64::from_le_bytes(arr(b)));
-            }
-            done += k;
-        }
-        self.scratch = scratch;
+        self.records(n, 8, |b| out.push(u64::from_le_bytes(arr(b))))?;
         Ok(out)
+    }
+
+    /// `n` (device, inode) pairs, 8 bytes each.
+    fn dev_ino_columns(&mut self, n: usize) -> Result<(Devices, Vec<u64>), SavedIndexError> {
+        if (n as u64).saturating_mul(16) > self.left {
+            return Err(SavedIndexError::Truncated);
+        }
+        let (mut dev, mut ino) = (Devices::with_capacity(n), Vec::with_capacity(n));
+        self.records(n, 16, |b| {
+            dev.push(u64::from_le_bytes(arr(&b[..8])));
+            ino.push(u64::from_le_bytes(arr(&b[8..])));
+        })?;
+        Ok((dev, ino))
     }
 
     /// After the whole body: the hash that follows it must match.
