@@ -439,8 +439,9 @@ async function browserRate(far: string, link: string, rel: string, ms: number): 
     const tsx = path.join(repoRoot, 'node_modules', '.bin', 'tsx');
     const r = await runIn(far, 'browser', 'env', [`LINK=${link}`, tsx, path.join(repoRoot, 'tests-e2e', 'download.ts'), rel, '--out', path.join(out, 'file')], ms, true);
     const last = r.stdout.trim().split('\n').pop() ?? '';
-    const json = JSON.parse(last) as { mb_per_s: number | null; error: string | null };
+    const json = JSON.parse(last) as { mb_per_s: number | null; error: string | null; lanes?: number };
     if (json.mb_per_s === null) throw new Error(json.error ?? 'no figure');
+    log(`wan-bench:   the page read over ${String((json.lanes ?? 0) + 1)} connections (its link and the most lanes it showed)`);
     return { mbPerS: json.mb_per_s, cpuSeconds: r.cpuSeconds };
   } finally {
     await rm(out, { recursive: true, force: true });

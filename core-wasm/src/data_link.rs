@@ -710,8 +710,8 @@ fn measure_round_trip(session: &Shared) {
             return;
         };
         let rtt = rtt.filter(|r| r.is_finite() && *r >= 0.0);
-        with_lanes(&session, |set, _| {
-            set.round_trip(rtt.map(std::time::Duration::from_secs_f64))
+        with_lanes(&session, |set, now| {
+            set.round_trip(now, rtt.map(std::time::Duration::from_secs_f64))
         });
         obey_lanes(&session);
     });
@@ -812,20 +812,44 @@ fn join_lane(lane: &Shared) {
 }
 
 /// The round trip of the connection's selected candidate pair (seconds), as
-/// the browser measured it.
+/// the browser measured it: the transport's selected pair, else the nominated
+/// one that succeeded; its `currentRoundTripTime`, else the mean of its
+/// consent checks' round trips (`None` if neither is known yet).
 async fn round_trip(pc: &RtcPeerConnection) -> Option<f64> {
     let report = JsFuture::from(pc.get_stats()).await.ok()?;
     let report: js_sys::Map = report.unchecked_into();
+    let field = |value: &JsValue, k: &str| js_sys::Reflect::get(value, &JsValue::from_str(k)).ok();
+    let mut selected: Option<String> = None;
+    report.for_each(&mut |value: JsValue, _key: JsValue| {
+        if field(&value, "type").and_then(|t| t.as_string()).as_deref() == Some("transport") {
+            selected = selected
+                .take()
+                .or_else(|| field(&value, "selectedCandidatePairId").and_then(|s| s.as_string()));
+        }
+    });
     let mut best: Option<f64> = None;
     report.for_each(&mut |value: JsValue, _key: JsValue| {
-        let get = |k: &str| js_sys::Reflect::get(&value, &JsValue::from_str(k)).ok();
-        let is_pair = get("type").and_then(|t| t.as_string()).as_deref() == Some("candidate-pair");
-        let chosen = get("nominated").and_then(|n| n.as_bool()) == Some(true)
-            && get("state").and_then(|s| s.as_string()).as_deref() == Some("succeeded");
-        if is_pair
-            && chosen
-            && let Some(rtt) = get("currentRoundTripTime").and_then(|r| r.as_f64())
-        {
+        let get = |k: &str| field(&value, k);
+        if get("type").and_then(|t| t.as_string()).as_deref() != Some("candidate-pair") {
+            return;
+        }
+        let chosen = match &selected {
+            Some(id) => get("id").and_then(|i| i.as_string()).as_deref() == Some(id.as_str()),
+            None => {
+                get("nominated").and_then(|n| n.as_bool()) == Some(true)
+                    && get("state").and_then(|s| s.as_string()).as_deref() == Some("succeeded")
+            }
+        };
+        if !chosen {
+            return;
+        }
+        let current = get("currentRoundTripTime").and_then(|r| r.as_f64());
+        let mean = || {
+            let total = get("totalRoundTripTime").and_then(|r| r.as_f64())?;
+            let n = get("responsesReceived").and_then(|r| r.as_f64())?;
+            (n > 0.0).then(|| total / n)
+        };
+        if let Some(rtt) = current.or_else(mean) {
             best = Some(best.map_or(rtt, |b: f64| b.min(rtt)));
         }
     });

@@ -901,7 +901,7 @@ fn start_read(shared: &Shared, peer: PeerId, io: ReadIo, entry: EntryId) {
         let h: JsValue = (*host.handlers).clone();
         h.unchecked_into()
     };
-    let mtime_ms = folder::ms_of(io.target.mtime, io.target.mtime_nsec);
+    let mtime_ms = folder::ms_of(io.target.mtime, io.target.mtime_nsec());
     let promise = handlers.read(
         entry.0,
         io.offset as f64,

@@ -20,7 +20,7 @@ use linkfs_core::{
     Storage, StoreJob, VisitConfig, VisitEvent, VisitStatus,
 };
 use linkfs_core::{ShareLink, StorageError, StoredState};
-use linkfs_proto::EntryId;
+use linkfs_proto::{EntryId, Generation};
 use tsify::{Ts, Tsify as _};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -451,16 +451,30 @@ impl Visit {
         Ok(ids.iter().position(|x| x.0 == id).map(|p| p as u32))
     }
 
+    /// The version of file `id` the index holds now (its generation), to pin
+    /// a transfer to with [`start_read`](Self::start_read)'s `version`.
+    pub fn version(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "EntryId")] id: u32,
+    ) -> Option<u32> {
+        let i = self.inner.borrow();
+        i.visit.index().get(EntryId(id)).map(|e| e.generation.0)
+    }
+
     /// Starts reading `len` bytes at `offset` of a file (JavaScript numbers:
     /// exact up to 2^53, far beyond any file); events name the returned
     /// handle. A range outside the file is refused with the file's size in
     /// the message. While the stored index is restored, the read waits.
+    /// With `version` (from [`version`](Self::version)), a file the index now
+    /// holds at another version is refused, so the ranges of one transfer
+    /// never mix two versions of a file.
     #[wasm_bindgen(js_name = startRead, unchecked_return_type = "ReadHandle")]
     pub fn start_read(
         &self,
         #[wasm_bindgen(unchecked_param_type = "EntryId")] id: u32,
         offset: f64,
         len: f64,
+        version: Option<u32>,
     ) -> Result<u32, JsError> {
         let whole = |x: f64| x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x <= 2f64.powi(53);
         if !whole(offset) || !whole(len) {
@@ -471,7 +485,12 @@ impl Visit {
         self.inner
             .borrow_mut()
             .visit
-            .start_read(EntryId(id), offset as u64, len as u64)
+            .start_read(
+                EntryId(id),
+                version.map(Generation),
+                offset as u64,
+                len as u64,
+            )
             .map(|h| h.0)
             .map_err(|e| JsError::new(&e.to_string()))
     }

@@ -73,7 +73,7 @@ use linkfs_proto::{
 };
 
 mod set;
-pub use set::{FrameIs, LaneDo, LaneNo, LaneSet};
+pub use set::{FrameIs, LaneDo, LaneNo, LaneSet, MAX_REMEASURES, REMEASURE_AFTER};
 
 use crate::Millis;
 

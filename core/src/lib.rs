@@ -101,7 +101,7 @@ pub use sender::{
 pub use settle::{Ready, SettleConfig, Settler};
 pub use share_index::{
     CTIME_UNKNOWN, FolderSort, LogOp, NewEntry, ReadTarget, SavedIndexError, ShareIndex,
-    ShareIndexError, SortStep, ctime_ns,
+    ShareIndexError, SortStep, change_stamp, ctime_ns,
 };
 pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,

@@ -234,12 +234,11 @@ impl PartIndex {
         };
         match self.to_part.get(&id.0) {
             Some(&p) => {
-                let entry = entry_of(whole, &view, parent, view.name);
-                let _ = if view.kind == EntryKind::File {
-                    self.index.update_written(EntryId(p), &entry)
-                } else {
-                    self.index.update(EntryId(p), &entry)
-                };
+                let (entry, stamp) = entry_of(whole, &view, parent, view.name);
+                let written = view.kind == EntryKind::File;
+                let _ = self
+                    .index
+                    .update_with_stamp(EntryId(p), &entry, stamp, written);
             }
             None => self.add(whole, &view, parent),
         }
@@ -271,8 +270,8 @@ impl PartIndex {
         let mut parent = top;
         for w in missing.into_iter().rev() {
             let v = whole.view(w)?;
-            let entry = entry_of(whole, &v, parent, v.name);
-            let p = self.index.add(&entry).ok()?;
+            let (entry, stamp) = entry_of(whole, &v, parent, v.name);
+            let p = self.index.add_with_stamp(&entry, stamp).ok()?;
             self.to_part.insert(w.0, p.0);
             self.to_whole.insert(p.0, w.0);
             parent = p;
@@ -282,8 +281,8 @@ impl PartIndex {
 
     /// Adds `view` under part folder `parent`, with what it holds.
     fn add(&mut self, whole: &ShareIndex, view: &EntryView<'_>, parent: EntryId) {
-        let entry = entry_of(whole, view, parent, view.name);
-        let Ok(p) = self.index.add(&entry) else {
+        let (entry, stamp) = entry_of(whole, view, parent, view.name);
+        let Ok(p) = self.index.add_with_stamp(&entry, stamp) else {
             return;
         };
         self.to_part.insert(view.id.0, p.0);
@@ -314,8 +313,8 @@ impl PartIndex {
                         continue;
                     }
                 }
-                let entry = entry_of(whole, &v, EntryId(pd), v.name);
-                if let Ok(p) = self.index.add(&entry) {
+                let (entry, stamp) = entry_of(whole, &v, EntryId(pd), v.name);
+                if let Ok(p) = self.index.add_with_stamp(&entry, stamp) {
                     self.to_part.insert(c.0, p.0);
                     self.to_whole.insert(p.0, c.0);
                     if v.kind == EntryKind::Dir {
@@ -347,27 +346,30 @@ impl PartIndex {
     }
 }
 
+/// The part's entry for whole entry `v`, and the whole's
+/// [`change_stamp`](crate::share_index::change_stamp) of it.
 fn entry_of<'a>(
     whole: &ShareIndex,
     v: &EntryView<'a>,
     parent: EntryId,
     name: &'a [u8],
-) -> NewEntry<'a> {
-    let (dev, ino, mtime_nsec) = whole.disk_identity(v.id).unwrap_or((0, 0, 0));
-    NewEntry {
+) -> (NewEntry<'a>, u32) {
+    let (dev, ino, stamp) = whole.disk_identity(v.id).unwrap_or((0, 0, 0));
+    let entry = NewEntry {
         id: EntryId::ROOT,
         parent,
         kind: v.kind,
         name,
         size: v.size,
         mtime: v.mtime,
-        mtime_nsec,
+        mtime_nsec: 0,
         mode: v.mode,
         target: v.target,
         dev,
         ino,
         ctime_ns: CTIME_UNKNOWN,
-    }
+    };
+    (entry, stamp)
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@
 
 use std::collections::VecDeque;
 
-use linkfs_proto::{BatchReader, EntryId, Epoch, FRAME_INDEX_BATCH, Seq};
+use linkfs_proto::{BatchReader, EntryId, Epoch, FRAME_INDEX_BATCH, Generation, Seq};
 
 use crate::Millis;
 use crate::index::{Index, IndexError, SnapshotCursor, SnapshotRestorer};
@@ -840,14 +840,16 @@ impl<F: StoredFrame> PersistentReceiver<F> {
         self.receiver.index_mut()
     }
 
-    /// Starts reading `len` bytes at `offset` of a file in the index.
+    /// Starts reading `len` bytes at `offset` of a file in the index (of
+    /// `version` only, if given: [`crate::receiver::Receiver::start_read`]).
     pub fn start_read(
         &mut self,
         entry: EntryId,
+        version: Option<Generation>,
         offset: u64,
         len: u64,
     ) -> Result<ReadHandle, StartReadError> {
-        let handle = self.receiver.start_read(entry, offset, len);
+        let handle = self.receiver.start_read(entry, version, offset, len);
         self.drain();
         handle
     }

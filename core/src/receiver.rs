@@ -7,7 +7,7 @@
 //!  what happened? <---------------------- poll_event() -> ReceiverEvent
 //!  batch committed to storage ----------> persisted(seq)       (persisting shells only)
 //!  timer <------------------------------- poll_timeout();  handle_timeout(now)
-//!  user wants bytes --------------------> start_read(entry, offset, len) -> ReadHandle
+//!  user wants bytes --------------------> start_read(entry, version, offset, len) -> ReadHandle
 //! ```
 //!
 //! Batches are applied strictly in log order. One that arrives early is held
@@ -52,8 +52,8 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use linkfs_proto::{
     BatchHeader, CHUNK_LEN, EntryId, EntryKind, Epoch, Generation, Goodbye, GoodbyeCode, Hello,
-    PROTOCOL_VERSION, ReadErrorCode, ReadId, ReadRequest, ReceiverToSender, SenderToReceiver, Seq,
-    chunk_hash,
+    MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, ReadErrorCode, ReadId, ReadRequest, ReceiverToSender,
+    SenderToReceiver, Seq, chunk_hash,
 };
 
 use crate::Millis;
@@ -152,6 +152,12 @@ pub enum StartReadError {
     TooMany(usize),
     #[error("the connection to the sharer has ended")]
     Closed,
+    /// The version asked for is not the one the index holds now (the file
+    /// changed since it was listed): reading on would mix two versions.
+    #[error(
+        "the file changed on the sharer's side since it was listed (version {asked} is now {now}); open or save it again for the new version"
+    )]
+    Changed { asked: u32, now: u32 },
 }
 
 /// Why the session ended.
@@ -409,6 +415,7 @@ pub const MAX_LISTED_WAITING: usize = 65_536;
 struct WaitingRead {
     handle: ReadHandle,
     entry: EntryId,
+    version: Option<Generation>,
     offset: u64,
     len: u64,
 }
@@ -478,7 +485,7 @@ impl Receiver {
         self.out.clear();
         self.out.push_back(self.hello());
         for w in waiting {
-            if let Err(error) = self.begin_read(w.handle, w.entry, w.offset, w.len) {
+            if let Err(error) = self.begin_read(w.handle, w.entry, w.version, w.offset, w.len) {
                 self.events
                     .push_back(ReceiverEvent::Read(ReadEvent::Failed {
                         handle: w.handle,
@@ -556,9 +563,9 @@ impl Receiver {
                 if self.state != State::AwaitingWelcome {
                     return self.fail_protocol("Welcome sent twice".into());
                 }
-                if w.version != PROTOCOL_VERSION {
+                if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&w.version) {
                     return self.end(EndReason::VersionMismatch(format!(
-                        "the sharer speaks protocol {}, this receiver {PROTOCOL_VERSION}",
+                        "the sharer speaks protocol {}, this receiver {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}: update the older of the two",
                         w.version
                     )));
                 }
@@ -897,10 +904,14 @@ impl Receiver {
     }
 
     /// Starts reading `len` bytes at `offset` of a file in the index (while
-    /// the index is awaited, the read waits for it).
+    /// the index is awaited, the read waits for it). With `Some(generation)`,
+    /// a file the index now holds at another generation is refused
+    /// ([`StartReadError::Changed`]), so the pieces of one download never mix
+    /// two versions; `None` reads whatever version the index holds.
     pub fn start_read(
         &mut self,
         entry: EntryId,
+        version: Option<Generation>,
         offset: u64,
         len: u64,
     ) -> Result<ReadHandle, StartReadError> {
@@ -916,11 +927,12 @@ impl Receiver {
             waiting.push(WaitingRead {
                 handle,
                 entry,
+                version,
                 offset,
                 len,
             });
         } else {
-            self.begin_read(handle, entry, offset, len)?;
+            self.begin_read(handle, entry, version, offset, len)?;
         }
         self.next_handle = self.next_handle.wrapping_add(1).max(1);
         Ok(handle)
@@ -931,6 +943,7 @@ impl Receiver {
         &mut self,
         handle: ReadHandle,
         entry: EntryId,
+        version: Option<Generation>,
         offset: u64,
         len: u64,
     ) -> Result<(), StartReadError> {
@@ -940,6 +953,14 @@ impl Receiver {
             .ok_or(StartReadError::NoSuchEntry(entry))?;
         if e.kind != EntryKind::File {
             return Err(StartReadError::NotAFile(entry, e.kind.as_str()));
+        }
+        if let Some(asked) = version
+            && asked != e.generation
+        {
+            return Err(StartReadError::Changed {
+                asked: asked.0,
+                now: e.generation.0,
+            });
         }
         let end = offset.checked_add(len).filter(|end| *end <= e.size).ok_or(
             StartReadError::OutOfRange {

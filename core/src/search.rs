@@ -26,8 +26,9 @@
 //! past them. At most [`MAX_RESULTS`] matches are reported; the search then
 //! ends `truncated`.
 //!
-//! **Cost.** ASCII names (most) are folded with an ASCII lower-casing into a
-//! reused buffer; other names take the Unicode path (quick NFC checks skip the
+//! **Cost.** The scan walks the index's columns a page at a time
+//! ([`Index::scan_names`]). ASCII names (most) are compared in place,
+//! lower-casing byte by byte, with no copy; other names take the Unicode path (quick NFC checks skip the
 //! normalisation of names already in NFC). Globs over ASCII names match bytes.
 //! No cache: nothing is kept per entry, so the index's memory is unchanged
 //! (1,000,000 names are scanned well within the budget; see
@@ -92,15 +93,37 @@ fn fold_into(text: &str, out: &mut String, tmp: &mut String) {
     out.clear();
     tmp.clear();
     if is_nfc_quick(text.chars()) == IsNormalized::Yes {
-        tmp.extend(text.chars().default_case_fold());
+        text.chars().for_each(|c| push_folded(c, tmp));
     } else {
-        tmp.extend(text.nfc().default_case_fold());
+        text.nfc().for_each(|c| push_folded(c, tmp));
     }
     // Folding can leave a sequence NFC would compose (rarely): normalise again.
     if is_nfc_quick(tmp.chars()) == IsNormalized::Yes {
         out.push_str(tmp);
     } else {
         out.extend(tmp.nfc());
+    }
+}
+
+/// Scripts without case: CJK (radicals to Yi), Hangul, emoji and symbols,
+/// the supplementary ideographs. Nothing in them has a case folding
+/// (`caseless_ranges_fold_to_themselves` checks every one), so a name in
+/// them skips the folding table's search.
+const CASELESS: [(char, char); 4] = [
+    ('\u{2E80}', '\u{A63F}'),
+    ('\u{AC00}', '\u{D7FF}'),
+    ('\u{1F000}', '\u{1FAFF}'),
+    ('\u{20000}', '\u{3FFFF}'),
+];
+
+/// Pushes the full case folding of `c` onto `out`.
+fn push_folded(c: char, out: &mut String) {
+    if c.is_ascii() {
+        out.push(c.to_ascii_lowercase());
+    } else if CASELESS.iter().any(|&(lo, hi)| (lo..=hi).contains(&c)) {
+        out.push(c);
+    } else {
+        out.extend(std::iter::once(c).default_case_fold());
     }
 }
 
@@ -189,7 +212,6 @@ pub struct Search {
     folded: String,
     tmp: String,
     chars: Vec<char>,
-    bytes: Vec<u8>,
 }
 
 /// What one step found.
@@ -222,7 +244,6 @@ impl Search {
             folded: String::new(),
             tmp: String::new(),
             chars: Vec::new(),
-            bytes: Vec::new(),
         }
     }
 
@@ -241,53 +262,92 @@ impl Search {
             return out;
         };
         let end = self.cursor.saturating_add(max_slots).min(total);
-        for slot in self.cursor..end {
-            let id = EntryId(slot);
-            let Some(name) = index.name_of(id) else {
-                continue;
-            };
-            if slot == 0 {
-                continue; // the share's root has no name of its own
-            }
+        let (folded, tmp, chars) = (&mut self.folded, &mut self.tmp, &mut self.chars);
+        let (finder, found, truncated) = (&self.finder, &mut self.found, &mut self.truncated);
+        // The share's root (slot 0) has no name of its own.
+        index.scan_names(self.cursor.max(1), end, |slot, name| {
             let hit = if name.is_ascii() {
-                // ASCII folds to its lower case, byte for byte.
-                self.bytes.clear();
-                self.bytes.extend(name.iter().map(u8::to_ascii_lowercase));
-                match (&self.finder, pattern) {
-                    (Some(f), _) => f.find(&self.bytes).is_some(),
-                    (None, NamePattern::Glob(glob)) => {
-                        glob_matches(glob, &self.bytes, |g, b| *g as u32 == u32::from(*b))
+                // ASCII folds to its lower case, byte for byte: compared in
+                // place, nothing copied.
+                match pattern {
+                    NamePattern::Contains(text) => {
+                        contains_ascii_folded(name, text.as_bytes(), finder.as_ref())
                     }
-                    (None, NamePattern::Contains(text)) => {
-                        memchr::memmem::find(&self.bytes, text.as_bytes()).is_some()
-                    }
+                    NamePattern::Glob(glob) => glob_matches(glob, name, |g, b| {
+                        *g as u32 == u32::from(b.to_ascii_lowercase())
+                    }),
                 }
             } else {
                 let text = String::from_utf8_lossy(name);
-                fold_into(&text, &mut self.folded, &mut self.tmp);
-                match &self.finder {
-                    Some(f) => f.find(self.folded.as_bytes()).is_some(),
-                    None => pattern.matches_with(&self.folded, &mut self.chars),
+                fold_into(&text, folded, tmp);
+                match finder {
+                    Some(f) => f.find(folded.as_bytes()).is_some(),
+                    None => pattern.matches_with(folded, chars),
                 }
             };
             if hit {
-                if self.found >= MAX_RESULTS {
-                    self.truncated = true;
-                    self.cursor = total;
-                    break;
+                if *found >= MAX_RESULTS {
+                    *truncated = true;
+                    return false;
                 }
-                self.found += 1;
-                out.matches.push(id);
+                *found += 1;
+                out.matches.push(EntryId(slot));
             }
-        }
-        if !self.truncated {
-            self.cursor = end;
-        }
+            true
+        });
+        self.cursor = if self.truncated { total } else { end };
         out.scanned = self.cursor.min(total);
         out.done = self.cursor >= total;
         out.truncated = self.truncated;
         out
     }
+}
+
+/// Names longer than this are searched with the prebuilt searcher (on a
+/// lower-cased copy) rather than compared at each position.
+const SHORT_NAME: usize = 64;
+
+/// Does the ASCII `name`, lower-cased, contain the folded `needle`? A
+/// non-ASCII needle never does (an ASCII name folds to ASCII). Short names,
+/// nearly all, are compared in place at each position; long ones go to
+/// `finder` on a copy.
+fn contains_ascii_folded(
+    name: &[u8],
+    needle: &[u8],
+    finder: Option<&memchr::memmem::Finder<'_>>,
+) -> bool {
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    if !needle.is_ascii() || needle.len() > name.len() {
+        return false;
+    }
+    if name.len() > SHORT_NAME {
+        let lower = name.to_ascii_lowercase();
+        return match finder {
+            Some(f) => f.find(&lower).is_some(),
+            None => memchr::memmem::find(&lower, needle).is_some(),
+        };
+    }
+    // Each place the needle's first byte (either case) starts and the needle fits.
+    let last = name.len() - needle.len();
+    let upper = first.to_ascii_uppercase();
+    let mut from = 0;
+    while let Some(pos) = memchr::memchr2(first, upper, &name[from..=last]) {
+        let at = from + pos;
+        if name[at + 1..]
+            .iter()
+            .zip(rest)
+            .all(|(a, b)| a.to_ascii_lowercase() == *b)
+        {
+            return true;
+        }
+        from = at + 1;
+        if from > last {
+            break;
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -296,6 +356,21 @@ mod tests {
 
     fn p(q: &str) -> NamePattern {
         NamePattern::parse(q).expect("a pattern")
+    }
+
+    #[test]
+    fn caseless_ranges_fold_to_themselves() {
+        for &(lo, hi) in &CASELESS {
+            for c in lo..=hi {
+                let folded: String = std::iter::once(c).default_case_fold().collect();
+                assert_eq!(
+                    folded,
+                    c.to_string(),
+                    "U+{:04X} has a case folding",
+                    c as u32
+                );
+            }
+        }
     }
 
     #[test]

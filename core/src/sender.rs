@@ -56,8 +56,8 @@ use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
 use linkfs_proto::frame::{ReadChunk, encode_chunk_into};
 use linkfs_proto::{
     BatchEncoder, CHUNK_LEN, EntryId, EntryKind, EntryView, Generation, Goodbye, GoodbyeCode,
-    MAX_FRAME_LEN, PROTOCOL_VERSION, ReadError, ReadErrorCode, ReadId, ReadRequest,
-    ReceiverToSender, SenderToReceiver, Seq, Welcome, chunk_hash,
+    MAX_FRAME_LEN, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, ReadError, ReadErrorCode, ReadId,
+    ReadRequest, ReceiverToSender, SenderToReceiver, Seq, Welcome, chunk_hash,
 };
 
 use crate::Millis;
@@ -202,7 +202,9 @@ pub enum SessionError {
     /// The receiver broke the upload protocol.
     #[error("the receiver broke the protocol: {0}")]
     Upload(#[from] crate::uploads_in::UploadViolation),
-    #[error("the receiver speaks protocol version {0}; this sharer speaks {PROTOCOL_VERSION}")]
+    #[error(
+        "the receiver speaks protocol version {0}; this sharer speaks {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}: update the older of the two"
+    )]
     Version(u16),
     #[error("the receiver said goodbye: {0}")]
     Goodbye(String),
@@ -270,6 +272,8 @@ enum State {
 pub struct SenderSession {
     config: SenderConfig,
     state: State,
+    /// The protocol version of the session: the receiver's, from its Hello.
+    version: u16,
     /// The Hello that opened the session and the Welcome that answered it.
     hello: Option<(linkfs_proto::Hello, Vec<u8>)>,
     /// Next op to put in a batch.
@@ -309,6 +313,7 @@ impl SenderSession {
         SenderSession {
             config,
             state: State::AwaitingHello,
+            version: PROTOCOL_VERSION,
             hello: None,
             cursor: Seq(0),
             acked: Seq(0),
@@ -462,9 +467,10 @@ impl SenderSession {
     ) -> Result<(), SessionError> {
         match (self.state, msg) {
             (State::AwaitingHello, ReceiverToSender::Hello(h)) => {
-                if h.version != PROTOCOL_VERSION {
+                if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&h.version) {
                     return Err(SessionError::Version(h.version));
                 }
+                self.version = h.version;
                 let start = match h.resume {
                     Some((epoch, next))
                         if epoch == index.epoch() && index.can_resume_from(next) =>
@@ -478,7 +484,7 @@ impl SenderSession {
                 self.state = State::Open;
                 self.oldest_sent_at = now;
                 let welcome = SenderToReceiver::Welcome(Welcome {
-                    version: PROTOCOL_VERSION,
+                    version: self.version,
                     epoch: index.epoch(),
                     start,
                     max_read: self.config.max_read_len,
@@ -808,7 +814,7 @@ impl SenderSession {
     }
 
     fn next_batch(&mut self, now: Millis, index: &ShareIndex) -> Vec<u8> {
-        let mut enc = BatchEncoder::new(self.cursor, self.config.batch_cap);
+        let mut enc = BatchEncoder::for_version(self.cursor, self.config.batch_cap, self.version);
         // Where the batch ends: after the last operation taken, or the end of
         // the log if every current operation up to it was taken.
         let mut end = index.log_end();

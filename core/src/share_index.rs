@@ -40,9 +40,10 @@
 //! before the horizon starts over with a fresh snapshot. Ids are never reused.
 //!
 //! Besides what goes on the wire, the sharer keeps what it needs to serve reads
-//! safely: the device and inode the walk saw, the mtime in nanoseconds and the
-//! status-change time (ctime), so a read of a file that was replaced or changed
-//! after it was announced is refused.
+//! safely: the device and inode the walk saw, and a [`change_stamp`] of the
+//! mtime's nanoseconds and the status-change time (ctime), so a read of a file
+//! that was replaced or changed after it was announced is refused. The stamp is
+//! 4 bytes where the two took 12: it is only ever compared, never shown.
 //!
 //! # Versions of a file
 //!
@@ -97,6 +98,39 @@ pub fn ctime_ns(sec: i64, nsec: i64) -> i64 {
     if t == CTIME_UNKNOWN { t + 1 } else { t }
 }
 
+/// Stamps with this bit set are hashes; below it, an mtime's nanoseconds.
+const STAMP_HASHED: u32 = 1 << 31;
+
+/// What tells a file's versions apart beyond its size and mtime seconds, in 4
+/// bytes: with the ctime known, a 31-bit hash of the mtime's nanoseconds and
+/// the ctime (top bit set); with it unknown (a folder shared from a browser
+/// tab, an index saved before ctimes were kept), the nanoseconds themselves,
+/// which a tab's reads give back to the page ([`ReadTarget::mtime_nsec`]).
+/// A hash misses a change only if a file keeps its size, mtime seconds,
+/// device and inode and the hashes collide: one change in two billion.
+pub fn change_stamp(mtime_nsec: u32, ctime_ns: i64) -> u32 {
+    if ctime_ns == CTIME_UNKNOWN {
+        return mtime_nsec.min(999_999_999);
+    }
+    // splitmix64's finalizer over both.
+    let mut x = (ctime_ns as u64) ^ (u64::from(mtime_nsec) << 32 | u64::from(mtime_nsec));
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x >> 33) as u32 | STAMP_HASHED
+}
+
+/// Whether a file with `mtime_nsec` and `ctime_ns` differs from what `stamp`
+/// says. A stamp made without a ctime compares the nanoseconds only (the
+/// ctime is learnt, not taken as a change).
+fn stamp_differs(stamp: u32, mtime_nsec: u32, ctime_ns: i64) -> bool {
+    if stamp & STAMP_HASHED == 0 {
+        stamp != mtime_nsec.min(999_999_999)
+    } else {
+        stamp != change_stamp(mtime_nsec, ctime_ns)
+    }
+}
+
 /// What the sharer checks before and while it reads a file for a receiver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadTarget {
@@ -104,11 +138,38 @@ pub struct ReadTarget {
     pub path: Vec<u8>,
     pub size: u64,
     pub mtime: i64,
-    pub mtime_nsec: u32,
     pub dev: u64,
     pub ino: u64,
-    /// [`CTIME_UNKNOWN`] when the index does not know it (nothing to compare).
-    pub ctime_ns: i64,
+    /// The file's [`change_stamp`] as the index holds it.
+    pub stamp: u32,
+}
+
+impl ReadTarget {
+    /// Whether a file seen now with these nanoseconds and ctime differs from
+    /// this version (the size, mtime seconds, device and inode are the
+    /// caller's to compare).
+    pub fn stamp_differs(&self, mtime_nsec: u32, ctime_ns: i64) -> bool {
+        stamp_differs(self.stamp, mtime_nsec, ctime_ns)
+    }
+
+    /// The mtime's nanoseconds, where the index holds them (a file without a
+    /// known ctime: a tab's); 0 otherwise.
+    pub fn mtime_nsec(&self) -> u32 {
+        if self.stamp & STAMP_HASHED == 0 {
+            self.stamp
+        } else {
+            0
+        }
+    }
+}
+
+/// What an entry's [`change_stamp`] is taken from when it is added or changed.
+#[derive(Debug, Clone, Copy)]
+enum StampFrom {
+    /// The entry's own `mtime_nsec` and `ctime_ns`.
+    Entry,
+    /// A stamp another index holds (a part of the share copies the whole's).
+    Given(u32),
 }
 
 /// Why an entry could not be added, changed or removed.
@@ -135,6 +196,14 @@ pub enum ShareIndexError {
 
 const KIND_MASK: u8 = 3;
 const REMOVED: u8 = 4;
+/// Where the kind byte (kind bits and [`REMOVED`]) sits in an entry's meta,
+/// above its 12 bits of mode.
+const META_KIND_SHIFT: u16 = 12;
+
+/// An entry's meta: kind byte `kind` (kind bits, [`REMOVED`]) and `mode`.
+fn meta_of(kind: u8, mode: u16) -> u16 {
+    (u16::from(kind) << META_KIND_SHIFT) | (mode & 0o7777)
+}
 /// Entry ids use 31 bits so the log can flag removals in the top bit.
 const MAX_ENTRIES: usize = (1 << 31) - 1;
 
@@ -155,22 +224,22 @@ struct DirList {
 pub struct ShareIndex {
     epoch: Epoch,
     parent: Vec<u32>,
-    kind: Vec<u8>,
+    /// Each entry's kind, removed flag and permission mode in 2 bytes (see
+    /// [`ShareIndex::kind_byte`]).
+    meta: Vec<u16>,
     name_off: Vec<u32>,
     name_len: Vec<u16>,
     names: Vec<u8>,
     /// Sizes, and mtimes as `i64 as u64`, 4 bytes each (see [`Narrow`]).
     size: Narrow,
     mtime: Narrow,
-    mtime_nsec: Vec<u32>,
-    mode: Vec<u16>,
-    /// Each entry's device ([`Devices`]: 2 bytes) and inode.
+    /// [`change_stamp`]s.
+    stamp: Vec<u32>,
+    /// Each entry's device ([`Devices`]: 2 bytes) and inode ([`Narrow`]).
     dev: Devices,
-    ino: Vec<u64>,
-    /// Status-change times ([`ctime_ns`]).
-    ctime: Vec<i64>,
-    /// Position of each entry's latest operation.
-    last: Vec<u64>,
+    ino: Narrow,
+    /// Position of each entry's latest operation ([`Positions`]: 4 bytes).
+    last: Positions,
     generation: HashMap<u32, u32>,
     targets: HashMap<u32, Box<[u8]>>,
     dirs: HashMap<u32, DirList>,
@@ -195,18 +264,16 @@ impl ShareIndex {
         ShareIndex {
             epoch,
             parent: Vec::new(),
-            kind: Vec::new(),
+            meta: Vec::new(),
             name_off: Vec::new(),
             name_len: Vec::new(),
             names: Vec::new(),
             size: Narrow::default(),
             mtime: Narrow::default(),
-            mtime_nsec: Vec::new(),
-            mode: Vec::new(),
+            stamp: Vec::new(),
             dev: Devices::default(),
-            ino: Vec::new(),
-            ctime: Vec::new(),
-            last: Vec::new(),
+            ino: Narrow::default(),
+            last: Positions::default(),
             generation: HashMap::new(),
             targets: HashMap::new(),
             dirs: HashMap::new(),
@@ -317,23 +384,40 @@ impl ShareIndex {
 
     /// Adds a new entry under the next free id (`e.id` is ignored) and logs it.
     pub fn add(&mut self, e: &NewEntry<'_>) -> Result<EntryId, ShareIndexError> {
+        self.add_stamped(e, StampFrom::Entry)
+    }
+
+    /// As [`add`](Self::add), with the [`change_stamp`] `stamp` (another
+    /// index's) in place of one made from `e`.
+    pub fn add_with_stamp(
+        &mut self,
+        e: &NewEntry<'_>,
+        stamp: u32,
+    ) -> Result<EntryId, ShareIndexError> {
+        self.add_stamped(e, StampFrom::Given(stamp))
+    }
+
+    fn add_stamped(
+        &mut self,
+        e: &NewEntry<'_>,
+        from: StampFrom,
+    ) -> Result<EntryId, ShareIndexError> {
         let id = self.next_id();
         self.check_new(e, id)?;
         let is_root = id == EntryId::ROOT;
         self.parent.push(if is_root { 0 } else { e.parent.0 });
-        self.kind.push(e.kind as u8);
+        self.meta
+            .push(meta_of(e.kind as u8, (e.mode & 0o7777) as u16));
         self.name_off.push(self.names.len() as u32);
         self.name_len.push(e.name.len() as u16);
         self.names.extend_from_slice(e.name);
         self.size
             .push(if e.kind == EntryKind::Dir { 0 } else { e.size });
         self.mtime.push(e.mtime as u64);
-        self.mtime_nsec.push(e.mtime_nsec);
-        self.mode.push((e.mode & 0o7777) as u16);
+        self.stamp.push(stamp_of(e, from));
         self.dev.push(e.dev);
         self.ino.push(e.ino);
-        self.ctime.push(e.ctime_ns);
-        self.last.push(0);
+        self.last.push(None);
         if e.kind == EntryKind::Symlink {
             self.targets.insert(id.0, e.target.into());
         }
@@ -355,7 +439,20 @@ impl ShareIndex {
     /// are refused. Returns whether anything changed (nothing is logged
     /// otherwise).
     pub fn update(&mut self, id: EntryId, e: &NewEntry<'_>) -> Result<bool, ShareIndexError> {
-        self.apply(id, e, false)
+        self.apply(id, e, false, StampFrom::Entry)
+    }
+
+    /// As [`update`](Self::update) or, with `written`,
+    /// [`update_written`](Self::update_written), with the [`change_stamp`]
+    /// `stamp` (another index's) in place of one made from `e`.
+    pub fn update_with_stamp(
+        &mut self,
+        id: EntryId,
+        e: &NewEntry<'_>,
+        stamp: u32,
+        written: bool,
+    ) -> Result<bool, ShareIndexError> {
+        self.apply(id, e, written, StampFrom::Given(stamp))
     }
 
     /// As [`update`](Self::update), and a file gets a new generation whatever
@@ -367,7 +464,7 @@ impl ShareIndex {
         id: EntryId,
         e: &NewEntry<'_>,
     ) -> Result<bool, ShareIndexError> {
-        self.apply(id, e, true)
+        self.apply(id, e, true, StampFrom::Entry)
     }
 
     fn apply(
@@ -375,6 +472,7 @@ impl ShareIndex {
         id: EntryId,
         e: &NewEntry<'_>,
         written: bool,
+        from: StampFrom,
     ) -> Result<bool, ShareIndexError> {
         let i = self
             .live_index(id)
@@ -404,23 +502,24 @@ impl ShareIndex {
         let size = if e.kind == EntryKind::Dir { 0 } else { e.size };
         let target_changed = e.kind == EntryKind::Symlink
             && self.targets.get(&id.0).map(|t| &t[..]) != Some(e.target);
-        let ctime_changed = self.ctime[i] != CTIME_UNKNOWN
-            && e.ctime_ns != CTIME_UNKNOWN
-            && self.ctime[i] != e.ctime_ns;
+        let stamp = stamp_of(e, from);
+        let stamp_changed = match from {
+            StampFrom::Entry => stamp_differs(self.stamp[i], e.mtime_nsec, e.ctime_ns),
+            StampFrom::Given(given) => self.stamp[i] != given,
+        };
         let contents_changed = old_kind != e.kind
             || (e.kind == EntryKind::File
                 && (written
-                    || ctime_changed
+                    || stamp_changed
                     || self.size.get(i) != size
                     || self.mtime_of(i) != e.mtime
-                    || self.mtime_nsec[i] != e.mtime_nsec
                     || self.dev_ino(i) != (e.dev, e.ino)));
         let attrs_changed = self.mtime_of(i) != e.mtime
-            || self.mode[i] != (e.mode & 0o7777) as u16
+            || self.mode_of(i) != (e.mode & 0o7777) as u16
             || self.dev_ino(i) != (e.dev, e.ino);
-        // A folder's or a symlink's ctime changes nothing a receiver sees; it
+        // A folder's or a symlink's stamp changes nothing a receiver sees; it
         // is kept (and a ctime the index did not know is learnt) either way.
-        self.ctime[i] = e.ctime_ns;
+        self.stamp[i] = stamp;
         if !moves && !contents_changed && !attrs_changed && !target_changed {
             return Ok(false);
         }
@@ -442,13 +541,11 @@ impl ShareIndex {
             self.parent[i] = e.parent.0;
             self.link_child(e.parent.0, id.0);
         }
-        self.kind[i] = e.kind as u8;
+        self.meta[i] = meta_of(e.kind as u8, (e.mode & 0o7777) as u16);
         self.size.set(i, size);
         self.mtime.set(i, e.mtime as u64);
-        self.mtime_nsec[i] = e.mtime_nsec;
-        self.mode[i] = (e.mode & 0o7777) as u16;
         self.dev.set(i, e.dev);
-        self.ino[i] = e.ino;
+        self.ino.set(i, e.ino);
         if e.kind == EntryKind::Symlink {
             self.targets.insert(id.0, e.target.into());
         } else {
@@ -494,7 +591,7 @@ impl ShareIndex {
             .unwrap_or_default();
         while let Some(c) = stack.pop() {
             let i = c as usize;
-            if self.kind[i] & REMOVED != 0 {
+            if self.kind_byte(i) & REMOVED != 0 {
                 continue;
             }
             if let Some(d) = self.dirs.remove(&c) {
@@ -505,7 +602,7 @@ impl ShareIndex {
     }
 
     fn kill(&mut self, i: usize) {
-        self.kind[i] |= REMOVED;
+        self.meta[i] |= u16::from(REMOVED) << META_KIND_SHIFT;
         self.dead_name_bytes += usize::from(self.name_len[i]);
         self.targets.remove(&(i as u32));
         self.live -= 1;
@@ -514,7 +611,7 @@ impl ShareIndex {
     fn log(&mut self, op: LogOp) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.last[op.id().index()] = seq;
+        self.last.set(op.id().index(), Some(seq));
         self.log.push(seq, op);
         if self.log.len() > 2 * (self.live as usize + self.removals) + COMPACT_SLACK {
             self.compact();
@@ -523,7 +620,7 @@ impl ShareIndex {
 
     /// Entry `i`'s device and inode.
     fn dev_ino(&self, i: usize) -> (u64, u64) {
-        (self.dev.get(i), self.ino[i])
+        (self.dev.get(i), self.ino.get(i))
     }
 
     /// Entry `i`'s mtime (seconds).
@@ -534,7 +631,7 @@ impl ShareIndex {
     /// Whether the operation at position `seq` is the latest of its entry.
     fn is_current(&self, seq: u64, op: LogOp) -> bool {
         let i = op.id().index();
-        self.last.get(i) == Some(&seq) && (self.kind[i] & REMOVED != 0) == op.is_remove()
+        self.last.get(i) == Some(seq) && (self.kind_byte(i) & REMOVED != 0) == op.is_remove()
     }
 
     /// Drops superseded positions from memory.
@@ -561,7 +658,7 @@ impl ShareIndex {
                 self.removals -= 1;
                 self.horizon = self.horizon.max(seq + 1);
                 // The entry stays removed; only its announcement is forgotten.
-                self.last[op.id().index()] = u64::MAX;
+                self.last.set(op.id().index(), None);
                 return false;
             }
             true
@@ -579,20 +676,20 @@ impl ShareIndex {
 
     /// The position of a live entry's latest operation.
     pub fn last_seq(&self, id: EntryId) -> Option<Seq> {
-        self.live_index(id).map(|i| Seq(self.last[i]))
+        self.live_index(id).and_then(|i| self.last.get(i)).map(Seq)
     }
 
     fn live_index(&self, id: EntryId) -> Option<usize> {
         let i = id.index();
-        match self.kind.get(i) {
-            Some(k) if k & REMOVED == 0 => Some(i),
+        match self.meta.get(i) {
+            Some(m) if (m >> META_KIND_SHIFT) as u8 & REMOVED == 0 => Some(i),
             _ => None,
         }
     }
 
     fn is_live_dir(&self, id: EntryId) -> bool {
         self.live_index(id)
-            .is_some_and(|i| self.kind[i] & KIND_MASK == EntryKind::Dir as u8)
+            .is_some_and(|i| self.kind_byte(i) & KIND_MASK == EntryKind::Dir as u8)
     }
 
     /// Whether `id` is `of` or one of its ancestors.
@@ -617,7 +714,18 @@ impl ShareIndex {
 
     fn kind_of(&self, i: usize) -> EntryKind {
         // Only valid kinds are ever stored (see `add` and `update`).
-        EntryKind::from_bits(self.kind[i] & KIND_MASK).unwrap_or(EntryKind::File)
+        EntryKind::from_bits(self.kind_byte(i) & KIND_MASK).unwrap_or(EntryKind::File)
+    }
+
+    /// Entry `i`'s kind bits and [`REMOVED`] flag (as the saved index holds
+    /// them: one byte).
+    fn kind_byte(&self, i: usize) -> u8 {
+        (self.meta[i] >> META_KIND_SHIFT) as u8
+    }
+
+    /// Entry `i`'s permission mode (the 12 bits a receiver is sent).
+    fn mode_of(&self, i: usize) -> u16 {
+        self.meta[i] & 0o7777
     }
 
     fn link_child(&mut self, dir: u32, child: u32) {
@@ -670,6 +778,34 @@ impl ShareIndex {
             .binary_search_by(|c| self.name(*c as usize).cmp(name))
             .ok()
             .map(|at| EntryId(list.ids[at]));
+        self.dirs.insert(dir.0, list);
+        found
+    }
+
+    /// The children of `dir` named `names` (best sorted by name), each if
+    /// there is one: [`lookup_child`](Self::lookup_child) for many names at
+    /// once.
+    pub fn lookup_children(&mut self, dir: EntryId, names: &[&[u8]]) -> Vec<Option<EntryId>> {
+        let Some(mut list) = self.dirs.remove(&dir.0) else {
+            return vec![None; names.len()];
+        };
+        if !list.sorted {
+            list.ids
+                .sort_unstable_by(|a, b| self.name(*a as usize).cmp(self.name(*b as usize)));
+            list.sorted = true;
+        }
+        // Each a search of the whole list: searches over the same range share
+        // its first steps, which stay in the cache (starting each where the
+        // last one ended took twice as long over a million names).
+        let found = names
+            .iter()
+            .map(|name| {
+                list.ids
+                    .binary_search_by(|c| self.name(*c as usize).cmp(name))
+                    .ok()
+                    .map(|at| EntryId(list.ids[at]))
+            })
+            .collect();
         self.dirs.insert(dir.0, list);
         found
     }
@@ -743,18 +879,18 @@ impl ShareIndex {
             name: self.name(i),
             size: self.size.get(i),
             mtime: self.mtime_of(i),
-            mode: u32::from(self.mode[i]),
+            mode: u32::from(self.mode_of(i)),
             generation: self.generation(id),
             target: self.targets.get(&id.0).map(|t| &t[..]).unwrap_or(&[]),
         })
     }
 
     /// What the sharer last saw on disk for a live entry: (device, inode,
-    /// mtime nanoseconds), to tell a changed file from an unchanged one.
+    /// [`change_stamp`]), to tell a changed file from an unchanged one.
     pub fn disk_identity(&self, id: EntryId) -> Option<(u64, u64, u32)> {
         let i = self.live_index(id)?;
         let (dev, ino) = self.dev_ino(i);
-        Some((dev, ino, self.mtime_nsec[i]))
+        Some((dev, ino, self.stamp[i]))
     }
 
     /// Path of a live entry relative to the root (`a/b/c`; empty for the root).
@@ -818,28 +954,25 @@ impl ShareIndex {
             path,
             size: self.size.get(i),
             mtime: self.mtime_of(i),
-            mtime_nsec: self.mtime_nsec[i],
             dev,
             ino,
-            ctime_ns: self.ctime[i],
+            stamp: self.stamp[i],
         })
     }
 
     /// Rough heap bytes held by the index (for the memory figures).
     pub fn heap_bytes(&self) -> usize {
         self.parent.capacity() * 4
-            + self.kind.capacity()
+            + self.meta.capacity() * 2
             + self.name_off.capacity() * 4
             + self.name_len.capacity() * 2
             + self.names.capacity()
             + self.size.heap_bytes()
             + self.mtime.heap_bytes()
-            + self.mtime_nsec.capacity() * 4
-            + self.mode.capacity() * 2
+            + self.stamp.capacity() * 4
             + self.dev.heap_bytes()
-            + self.ino.capacity() * 8
-            + self.ctime.capacity() * 8
-            + self.last.capacity() * 8
+            + self.ino.heap_bytes()
+            + self.last.heap_bytes()
             + self.log.heap_bytes()
             + self
                 .dirs
@@ -848,6 +981,13 @@ impl ShareIndex {
                 .sum::<usize>()
             + self.targets.values().map(|t| t.len() + 32).sum::<usize>()
             + self.listed.capacity() * 16
+    }
+}
+
+fn stamp_of(e: &NewEntry<'_>, from: StampFrom) -> u32 {
+    match from {
+        StampFrom::Entry => change_stamp(e.mtime_nsec, e.ctime_ns),
+        StampFrom::Given(stamp) => stamp,
     }
 }
 
@@ -876,7 +1016,7 @@ mod saved;
 
 pub use log_runs::LogOp;
 use log_runs::LogRuns;
-use narrow::{Devices, Narrow};
+use narrow::{Devices, Narrow, Positions};
 
 pub use folder_sort::{FolderSort, SortStep};
 pub use saved::SavedIndexError;

@@ -70,7 +70,7 @@ pub mod restore;
 
 use std::collections::VecDeque;
 
-use linkfs_proto::EntryId;
+use linkfs_proto::{EntryId, Generation};
 
 use crate::Millis;
 use crate::backoff::{Backoff, BackoffConfig, Retry};
@@ -1018,15 +1018,17 @@ impl<F: StoredFrame> Visit<F> {
         self.restore.is_none().then(|| self.receiver.index())
     }
 
-    /// Starts reading `len` bytes at `offset` of a file; events name the
-    /// handle. While the stored index is restored the read waits for it.
+    /// Starts reading `len` bytes at `offset` of a file (of `version` only,
+    /// if given: [`Receiver::start_read`]); events name the handle. While the
+    /// stored index is restored the read waits for it.
     pub fn start_read(
         &mut self,
         entry: EntryId,
+        version: Option<Generation>,
         offset: u64,
         len: u64,
     ) -> Result<ReadHandle, StartReadError> {
-        let handle = self.receiver.start_read(entry, offset, len);
+        let handle = self.receiver.start_read(entry, version, offset, len);
         self.settle();
         handle
     }

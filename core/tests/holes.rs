@@ -62,7 +62,7 @@ fn chunk(read: ReadId, offset: u64) -> Vec<u8> {
 /// A receiver that holds the index, reading the whole file: the request it sent.
 fn reading(config: ReceiverConfig) -> (Receiver, ReadHandle, ReadRequest) {
     let mut r = welcomed(config);
-    let handle = r.start_read(FILE, 0, SIZE).unwrap();
+    let handle = r.start_read(FILE, None, 0, SIZE).unwrap();
     let request = requests(&mut r, Millis(0));
     assert_eq!(request.len(), 1, "one request for the whole file");
     (r, handle, request[0])
@@ -232,8 +232,8 @@ fn the_tail_of_a_piece_held_up_while_the_next_piece_flows_is_asked_for_again() {
     let hedge = config.hedge_ms;
     let mut r2 = welcomed(config);
     let c = CHUNK_LEN as u64;
-    r2.start_read(FILE, 0, 2 * c).unwrap();
-    r2.start_read(FILE, 2 * c, 2 * c).unwrap();
+    r2.start_read(FILE, None, 0, 2 * c).unwrap();
+    r2.start_read(FILE, None, 2 * c, 2 * c).unwrap();
     let asked = requests(&mut r2, Millis(0));
     assert_eq!(asked.len(), 2, "{asked:?}");
     let (a, b) = (asked[0].read, asked[1].read);

@@ -59,7 +59,7 @@ fn a_chunk_offset_near_the_end_of_u64_is_refused_as_corrupt_not_wrapped() {
     let mut r = Receiver::new(ReceiverConfig::default(), Index::new(), None);
     pump(&mut s, &mut r, &ix);
     assert!(r.index().get(EntryId(1)).is_some(), "the file is listed");
-    let handle = r.start_read(EntryId(1), 0, 100).unwrap();
+    let handle = r.start_read(EntryId(1), None, 0, 100).unwrap();
     let sent = pump(&mut s, &mut r, &ix);
     let read = sent
         .iter()
@@ -246,7 +246,7 @@ fn a_sharer_that_keeps_the_link_busy_cannot_hang_a_read_forever() {
     let welcome = s.poll_transmit(Millis(0), &ix).expect("a welcome");
     r.handle_frame(Millis(0), &welcome);
     pump(&mut s, &mut r, &ix);
-    let handle = r.start_read(EntryId(1), 0, 100).unwrap();
+    let handle = r.start_read(EntryId(1), None, 0, 100).unwrap();
     let config = ReceiverConfig::default();
     let mut failed_at = None;
     for second in 1..=600u64 {

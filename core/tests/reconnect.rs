@@ -68,7 +68,10 @@ fn a_read_continues_at_its_byte_after_a_drop() {
     progress(&mut net, &mut sharer, &mut v, 60_000);
     let file = EntryId(2);
     let want = files[&file].clone();
-    let h = v.receiver.start_read(file, 0, want.len() as u64).unwrap();
+    let h = v
+        .receiver
+        .start_read(file, None, 0, want.len() as u64)
+        .unwrap();
     // Part of the file arrives, then the link drops.
     let mut net = Net::new(3, LinkModel::PERFECT);
     progress(&mut net, &mut sharer, &mut v, 2);
@@ -106,7 +109,10 @@ fn giving_up_ends_the_session_and_fails_the_reads() {
         &mut v,
         60_000,
     );
-    let h = v.receiver.start_read(EntryId(2), 0, 1_000_000).unwrap();
+    let h = v
+        .receiver
+        .start_read(EntryId(2), None, 0, 1_000_000)
+        .unwrap();
     v.receiver.channel_closed();
     v.receiver.give_up();
     let mut net = Net::new(6, LinkModel::PERFECT);

@@ -183,3 +183,97 @@ fn search_with_exactly_max_results_is_not_truncated_and_one_more_is() {
     let (found, _, truncated) = run(&index_with(11_113), "*.jpg", 3_000);
     assert_eq!((found.len(), truncated), (MAX_RESULTS, true));
 }
+
+/// The scan's shortcuts (ASCII names compared in place, long names, names past
+/// 255 bytes, caseless scripts, entries over several column pages) find exactly
+/// what folding each name and matching it the plain way finds.
+#[test]
+fn search_shortcuts_find_what_folding_every_name_finds() {
+    use linkfs_core::search::fold;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let parts: &[&str] = &[
+        "Budget",
+        "BUDGET",
+        "budg",
+        "et",
+        "photo",
+        "IMG_",
+        "0042",
+        ".jpg",
+        ".PDF",
+        " ",
+        "-",
+        "Straße",
+        "STRASSE",
+        "\u{212A}elvin",
+        "\u{FB01}le",
+        "東京",
+        "写真",
+        "😀",
+        "İstanbul",
+        "cafe\u{301}",
+        "café",
+        "ΟΔΟΣ",
+        "οδος",
+        "한국",
+        "x",
+    ];
+    let name = prop::collection::vec(prop::sample::select(parts), 1..40).prop_map(|p| p.concat());
+    let names = prop::collection::vec(name, 9_000..9_001);
+    let query = prop::collection::vec(prop::sample::select(parts), 1..3).prop_map(|p| p.concat());
+    let glob = prop::sample::select(&["*.jpg", "IMG_????.*", "*ss*", "*東*", "?udget*", "*K*"][..]);
+    let queries = (
+        prop::collection::vec(query, 4),
+        prop::collection::vec(glob.prop_map(String::from), 2),
+    )
+        .prop_map(|(mut a, b)| {
+            a.extend(b);
+            a
+        });
+    let mut runner = TestRunner::new(Config {
+        cases: 6,
+        ..Config::default()
+    });
+    runner
+        .run(&(names, queries), |(names, queries)| {
+            let mut ix = Index::new();
+            ix.apply(OpView::Upsert(entry(0, 0, b"root", EntryKind::Dir)))
+                .unwrap();
+            for (i, n) in names.iter().enumerate() {
+                // Past 255 bytes a name's length lives outside its column.
+                let n = if i % 97 == 0 { n.repeat(12) } else { n.clone() };
+                ix.apply(OpView::Upsert(entry(
+                    1 + i as u32,
+                    0,
+                    n.as_bytes(),
+                    EntryKind::File,
+                )))
+                .unwrap();
+            }
+            // Some gone, so the scan skips slots that are not present.
+            for id in (5..9_000).step_by(211) {
+                ix.apply(OpView::Remove(EntryId(id))).unwrap();
+            }
+            for q in &queries {
+                let Some(pattern) = linkfs_core::NamePattern::parse(q) else {
+                    // Only spaces: an empty query, which finds nothing.
+                    prop_assert!(run(&ix, q, 1_000).0.is_empty(), "{:?} found something", q);
+                    continue;
+                };
+                let want: Vec<EntryId> = (1..ix.id_bound())
+                    .filter(|&id| {
+                        ix.name_of(EntryId(id))
+                            .is_some_and(|n| pattern.matches(&fold(&String::from_utf8_lossy(n))))
+                    })
+                    .map(EntryId)
+                    .collect();
+                let (got, _, truncated) = run(&ix, q, 1_000);
+                prop_assert!(!truncated);
+                prop_assert_eq!(got, want, "query {:?}", q);
+            }
+            Ok(())
+        })
+        .unwrap();
+}

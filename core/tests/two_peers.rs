@@ -223,7 +223,7 @@ fn a_receiver_from_another_epoch_starts_over() {
 
 fn read_all(v: &mut Visitor, entry: EntryId) -> ReadHandle {
     let size = v.receiver.index().get(entry).unwrap().size;
-    v.receiver.start_read(entry, 0, size).unwrap()
+    v.receiver.start_read(entry, None, 0, size).unwrap()
 }
 
 #[test]
@@ -425,6 +425,34 @@ fn a_corrupted_chunk_is_never_delivered() {
     );
 }
 
+/// The receiver's index takes file `id`'s next generation, `grown` bytes
+/// longer and a second later (as a batch from the sharer would bring it).
+fn next_version_arrives(v: &mut Visitor, id: EntryId, grown: u64) {
+    let e = v.receiver.index().get(id).unwrap();
+    let (parent, name, size, mtime, mode, generation) = (
+        e.parent,
+        e.name.to_vec(),
+        e.size,
+        e.mtime,
+        e.mode,
+        e.generation,
+    );
+    v.receiver
+        .index_mut()
+        .apply(linkfs_proto::OpView::Upsert(EntryView {
+            id,
+            parent,
+            kind: EntryKind::File,
+            name: &name,
+            size: size + grown,
+            mtime: mtime + i64::from(grown > 0),
+            mode,
+            generation: Generation(generation.0 + 1),
+            target: b"",
+        }))
+        .unwrap();
+}
+
 #[test]
 fn a_read_of_an_old_version_is_refused() {
     let (ix, files) = build_tree(1, 1, 0, |_| 10);
@@ -438,27 +466,55 @@ fn a_read_of_an_old_version_is_refused() {
         .index_mut()
         .lookup(b"dir 0000/file-00000.txt")
         .unwrap();
-    let e = v.receiver.index().get(id).unwrap();
-    let (parent, name, size, mtime, mode) = (e.parent, e.name.to_vec(), e.size, e.mtime, e.mode);
-    v.receiver
-        .index_mut()
-        .apply(linkfs_proto::OpView::Upsert(EntryView {
-            id,
-            parent,
-            kind: EntryKind::File,
-            name: &name,
-            size,
-            mtime,
-            mode,
-            generation: Generation(1),
-            target: b"",
-        }))
-        .unwrap();
+    next_version_arrives(&mut v, id, 0);
     read_all(&mut v, id);
     progress(&mut net, &mut sharer, &mut v, 10_000);
     assert!(
         matches!(&v.failed[0].1, ReadFailure::Refused(m, ReadErrorCode::Changed) if m.contains("version"))
     );
+}
+
+#[test]
+fn a_read_of_a_version_the_index_moved_past_is_refused_before_it_is_asked() {
+    let (ix, files) = build_tree(1, 1, 0, |_| 10);
+    let mut sharer = Sharer::new(ix, files, SenderConfig::default());
+    let mut v = visitor(false, None, Index::new());
+    let mut net = Net::new(16, LinkModel::PERFECT);
+    progress(&mut net, &mut sharer, &mut v, 10_000);
+    let id = v
+        .receiver
+        .index_mut()
+        .lookup(b"dir 0000/file-00000.txt")
+        .unwrap();
+    let (listed, size) = v
+        .receiver
+        .index()
+        .get(id)
+        .map(|e| (e.generation, e.size))
+        .unwrap();
+    // The sharer's next version arrives between a download's pieces.
+    next_version_arrives(&mut v, id, 5);
+    let refused = v
+        .receiver
+        .start_read(id, Some(listed), 5, 5)
+        .expect_err("a piece of the version listed, after the index moved on");
+    assert_eq!(
+        refused,
+        StartReadError::Changed {
+            asked: listed.0,
+            now: listed.0 + 1
+        }
+    );
+    assert!(
+        refused.to_string().contains("since it was listed"),
+        "{refused}"
+    );
+    // The version the index holds starts, and so does a read of no version.
+    let now = Generation(listed.0 + 1);
+    v.receiver
+        .start_read(id, Some(now), 0, size + 5)
+        .expect("the version the index holds");
+    v.receiver.start_read(id, None, 0, 1).expect("any version");
 }
 
 #[test]
@@ -523,7 +579,7 @@ fn when_the_sharer_says_goodbye_reads_fail_in_words() {
     assert_eq!(*fh, h);
     assert!(err.to_string().contains("stopped sharing"), "{err}");
     assert!(matches!(
-        v.receiver.start_read(id, 0, 1),
+        v.receiver.start_read(id, None, 0, 1),
         Err(StartReadError::Closed)
     ));
 }
@@ -542,6 +598,56 @@ fn garbage_from_a_receiver_ends_its_session_without_harm() {
     assert_eq!(goodbye[0], linkfs_proto::FRAME_GOODBYE);
     assert!(s.poll_transmit(Millis(0), &ix).is_none());
     assert!(s.is_finished());
+}
+
+#[test]
+fn a_receiver_of_an_older_protocol_gets_batches_it_can_read_and_a_newer_one_is_told_why_not() {
+    let (ix, _) = build_tree(3, 50, 0, u64::from);
+    let hello = |version: u16| {
+        linkfs_proto::ReceiverToSender::Hello(linkfs_proto::Hello {
+            version,
+            resume: None,
+        })
+        .encode()
+    };
+    for (version, columns) in [(1u16, false), (2, true)] {
+        let mut s = SenderSession::new(SenderConfig::default());
+        s.handle_frame(Millis(0), &hello(version), &ix).unwrap();
+        let (mut welcomed, mut batches, mut ops) = (None, 0, 0);
+        while let Some(f) = s.poll_transmit(Millis(0), &ix) {
+            match f[0] {
+                linkfs_proto::FRAME_WELCOME => {
+                    if let Ok(linkfs_proto::SenderToReceiver::Welcome(w)) =
+                        linkfs_proto::SenderToReceiver::decode(&f)
+                    {
+                        welcomed = Some(w.version);
+                    }
+                }
+                linkfs_proto::FRAME_INDEX_BATCH => {
+                    let r = linkfs_proto::BatchReader::new(&f).unwrap();
+                    assert_eq!(r.in_columns(), columns, "version {version}");
+                    batches += 1;
+                    ops += linkfs_proto::decode_batch(&f).unwrap().1.len();
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            welcomed,
+            Some(version),
+            "the welcome speaks the receiver's version"
+        );
+        assert!(
+            batches > 0 && ops as u64 == ix.entries(),
+            "version {version}: {ops} of {} entries",
+            ix.entries()
+        );
+    }
+    let mut s = SenderSession::new(SenderConfig::default());
+    let err = s
+        .handle_frame(Millis(0), &hello(linkfs_proto::PROTOCOL_VERSION + 1), &ix)
+        .unwrap_err();
+    assert!(err.to_string().contains("update the older"), "{err}");
 }
 
 #[test]

@@ -368,7 +368,7 @@ impl Shell {
         let size = self.sharer.files[&entry].len() as u64;
         let h = self
             .visit
-            .start_read(entry, 0, size)
+            .start_read(entry, None, 0, size)
             .expect("the read starts");
         self.outputs();
         h
@@ -468,7 +468,10 @@ fn a_sharer_that_is_gone_is_waited_for_a_minute_then_the_visit_ends_with_the_sha
     shell.answers = vec![Answer::Fail(FailureKind::SharerGone)];
     shell.drop_link();
     // A read asked for while reconnecting waits.
-    let h = shell.visit.start_read(file, 0, size).expect("a read waits");
+    let h = shell
+        .visit
+        .start_read(file, None, 0, size)
+        .expect("a read waits");
     shell.outputs();
     let lost_at = shell.now;
     shell.run(59_000);
@@ -776,7 +779,7 @@ fn a_read_of_an_entry_not_in_the_restored_index_fails_with_the_reason() {
     let mut again = Shell::new(first.sharer, Storage::Kept, stored);
     let h = again
         .visit
-        .start_read(EntryId(9_999_999), 0, 1)
+        .start_read(EntryId(9_999_999), None, 0, 1)
         .expect("while restoring, a read waits");
     again.visit.listed(Millis(0));
     again.run(5_000);
@@ -857,7 +860,7 @@ fn a_directory_entry_is_never_read() {
         Some(EntryKind::Dir)
     );
     assert!(matches!(
-        shell.visit.start_read(dir, 0, 0),
+        shell.visit.start_read(dir, None, 0, 0),
         Err(StartReadError::NotAFile(..))
     ));
 }

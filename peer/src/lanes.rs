@@ -701,7 +701,7 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                 }
                 Got::News(LaneNews::RoundTrip(rtt)) => {
                     tracing::debug!(?rtt, "the session link's round trip, for lanes");
-                    self.set.round_trip(rtt);
+                    self.set.round_trip(now, rtt);
                     None
                 }
                 Got::News(LaneNews::Connected(lane, Some((tx, rx)))) => {

@@ -44,10 +44,12 @@ fn a_fifo_swapped_in_for_a_listed_file_is_refused_without_blocking_the_reader() 
             path: b"a.txt".to_vec(),
             size: 5,
             mtime: md.mtime(),
-            mtime_nsec: md.mtime_nsec() as u32,
             dev: md.dev(),
             ino: md.ino(),
-            ctime_ns: linkfs_core::ctime_ns(md.ctime(), md.ctime_nsec()),
+            stamp: linkfs_core::change_stamp(
+                md.mtime_nsec() as u32,
+                linkfs_core::ctime_ns(md.ctime(), md.ctime_nsec()),
+            ),
         },
         last: true,
         short: true,
@@ -106,10 +108,12 @@ fn a_read_in_flight_across_a_same_size_same_mtime_rewrite_ends_changed_while_rea
         path: b"data.bin".to_vec(),
         size: md.len(),
         mtime: md.mtime(),
-        mtime_nsec: md.mtime_nsec() as u32,
         dev: md.dev(),
         ino: md.ino(),
-        ctime_ns: linkfs_core::ctime_ns(md.ctime(), md.ctime_nsec()),
+        stamp: linkfs_core::change_stamp(
+            md.mtime_nsec() as u32,
+            linkfs_core::ctime_ns(md.ctime(), md.ctime_nsec()),
+        ),
     };
     let chunk = |offset: u64, last: bool| ReadIo {
         read: ReadId(1),

@@ -269,7 +269,7 @@ async fn the_receiver_reconnects_after_cuts_and_resumes_its_index_and_reads() {
         .unwrap()
         .clone();
     let id = client.with_index(|ix| ix.lookup(rel.as_bytes())).unwrap();
-    let reading = client.start_read(id, 0, want.len() as u64);
+    let reading = client.start_read(id, None, 0, want.len() as u64);
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_millis(5)).await;
         if let Some(c) = cuts.lock().unwrap().last() {

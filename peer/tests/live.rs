@@ -319,7 +319,7 @@ async fn a_file_changing_while_it_is_read_never_gives_mixed_bytes() {
     fs::write(root.join("big.bin"), &old).unwrap();
     let live = Live::start(&root).await;
     let id = live.id("big.bin");
-    let reading = live.client.start_read(id, 0, old.len() as u64);
+    let reading = live.client.start_read(id, None, 0, old.len() as u64);
     let path = root.join("big.bin");
     let writer = {
         let new = new.clone();
@@ -380,6 +380,169 @@ async fn a_file_changing_while_it_is_read_never_gives_mixed_bytes() {
     }
     assert!(again.unwrap() == new, "the next read gets the new version");
     live.stop().await;
+}
+
+/// Every file beneath `dir`, relative path to bytes (part files included).
+fn files_in(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for item in fs::read_dir(&d).unwrap().flatten() {
+            let p = item.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_of_files_changed_after_they_were_listed_writes_their_new_versions_whole() {
+    use linkfs_peer::visit::get::{GetOptions, PIECE, get};
+    let tmp = TempDir::new("get-changed");
+    let root = tmp.0.join("share");
+    fs::create_dir(root.join("sub")).unwrap();
+    fs::write(root.join("small.txt"), b"the first version\n").unwrap();
+    let big_old: Vec<u8> = (0..(2 * PIECE + 7) as u32)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    fs::write(root.join("sub/big.bin"), &big_old).unwrap();
+    fs::write(root.join("same.txt"), b"never changes\n").unwrap();
+    let live = Live::start(&root).await;
+    let listed = live.client.with_index(|ix| {
+        ix.get(ix.lookup(b"sub/big.bin").unwrap())
+            .unwrap()
+            .generation
+    });
+
+    // Changed on disk after the visitor listed them: the get's first reads ask
+    // for versions the sharer no longer has (its watch tells the visitor 50 ms on).
+    let small_new = b"the second version, longer than the first\n".to_vec();
+    let big_new: Vec<u8> = (0..(3 * PIECE + 3) as u32)
+        .map(|i| (i % 239) as u8 ^ 0x5a)
+        .collect();
+    fs::write(root.join("small.txt"), &small_new).unwrap();
+    fs::write(root.join("sub/big.bin"), &big_new).unwrap();
+    let out = tmp.0.join("out");
+    let bar = indicatif::ProgressBar::hidden();
+    let summary = tokio::time::timeout(
+        Duration::from_secs(60),
+        get(
+            &live.client,
+            &GetOptions {
+                path: String::new(),
+                out: out.clone(),
+                parallel_files: 4,
+            },
+            &bar,
+        ),
+    )
+    .await
+    .expect("the get ends within 60 s")
+    .expect("the get runs");
+    assert!(
+        summary.failed.is_empty(),
+        "a file changed after it was listed failed the get: {:?}",
+        summary.failed
+    );
+    assert_eq!(summary.files, 3);
+    let got = files_in(&out);
+    let names: Vec<&String> = got.keys().collect();
+    assert_eq!(
+        names,
+        ["same.txt", "small.txt", "sub/big.bin"],
+        "only the shared files, no part file left"
+    );
+    assert!(
+        got["small.txt"] == small_new,
+        "small.txt holds its new version"
+    );
+    assert!(
+        got["sub/big.bin"] == big_new,
+        "sub/big.bin holds its new version whole"
+    );
+    assert_eq!(got["same.txt"], b"never changes\n");
+    let whole = (small_new.len() + big_new.len() + b"never changes\n".len()) as u64;
+    assert_eq!(
+        (bar.position(), bar.length()),
+        (whole, Some(whole)),
+        "the progress bar ends full, at the new versions' bytes"
+    );
+    let now = live.client.with_index(|ix| {
+        ix.get(ix.lookup(b"sub/big.bin").unwrap())
+            .unwrap()
+            .generation
+    });
+    assert_ne!(now, listed, "the visitor heard of the new version");
+    live.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_compares_a_folder_bigger_than_a_listing_chunk_whole() {
+    use linkfs_peer::sharer::reconcile::LIST_CHUNK;
+    // A folder of 2.5 chunks' names, changed while the sharer was stopped at
+    // places spread over its listing (the order the disk lists it in is not
+    // the names' order, so every chunk gets some).
+    let tmp = TempDir::new("restart-chunks");
+    let root = tmp.0.join("share");
+    let big = root.join("big");
+    fs::create_dir_all(&big).unwrap();
+    let n = LIST_CHUNK * 5 / 2;
+    for f in 0..n {
+        fs::write(big.join(format!("f{f:06}")), format!("{f}")).unwrap();
+    }
+    fs::create_dir(big.join("sub")).unwrap();
+    fs::write(big.join("sub/inner"), b"inner").unwrap();
+    let first = Live::start(&root).await;
+    first.converge("before the stop").await;
+    let kept: Vec<(String, EntryId)> = (0..n)
+        .step_by(997)
+        .map(|f| format!("big/f{f:06}"))
+        .filter(|p| !p.ends_with('3'))
+        .map(|p| {
+            let id = first.id(&p);
+            (p, id)
+        })
+        .collect();
+    let saved = first.ctx.index.read().unwrap().to_saved();
+    first.stop().await;
+
+    for f in (0..n).step_by(101) {
+        fs::remove_file(big.join(format!("f{f:06}"))).unwrap();
+    }
+    for f in (50..n).step_by(103) {
+        fs::write(big.join(format!("f{f:06}")), format!("changed {f}")).unwrap();
+    }
+    for f in 0..300 {
+        fs::write(big.join(format!("new{f:04}")), b"new").unwrap();
+    }
+    fs::remove_file(big.join("f000013")).unwrap();
+    fs::create_dir(big.join("f000013")).unwrap();
+    fs::write(big.join("f000013/now a folder"), b"x").unwrap();
+    fs::write(big.join("sub/inner"), b"inner, changed").unwrap();
+
+    let index = ShareIndex::from_saved(&saved).expect("the saved index reads back");
+    let second = Live::start_from(&root, IndexStart::Saved(Box::new(index))).await;
+    second.converge("after the restart").await;
+    for (path, id) in &kept {
+        if fs::metadata(root.join(path)).is_ok() {
+            assert_eq!(
+                second.id(path),
+                *id,
+                "{path} kept its id across the restart"
+            );
+        }
+    }
+    assert_eq!(
+        second.read("big/sub/inner").await.unwrap(),
+        b"inner, changed"
+    );
+    assert_eq!(second.read("big/f000050").await.unwrap(), b"changed 50");
+    second.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

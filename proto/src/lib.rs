@@ -25,7 +25,8 @@
 //! (60 KiB: below the 64 KiB `max-message-size` webrtc-rs advertises, with room
 //! to spare). Every frame begins with a type byte; unknown types decode as
 //! `Unknown` and are skipped, so frames can be added without a version bump.
-//! Incompatible changes bump [`PROTOCOL_VERSION`].
+//! Incompatible changes bump [`PROTOCOL_VERSION`]; both sides still speak every
+//! version from [`MIN_PROTOCOL_VERSION`] up, the sharer in the receiver's.
 //!
 //! Index entries are coded by [`batch`]: ids implicit, parent/mtime/id as deltas,
 //! names front-coded against the previous name, modes sent once per batch.
@@ -66,8 +67,13 @@ pub use upload::{
     upload_chunk_hash,
 };
 
-/// Version of the data-channel protocol. Both sides must speak the same one.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version of the data-channel protocol this build speaks. 2: index batches in
+/// columns ([`batch`]).
+pub const PROTOCOL_VERSION: u16 = 2;
+/// The oldest version this build still speaks: a receiver says its version in
+/// `Hello`, and the sharer answers in it (batches of version 1 are interleaved);
+/// a receiver takes a `Welcome` of any version from this one to its own.
+pub const MIN_PROTOCOL_VERSION: u16 = 1;
 
 /// Hard cap on every data-channel frame, either direction: 61,440 bytes (60 KiB).
 /// webrtc-rs advertises `max-message-size:65536`; Chromium 262,144.

@@ -35,10 +35,11 @@ pub enum Message {
         offset: u64,
         data: &'static [u8],
     },
-    /// An index batch, with its operations.
+    /// An index batch, with its operations; `columns`: in columns (protocol 2).
     Batch {
         header: BatchHeader,
         ops: Vec<IndexOp>,
+        columns: bool,
     },
 }
 
@@ -311,6 +312,52 @@ pub fn all() -> Vec<Vector> {
                     file(2, b"ab.txt", 300, 1_699_999_999),
                     IndexOp::Remove(EntryId(9)),
                 ],
+                columns: false,
+            },
+        },
+        Vector {
+            name: "index batch in columns",
+            // The same batch in columns (protocol version 2):
+            // 10 00 03      type | first seq 0 | known 3
+            // 09            flags: snapshot complete, in columns
+            // 00 80c49fd50c 02 ed03 a403 04    first id | base mtime | modes | 4 ops
+            // 00            column flags: none compressed (each under 256 bytes)
+            // 11            column 0, 17 bytes: every field but names and mtimes
+            //   01|00|00 01         dir, mode#0 | parent +0 | shared 0 | suffix of 1
+            //   10|00|00 05|05      file, mode#1 | parent +0 | shared 0 | suffix of 5 | size 5
+            //   10|00|01 05|ac02    file, mode#1 | parent +0 | shared 1 | suffix of 5 | size 300
+            //   07 0c               remove, explicit id 9
+            // 0b            column 1, 11 bytes: "r" "a.txt" "b.txt"
+            // 03            column 2, 3 bytes: mtime +0, +1, -2
+            hex: "10 00 03 09 00 80c49fd50c 02 ed03 a403 04 00 \
+                  11 01000001 1000000505 10000105ac02 070c \
+                  0b 72 612e747874 622e747874 \
+                  03 00 02 03",
+            message: Message::Batch {
+                header: BatchHeader {
+                    first: Seq(0),
+                    known: 3,
+                    snapshot_complete: true,
+                    ops: 4,
+                    span: 4,
+                },
+                ops: vec![
+                    IndexOp::Upsert(Entry {
+                        id: EntryId(0),
+                        parent: EntryId(0),
+                        kind: EntryKind::Dir,
+                        name: b"r".to_vec(),
+                        size: 0,
+                        mtime: 1_700_000_000,
+                        mode: 0o755,
+                        generation: Generation(0),
+                        target: Vec::new(),
+                    }),
+                    file(1, b"a.txt", 5, 1_700_000_001),
+                    file(2, b"ab.txt", 300, 1_699_999_999),
+                    IndexOp::Remove(EntryId(9)),
+                ],
+                columns: true,
             },
         },
         Vector {
@@ -347,6 +394,7 @@ pub fn all() -> Vec<Vector> {
                     }),
                     IndexOp::Remove(EntryId(10)),
                 ],
+                columns: false,
             },
         },
     ]
@@ -478,12 +526,17 @@ fn check_bytes(v: &Vector, bytes: &[u8]) -> Result<(), Mismatch> {
             });
             check_s2r(bytes, chunk)?
         }
-        Message::Batch { header, ops } => {
+        Message::Batch {
+            header,
+            ops,
+            columns,
+        } => {
             let (h, got) = decode_batch(bytes)?;
             if h != *header || got != *ops {
                 return Err(Mismatch::OtherBatch);
             }
-            let mut enc = BatchEncoder::new(header.first, MAX_FRAME_LEN);
+            let version = if *columns { 2 } else { 1 };
+            let mut enc = BatchEncoder::for_version(header.first, MAX_FRAME_LEN, version);
             for op in ops {
                 if !encode(op, &mut enc) {
                     return Err(Mismatch::DoesNotFit);

@@ -27,6 +27,11 @@ async function generatedTree(n: number, options: { empty?: boolean; oneFolder?: 
   const r = spawnSync(binary('linkfs-gen-tree'), ['--files', String(n), '--out', dir, ...(empty ? ['--empty'] : []), ...(oneFolder ? ['--one-folder'] : [])], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`linkfs-gen-tree failed (${r.status ?? r.signal}): ${r.stdout}`);
   log(`scale: generated: ${r.stdout.trim()}`);
+  // The kernel writes a fresh tree's million inodes back to disk for tens of seconds
+  // after it is made, on the same 2 cores as the timed steps that follow: a user's
+  // folder is not written the moment before it is shared, so the test waits for that.
+  const synced = spawnSync('sync', ['-f', dir], { stdio: 'inherit' });
+  if (synced.status !== 0) log(`scale: sync failed (${synced.status ?? synced.signal}), timings may include the tree's writeback`);
   await writeFile(marker, done);
   return dir;
 }

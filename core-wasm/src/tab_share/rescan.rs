@@ -44,6 +44,8 @@ pub fn reconcile(index: &mut ShareIndex, fresh: &ShareIndex) -> (Vec<(u32, u32)>
                         stack.push((f_id, id));
                         continue;
                     }
+                    // A tab knows no ctimes: an entry's change stamp is its
+                    // mtime's nanoseconds (`linkfs_core::change_stamp`).
                     let f_nsec = fresh.disk_identity(f_id).map_or(0, |d| d.2);
                     let nsec = index.disk_identity(id).map_or(0, |d| d.2);
                     if (size, mtime, nsec) != (f.size, f.mtime, f_nsec) {

@@ -7,13 +7,15 @@
 //! in (shell -> LaneSet)                       out (LaneSet -> shell)
 //!   on_session_frame(now, head, len)             -> Deliver | Drop (the frame)
 //!   on_lane_frame(now, lane, head, len)          -> Deliver | Drop
-//!   round_trip(rtt)       answer to MeasureRoundTrip
+//!   round_trip(now, rtt)  answer to MeasureRoundTrip
 //!   lane_opened(lane)     its link opened and took the join frame
 //!   lane_closed(now, lane) it failed to open, or ended after it opened
 //!   handle_timeout(now)   at poll_timeout()
 //!                                             poll_output():
 //!                                               MeasureRoundTrip   ask the session link's
-//!                                                                  round trip once
+//!                                                                  round trip (again
+//!                                                                  after REMEASURE_AFTER
+//!                                                                  if it was unknown)
 //!                                               Connect {lane, join} connect one more link
 //!                                                                  to the sharer; its first
 //!                                                                  frame is `join`
@@ -35,14 +37,15 @@
 //! Rules, each decided here once: when lanes open and how many
 //! ([`LaneGate`]); only where the session link's round trip is at least
 //! [`LANE_MIN_RTT`] (asked of the shell when the gate first says so, and again
-//! each time it grows); at most [`LANES_CONNECTING_AT_ONCE`] connecting; only
+//! each time it grows; an unknown answer is asked again after
+//! [`REMEASURE_AFTER`], at most [`MAX_REMEASURES`] times in a row); at most [`LANES_CONNECTING_AT_ONCE`] connecting; only
 //! read chunks count on a lane ([`lane_may_carry`]); a lane that ended after
 //! it opened lost chunks, so the link ends after [`LANE_END_GRACE`] (the
 //! sharer's goodbye on the session link, if it comes first, ends it with
 //! better words; the shell then simply drops this set).
 //!
 //! Bounds: lanes in all at most what the gate allows ([`MAX_LANES`]); one
-//! round-trip question outstanding; the output queue holds at most one
+//! round-trip question outstanding, [`MAX_REMEASURES`] in a row unanswered; the output queue holds at most one
 //! measurement, [`LANES_CONNECTING_AT_ONCE`] connects and one end.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -54,6 +57,12 @@ use super::{GateSays, LANE_END_GRACE, LANE_MIN_RTT, LANES_CONNECTING_AT_ONCE, La
 #[cfg(doc)]
 use super::{MAX_LANES, lane_may_carry};
 use crate::Millis;
+
+/// An unknown round trip (a browser's stats can lack it for a moment) is
+/// asked again this long after.
+pub const REMEASURE_AFTER: Duration = Duration::from_millis(250);
+/// Unknown answers in a row before the lanes asked for are given up.
+pub const MAX_REMEASURES: u8 = 8;
 
 /// A lane, as this set names it to its shell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -94,6 +103,10 @@ pub struct LaneSet {
     /// Lanes the gate asked for whose path is not measured yet.
     unmeasured: u8,
     measuring: bool,
+    /// An unknown round trip is asked again at this time.
+    remeasure_at: Option<Millis>,
+    /// Unknown answers in a row.
+    unknown: u8,
     /// Lanes to connect, and the token they join with.
     queued: u8,
     token: Option<LaneToken>,
@@ -112,6 +125,8 @@ impl LaneSet {
             gate: LaneGate::new(wanted),
             unmeasured: 0,
             measuring: false,
+            remeasure_at: None,
+            unknown: 0,
             queued: 0,
             token: None,
             lanes: BTreeMap::new(),
@@ -152,7 +167,7 @@ impl LaneSet {
             GateSays::Open { offer, count } => {
                 self.token = Some(offer.token);
                 self.unmeasured = self.unmeasured.saturating_add(count);
-                if !self.measuring && !self.ended {
+                if !self.measuring && self.remeasure_at.is_none() && !self.ended {
                     self.measuring = true;
                     self.out.push_back(LaneDo::MeasureRoundTrip);
                 }
@@ -161,12 +176,22 @@ impl LaneSet {
         FrameIs::Deliver
     }
 
-    /// The session link's round trip, as its connection measured it (`None`:
-    /// unknown, so no lanes).
-    pub fn round_trip(&mut self, rtt: Option<Duration>) {
+    /// The session link's round trip at `now`, as its connection measured it
+    /// (`None`: unknown for now, asked again after [`REMEASURE_AFTER`]).
+    pub fn round_trip(&mut self, now: Millis, rtt: Option<Duration>) {
         self.measuring = false;
+        let Some(rtt) = rtt else {
+            self.unknown = self.unknown.saturating_add(1);
+            if self.unknown <= MAX_REMEASURES && !self.ended {
+                self.remeasure_at = Some(Millis(now.0 + REMEASURE_AFTER.as_millis() as u64));
+            } else {
+                self.unmeasured = 0;
+            }
+            return;
+        };
+        self.unknown = 0;
         let asked = std::mem::take(&mut self.unmeasured);
-        if rtt.is_some_and(|rtt| rtt >= LANE_MIN_RTT) {
+        if rtt >= LANE_MIN_RTT {
             self.queued = self.queued.saturating_add(asked);
             self.connect_more();
         }
@@ -190,6 +215,15 @@ impl LaneSet {
 
     /// When [`LaneSet::handle_timeout`] is due.
     pub fn poll_timeout(&self) -> Option<Millis> {
+        let grace = self.grace_over_at();
+        match (grace, self.remeasure_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When the grace after a lane ended is over.
+    fn grace_over_at(&self) -> Option<Millis> {
         match self.lane_ended_at {
             Some(at) if !self.ended => Some(Millis(at.0 + LANE_END_GRACE.as_millis() as u64)),
             _ => None,
@@ -197,9 +231,17 @@ impl LaneSet {
     }
 
     pub fn handle_timeout(&mut self, now: Millis) {
-        if self.poll_timeout().is_some_and(|due| now >= due) {
+        if self.remeasure_at.is_some_and(|due| now >= due) {
+            self.remeasure_at = None;
+            if !self.ended && !self.measuring {
+                self.measuring = true;
+                self.out.push_back(LaneDo::MeasureRoundTrip);
+            }
+        }
+        if self.grace_over_at().is_some_and(|due| now >= due) {
             self.ended = true;
             self.queued = 0;
+            self.remeasure_at = None;
             self.out.push_back(LaneDo::EndLink);
         }
     }

@@ -1,7 +1,9 @@
 //! Columns held narrower than their values, the rare values that do not fit
-//! kept apart: sizes (a file of 4 GiB or more) and mtimes (before 1970 or
-//! after 2106) in 4 bytes ([`Narrow`]); device numbers as an index into the
-//! few a share spans, in 2 bytes ([`Devices`]).
+//! kept apart: sizes (a file of 4 GiB or more), mtimes (before 1970 or after
+//! 2106) and inodes (past 2^32: ext4's never are) in 4 bytes ([`Narrow`]);
+//! each entry's latest log position in 4 bytes ([`Positions`]: a share's first
+//! four billion operations); device numbers as an index into the few a share
+//! spans, in 2 bytes ([`Devices`]).
 
 use std::collections::HashMap;
 
@@ -52,6 +54,42 @@ impl Narrow {
 
     pub(super) fn heap_bytes(&self) -> usize {
         self.narrow.capacity() * 4 + self.wide.capacity() * 16
+    }
+}
+
+/// Each entry's latest log position, or none (an entry whose removal was
+/// forgotten), in a [`Narrow`] as position + 1 (0: none).
+#[derive(Debug, Default)]
+pub(super) struct Positions(Narrow);
+
+impl Positions {
+    pub(super) fn with_capacity(n: usize) -> Positions {
+        Positions(Narrow::with_capacity(n))
+    }
+
+    pub(super) fn push(&mut self, at: Option<u64>) {
+        self.0.push(Self::code(at));
+    }
+
+    /// Entry `i`'s latest position (none past the end, too).
+    pub(super) fn get(&self, i: usize) -> Option<u64> {
+        if i >= self.0.narrow.len() {
+            return None;
+        }
+        self.0.get(i).checked_sub(1)
+    }
+
+    pub(super) fn set(&mut self, i: usize, at: Option<u64>) {
+        self.0.set(i, Self::code(at));
+    }
+
+    fn code(at: Option<u64>) -> u64 {
+        // u64::MAX itself is never a position: the log ends far before it.
+        at.map_or(0, |p| p.saturating_add(1))
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.0.heap_bytes()
     }
 }
 
@@ -151,6 +189,32 @@ mod tests {
             "u32::MAX, u64::MAX, -3 and 1 << 40 are kept apart"
         );
         assert_eq!(c.narrow.len(), values.len());
+    }
+
+    #[test]
+    fn positions_none_and_past_four_billion_read_back() {
+        let mut p = Positions::default();
+        let values = [
+            Some(0),
+            None,
+            Some(u64::from(u32::MAX) - 2),
+            Some(u64::from(u32::MAX)),
+            Some(1 << 40),
+        ];
+        for v in values {
+            p.push(v);
+        }
+        for (i, v) in values.iter().enumerate() {
+            assert_eq!(p.get(i), *v, "position {i}");
+        }
+        assert_eq!(p.get(values.len()), None, "past the end");
+        p.set(4, Some(7));
+        p.set(0, None);
+        assert_eq!((p.get(0), p.get(4)), (None, Some(7)));
+        assert!(
+            p.0.wide.len() == 1,
+            "only the one past four billion stays wide"
+        );
     }
 
     #[test]

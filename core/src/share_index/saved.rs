@@ -28,14 +28,17 @@ use linkfs_proto::batch::{MAX_NAME_LEN, MAX_TARGET_LEN};
 use linkfs_proto::{EntryKind, Epoch};
 
 use super::{
-    CTIME_UNKNOWN, Devices, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES, Narrow, REMOVED,
-    ShareIndex,
+    CTIME_UNKNOWN, Devices, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES, META_KIND_SHIFT,
+    Narrow, Positions, REMOVED, ShareIndex, change_stamp, meta_of,
 };
 
 const MAGIC: &[u8; 8] = b"lfsindex";
-/// Format 2 added the ctime column; format 1 is still read (ctimes unknown
-/// until the next look at each file, see [`CTIME_UNKNOWN`]).
-const VERSION: u32 = 2;
+/// Format 3 holds each entry's [`change_stamp`] in place of format 2's mtime
+/// nanoseconds and ctime columns (4 bytes for 12); format 2 is read into
+/// stamps, format 1 (no ctimes) too (stamps of the nanoseconds alone until the
+/// next look at each file, see [`CTIME_UNKNOWN`]).
+const VERSION: u32 = 3;
+const VERSION_WITH_CTIME: u32 = 2;
 const VERSION_WITHOUT_CTIME: u32 = 1;
 const HASH_LEN: usize = 32;
 
@@ -57,10 +60,12 @@ pub enum SavedIndexError {
     Inconsistent(&'static str),
 }
 
-/// Bytes per entry row in the columns (for the size check before allocating;
-/// format 1 rows lack the last 8, the ctime).
-const ROW: usize = 4 + 1 + 2 + 8 + 8 + 4 + 2 + 8 + 8 + 8;
-const ROW_WITHOUT_CTIME: usize = ROW - 8;
+/// Bytes per entry row in the columns (for the size check before allocating):
+/// parent, kind, name length, size, mtime, stamp, mode, device, inode. Format
+/// 2's rows add the ctime's 8; format 1's are this size (nanoseconds in the
+/// stamp's place, no ctime).
+const ROW: usize = 4 + 1 + 2 + 8 + 8 + 4 + 2 + 8 + 8;
+const ROW_WITH_CTIME: usize = ROW + 8;
 
 impl ShareIndex {
     /// The index as a file (see the module docs), in memory: see
@@ -92,11 +97,13 @@ impl ShareIndex {
         w.write_all(&self.next_seq.to_le_bytes())?;
         w.write_all(&self.horizon.to_le_bytes())?;
         w.write_all(&(n as u64).to_le_bytes())?;
-        let live = |i: usize| self.kind[i] & REMOVED == 0;
+        let live = |i: usize| self.kind_byte(i) & REMOVED == 0;
         for &p in &self.parent {
             w.write_all(&p.to_le_bytes())?;
         }
-        w.write_all(&self.kind)?;
+        for i in 0..n {
+            w.write_all(&[self.kind_byte(i)])?;
+        }
         for i in 0..n {
             let len = if live(i) { self.name_len[i] } else { 0 };
             w.write_all(&len.to_le_bytes())?;
@@ -107,19 +114,16 @@ impl ShareIndex {
         for i in 0..n {
             w.write_all(&self.mtime_of(i).to_le_bytes())?;
         }
-        for &m in &self.mtime_nsec {
+        for &m in &self.stamp {
             w.write_all(&m.to_le_bytes())?;
         }
-        for &m in &self.mode {
-            w.write_all(&m.to_le_bytes())?;
+        for i in 0..n {
+            w.write_all(&self.mode_of(i).to_le_bytes())?;
         }
         for i in 0..n {
             let (dev, ino) = self.dev_ino(i);
             w.write_all(&dev.to_le_bytes())?;
             w.write_all(&ino.to_le_bytes())?;
-        }
-        for &c in &self.ctime {
-            w.write_all(&c.to_le_bytes())?;
         }
         for i in (0..n).filter(|i| live(*i)) {
             w.write_all(self.name(i))?;
@@ -182,7 +186,7 @@ impl ShareIndex {
             return Err(SavedIndexError::NotAnIndex);
         }
         let version = r.u32()?;
-        if version != VERSION && version != VERSION_WITHOUT_CTIME {
+        if ![VERSION, VERSION_WITH_CTIME, VERSION_WITHOUT_CTIME].contains(&version) {
             return Err(SavedIndexError::Version(version));
         }
         match read_body(&mut r, version) {
@@ -202,10 +206,10 @@ impl ShareIndex {
 
 /// The rest of a saved index after its magic and version (see [`ShareIndex::read_saved`]).
 fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, SavedIndexError> {
-    let row = if version == VERSION {
-        ROW
+    let row = if version == VERSION_WITH_CTIME {
+        ROW_WITH_CTIME
     } else {
-        ROW_WITHOUT_CTIME
+        ROW
     };
     let epoch = Epoch(r.u64()?);
     let next_seq = r.u64()?;
@@ -216,20 +220,42 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
     }
     let n = n as usize;
     let parent: Vec<u32> = r.column(n, 4, |b| u32::from_le_bytes(arr(b)))?;
-    let kind: Vec<u8> = r.column(n, 1, |b| b[0])?;
+    // Kinds and modes go straight into the entries' meta (no column of each
+    // beside it: at ten million entries that was 30 MB more at a restart).
+    // A kind byte with bits the meta has no room for stays wrong (0xf: the
+    // check below refuses it).
+    let mut meta: Vec<u16> = r.column(n, 1, |b| {
+        if b[0] & !(KIND_MASK | REMOVED) != 0 {
+            meta_of(0xf, 0)
+        } else {
+            meta_of(b[0], 0)
+        }
+    })?;
     let name_len: Vec<u16> = r.column(n, 2, |b| u16::from_le_bytes(arr(b)))?;
     let size = r.narrow_column(n)?;
     let mtime = r.narrow_column(n)?;
-    let mtime_nsec: Vec<u32> = r.column(n, 4, |b| u32::from_le_bytes(arr(b)))?;
-    let mode: Vec<u16> = r.column(n, 2, |b| u16::from_le_bytes(arr(b)))?;
+    // Format 3: stamps; formats 1 and 2: the nanoseconds, made stamps below.
+    let mut stamp: Vec<u32> = r.column(n, 4, |b| u32::from_le_bytes(arr(b)))?;
+    let mut i = 0;
+    r.records(n, 2, |b| {
+        meta[i] |= u16::from_le_bytes(arr(b)) & 0o7777;
+        i += 1;
+    })?;
     let (dev, ino) = r.dev_ino_columns(n)?;
-    let ctime: Vec<i64> = if version == VERSION {
-        r.column(n, 8, |b| i64::from_le_bytes(arr(b)))?
-    } else {
-        vec![CTIME_UNKNOWN; n]
-    };
-    let live = |i: usize| kind[i] & REMOVED == 0;
-    for (i, k) in kind.iter().enumerate() {
+    if version == VERSION_WITH_CTIME {
+        let mut i = 0;
+        r.records(n, 8, |b| {
+            stamp[i] = change_stamp(stamp[i], i64::from_le_bytes(arr(b)));
+            i += 1;
+        })?;
+    } else if version == VERSION_WITHOUT_CTIME {
+        for s in &mut stamp {
+            *s = change_stamp(*s, CTIME_UNKNOWN);
+        }
+    }
+    let kind = |i: usize| (meta[i] >> META_KIND_SHIFT) as u8;
+    let live = |i: usize| kind(i) & REMOVED == 0;
+    for (i, k) in (0..n).map(|i| (i, kind(i))) {
         if k & !(KIND_MASK | REMOVED) != 0 || EntryKind::from_bits(k & KIND_MASK).is_none() {
             return Err(SavedIndexError::Inconsistent("entry kind"));
         }
@@ -264,7 +290,7 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
         let i = id as usize;
         if i >= n
             || !live(i)
-            || kind[i] != EntryKind::Symlink as u8
+            || kind(i) != EntryKind::Symlink as u8
             || len > MAX_TARGET_LEN
             || targets.insert(id, t.into()).is_some()
         {
@@ -273,20 +299,21 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
     }
     let ops = r.count(12)?;
     let mut log = LogRuns::default();
-    let mut last = vec![u64::MAX; n];
+    let mut last = Positions::with_capacity(n);
+    (0..n).for_each(|_| last.push(None));
     let mut removals = 0;
     for _ in 0..ops {
         let (seq, op) = (r.u64()?, LogOp(r.u32()?));
         let i = op.id().index();
         let ordered = log.last_seq().is_none_or(|prev| prev < seq);
-        if !ordered || seq >= next_seq || seq < horizon || i >= n || last[i] != u64::MAX {
+        if !ordered || seq >= next_seq || seq < horizon || i >= n || last.get(i).is_some() {
             return Err(SavedIndexError::Inconsistent("log order"));
         }
         if live(i) == op.is_remove() {
             return Err(SavedIndexError::Inconsistent("log operations"));
         }
         removals += usize::from(op.is_remove());
-        last[i] = seq;
+        last.set(i, Some(seq));
         log.push(seq, op);
     }
     let walk_done = match r.array::<1>()? {
@@ -297,30 +324,30 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
     if r.left != 0 {
         return Err(SavedIndexError::Inconsistent("trailing bytes"));
     }
-    if !live(0) || kind[0] != EntryKind::Dir as u8 {
+    if !live(0) || kind(0) != EntryKind::Dir as u8 {
         return Err(SavedIndexError::Inconsistent("the root"));
     }
     let mut dirs: HashMap<u32, DirList> = HashMap::new();
     let mut live_count = 0u64;
     for i in (0..n).filter(|i| live(*i)) {
         live_count += 1;
-        if last[i] == u64::MAX {
+        if last.get(i).is_none() {
             return Err(SavedIndexError::Inconsistent(
                 "an entry missing from the log",
             ));
         }
-        if kind[i] == EntryKind::Dir as u8 {
+        if kind(i) == EntryKind::Dir as u8 {
             dirs.entry(i as u32).or_default();
         }
     }
     for i in (1..n).filter(|i| live(*i)) {
         let p = parent[i] as usize;
-        if p >= n || p == i || !live(p) || kind[p] != EntryKind::Dir as u8 {
+        if p >= n || p == i || !live(p) || kind(p) != EntryKind::Dir as u8 {
             return Err(SavedIndexError::Inconsistent("a parent"));
         }
         dirs.entry(p as u32).or_default().ids.push(i as u32);
     }
-    check_acyclic(&parent, &kind)?;
+    check_acyclic(&parent, &meta)?;
     // Names as a folder listing could hold them: safe, and unique per folder.
     let name_at = |i: usize| &names[name_off[i] as usize..][..usize::from(name_len[i])];
     for i in (1..n).filter(|i| live(*i)) {
@@ -358,8 +385,8 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
             let at = list
                 .ids
                 .iter()
-                .map(|&c| last[c as usize])
-                .fold(last[dir as usize], u64::max);
+                .filter_map(|&c| last.get(c as usize))
+                .fold(last.get(dir as usize).unwrap_or(0), u64::max);
             (at.saturating_add(1), dir)
         })
         .collect();
@@ -367,17 +394,15 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
     Ok(ShareIndex {
         epoch,
         parent,
-        kind,
+        meta,
         name_off,
         name_len,
         names,
         size,
         mtime,
-        mtime_nsec,
-        mode,
+        stamp,
         dev,
         ino,
-        ctime,
         last,
         generation,
         targets,
@@ -396,12 +421,16 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
 
 /// Every live entry reaches the root through live folders (parents are
 /// checked live already; this finds cycles among them).
-fn check_acyclic(parent: &[u32], kind: &[u8]) -> Result<(), SavedIndexError> {
+fn check_acyclic(parent: &[u32], meta: &[u16]) -> Result<(), SavedIndexError> {
     // 0: not seen, 1: on the current path, 2: reaches the root.
     let mut state = vec![0u8; parent.len()];
     state[0] = 2;
     let mut path = Vec::new();
-    for (start, k) in kind.iter().enumerate() {
+    for (start, k) in meta
+        .iter()
+        .map(|m| (m >> META_KIND_SHIFT) as u8)
+        .enumerate()
+    {
         if k & REMOVED != 0 {
             continue;
         }
@@ -546,11 +575,11 @@ impl<R: Read> Reader<R> {
     }
 
     /// `n` (device, inode) pairs, 8 bytes each.
-    fn dev_ino_columns(&mut self, n: usize) -> Result<(Devices, Vec<u64>), SavedIndexError> {
+    fn dev_ino_columns(&mut self, n: usize) -> Result<(Devices, Narrow), SavedIndexError> {
         if (n as u64).saturating_mul(16) > self.left {
             return Err(SavedIndexError::Truncated);
         }
-        let (mut dev, mut ino) = (Devices::with_capacity(n), Vec::with_capacity(n));
+        let (mut dev, mut ino) = (Devices::with_capacity(n), Narrow::with_capacity(n));
         self.records(n, 16, |b| {
             dev.push(u64::from_le_bytes(arr(&b[..8])));
             ino.push(u64::from_le_bytes(arr(&b[8..])));

@@ -400,12 +400,16 @@ pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
     }
     let problems = summary.refused.len() + summary.failed.len();
     // The session ended under it (its link withdrawn or expired, the sharer
-    // gone): that is the reason, with its exit code, not a retry.
+    // gone): that is the reason, with its exit code, not a retry. Its end is
+    // read after this side closed it (the end's news can come just after the
+    // failures it caused), and a session closed here is never the reason.
     if problems > 0
         && let Some(end) = client.status().ended.filter(|e| {
             !matches!(
                 e.kind(),
-                linkfs_core::FailureKind::Unreachable | linkfs_core::FailureKind::Other
+                linkfs_core::FailureKind::Unreachable
+                    | linkfs_core::FailureKind::Other
+                    | linkfs_core::FailureKind::Closed
             )
         })
     {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use std::os::unix::ffi::OsStringExt;
 
-use linkfs_core::{CTIME_UNKNOWN, IoFailure, ReadIo, ReadTarget, ctime_ns};
+use linkfs_core::{IoFailure, ReadIo, ReadTarget, ctime_ns};
 
 pub use crate::disk_entry::DiskEntry;
 use linkfs_proto::{EntryId, EntryKind, ReadErrorCode};
@@ -140,16 +140,37 @@ impl ShareRoot {
     /// The shareable entries of the folder at `rel` (empty: the root), by name.
     /// `None` if it is not a folder beneath the root any more.
     pub fn list(&self, rel: &[u8]) -> io::Result<Option<Listing>> {
+        let mut all = Vec::new();
+        let whole = self.list_in_chunks(rel, usize::MAX, |chunk| {
+            if all.is_empty() {
+                all = chunk;
+            } else {
+                all.extend(chunk);
+            }
+        })?;
+        Ok(whole.then_some(all))
+    }
+
+    /// [`ShareRoot::list`] handed out `chunk` entries at a time, so a big
+    /// folder's listing is never held whole: whether the folder was there to
+    /// list (false: gone, or not shown). An error can come after some chunks.
+    pub fn list_in_chunks(
+        &self,
+        rel: &[u8],
+        chunk: usize,
+        mut each: impl FnMut(Listing),
+    ) -> io::Result<bool> {
         if !self.shows(rel, true) {
-            return Ok(None);
+            return Ok(false);
         }
         let fd = match self.open_dir_beneath(rel) {
             Ok(fd) => fd,
-            Err(e) if gone(e) => return Ok(None),
+            Err(e) if gone(e) => return Ok(false),
             Err(e) => return Err(e.into()),
         };
         let stat_fd = fd.try_clone()?;
         let mut dir = nix::dir::Dir::from_fd(fd)?;
+        let chunk = chunk.max(1);
         let mut out = Vec::new();
         for item in dir.iter() {
             let item = item?;
@@ -172,9 +193,15 @@ impl ShareRoot {
                 && self.shows(&child(), e.kind == EntryKind::Dir)
             {
                 out.push((name.to_vec(), e));
+                if out.len() >= chunk {
+                    each(std::mem::take(&mut out));
+                }
             }
         }
-        Ok(Some(out))
+        if !out.is_empty() {
+            each(out);
+        }
+        Ok(true)
     }
 
     /// Opens a file to read beneath the root. Non-blocking: a FIFO (or a
@@ -253,12 +280,10 @@ fn check_same(meta: &std::fs::Metadata, t: &ReadTarget) -> Result<(), IoFailure>
             "the file was replaced on the sharer's disk since it was listed; the new version is on its way: read it again",
         ));
     }
-    let ctime_moved =
-        t.ctime_ns != CTIME_UNKNOWN && ctime_ns(meta.ctime(), meta.ctime_nsec()) != t.ctime_ns;
-    if ctime_moved
+    let nsec = u32::try_from(meta.mtime_nsec()).unwrap_or(0);
+    if t.stamp_differs(nsec, ctime_ns(meta.ctime(), meta.ctime_nsec()))
         || meta.len() != t.size
         || meta.mtime() != t.mtime
-        || meta.mtime_nsec() as u32 != t.mtime_nsec
     {
         return Err(changed(
             "the file changed on the sharer's disk while it was read; the new version is on its way: read it again",

@@ -35,7 +35,7 @@ use linkfs_core::{
     ReceiverConfig, StartReadError, Storage, UploadEvent, Visit, VisitConfig, VisitEvent,
     VisitStatus,
 };
-use linkfs_proto::{EntryId, UploadId};
+use linkfs_proto::{EntryId, Generation, UploadId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -68,6 +68,9 @@ pub struct Status {
     pub reconnecting: bool,
     /// New data links made after the first.
     pub reconnects: u32,
+    /// Changes applied to the whole index so far (batches of them): it moves
+    /// when an entry changes, for whoever waits on one.
+    pub changes: u64,
 }
 
 /// Makes a data link to the sharer, each time the visit asks for one.
@@ -93,6 +96,8 @@ pub enum ReadError {
 
 struct ReadCommand {
     entry: EntryId,
+    /// Only this version of the file (see [`Client::start_read`]).
+    version: Option<Generation>,
     offset: u64,
     len: u64,
     reply: oneshot::Sender<Result<Vec<u8>, ReadError>>,
@@ -259,6 +264,7 @@ impl Client {
             reconnects: 0,
             end: None,
             changes_lost: false,
+            changes_applied: 0,
             deadline: None,
             asked_connect: false,
             asked_close: false,
@@ -421,14 +427,17 @@ impl Client {
 
     /// Reads `len` bytes at `offset` of file `entry`, verified chunk by chunk.
     pub async fn read(&self, entry: EntryId, offset: u64, len: u64) -> Result<Vec<u8>, ReadError> {
-        self.start_read(entry, offset, len).await
+        self.start_read(entry, None, offset, len).await
     }
 
     /// [`Client::read`] as a future that owns what it needs, so several can be
-    /// in flight at once (pipelining).
+    /// in flight at once (pipelining). With `Some(generation)`, of that version
+    /// only: if the index holds another now, the read fails at once with
+    /// [`StartReadError::Changed`], so a download never mixes two versions.
     pub fn start_read(
         &self,
         entry: EntryId,
+        version: Option<Generation>,
         offset: u64,
         len: u64,
     ) -> impl std::future::Future<Output = Result<Vec<u8>, ReadError>> + Send + 'static {
@@ -438,6 +447,7 @@ impl Client {
             let (reply, rx) = oneshot::channel();
             let cmd = ReadCommand {
                 entry,
+                version,
                 offset,
                 len,
                 reply,
@@ -493,6 +503,7 @@ impl Client {
         let (reply, rx) = oneshot::channel();
         let cmd = ReadCommand {
             entry,
+            version: None,
             offset,
             len,
             reply,
@@ -595,6 +606,8 @@ struct VisitShell {
     end: Option<EndReason>,
     /// Changes that could not be handed over (the follower was behind).
     changes_lost: bool,
+    /// Change batches applied to the whole index ([`Status::changes`]).
+    changes_applied: u64,
     /// When the visit wants to be woken.
     deadline: Option<Millis>,
     /// The visit asked for a link / for the link to close, and the shell has
@@ -665,12 +678,18 @@ impl VisitShell {
                 }
             }
             VisitEvent::Status(status) => self.status_changed(status),
-            VisitEvent::Changed(changes) => self.forward_changes(changes),
+            VisitEvent::Changed(changes) => {
+                self.changes_applied += 1;
+                self.forward_changes(changes);
+            }
             // The sharer started over: to whoever follows, anything may have changed.
-            VisitEvent::Reset => self.forward_changes(IndexChanges {
-                changes: Vec::new(),
-                overflowed: true,
-            }),
+            VisitEvent::Reset => {
+                self.changes_applied += 1;
+                self.forward_changes(IndexChanges {
+                    changes: Vec::new(),
+                    overflowed: true,
+                });
+            }
             VisitEvent::Refused(e) => self.keep_refusal(e),
             VisitEvent::Upload(e) => {
                 let upload = match &e {
@@ -777,6 +796,7 @@ impl VisitShell {
                 ended: s.ended.clone(),
                 reconnecting: self.reconnecting,
                 reconnects: self.reconnects,
+                changes: self.changes_applied,
             };
             let changed = *s != next;
             *s = next;
@@ -785,7 +805,9 @@ impl VisitShell {
     }
 
     fn read_command(&mut self, cmd: ReadCommand) {
-        let started = self.lock().start_read(cmd.entry, cmd.offset, cmd.len);
+        let started = self
+            .lock()
+            .start_read(cmd.entry, cmd.version, cmd.offset, cmd.len);
         match started {
             Ok(handle) => {
                 self.reads.insert(

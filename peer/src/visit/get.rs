@@ -9,7 +9,7 @@
 //! - **Verified.** Bytes come from the core receiver, which checks every chunk's
 //!   BLAKE3 hash before handing it over.
 //! - **Resumable.** A file is written to a hidden part file named after the
-//!   source's name, size and mtime (`.linkfs-part.<hash>`), then given the
+//!   source's name, size, mtime and version (`.linkfs-part.<hash>`), then given the
 //!   sharer's mtime and mode and renamed into place: a file under its final name
 //!   with the sharer's size and mtime is complete, and a re-run skips it. A
 //!   re-run continues a part file from its last whole block (data is written in
@@ -52,7 +52,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use indicatif::ProgressBar;
-use linkfs_proto::{EntryId, EntryKind};
+use linkfs_core::{ReadFailure, StartReadError};
+use linkfs_proto::{Entry, EntryId, EntryKind, Generation, ReadErrorCode};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, fstatat, mkdirat};
@@ -85,6 +86,13 @@ pub const FILES_IN_FLIGHT: usize = 256;
 /// Finished files that may wait for a sync at once: no more files start while
 /// this many wait.
 pub const FINISH_WAITING: usize = 4096;
+/// A file that changed while it was fetched is fetched again, its new version
+/// whole, up to this many versions in all (a file being written all the time
+/// fails with words rather than being fetched forever).
+pub const MAX_VERSIONS: u32 = 4;
+/// How long a file that changed waits for the sharer to send its new version
+/// (its watch, or the read that found it changed, tells every visitor).
+pub const NEW_VERSION_WITHIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct GetOptions {
@@ -138,30 +146,35 @@ fn shown(path: &[u8]) -> String {
     crate::terminal::escaped_name(path)
 }
 
-/// An entry copied out of the index: (id, kind, name, size, mtime, mode, symlink target).
-type OwnedEntry = (EntryId, EntryKind, Vec<u8>, u64, i64, u32, Vec<u8>);
-
 /// One file to fetch.
 /// A folder beneath `--out`, as its path components.
 type Folder = Arc<Vec<Vec<u8>>>;
 
+#[derive(Clone)]
 struct FileJob {
     /// The folder the file goes into.
     dir: Folder,
     name: Vec<u8>,
     path: Vec<u8>,
     entry: EntryId,
+    /// Its folder in the share (a new version must still be there).
+    parent: EntryId,
     size: u64,
     mtime: i64,
     mode: u32,
+    /// The version fetched: every piece is read of it.
+    generation: Generation,
 }
 
-/// The part file's name for a version of a source file.
-fn part_name(name: &[u8], size: u64, mtime: i64) -> Vec<u8> {
+/// The part file's name for a version of a source file: its name, size,
+/// mtime and generation (a rewrite within one second at the same size is
+/// another generation, so a later run never continues the old one's part).
+fn part_name(name: &[u8], size: u64, mtime: i64, generation: Generation) -> Vec<u8> {
     let mut h = blake3::Hasher::new();
     h.update(name);
     h.update(&size.to_le_bytes());
     h.update(&mtime.to_le_bytes());
+    h.update(&generation.0.to_le_bytes());
     let hex = h.finalize().to_hex();
     format!(".linkfs-part.{}", &hex[..24]).into_bytes()
 }
@@ -301,11 +314,17 @@ pub async fn get(
         .ok_or_else(|| GetError::NotFound(options.path.clone()))?;
     if root_kind != EntryKind::Dir {
         // One file (or symlink): into --out under its own name.
-        let e = client.with_index(|ix| {
-            ix.get(root_id)
-                .map(|e| (e.size, e.mtime, e.mode, e.target.to_vec()))
-        });
-        if let Some((size, mtime, mode, target)) = e {
+        let e = client.with_index(|ix| ix.get(root_id).map(|e| e.to_entry()));
+        if let Some(Entry {
+            parent,
+            size,
+            mtime,
+            mode,
+            generation,
+            target,
+            ..
+        }) = e
+        {
             if !safe_name(&root_name) {
                 summary
                     .refused
@@ -325,9 +344,11 @@ pub async fn get(
                     name: root_name.clone(),
                     path: root_name,
                     entry: root_id,
+                    parent,
                     size,
                     mtime,
                     mode,
+                    generation,
                 };
                 add_job(job, &out_fd, &mut summary);
             }
@@ -349,25 +370,26 @@ pub async fn get(
                     continue;
                 }
             };
-            let children: Vec<OwnedEntry> = client.with_index(|ix| {
+            let children: Vec<Entry> = client.with_index(|ix| {
                 ix.children(dir)
                     .iter()
                     .filter_map(|&c| ix.get(EntryId(c)))
-                    .map(|e| {
-                        (
-                            e.id,
-                            e.kind,
-                            e.name.to_vec(),
-                            e.size,
-                            e.mtime,
-                            e.mode,
-                            e.target.to_vec(),
-                        )
-                    })
+                    .map(|e| e.to_entry())
                     .collect()
             });
             let mut subdirs = Vec::new();
-            for (id, kind, name, size, mtime, mode, target) in children {
+            for child in children {
+                let Entry {
+                    id,
+                    kind,
+                    name,
+                    size,
+                    mtime,
+                    mode,
+                    generation,
+                    target,
+                    ..
+                } = child;
                 let mut path = prefix.clone();
                 if !path.is_empty() {
                     path.push(b'/');
@@ -399,9 +421,11 @@ pub async fn get(
                             name,
                             path,
                             entry: id,
+                            parent: dir,
                             size,
                             mtime,
                             mode,
+                            generation,
                         };
                         add_job(job, &fd, &mut summary);
                     }
@@ -456,7 +480,7 @@ pub async fn get(
                 let path = job.path.clone();
                 (
                     path,
-                    fetch_file(&client, &out, job, umask, &bar, &budget).await,
+                    fetch_latest(&client, &out, job, umask, &bar, &budget).await,
                 )
             });
         }
@@ -567,6 +591,136 @@ enum FetchError {
     WrongLength { got: usize, want: u64 },
     #[error("a read task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error("it was removed from the share while it was being fetched")]
+    Removed,
+    #[error("it is no longer a file in the share")]
+    NoLongerAFile,
+    #[error(
+        "it was renamed or moved in the share while it was being fetched; run the command again"
+    )]
+    Moved,
+    #[error(
+        "the file changed since it was listed, and the sharer did not send its new version within {} s; run the command again",
+        NEW_VERSION_WITHIN.as_secs()
+    )]
+    NoNewVersion,
+    #[error(
+        "the file kept changing while it was fetched ({MAX_VERSIONS} versions); run the command again once it is no longer being written"
+    )]
+    KeptChanging,
+}
+
+impl FetchError {
+    /// The file changed since the version being fetched was listed.
+    fn is_changed(&self) -> bool {
+        use super::ReadError;
+        matches!(
+            self,
+            FetchError::Read(ReadError::Failed(ReadFailure::Refused(
+                _,
+                ReadErrorCode::Changed
+            ))) | FetchError::Read(ReadError::NotStarted(StartReadError::Changed { .. }))
+                | FetchError::Read(ReadError::Failed(ReadFailure::NotStarted(
+                    StartReadError::Changed { .. }
+                )))
+        )
+    }
+}
+
+/// Fetches `job`; when the file changes under the fetch (the sharer refuses
+/// the version asked for, or the index moves on), its part file is dropped and
+/// the new version fetched whole once the index has it, up to
+/// [`MAX_VERSIONS`] in all. Never a file of two versions' bytes.
+async fn fetch_latest(
+    client: &Client,
+    out: &OwnedFd,
+    mut job: FileJob,
+    umask: u32,
+    bar: &ProgressBar,
+    budget: &Arc<Semaphore>,
+) -> Result<Finished, FetchError> {
+    let mut versions = 1;
+    loop {
+        let mut counted = 0;
+        let fetched = fetch_file(client, out, job.clone(), umask, bar, budget, &mut counted);
+        let error = match fetched.await {
+            Err(error) if error.is_changed() => error,
+            done => return done,
+        };
+        tracing::info!(path = %shown(&job.path), %error, "the file changed while it was fetched");
+        drop_part(out, &job);
+        // The old version leaves the progress bar: its length and what was counted of it.
+        bar.dec(counted);
+        bar.dec_length(job.size);
+        if versions >= MAX_VERSIONS {
+            return Err(FetchError::KeptChanging);
+        }
+        job = next_version(client, job, NEW_VERSION_WITHIN).await?;
+        bar.inc_length(job.size);
+        versions += 1;
+    }
+}
+
+/// Removes the part file of a version no longer shared (best effort: a
+/// left one is only a hidden file a later run ignores).
+fn drop_part(out: &OwnedFd, job: &FileJob) {
+    let part = part_name(&job.name, job.size, job.mtime, job.generation);
+    if let Ok(dir) = open_folder(out, &job.dir) {
+        let _ = nix::unistd::unlinkat(
+            &dir,
+            std::ffi::OsStr::from_bytes(&part),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+    }
+}
+
+/// Waits (up to `within`) for the index to hold another version of `job`'s
+/// file than the one that changed, and makes the job for it.
+async fn next_version(
+    client: &Client,
+    job: FileJob,
+    within: Duration,
+) -> Result<FileJob, FetchError> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut watch = client.watch();
+    loop {
+        // Marked seen before the look, so a change after it wakes us.
+        let (ended, complete) = {
+            let s = watch.borrow_and_update();
+            (s.ended.clone(), s.complete)
+        };
+        let now = client.with_index(|ix| {
+            ix.get(job.entry).map(|e| {
+                let same_place = e.parent == job.parent && e.name == job.name.as_slice();
+                (e.kind, same_place, e.generation, e.size, e.mtime, e.mode)
+            })
+        });
+        match now {
+            // The sharer starting over sends its index again: wait for it whole.
+            None if !complete => {}
+            None => return Err(FetchError::Removed),
+            Some((_, false, ..)) if complete => return Err(FetchError::Moved),
+            Some((_, false, ..)) => {}
+            Some((kind, ..)) if kind != EntryKind::File => return Err(FetchError::NoLongerAFile),
+            Some((_, _, generation, size, mtime, mode)) if generation != job.generation => {
+                return Ok(FileJob {
+                    size,
+                    mtime,
+                    mode,
+                    generation,
+                    ..job
+                });
+            }
+            Some(_) => {}
+        }
+        if let Some(reason) = ended {
+            return Err(FetchError::Read(super::ReadError::Ended(reason)));
+        }
+        match tokio::time::timeout_at(deadline, watch.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => return Err(FetchError::NoNewVersion),
+        }
+    }
 }
 
 /// Turns a local failure (an `io::Error` or an errno) into a [`FetchError`]
@@ -600,8 +754,9 @@ async fn fetch_file(
     umask: u32,
     bar: &ProgressBar,
     budget: &Arc<Semaphore>,
+    counted: &mut u64,
 ) -> Result<Finished, FetchError> {
-    let part = part_name(&job.name, job.size, job.mtime);
+    let part = part_name(&job.name, job.size, job.mtime, job.generation);
     let part_os = std::ffi::OsStr::from_bytes(&part);
     // A file of one piece or less has nothing to resume: its bytes are fetched
     // first and its part file written whole, so the many small files in flight
@@ -613,7 +768,9 @@ async fn fetch_file(
             .acquire_many_owned(units)
             .await
             .map_err(|_| local("hold the piece in memory")(std::io::ErrorKind::Other))?;
-        let data = client.start_read(job.entry, 0, job.size).await?;
+        let data = client
+            .start_read(job.entry, Some(job.generation), 0, job.size)
+            .await?;
         if data.len() as u64 != job.size {
             return Err(FetchError::WrongLength {
                 got: data.len(),
@@ -639,6 +796,7 @@ async fn fetch_file(
         file.set_len(0).map_err(local("trim the part file"))?;
         file.write_all(&data).map_err(local("write"))?;
         bar.inc(job.size);
+        *counted += job.size;
         let fetched = job.size;
         return finish_part(file, job, part, umask, fetched);
     }
@@ -649,6 +807,7 @@ async fn fetch_file(
     file.seek(SeekFrom::Start(offset))
         .map_err(local("seek in the part file"))?;
     bar.inc(offset);
+    *counted += offset;
     let resumed = offset;
     let mut next = offset;
     let mut in_flight = VecDeque::new();
@@ -670,7 +829,7 @@ async fn fetch_file(
                     Err(_) => break,
                 }
             };
-            let read = tokio::spawn(client.start_read(job.entry, next, len));
+            let read = tokio::spawn(client.start_read(job.entry, Some(job.generation), next, len));
             in_flight.push_back((len, read, held));
             next += len;
         }
@@ -687,6 +846,7 @@ async fn fetch_file(
         file.write_all(&data).map_err(local("write"))?;
         offset += len;
         bar.inc(len);
+        *counted += len;
     }
     let fetched = job.size - resumed;
     finish_part(file, job, part, umask, fetched)

@@ -399,7 +399,9 @@ impl LinkFs {
         }
         let len = BLOCK.min(size - offset);
         s.blocks.insert(key, Slot::Loading);
-        let read = self.client.start_read(EntryId(key.entry), offset, len);
+        let read = self
+            .client
+            .start_read(EntryId(key.entry), None, offset, len);
         let cache = self.cache.clone();
         self.runtime.spawn(async move {
             cache.fill(key, read.await);

@@ -52,6 +52,7 @@ fn main() -> anyhow::Result<()> {
     let (mut encode_s, mut apply_s) = (0.0, 0.0);
     let mut wire = 0u64;
     let mut batches = 0u64;
+    let mut in_columns = 0u64;
     loop {
         let mut moved = false;
         while let Some(f) = receiver.poll_transmit(Millis(0)) {
@@ -65,6 +66,7 @@ fn main() -> anyhow::Result<()> {
             if f[0] == linkfs_proto::FRAME_INDEX_BATCH {
                 wire += f.len() as u64;
                 batches += 1;
+                in_columns += u64::from(linkfs_proto::BatchReader::new(&f)?.in_columns());
             }
             let t = Instant::now();
             receiver.handle_frame(Millis(0), &f);
@@ -120,6 +122,7 @@ fn main() -> anyhow::Result<()> {
         "walk_seconds": walk_s,
         "walk_errors": summary.error_count,
         "batches": batches,
+        "batches_in_columns": in_columns,
         "wire_bytes_per_entry": wire as f64 / entries.max(1) as f64,
         "encode_seconds": encode_s,
         "apply_seconds": apply_s,

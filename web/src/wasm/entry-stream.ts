@@ -4,7 +4,8 @@
 // stream's reader stays under WINDOW. Memory is bounded by the reader's pace,
 // whatever the file's size. Reads keep going across a dropped connection (the
 // session resumes them at their byte); a file that changes on the sharer's side,
-// or a session that ends, errors the stream with the reason.
+// or a session that ends, errors the stream with the reason (the reader pins each
+// file's version: see `rangeReader` in worker.ts).
 
 import type { EntryId, ReadHandle } from '../api.ts';
 

@@ -8,7 +8,7 @@
 
 /// <reference lib="webworker" />
 
-import init, { FileHasher, Visit, type VisitOutput } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
+import init, { FileHasher, type SearchBatch, Visit, type VisitOutput } from '../../../core-wasm/pkg/linkfs_core_wasm.js';
 import wasmUrl from '../../../core-wasm/pkg/linkfs_core_wasm_bg.wasm?url';
 import type { EntryId, EntryRow, ReadHandle, TransferSource } from '../api';
 import { entryStream, MEDIA, BULK, type RangeReader, type ReadSink } from './entry-stream';
@@ -162,11 +162,27 @@ function handleOutput(out: Exclude<VisitOutput, { type: 'send' }>, v: Visit): vo
   }
 }
 
-/** Range reads on the visit, their events routed to `sink`; `counted` hears every byte read. */
-function rangeReader(v: Visit, counted: (bytes: number) => void = () => undefined): RangeReader {
+/** A transfer's range reads, pinned to the versions its files had when it was planned. */
+interface PinnedReader extends RangeReader {
+  /** Reads of `entry` from now on ask for the version the index holds now. */
+  pin(entry: EntryId): void;
+}
+
+/**
+ * Range reads on the visit, their events routed to `sink`; `counted` hears every byte
+ * read. A pinned file's ranges are all read at the version it was pinned at: if it
+ * changes meanwhile, the next range is refused as changed (and so is one already
+ * asked for, by the sharer), so a save never holds two versions' bytes.
+ */
+function rangeReader(v: Visit, counted: (bytes: number) => void = () => undefined): PinnedReader {
+  const pinned = new Map<EntryId, number>();
   return {
+    pin(entry) {
+      const version = v.version(entry);
+      if (version !== undefined) pinned.set(entry, version);
+    },
     start(entry, offset, len, sink) {
-      const h = v.startRead(entry, offset, len);
+      const h = v.startRead(entry, offset, len, pinned.get(entry));
       sinks.set(h, {
         data: (bytes) => {
           counted(bytes.byteLength);
@@ -243,6 +259,7 @@ function sourceOf(
     if (row.kind !== 'file') throw new Error(`"${row.name}" is not a file.`);
     const size = row.size;
     const ahead = media ? MEDIA : BULK;
+    reader.pin(source.id);
     return { name: row.name, reader, bytes: { size, ownsChunks: true, open: (start, end) => entryStream(reader, source.id, start, end, ahead) } };
   }
   const roots: EntryRow[] = [];
@@ -252,6 +269,8 @@ function sourceOf(
     roots.push(row);
   }
   const { plan, members } = planZip(roots, listChildren(v), source.name.replace(/\.zip$/i, ''));
+  // Planned and pinned in one task of this worker: no index change comes between.
+  for (const m of members) reader.pin(m.id);
   return { name: source.name, reader, bytes: zipSource(reader, plan, members), zip: plan, members };
 }
 
@@ -467,46 +486,66 @@ function handle(message: ToWorker, v: Visit): void {
   }
 }
 
-/** Entry slots one search step scans (a few ms), between which other messages run. */
-const SEARCH_STEP_SLOTS = 40_000;
+/** Entry slots one search step scans (about a millisecond). */
+const SEARCH_STEP_SLOTS = 10_000;
+/** Steps run back to back for at most this long before the worker yields to other messages, ms. */
+const SEARCH_SLICE_MS = 8;
 /** Hits per message to the page, at most. */
 const SEARCH_HITS_PER_MESSAGE = 250;
 /** How often a search asks again while the saved index is still being restored, ms. */
 const SEARCH_WAIT_MS = 20;
 let searching: { id: number; handle: number } | null = null;
 
-/** Runs a search step by step, posting what each step found, until done or replaced. */
+/**
+ * Yields to the worker's other messages and comes back at once. A message on a
+ * channel, not `setTimeout(f, 0)`: nested timers are clamped to 4 ms each, which
+ * cost a search over a million names a hundred milliseconds of waiting.
+ */
+const yieldChannel = new MessageChannel();
+const afterYield: (() => void)[] = [];
+yieldChannel.port1.onmessage = () => afterYield.shift()?.();
+function yieldThen(f: () => void): void {
+  afterYield.push(f);
+  yieldChannel.port2.postMessage(null);
+}
+
+/** Runs a search in slices of steps, posting what each slice found, until done or replaced. */
 function startSearch(id: number, query: string, v: Visit): void {
   const run = { id, handle: v.searchStart(query) };
   searching = run;
-  const step = (): void => {
+  const slice = (): void => {
     if (searching !== run) return;
+    const from = performance.now();
+    let rows: SearchBatch['rows'] = [];
     let batch;
-    try {
-      batch = v.searchStep(run.handle, SEARCH_STEP_SLOTS);
-    } catch (error) {
-      searching = null;
-      post({ type: 'search-results', id, batch: { rows: [], scanned: 0, total: 0, done: true, truncated: false } });
-      console.warn('linkfs: search failed', error);
-      return;
+    for (;;) {
+      try {
+        batch = v.searchStep(run.handle, SEARCH_STEP_SLOTS);
+      } catch (error) {
+        searching = null;
+        post({ type: 'search-results', id, batch: { rows: [], scanned: 0, total: 0, done: true, truncated: false } });
+        console.warn('linkfs: search failed', error);
+        return;
+      }
+      // Nothing scanned and not done: the visit waits for the whole index.
+      if (!batch.done && batch.total === 0) {
+        setTimeout(slice, SEARCH_WAIT_MS);
+        return;
+      }
+      rows = rows.length === 0 ? batch.rows : rows.concat(batch.rows);
+      if (batch.done || performance.now() - from >= SEARCH_SLICE_MS || rows.length >= SEARCH_HITS_PER_MESSAGE * 4) break;
     }
     // At most SEARCH_HITS_PER_MESSAGE hits per message: the page decodes each
     // message on its main thread, which must never be busy for long.
-    // Nothing scanned and not done: the visit waits for the whole index.
-    if (!batch.done && batch.total === 0) {
-      setTimeout(step, SEARCH_WAIT_MS);
-      return;
-    }
-    const rows = batch.rows;
     for (let at = 0; at + SEARCH_HITS_PER_MESSAGE < rows.length; at += SEARCH_HITS_PER_MESSAGE) {
       post({ type: 'search-results', id, batch: { ...batch, rows: rows.slice(at, at + SEARCH_HITS_PER_MESSAGE), done: false, truncated: false } });
     }
     const last = rows.length > SEARCH_HITS_PER_MESSAGE ? rows.slice(rows.length - (rows.length % SEARCH_HITS_PER_MESSAGE || SEARCH_HITS_PER_MESSAGE)) : rows;
     post({ type: 'search-results', id, batch: { ...batch, rows: last } });
     if (batch.done) searching = null;
-    else setTimeout(step, 0);
+    else yieldThen(slice);
   };
-  step();
+  slice();
 }
 
 async function open(key: string): Promise<void> {
