@@ -46,6 +46,7 @@
 //! | rooms | 10,000 | `too-many-rooms`, close |
 //! | WebSockets | 20,000 | HTTP 503 before the upgrade |
 //! | other TCP connections | 1,024 more | not accepted until one closes |
+//! | connections waiting to be accepted | 4,096 ([`LISTEN_BACKLOG`], [`bind`]; capped by the kernel's `somaxconn`) | the kernel drops the SYN; the client retries in 1 s |
 //! | connections without a complete first request head, per address | 16 | the oldest of them is dropped |
 //! | such connections from everyone | a quarter of the open-file limit (at least 64) | the oldest is dropped; and when `accept` runs out of descriptors, the oldest 16 |
 //! | a silent TCP connection (HTTP keep-alive, half-sent request, dead peer) | 90 s without a byte | dropped |
@@ -100,6 +101,7 @@ pub use config::{BadRedisUrl, ConfigError, IpNetwork, Limits, NotAnIpNetwork, Re
 pub use error::{AppError, RelayError};
 pub use fleet::RedisUnreachable;
 pub use http::{CONTENT_SECURITY_POLICY, app};
+pub use listener::{LISTEN_BACKLOG, bind};
 pub use metrics::{Metrics, Rejection};
 pub use state::RelayState;
 pub use turn::{DEFAULT_TURN_LIFETIME, TurnConfig};

@@ -49,6 +49,30 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
+/// The accept backlog asked of the kernel (Linux caps it at
+/// `net.core.somaxconn`, 4,096 by default since 5.4).
+///
+/// Tokio's `TcpListener::bind` asks for 1,024. While the relay admits and drops a
+/// flood's connections, the flood's reconnects wait in this queue; once it is
+/// full the kernel drops new SYNs, and a real visitor's connect then waits for
+/// TCP's first SYN retransmission, a whole second. A queue longer than a flood
+/// that keeps about a thousand sockets going keeps every visitor's SYN.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listening socket on `addr` with [`LISTEN_BACKLOG`] (address reuse on, as
+/// tokio's own `bind` sets it).
+pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// How the listener bounds its sockets (from `Limits`).
 #[derive(Debug, Clone)]
 pub(crate) struct ListenerLimits {
@@ -482,6 +506,44 @@ mod tests {
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn a_visitor_connects_at_once_while_1100_connections_wait_to_be_accepted() {
+        // A flood's reconnects queue while the relay admits and drops; with
+        // tokio's backlog of 1,024 the kernel dropped the SYNs past it, and a
+        // visitor's connect waited a whole second for TCP to send its SYN again.
+        linkfs_process::raise_open_file_limit();
+        // The kernel caps any backlog at somaxconn (4,096 on Linux since 5.4).
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4096);
+        let waiting = 1100.min(somaxconn.saturating_sub(2));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = runtime
+            .block_on(bind("127.0.0.1:0".parse().unwrap()))
+            .unwrap();
+        let to = listener.local_addr().unwrap();
+        let within = Duration::from_millis(500);
+        let mut held = Vec::with_capacity(waiting + 1);
+        for n in 0..=waiting {
+            let started = std::time::Instant::now();
+            let connected = std::net::TcpStream::connect_timeout(&to, within);
+            assert!(
+                connected.is_ok(),
+                "connection {n} (of {waiting} left waiting, then a visitor's) was not taken \
+                 within {within:?} ({:?}, after {:?}): the listen backlog is shorter than \
+                 LISTEN_BACKLOG",
+                connected.err(),
+                started.elapsed()
+            );
+            held.push(connected.unwrap());
+        }
+        drop(listener);
     }
 
     #[test]

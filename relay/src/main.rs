@@ -9,7 +9,6 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use linkfs_proto::signal::IceServer;
 use linkfs_relay::{Limits, RelayConfig};
-use tokio::net::TcpListener;
 
 /// Signaling relay and web app server for linkfs.
 ///
@@ -147,7 +146,7 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let config = config(&args)?;
     raise_open_file_limit(&config);
-    let listener = TcpListener::bind(args.bind)
+    let listener = linkfs_relay::bind(args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
     let relay = linkfs_relay::spawn(listener, config).await?;

@@ -169,7 +169,7 @@ async fn start_embedded(
     relay_config
         .validate()
         .map_err(|e| ShareError::Relay(e.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(bind)
+    let listener = linkfs_relay::bind(bind)
         .await
         .map_err(|source| ShareError::RelayBind { bind, source })?;
     let relay = linkfs_relay::spawn(listener, relay_config)
