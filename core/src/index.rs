@@ -38,7 +38,9 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+mod packed;
 mod snapshot;
+use packed::Packed;
 pub use snapshot::{PART_SLOTS, SnapshotCursor, SnapshotError, SnapshotParts, SnapshotRestorer};
 
 use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
@@ -242,11 +244,11 @@ struct View {
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct Index {
-    parent: Column<u32>,
-    meta: Column<u16>,
-    name_off: Column<u32>,
+    parent: Packed<u32, true, true>,
+    meta: Packed<u16, true, false>,
+    name_off: Packed<u32, false, true>,
     name_len: Column<u8>,
-    size: Column<u32>,
+    size: Packed<u32, true, true>,
     mtime: Column<u32>,
     names: NameArena,
     long_names: HashMap<u32, u16>,
@@ -449,22 +451,19 @@ impl Index {
         while i < to {
             let page = i / PAGE;
             let page_end = ((page + 1) * PAGE).min(to);
-            let Some(meta) = self.meta.pages.get(page) else {
+            if page >= self.name_len.pages.len() {
                 i = page_end;
                 continue;
-            };
-            let lens = self.name_len.pages.get(page);
-            let offs = self.name_off.pages.get(page);
+            }
+            let lens = &self.name_len.pages[page];
             for j in i..page_end {
                 let k = j % PAGE;
-                if meta[k] & PRESENT == 0 {
+                if self.meta.get(j) & PRESENT == 0 {
                     continue;
                 }
-                let name = match (lens, offs) {
-                    (Some(l), Some(o)) if l[k] != NAME_LEN_BIG => {
-                        self.names.get(o[k], l[k] as usize)
-                    }
-                    _ => self.name_at(j),
+                let name = match lens[k] {
+                    NAME_LEN_BIG => self.name_at(j),
+                    len => self.names.get(self.name_off.get(j), len as usize),
                 };
                 if !visit(j as u32, name) {
                     return;

@@ -583,12 +583,14 @@ impl SnapshotRestorer {
         self.index.long_names.extend(long_names);
         for page in 0..count.div_ceil(PAGE) {
             let (a, b) = (page * PAGE, ((page + 1) * PAGE).min(count));
-            push_page(&mut self.index.parent, (a..b).map(|k| u32_at(parent, k)));
-            push_page(&mut self.index.meta, (a..b).map(meta_at));
+            self.index
+                .parent
+                .push_page((a..b).map(|k| u32_at(parent, k)));
+            self.index.meta.push_page((a..b).map(meta_at));
             push_page(&mut self.index.name_len, name_len[a..b].iter().copied());
-            push_page(&mut self.index.size, (a..b).map(|k| u32_at(size, k)));
+            self.index.size.push_page((a..b).map(|k| u32_at(size, k)));
             push_page(&mut self.index.mtime, (a..b).map(|k| u32_at(mtime, k)));
-            push_page(&mut self.index.name_off, offs[a..b].iter().copied());
+            self.index.name_off.push_page(offs[a..b].iter().copied());
         }
         for k in 0..count {
             let m = meta_at(k);
