@@ -270,6 +270,24 @@ pub struct Index {
     journal: Option<Journal>,
 }
 
+/// What a directory's children are sorted by: directories first, then by
+/// name in display order, then by id.
+struct ChildKey<'a> {
+    is_dir: bool,
+    name: &'a [u8],
+    id: u32,
+}
+
+impl ChildKey<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .is_dir
+            .cmp(&self.is_dir)
+            .then_with(|| display_cmp(self.name, other.name))
+            .then_with(|| self.id.cmp(&other.id))
+    }
+}
+
 /// Where an entry was or is: its parent and its name.
 pub type Place = (EntryId, Box<[u8]>);
 
@@ -833,12 +851,13 @@ impl Index {
             .then_with(|| display_cmp(self.name_at(i), name))
     }
 
-    fn child_cmp(&self, a: u32, b: u32) -> Ordering {
-        let (ia, ib) = (a as usize, b as usize);
-        self.is_dir_at(ib)
-            .cmp(&self.is_dir_at(ia))
-            .then_with(|| display_cmp(self.name_at(ia), self.name_at(ib)))
-            .then_with(|| a.cmp(&b))
+    fn child_key(&self, id: u32) -> ChildKey<'_> {
+        let i = id as usize;
+        ChildKey {
+            is_dir: self.is_dir_at(i),
+            name: self.name_at(i),
+            id,
+        }
     }
 
     fn settle_all(&mut self) {
@@ -858,21 +877,26 @@ impl Index {
         }
         let mut children = std::mem::take(&mut d.children);
         let n = d.sorted;
-        let mut tail = children.split_off(n);
-        tail.sort_unstable_by(|a, b| self.child_cmp(*a, *b));
+        let tail = children.split_off(n);
+        // Each new child's sort fields read once (they are read again at
+        // every comparison otherwise).
+        let mut tail: Vec<ChildKey<'_>> = tail.into_iter().map(|c| self.child_key(c)).collect();
+        tail.sort_unstable_by(ChildKey::cmp);
         let total = n + tail.len();
         children.resize(total, 0);
         // From the back: each new child goes after the sorted ones not greater
         // than it; the block in between moves right in one copy.
         let (mut i, mut k) = (n, total);
-        for &t in tail.iter().rev() {
-            let p = children[..i].partition_point(|c| self.child_cmp(*c, t) != Ordering::Greater);
+        for t in tail.iter().rev() {
+            let p =
+                children[..i].partition_point(|c| self.child_key(*c).cmp(t) != Ordering::Greater);
             children.copy_within(p..i, k - (i - p));
             k -= i - p;
             i = p;
             k -= 1;
-            children[k] = t;
+            children[k] = t.id;
         }
+        drop(tail);
         let dirs = children.partition_point(|c| self.is_dir_at(*c as usize));
         if let Some(d) = self.dirs.get_mut(&dir) {
             d.children = children;

@@ -91,7 +91,7 @@ impl<T: Cell> Page<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&self, k: usize) -> T {
         match self {
             Page::Same(v) => *v,
@@ -239,11 +239,12 @@ impl<T: Cell, const DICT: bool, const NEAR: bool> Packed<T, DICT, NEAR> {
         near: NEAR,
     };
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn get(&self, i: usize) -> T {
-        self.pages
-            .get(i / PAGE)
-            .map_or_else(T::default, |p| p.get(i % PAGE))
+        match self.pages.get(i / PAGE) {
+            Some(p) => p.get(i % PAGE),
+            None => T::default(),
+        }
     }
 
     pub(super) fn set(&mut self, i: usize, v: T) {
