@@ -15,6 +15,14 @@
 //!   child list (4). Values that do not fit (files of 4 GiB and more, mtimes
 //!   before 1970 or after 2106, names over 254 bytes, more than 8,190
 //!   distinct modes) go to small side tables.
+//! - **Packed pages.** The parent, the kind and mode, the size and the name
+//!   offset are held narrower still, page by page (the `packed` module): a
+//!   page of one value costs nothing per entry (every file empty), one of at
+//!   most 256 values a byte (a page's entries are siblings from a few
+//!   folders, with a few modes), and offsets that grow a name at a time 2
+//!   bytes from a base per 256 entries. A page only ever widens, and never
+//!   past the plain width. On a generated tree of empty files that takes the
+//!   index from 46 to 36 bytes an entry; with sizes of 0-4 KiB, 47 to 42.
 //! - **Children kept sorted.** Each directory lists its children in display
 //!   order: directories first, then by name (ASCII case folded, then bytes).
 //!   New children are appended and merged in at the end of each batch: the

@@ -161,24 +161,26 @@ impl<T: Cell> Page<T> {
         if at_least <= 2 && forms.near && size_of::<T>() > 2 {
             let mut bases = Vec::with_capacity(BLOCKS);
             let fits = values.chunks(BLOCK).all(|block| {
-                let set = || {
-                    block
-                        .iter()
-                        .filter(|v| **v != T::default())
-                        .map(|v| v.to_u32())
-                };
-                let lo = set().min().unwrap_or(0);
-                let hi = set().max().unwrap_or(0);
+                // Over the values written (a 0 is `NEAR_ZERO`, whatever the base).
+                let (mut lo, mut hi) = (u32::MAX, 0);
+                for v in block {
+                    let x = v.to_u32();
+                    if x != 0 {
+                        lo = lo.min(x);
+                        hi = hi.max(x);
+                    }
+                }
+                let lo = if lo == u32::MAX { 0 } else { lo };
                 bases.push(lo);
-                hi - lo < u32::from(NEAR_ZERO)
+                hi.saturating_sub(lo) < u32::from(NEAR_ZERO)
             });
             if fits {
                 let offsets = values
                     .iter()
                     .enumerate()
-                    .map(|(k, v)| match *v == T::default() {
-                        true => NEAR_ZERO,
-                        false => (v.to_u32() - bases[k / BLOCK]) as u16,
+                    .map(|(k, v)| match v.to_u32() {
+                        0 => NEAR_ZERO,
+                        x => (x - bases[k / BLOCK]) as u16,
                     })
                     .collect();
                 return Page::Near {
