@@ -48,6 +48,7 @@ use std::collections::HashMap;
 
 mod packed;
 mod snapshot;
+pub use packed::PAGE;
 use packed::Packed;
 pub use snapshot::{PART_SLOTS, SnapshotCursor, SnapshotError, SnapshotParts, SnapshotRestorer};
 
@@ -56,8 +57,6 @@ use linkfs_proto::{
     BatchHeader, BatchReader, DecodeError, Entry, EntryId, EntryKind, EntryView, Generation, OpView,
 };
 
-/// Entries per column page.
-pub const PAGE: usize = 4096;
 /// Bytes per name-arena page (a name never spans pages).
 const NAME_PAGE: usize = 64 * 1024;
 /// How many listings in other orders than by name are kept.

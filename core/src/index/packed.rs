@@ -21,7 +21,8 @@
 //! at most 256). A page built whole (a snapshot restored) takes the narrowest
 //! form at once. The widest a column gets is what a plain column of `T` costs.
 
-use super::PAGE;
+/// Entries per column page (of every column of the index, packed or not).
+pub const PAGE: usize = 4096;
 
 /// Entries sharing one base in a `Near` page.
 const BLOCK: usize = 256;
