@@ -62,7 +62,7 @@ impl EntryRow {
         EntryRow {
             id: e.id.0,
             parent: e.parent.0,
-            name: String::from_utf8_lossy(e.name).into_owned(),
+            name: String::from_utf8_lossy(&e.name).into_owned(),
             kind: match e.kind {
                 EntryKind::Dir => Kind::Dir,
                 EntryKind::Symlink => Kind::Symlink,

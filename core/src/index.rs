@@ -23,6 +23,12 @@
 //!   bytes from a base per 256 entries. A page only ever widens, and never
 //!   past the plain width. On a generated tree of empty files that takes the
 //!   index from 46 to 36 bytes an entry; with sizes of 0-4 KiB, 47 to 42.
+//! - **Names coded.** From [`LEARN_AT`] entries on, names are held coded
+//!   one by one with a symbol table learned from the index's own names
+//!   (FSST, the `names` module): on that tree 21 bytes a name become about
+//!   14, and the index 36 bytes an entry 29. A name is read by decoding it
+//!   into a [`Name`] on the stack; loops that read many decode into one
+//!   buffer.
 //! - **Children kept sorted.** Each directory lists its children in display
 //!   order: directories first, then by name (ASCII case folded, then bytes).
 //!   New children are appended and merged in at the end of each batch: the
@@ -46,8 +52,11 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+mod names;
 mod packed;
 mod snapshot;
+pub use names::{INLINE_NAME, LEARN_AT, Name};
+use names::{NAME_LEN_BIG, NameArena, NameBuf, Stored, SymbolTable};
 pub use packed::PAGE;
 use packed::Packed;
 pub use snapshot::{PART_SLOTS, SnapshotCursor, SnapshotError, SnapshotParts, SnapshotRestorer};
@@ -57,8 +66,6 @@ use linkfs_proto::{
     BatchHeader, BatchReader, DecodeError, Entry, EntryId, EntryKind, EntryView, Generation, OpView,
 };
 
-/// Bytes per name-arena page (a name never spans pages).
-const NAME_PAGE: usize = 64 * 1024;
 /// How many listings in other orders than by name are kept.
 pub const MAX_CACHED_VIEWS: usize = 4;
 
@@ -67,7 +74,6 @@ const PRESENT: u16 = 4;
 const MODE_SHIFT: u16 = 3;
 /// Mode-table index meaning "the mode is in the side table".
 const MODE_BIG: u16 = (1 << 13) - 1;
-const NAME_LEN_BIG: u8 = u8::MAX;
 const U32_BIG: u32 = u32::MAX;
 
 /// How a listing is ordered (directories always come first).
@@ -136,7 +142,7 @@ pub struct EntryRef<'a> {
     pub id: EntryId,
     pub parent: EntryId,
     pub kind: EntryKind,
-    pub name: &'a [u8],
+    pub name: Name<'a>,
     pub size: u64,
     pub mtime: i64,
     pub mode: u32,
@@ -190,43 +196,6 @@ impl<T: Copy + Default> Column<T> {
     }
 }
 
-/// Name bytes in pages of [`NAME_PAGE`]; an offset is `page * NAME_PAGE + byte`.
-#[derive(Debug, Default)]
-struct NameArena {
-    pages: Vec<Vec<u8>>,
-    dead: usize,
-}
-
-impl NameArena {
-    fn push(&mut self, name: &[u8]) -> u32 {
-        let fits = self
-            .pages
-            .last()
-            .is_some_and(|p| p.len() + name.len() <= NAME_PAGE);
-        if !fits {
-            self.pages.push(Vec::with_capacity(NAME_PAGE));
-        }
-        let page = self.pages.len() - 1;
-        // Just ensured there is a last page.
-        let p = &mut self.pages[page];
-        let off = p.len();
-        p.extend_from_slice(name);
-        (page * NAME_PAGE + off) as u32
-    }
-
-    fn get(&self, off: u32, len: usize) -> &[u8] {
-        let (page, at) = (off as usize / NAME_PAGE, off as usize % NAME_PAGE);
-        self.pages
-            .get(page)
-            .and_then(|p| p.get(at..at + len))
-            .unwrap_or(&[])
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.pages.iter().map(Vec::capacity).sum::<usize>() + self.pages.capacity() * 24
-    }
-}
-
 #[derive(Debug, Default)]
 struct Dir {
     /// Display order up to `sorted`, then children not merged in yet.
@@ -275,23 +244,52 @@ pub struct Index {
     views: Vec<View>,
     view_clock: u64,
     journal: Option<Journal>,
+    /// The names' symbol table was learned (or tried): see [`LEARN_AT`].
+    names_learned: bool,
+    /// Entries at which to learn it, if not [`LEARN_AT`].
+    learn_at: Option<usize>,
 }
 
 /// What a directory's children are sorted by: directories first, then by
-/// name in display order, then by id.
-struct ChildKey<'a> {
+/// name in display order, then by id. The name is a range of a buffer of
+/// names read once ([`ChildKeys`]).
+#[derive(Clone, Copy)]
+struct ChildKey {
     is_dir: bool,
-    name: &'a [u8],
+    at: u32,
+    len: u16,
     id: u32,
 }
 
-impl ChildKey<'_> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .is_dir
-            .cmp(&self.is_dir)
-            .then_with(|| display_cmp(self.name, other.name))
-            .then_with(|| self.id.cmp(&other.id))
+/// The sort keys of a directory's new children, their names decoded once
+/// into one buffer (not once per comparison, nor a buffer each).
+#[derive(Default)]
+struct ChildKeys {
+    keys: Vec<ChildKey>,
+    names: Vec<u8>,
+}
+
+impl ChildKeys {
+    fn push(&mut self, ix: &Index, id: u32, buf: &mut NameBuf) {
+        let name = ix.name_with(id as usize, buf);
+        self.keys.push(ChildKey {
+            is_dir: ix.is_dir_at(id as usize),
+            at: self.names.len() as u32,
+            len: name.len() as u16,
+            id,
+        });
+        self.names.extend_from_slice(name);
+    }
+
+    fn name(&self, k: &ChildKey) -> &[u8] {
+        &self.names[k.at as usize..k.at as usize + k.len as usize]
+    }
+
+    fn cmp(&self, a: &ChildKey, b: &ChildKey) -> Ordering {
+        b.is_dir
+            .cmp(&a.is_dir)
+            .then_with(|| display_cmp(self.name(a), self.name(b)))
+            .then_with(|| a.id.cmp(&b.id))
     }
 }
 
@@ -342,7 +340,9 @@ impl Index {
     /// Drops everything (a fresh snapshot is coming).
     pub fn clear(&mut self) {
         let journaling = self.journal.is_some();
+        let learn_at = self.learn_at;
         *self = Index::default();
+        self.learn_at = learn_at;
         if journaling {
             self.journal = Some(Journal {
                 changes: Vec::new(),
@@ -379,7 +379,7 @@ impl Index {
     }
 
     fn place_of(&self, i: usize) -> Place {
-        (EntryId(self.parent.get(i)), self.name_at(i).into())
+        (EntryId(self.parent.get(i)), (*self.name_at(i)).into())
     }
 
     /// Entries present.
@@ -409,12 +409,34 @@ impl Index {
         self.meta.get(i) & KIND_MASK == EntryKind::Dir as u16
     }
 
-    fn name_at(&self, i: usize) -> &[u8] {
+    fn name_at(&self, i: usize) -> Name<'_> {
+        match self.name_len.get(i) {
+            NAME_LEN_BIG => Name::held(self.stored_name_at(i)),
+            len => self
+                .names
+                .read(self.names.stored_at(self.name_off.get(i), len as usize)),
+        }
+    }
+
+    /// Entry `i`'s name, decoded into `buf` if coded (for loops that read
+    /// many names: no [`Name`] made for each).
+    fn name_with<'b>(&'b self, i: usize, buf: &'b mut NameBuf) -> &'b [u8] {
+        match self.name_len.get(i) {
+            NAME_LEN_BIG => self.stored_name_at(i),
+            len => self.names.read_with(
+                self.names.stored_at(self.name_off.get(i), len as usize),
+                buf,
+            ),
+        }
+    }
+
+    /// The bytes entry `i`'s name is stored as (coded, or as it is if long).
+    fn stored_name_at(&self, i: usize) -> &[u8] {
         let len = match self.name_len.get(i) {
             NAME_LEN_BIG => self.long_names.get(&(i as u32)).copied().unwrap_or(0) as usize,
             n => n as usize,
         };
-        self.names.get(self.name_off.get(i), len)
+        self.names.stored_at(self.name_off.get(i), len)
     }
 
     fn size_at(&self, i: usize) -> u64 {
@@ -462,7 +484,7 @@ impl Index {
     }
 
     /// The name of a present entry (cheaper than [`get`](Self::get) for a scan).
-    pub fn name_of(&self, id: EntryId) -> Option<&[u8]> {
+    pub fn name_of(&self, id: EntryId) -> Option<Name<'_>> {
         self.present(id).map(|i| self.name_at(i))
     }
 
@@ -473,6 +495,7 @@ impl Index {
     pub fn scan_names(&self, from: u32, to: u32, mut visit: impl FnMut(u32, &[u8]) -> bool) {
         let to = (to as usize).min(self.end);
         let mut i = from as usize;
+        let mut buf: NameBuf = [0; _];
         while i < to {
             let page = i / PAGE;
             let page_end = ((page + 1) * PAGE).min(to);
@@ -487,8 +510,11 @@ impl Index {
                     continue;
                 }
                 let name = match lens[k] {
-                    NAME_LEN_BIG => self.name_at(j),
-                    len => self.names.get(self.name_off.get(j), len as usize),
+                    NAME_LEN_BIG => self.stored_name_at(j),
+                    len => self.names.read_with(
+                        self.names.stored_at(self.name_off.get(j), len as usize),
+                        &mut buf,
+                    ),
                 };
                 if !visit(j as u32, name) {
                     return;
@@ -560,6 +586,7 @@ impl Index {
             }
         };
         self.settle_all();
+        self.learn_names();
         result
     }
 
@@ -567,6 +594,7 @@ impl Index {
     pub fn apply(&mut self, op: OpView<'_>) -> Result<(), IndexError> {
         let r = self.apply_unsettled(op);
         self.settle_all();
+        self.learn_names();
         r
     }
 
@@ -623,15 +651,16 @@ impl Index {
                 }
                 let old_parent = self.parent.get(i);
                 // Anything that decides the place in the parent's order: re-place it.
+                let renamed = *self.name_at(i) != *e.name;
                 let replace = !is_root
                     && (old_parent != e.parent.0
-                        || self.name_at(i) != e.name
+                        || renamed
                         || was_dir != (e.kind == EntryKind::Dir));
                 if replace {
                     self.unlink_child(old_parent, e.id.0);
                 }
-                if self.name_at(i) != e.name {
-                    self.names.dead += self.name_at(i).len();
+                if renamed {
+                    self.names.dead += self.stored_name_at(i).len();
                     self.set_name(i, e.name);
                 }
                 self.set_fields(i, e);
@@ -659,13 +688,66 @@ impl Index {
     }
 
     fn set_name(&mut self, i: usize, name: &[u8]) {
-        self.name_off.set(i, self.names.push(name));
-        if name.len() < NAME_LEN_BIG as usize {
-            self.name_len.set(i, name.len() as u8);
-            self.long_names.remove(&(i as u32));
-        } else {
-            self.name_len.set(i, NAME_LEN_BIG);
-            self.long_names.insert(i as u32, name.len() as u16);
+        let (off, stored) = self.names.store(name);
+        self.name_off.set(i, off);
+        match stored {
+            Stored::Short(len) => {
+                self.name_len.set(i, len);
+                self.long_names.remove(&(i as u32));
+            }
+            Stored::Long(len) => {
+                self.name_len.set(i, NAME_LEN_BIG);
+                self.long_names.insert(i as u32, len);
+            }
+        }
+    }
+
+    /// Learns the names' symbol table at `entries` entries instead of
+    /// [`LEARN_AT`] (tests and benches reach the coded state with small
+    /// indexes this way).
+    pub fn learn_names_at(&mut self, entries: usize) {
+        self.learn_at = Some(entries);
+        self.learn_names();
+    }
+
+    /// Whether names are held coded (the table is learned).
+    pub fn names_coded(&self) -> bool {
+        self.names.table.is_some()
+    }
+
+    /// Learns the names' symbol table once the index holds [`LEARN_AT`]
+    /// entries, and codes every name with it (the `names` module says why
+    /// and how). Done once: the table then never changes.
+    fn learn_names(&mut self) {
+        if self.names_learned || self.live < self.learn_at.unwrap_or(LEARN_AT) {
+            return;
+        }
+        self.names_learned = true;
+        let present: Vec<usize> = (0..self.end)
+            .filter(|i| self.meta_of(*i) & PRESENT != 0)
+            .collect();
+        // Long names are never coded: they would only teach the table their runs.
+        let held: Vec<&[u8]> = present
+            .iter()
+            .map(|i| self.stored_name_at(*i))
+            .filter(|n| n.len() <= INLINE_NAME)
+            .collect();
+        let Some(table) = SymbolTable::learn(&held) else {
+            return;
+        };
+        drop(held);
+        let old = std::mem::replace(
+            &mut self.names,
+            NameArena::with_table(Some(Box::new(table))),
+        );
+        for i in present {
+            // The old arena has no table: its bytes are the names.
+            let len = match self.name_len.get(i) {
+                NAME_LEN_BIG => self.long_names.get(&(i as u32)).copied().unwrap_or(0) as usize,
+                n => n as usize,
+            };
+            let name = old.stored_at(self.name_off.get(i), len);
+            self.set_name(i, name);
         }
     }
 
@@ -752,7 +834,8 @@ impl Index {
         if in_tail.is_some() {
             return in_tail;
         }
-        let key = (self.is_dir_at(i), self.name_at(i));
+        let name = self.name_at(i);
+        let key = (self.is_dir_at(i), &*name);
         let sorted = &d.children[..d.sorted];
         let p = sorted.partition_point(|c| self.key_cmp_with(*c, key) == Ordering::Less);
         // Equal keys (a sharer sent a name twice) sit side by side.
@@ -818,7 +901,7 @@ impl Index {
     }
 
     fn kill(&mut self, i: usize) {
-        self.names.dead += self.name_at(i).len();
+        self.names.dead += self.stored_name_at(i).len();
         self.meta.set(i, 0);
         let key = i as u32;
         self.targets.remove(&key);
@@ -855,16 +938,7 @@ impl Index {
         let i = c as usize;
         is_dir
             .cmp(&self.is_dir_at(i))
-            .then_with(|| display_cmp(self.name_at(i), name))
-    }
-
-    fn child_key(&self, id: u32) -> ChildKey<'_> {
-        let i = id as usize;
-        ChildKey {
-            is_dir: self.is_dir_at(i),
-            name: self.name_at(i),
-            id,
-        }
+            .then_with(|| display_cmp(self.name_with(i, &mut [0; _]), name))
     }
 
     fn settle_all(&mut self) {
@@ -887,16 +961,39 @@ impl Index {
         let tail = children.split_off(n);
         // Each new child's sort fields read once (they are read again at
         // every comparison otherwise).
-        let mut tail: Vec<ChildKey<'_>> = tail.into_iter().map(|c| self.child_key(c)).collect();
-        tail.sort_unstable_by(ChildKey::cmp);
+        let mut keys = ChildKeys::default();
+        let mut buf: NameBuf = [0; _];
+        for c in tail {
+            keys.push(self, c, &mut buf);
+        }
+        let mut tail = std::mem::take(&mut keys.keys);
+        tail.sort_unstable_by(|a, b| keys.cmp(a, b));
         let total = n + tail.len();
         children.resize(total, 0);
         // From the back: each new child goes after the sorted ones not greater
-        // than it; the block in between moves right in one copy.
+        // than it; the block in between moves right in one copy. Its place
+        // is found galloping back from the last one (1, 2, 4, ... back, then
+        // a binary search): new children spread over a big folder read about
+        // log(n/m) names each, not log(n) (a read decodes a coded name).
         let (mut i, mut k) = (n, total);
         for t in tail.iter().rev() {
-            let p =
-                children[..i].partition_point(|c| self.child_key(*c).cmp(t) != Ordering::Greater);
+            let key = (t.is_dir, keys.name(t));
+            let greater =
+                |c: u32| self.key_cmp_with(c, key).then_with(|| c.cmp(&t.id)) == Ordering::Greater;
+            // Every child in children[hi..i] is greater than t.
+            let (mut hi, mut step) = (i, 1usize);
+            let lo = loop {
+                if hi == 0 {
+                    break 0;
+                }
+                let probe = hi.saturating_sub(step);
+                if !greater(children[probe]) {
+                    break probe + 1;
+                }
+                hi = probe;
+                step *= 2;
+            };
+            let p = lo + children[lo..hi].partition_point(|c| !greater(*c));
             children.copy_within(p..i, k - (i - p));
             k -= i - p;
             i = p;
@@ -904,6 +1001,7 @@ impl Index {
             children[k] = t.id;
         }
         drop(tail);
+        drop(keys);
         let dirs = children.partition_point(|c| self.is_dir_at(*c as usize));
         if let Some(d) = self.dirs.get_mut(&dir) {
             d.children = children;
@@ -918,7 +1016,7 @@ impl Index {
         let sorted = &d.children[..d.sorted];
         let (dirs, files) = sorted.split_at(d.dirs.min(sorted.len()));
         let find = |part: &[u32]| {
-            part.binary_search_by(|c| display_cmp(self.name_at(*c as usize), name))
+            part.binary_search_by(|c| display_cmp(&self.name_at(*c as usize), name))
                 .ok()
                 .map(|p| EntryId(part[p]))
         };
@@ -926,7 +1024,7 @@ impl Index {
             // Children not merged yet (only between operations of one batch).
             d.children[d.sorted..]
                 .iter()
-                .find(|c| self.name_at(**c as usize) == name)
+                .find(|c| *self.name_at(**c as usize) == *name)
                 .map(|c| EntryId(*c))
         })
     }
@@ -973,7 +1071,7 @@ impl Index {
             if n > 0 {
                 path.push(b'/');
             }
-            path.extend_from_slice(self.name_at(c.index()));
+            path.extend_from_slice(&self.name_at(c.index()));
         }
         Some(path)
     }

@@ -265,7 +265,7 @@ fn search_shortcuts_find_what_folding_every_name_finds() {
                 let want: Vec<EntryId> = (1..ix.id_bound())
                     .filter(|&id| {
                         ix.name_of(EntryId(id))
-                            .is_some_and(|n| pattern.matches(&fold(&String::from_utf8_lossy(n))))
+                            .is_some_and(|n| pattern.matches(&fold(&String::from_utf8_lossy(&n))))
                     })
                     .map(EntryId)
                     .collect();

@@ -90,7 +90,7 @@ fn in_index(ix: &Index) -> Seen {
             if !child.is_empty() {
                 child.push(b'/');
             }
-            child.extend_from_slice(e.name);
+            child.extend_from_slice(&e.name);
             if e.kind == EntryKind::Dir {
                 stack.push((e.id, child.clone()));
             }

@@ -9,15 +9,17 @@
 //! change: the batches a snapshot covers are deleted with it.
 //!
 //! ```text
-//! part 0     head:    "LXS1" 0 | end u32 | live u32 | entry parts u32 | modes
-//! part 1..n  entries: "LXS1" 1 | first id u32 | count u32 | columns | names
+//! part 0     head:    "LXS2" 0 | end u32 | live u32 | entry parts u32 | modes
+//!                     | symbols u8 | each symbol: length u8, 8 bytes
+//! part 1..n  entries: "LXS2" 1 | first id u32 | count u32 | columns | names
 //!                     | side tables | directory records
 //! each part ends with 16 bytes of BLAKE3 over everything before them
 //! ```
 //!
 //! Part `k` (from 1) holds the entry slots `[(k-1) * PART_SLOTS, k * PART_SLOTS)`:
-//! their columns, their names (in id order, so a snapshot also compacts the
-//! name arena), their side-table values, and the children of every directory
+//! their columns, their names as the index holds them (coded with the
+//! head's symbol table if it has one, see the `names` module; in id order,
+//! so a snapshot also compacts the name arena), their side-table values, and the children of every directory
 //! whose last child (or itself) is in that range. A directory's children
 //! therefore arrive with or after all of them, and a shell can list a folder
 //! from a partly restored snapshot as soon as its record is in: the top
@@ -25,8 +27,8 @@
 //!
 //! Restoring checks everything it relies on ([`SnapshotError`] says what was
 //! wrong): part order and ranges, the checksum, kinds, modes, names, side
-//! table ids, and at the end that every entry hangs under the root exactly
-//! once (no cycle, nothing unreachable). Children are trusted to be in display
+//! table ids, the symbol table (and that every coded name decodes), and at
+//! the end that every entry hangs under the root exactly once (no cycle, nothing unreachable). Children are trusted to be in display
 //! order (the checksum guards the bytes; a wrong order only misplaces lookups).
 //! All integers are little-endian.
 
@@ -34,6 +36,7 @@ use std::collections::HashMap;
 
 use linkfs_proto::{EntryId, EntryKind};
 
+use super::names::{NameArena, NameBuf, SymbolTable};
 use super::{
     Column, Index, KIND_MASK, MODE_BIG, MODE_SHIFT, NAME_LEN_BIG, PAGE, PRESENT, name_is_safe,
 };
@@ -41,7 +44,9 @@ use super::{
 /// Entry slots per part (4 column pages): about 0.8 MB of a typical index.
 pub const PART_SLOTS: usize = 4 * PAGE;
 
-const MAGIC: &[u8; 4] = b"LXS1";
+/// Version 2 holds names coded (version 1 parts are refused, and the shell
+/// fetches the index again).
+const MAGIC: &[u8; 4] = b"LXS2";
 const HEAD: u8 = 0;
 const ENTRIES: u8 = 1;
 const CHECK_LEN: usize = 16;
@@ -144,6 +149,16 @@ impl SnapshotCursor {
             for m in &ix.modes {
                 put_u32(&mut out, *m);
             }
+            match &ix.names.table {
+                None => out.push(0),
+                Some(t) => {
+                    out.push(t.len() as u8);
+                    for (len, bytes) in t.stored() {
+                        out.push(len);
+                        out.extend_from_slice(&bytes);
+                    }
+                }
+            }
         } else {
             out.push(ENTRIES);
             write_entries(ix, k - 1, &self.dirs_of_part[k - 1], &mut out);
@@ -207,7 +222,7 @@ fn write_entries(ix: &Index, part: usize, dirs: &[u32], out: &mut Vec<u8>) {
     let names_at = out.len();
     put_u32(out, 0);
     for i in slots.clone().filter(|i| present(*i)) {
-        out.extend_from_slice(ix.name_at(i));
+        out.extend_from_slice(ix.stored_name_at(i));
     }
     let names_len = (out.len() - names_at - 4) as u32;
     out[names_at..names_at + 4].copy_from_slice(&names_len.to_le_bytes());
@@ -392,6 +407,20 @@ impl SnapshotRestorer {
             index.modes.push(m);
             index.mode_index.insert(m, ix as u16);
         }
+        let symbols = r.u8()? as usize;
+        if symbols > 0 {
+            let mut stored = Vec::with_capacity(symbols);
+            for _ in 0..symbols {
+                let len = r.u8()?;
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(r.take(8)?);
+                stored.push((len, bytes));
+            }
+            let table = SymbolTable::from_stored(&stored)
+                .map_err(|e| SnapshotError::OutOfOrder { part: 0, what: e.0 })?;
+            index.names = NameArena::with_table(Some(Box::new(table)));
+            index.names_learned = true;
+        }
         if r.at != r.bytes.len() {
             return Err(SnapshotError::Truncated { part: 0 });
         }
@@ -479,7 +508,10 @@ impl SnapshotRestorer {
         let mut long_names = HashMap::new();
         for _ in 0..n {
             let (id, len) = (r.u32()?, r.u16()?);
-            if !present_here(id) || (len as usize) < NAME_LEN_BIG as usize {
+            // Without a symbol table only names of 255 bytes and more are
+            // long; with one, also those that coding would not shorten.
+            let short = (len as usize) < NAME_LEN_BIG as usize;
+            if !present_here(id) || (short && self.index.names.table.is_none()) {
                 return Err(bad(id as usize, "a long name that is not one"));
             }
             long_names.insert(id, len);
@@ -532,6 +564,7 @@ impl SnapshotRestorer {
 
         // Columns, a page at a time.
         let mut name_at = 0usize;
+        let mut scratch: NameBuf = [0; _];
         let mut offs = vec![0u32; count];
         for k in 0..count {
             let id = first + k;
@@ -554,22 +587,27 @@ impl SnapshotRestorer {
             if p as usize >= self.index.end {
                 return Err(bad(id, "parent beyond the index"));
             }
-            let len = match name_len[k] {
+            let (len, long) = match name_len[k] {
                 NAME_LEN_BIG => match long_names.get(&(id as u32)) {
-                    Some(l) => *l as usize,
+                    Some(l) => (*l as usize, true),
                     None => return Err(bad(id, "its long name's length is missing")),
                 },
-                l => l as usize,
+                l => (l as usize, false),
             };
             let name = names
                 .get(name_at..name_at + len)
                 .ok_or(SnapshotError::Truncated { part })?;
             name_at += len;
-            if id == 0 {
-                if p != 0 || m & KIND_MASK != EntryKind::Dir as u16 {
-                    return Err(bad(id, "the root must be a folder under itself"));
-                }
-            } else if !name_is_safe(name) {
+            let root = id == 0;
+            if root && (p != 0 || m & KIND_MASK != EntryKind::Dir as u16) {
+                return Err(bad(id, "the root must be a folder under itself"));
+            }
+            let safe = if long {
+                root || name_is_safe(name)
+            } else {
+                self.index.names.short_is_safe(name, root, &mut scratch)
+            };
+            if !safe {
                 return Err(bad(id, "unsafe name"));
             }
             offs[k] = self.index.names.push(name);

@@ -367,7 +367,7 @@ pub fn assert_same_index(share: &ShareIndex, got: &Index) {
                     (
                         have.parent,
                         have.kind,
-                        have.name,
+                        &have.name[..],
                         have.size,
                         have.mtime,
                         have.mode,

@@ -133,7 +133,7 @@ pub fn list(
         }
     };
     if e.kind != EntryKind::Dir {
-        line(out, e.name, &e)?;
+        line(out, &e.name, &e)?;
         return Ok(1);
     }
     let mut written = 0u64;
@@ -150,8 +150,8 @@ pub fn list(
             if !p.is_empty() {
                 p.push(b'/');
             }
-            p.extend_from_slice(c.name);
-            let shown = if options.recursive { &p[..] } else { c.name };
+            p.extend_from_slice(&c.name);
+            let shown = if options.recursive { &p[..] } else { &c.name };
             line(out, shown, &c)?;
             written += 1;
             if options.recursive && c.kind == EntryKind::Dir {

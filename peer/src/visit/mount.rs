@@ -666,7 +666,7 @@ impl Filesystem for LinkFs {
                             ino_of(child),
                             at + 1,
                             kind_of(c.kind),
-                            OsStr::from_bytes(c.name),
+                            OsStr::from_bytes(&c.name),
                         )
                     }
                 };
@@ -738,7 +738,7 @@ impl Filesystem for LinkFs {
                         reply.add(
                             attr.ino,
                             at + 1,
-                            OsStr::from_bytes(c.name),
+                            OsStr::from_bytes(&c.name),
                             &ATTR_TTL,
                             &attr,
                             Generation(u64::from(c.generation.0)),
@@ -822,7 +822,7 @@ mod tests {
     fn names(ix: &Index, files: &[NextFile]) -> Vec<String> {
         files
             .iter()
-            .map(|f| String::from_utf8_lossy(ix.get(EntryId(f.entry)).unwrap().name).into_owned())
+            .map(|f| String::from_utf8_lossy(&ix.get(EntryId(f.entry)).unwrap().name).into_owned())
             .collect()
     }
 

@@ -25,8 +25,20 @@ fn entry<'a>(id: u32, parent: u32, kind: EntryKind, name: &'a [u8]) -> EntryView
 /// A tree of `n` entries with every awkward value the columns keep aside, then
 /// changes: renames, moves, removals (so ids have holes and names dead bytes).
 fn awkward_index(n: u32, seed: u64) -> Index {
-    let mut rng = Rng::new(seed);
+    awkward_index_from(Index::new(), n, seed)
+}
+
+/// The same, its names coded from the 200th entry on (the `names` module).
+fn awkward_coded_index(n: u32, seed: u64) -> Index {
     let mut ix = Index::new();
+    ix.learn_names_at(200);
+    let ix = awkward_index_from(ix, n, seed);
+    assert!(ix.names_coded() || n < 200);
+    ix
+}
+
+fn awkward_index_from(mut ix: Index, n: u32, seed: u64) -> Index {
+    let mut rng = Rng::new(seed);
     upsert(&mut ix, entry(0, 0, EntryKind::Dir, b""));
     let mut dirs = vec![0u32];
     let long = vec![b'L'; 300];
@@ -152,7 +164,7 @@ fn a_snapshot_compacts_the_names_of_renamed_entries() {
     let back = restore(&parts).expect("restores");
     assert_eq!(back.dead_name_bytes(), 0);
     let live: usize = (0..back.id_bound())
-        .filter_map(|id| back.name_of(EntryId(id)).map(<[u8]>::len))
+        .filter_map(|id| back.name_of(EntryId(id)).map(|n| n.len()))
         .sum();
     assert_eq!(back.names.pages.iter().map(Vec::len).sum::<usize>(), live);
 }
@@ -355,6 +367,173 @@ fn random_bytes_never_panic_the_restorer() {
         if round % 2 == 0 {
             reseal(&mut p[which]); // past the checksum: the structure checks must hold
         }
+        let _ = restore(&p);
+    }
+}
+
+#[test]
+fn a_snapshot_of_coded_names_restores_equal_and_codes_new_names_alike() {
+    for (n, seed) in [(500, 21), (PART_SLOTS as u32 + 900, 22)] {
+        let mut ix = awkward_coded_index(n, seed);
+        let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+        let mut back = restore(&parts).expect("restores");
+        assert!(back.names_coded());
+        assert_same(&mut ix, &mut back);
+        // New names after the restore are coded with the stored table.
+        for x in [&mut ix, &mut back] {
+            upsert(
+                x,
+                entry(n + 5, 0, EntryKind::File, "après la reprise ✓".as_bytes()),
+            );
+            upsert(x, entry(n + 6, 0, EntryKind::File, &[b'x'; 280]));
+        }
+        assert_same(&mut ix, &mut back);
+        let again: Vec<Vec<u8>> = back.snapshot_parts().collect();
+        let ours: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+        assert_eq!(
+            again, ours,
+            "the restored index snapshots to the same bytes"
+        );
+    }
+}
+
+/// The head's symbol table: where it starts, and its symbols.
+fn symbols_of(head: &[u8]) -> (usize, Vec<(u8, [u8; 8])>) {
+    // "LXS2" 0, end, live, parts, modes count and modes.
+    let modes = u32::from_le_bytes(head[17..21].try_into().unwrap()) as usize;
+    let at = 21 + 4 * modes;
+    let n = head[at] as usize;
+    let symbols = (0..n)
+        .map(|k| {
+            let s = at + 1 + 9 * k;
+            (head[s], head[s + 1..s + 9].try_into().unwrap())
+        })
+        .collect();
+    (at, symbols)
+}
+
+#[test]
+fn a_stored_symbol_table_that_cannot_be_the_learned_one_is_refused_not_a_panic() {
+    let mut ix = awkward_coded_index(600, 23);
+    let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+    let (at, symbols) = symbols_of(&parts[0]);
+    assert!(
+        symbols.len() > 20,
+        "the table learned symbols: {}",
+        symbols.len()
+    );
+    let refused = |change: &dyn Fn(&mut Vec<u8>)| {
+        let mut head = parts[0].clone();
+        change(&mut head);
+        reseal(&mut head);
+        SnapshotRestorer::new(&head).unwrap_err()
+    };
+    let slot = |k: usize| at + 1 + 9 * k;
+    // A symbol with a slash in it: a name could decode to a path.
+    let e = refused(&|h| {
+        h[slot(0) + 1] = b'/';
+    });
+    assert_eq!(
+        e,
+        SnapshotError::OutOfOrder {
+            part: 0,
+            what: "a symbol holds a byte no name has"
+        }
+    );
+    // A symbol of 9 bytes.
+    let e = refused(&|h| h[slot(0)] = 9);
+    assert_eq!(
+        e,
+        SnapshotError::OutOfOrder {
+            part: 0,
+            what: "a symbol of no or more than 8 bytes"
+        }
+    );
+    // Lengths out of FSST's order (a long symbol after the one-byte ones).
+    let last = symbols.len() - 1;
+    assert_eq!(symbols[last].0, 1, "one-byte symbols come last");
+    let e = refused(&|h| {
+        h[slot(last)] = 3;
+        h[slot(last) + 2] = b'q';
+        h[slot(last) + 3] = b'q';
+    });
+    assert_eq!(
+        e,
+        SnapshotError::OutOfOrder {
+            part: 0,
+            what: "symbols out of FSST's order"
+        }
+    );
+    // Two symbols of 3 bytes and more with the same first 3 bytes.
+    let long: Vec<usize> = (0..symbols.len()).filter(|k| symbols[*k].0 >= 3).collect();
+    if long.len() >= 2 {
+        let (a, b) = (long[0], long[1]);
+        let e = refused(&|h| {
+            let copy: Vec<u8> = h[slot(a)..slot(a) + 9].to_vec();
+            h[slot(b)..slot(b) + 9].copy_from_slice(&copy);
+        });
+        assert_eq!(
+            e,
+            SnapshotError::OutOfOrder {
+                part: 0,
+                what: "two symbols FSST cannot tell apart"
+            }
+        );
+    }
+}
+
+#[test]
+fn a_coded_name_that_does_not_decode_to_a_safe_name_is_refused() {
+    let mut ix = awkward_coded_index(600, 24);
+    let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+    let (_, symbols) = symbols_of(&parts[0]);
+    // The first entry part's names follow its columns: 4+2+1+4+4 bytes a slot.
+    let count = u32::from_le_bytes(parts[1][9..13].try_into().unwrap()) as usize;
+    let names_at = 13 + 15 * count;
+    let names_len =
+        u32::from_le_bytes(parts[1][names_at..names_at + 4].try_into().unwrap()) as usize;
+    assert!(names_len > 0);
+    // The first stored name is the root's (empty); the second entry's is its code.
+    let first = names_at + 4;
+    let mut broken = parts.clone();
+    // A code past the table's symbols.
+    broken[1][first] = symbols.len() as u8;
+    reseal(&mut broken[1]);
+    assert!(matches!(
+        restore(&broken),
+        Err(SnapshotError::BadEntry {
+            what: "unsafe name",
+            ..
+        })
+    ));
+    // An escaped slash.
+    let mut broken = parts.clone();
+    broken[1][first] = 255;
+    broken[1][first + 1] = b'/';
+    reseal(&mut broken[1]);
+    assert!(matches!(
+        restore(&broken),
+        Err(SnapshotError::BadEntry {
+            what: "unsafe name",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn random_bytes_never_panic_the_restorer_of_coded_names() {
+    let mut ix = awkward_coded_index(400, 25);
+    let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+    let mut rng = Rng::new(26);
+    for _ in 0..3000 {
+        let mut p = parts.clone();
+        let which = rng.below(p.len() as u64) as usize;
+        let len = p[which].len();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(len as u64) as usize;
+            p[which][at] = rng.below(256) as u8;
+        }
+        reseal(&mut p[which]);
         let _ = restore(&p);
     }
 }
