@@ -24,10 +24,11 @@ import { spawnSync } from 'node:child_process';
 
 const log = (line: string) => console.log(line);
 /**
- * How often k drops the data link during the fill. 10 by default (20 until 2026-11-28,
- * 30 s more of CI: each drop is the same reconnect and resume). LINKFS_E2E_FILL_DROPS sets it.
+ * How often k drops the data link during the fill. 6 by default (20 until 2026-11-28,
+ * then 10: each drop is the same reconnect and resume, about 3 s of CI each).
+ * LINKFS_E2E_FILL_DROPS sets it.
  */
-const fillDrops = Number(process.env.LINKFS_E2E_FILL_DROPS ?? '10');
+const fillDrops = Number(process.env.LINKFS_E2E_FILL_DROPS ?? '6');
 
 // Fixtures are made once and shared by the tests that only read them.
 let full: { fixture: Fixture; tree: Tree } | undefined;

@@ -19,11 +19,12 @@
 //   d2: Chromium: a link that takes files adds dropped files to the sharer's disk
 //   e: Firefox ESR: the same link opens, lists, searches, previews, plays, saves a file
 //      and a ZIP, shows the photo grid and its cache, and takes a password link
-//   f: a 1 GiB file saved from the LAN link through Chromium (the data link dropped twice
-//      meanwhile: the save goes on) and through Firefox: byte-equal, the browsers' memory
-//      bounded far below the file (LINKFS_LAN_HUGE_GIB, default 1: at 1 GiB Chromium's
-//      renderers grew 86 MB and Firefox's processes 140 MB against the 256 MiB bound; 2 GiB
-//      took about 90 s more of the suite's time and proves the same)
+//   f: a 0.75 GiB file saved from the LAN link through Chromium (the data link dropped
+//      twice meanwhile: the save goes on) and through Firefox: byte-equal, the browsers'
+//      memory bounded far below the file (LINKFS_LAN_HUGE_GIB, default 0.75: at 1 GiB
+//      Chromium's processes grew 86-90 MB and Firefox's 132-140 MB, the same at 2 GiB, so
+//      the growth does not follow the file; the bound is a quarter of it, 192 MiB here.
+//      1 GiB until 2026-11-28, 50 s more of CI; 2 GiB took 90 s more again)
 //
 //   bash tests-e2e/run lan [NAME_PREFIX...]
 
@@ -54,7 +55,7 @@ const log = (line: string) => console.log(line);
 const GIB = 1024 ** 3;
 const MIB = 1024 ** 2;
 const PHONE = { width: 390, height: 844, scale: 3 };
-const hugeGib = Number(process.env.LINKFS_LAN_HUGE_GIB ?? '1');
+const hugeGib = Number(process.env.LINKFS_LAN_HUGE_GIB ?? '0.75');
 
 /** Switches that change what Chromium allows a page: none may be on a browser of this suite. */
 const LOOSENING = ['--unsafely-treat-insecure-origin-as-secure', '--ignore-certificate-errors', '--disable-web-security', '--allow-running-insecure-content', '--test-type'];
