@@ -563,6 +563,7 @@ const tests: TestCase[] = [
       const total = 100_000;
       const folders = 50;
       const fill = async (dir: string, drop: (() => Promise<void>) | null) => {
+        const t0 = performance.now();
         const { chromium, page } = await browser(t, drop ? 'drops' : 'no-drops');
         const s = await share(t, dir);
         await openLink(page, s.link, ['connected']);
@@ -591,7 +592,9 @@ const tests: TestCase[] = [
           assert(now === 'reconnecting', `after drop ${drops} the page says ${now}, expected 'reconnecting'`);
         }
         await creator;
+        const filled = performance.now();
         const converged = await convergeIndex(page, dir, 60_000);
+        log(`    ${drop ? 'with drops' : 'without drops'}: filled in ${((filled - t0) / 1000).toFixed(1)} s, the index equal ${converged.seconds.toFixed(1)} s later`);
         assert(converged.mismatches.length === 0, `${drops} drops: the index differs from the folder:\n  ${converged.mismatches.slice(0, 20).map(formatMismatch).join('\n  ')}`);
         assertNoPageErrors(chromium);
         return { wire: (await indexWireBytes(page)) ?? 0, drops, duringFill, entries: converged.tree.entries.length, s };

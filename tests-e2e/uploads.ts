@@ -23,11 +23,14 @@ import { binary, scratchDir } from './lib/paths.ts';
 
 const log = (line: string) => console.log(line);
 /**
- * b's file (MiB). 640 by default: three drops come 150 MiB apart, and the rest shows the
- * upload lands whole after them. 1024 until 2026-11-28, 35 s more of CI for nothing more
+ * b's file (MiB). 320 by default: three drops come 64 MiB apart (each after the upload
+ * went on past the last), and the rest shows the upload lands whole after them. 1024
+ * until 2026-11-28, then 640 with drops 150 MiB apart: 45 s more of CI for nothing more
  * shown. LINKFS_UPLOADS_DROPS_MIB sets it.
  */
-const dropsUploadMib = Number(process.env.LINKFS_UPLOADS_DROPS_MIB ?? '640');
+const dropsUploadMib = Number(process.env.LINKFS_UPLOADS_DROPS_MIB ?? '320');
+/** Bytes the upload must move on between two drops: a fifth of the file. */
+const dropsApart = Math.floor((dropsUploadMib << 20) / 5);
 
 async function browser(t: TestContext, name: string): Promise<{ chromium: ChromiumInstance; page: Page }> {
   const chromium = await launchChromium({ name, log });
@@ -197,7 +200,7 @@ const tests: TestCase[] = [
       for (let drop = 1; drop <= 3; drop += 1) {
         const before = await partBytes(dir);
         const deadline = Date.now() + 120_000;
-        while ((await partBytes(dir)) < before + (150 << 20)) {
+        while ((await partBytes(dir)) < before + dropsApart) {
           assert(Date.now() < deadline, `the upload did not move before drop ${drop}`);
           await new Promise((r) => setTimeout(r, 50));
         }

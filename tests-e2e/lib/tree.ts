@@ -3,7 +3,7 @@
 // following symlinks. This is the "expected" side of every comparison with a share.
 
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, type BigIntStats } from 'node:fs';
 import { lstat, readdir, readlink } from 'node:fs/promises';
 
 export type EntryKind = 'file' | 'dir' | 'symlink';
@@ -71,32 +71,40 @@ function otherKind(st: import('node:fs').BigIntStats): string {
  * Lists everything under `root` with lstat (one call per entry), never following
  * symlinks. With `hash: true` also reads every regular file and records its SHA-256.
  */
+/** Names of one folder looked at together (their `lstat`s in flight at once). */
+const WALK_AT_ONCE = 128;
+
 export async function walkTree(root: string, options: { hash?: boolean } = {}): Promise<Tree> {
   const entries: TreeEntry[] = [];
   const others: OtherEntry[] = [];
   const rootRaw = Buffer.from(root);
   const pending: Array<{ raw: Buffer; path: string }> = [{ raw: rootRaw, path: '' }];
+  const visit = async (dir: { raw: Buffer; path: string }, name: Buffer, raw: Buffer, st: BigIntStats): Promise<void> => {
+    const rel = dir.path === '' ? utf8.decode(name) : `${dir.path}/${utf8.decode(name)}`;
+    const common = { path: rel, size: Number(st.size), mtime: mtimeSeconds(st), mode: Number(st.mode & 0o7777n), raw };
+    if (st.isSymbolicLink()) {
+      const target = utf8.decode(await readlink(raw, { encoding: 'buffer' }));
+      entries.push({ ...common, kind: 'symlink', target });
+    } else if (st.isDirectory()) {
+      entries.push({ ...common, kind: 'dir' });
+      pending.push({ raw, path: rel });
+    } else if (st.isFile()) {
+      const entry: TreeEntry = { ...common, kind: 'file' };
+      if (options.hash) entry.sha256 = await sha256File(raw);
+      entries.push(entry);
+    } else {
+      others.push({ path: rel, kind: otherKind(st) });
+    }
+  };
   while (pending.length > 0) {
     const dir = pending.pop()!;
     const names = await readdir(dir.raw, { encoding: 'buffer' });
-    for (const name of names) {
-      const raw = Buffer.concat([dir.raw, Buffer.from('/'), name]);
-      const rel = dir.path === '' ? utf8.decode(name) : `${dir.path}/${utf8.decode(name)}`;
-      const st = await lstat(raw, { bigint: true });
-      const common = { path: rel, size: Number(st.size), mtime: mtimeSeconds(st), mode: Number(st.mode & 0o7777n), raw };
-      if (st.isSymbolicLink()) {
-        const target = utf8.decode(await readlink(raw, { encoding: 'buffer' }));
-        entries.push({ ...common, kind: 'symlink', target });
-      } else if (st.isDirectory()) {
-        entries.push({ ...common, kind: 'dir' });
-        pending.push({ raw, path: rel });
-      } else if (st.isFile()) {
-        const entry: TreeEntry = { ...common, kind: 'file' };
-        if (options.hash) entry.sha256 = await sha256File(raw);
-        entries.push(entry);
-      } else {
-        others.push({ path: rel, kind: otherKind(st) });
-      }
+    // WALK_AT_ONCE names at a time: one lstat awaited after another took 15 s
+    // for 100,000 files beside a busy browser.
+    for (let at = 0; at < names.length; at += WALK_AT_ONCE) {
+      const batch = names.slice(at, at + WALK_AT_ONCE).map((name) => ({ name, raw: Buffer.concat([dir.raw, Buffer.from('/'), name]) }));
+      const stats = await Promise.all(batch.map(({ raw }) => lstat(raw, { bigint: true })));
+      for (let k = 0; k < batch.length; k += 1) await visit(dir, batch[k]!.name, batch[k]!.raw, stats[k]!);
     }
   }
   entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
