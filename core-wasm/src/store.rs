@@ -167,6 +167,19 @@ impl Store {
 
     /// The snapshot parts from number `from` on, and the stored batches whose
     /// key (first `Seq`) is `from_seq` or above, in order.
+    /// Snapshot parts `from_part .. from_part + count` (fewer if the store
+    /// holds fewer), in order.
+    pub async fn load_parts(&self, from_part: u32, count: u32) -> Result<Array, JsValue> {
+        let tx = self.all_stores(IdbTransactionMode::Readonly, "read the cached index")?;
+        let last = from_part.saturating_add(count.max(1) - 1);
+        let range = web_sys::IdbKeyRange::bound(
+            &JsValue::from_f64(from_part.into()),
+            &JsValue::from_f64(last.into()),
+        )?;
+        let parts = tx.object_store(SNAPSHOT)?.get_all_with_key(&range)?;
+        Ok(Array::from(&request(&parts).await?))
+    }
+
     pub async fn load_rest(
         &self,
         from_part: u32,

@@ -614,9 +614,10 @@ impl Visit {
                     (Ok((state, parts, frames)), LoadRequest::First { .. }) => {
                         i.visit.loaded(&mut clock, state, parts, frames)
                     }
-                    (Ok((_, parts, frames)), LoadRequest::Rest { .. }) => {
-                        i.visit.loaded_rest(parts, frames)
-                    }
+                    (
+                        Ok((_, parts, frames)),
+                        LoadRequest::Parts { .. } | LoadRequest::Rest { .. },
+                    ) => i.visit.loaded_rest(parts, frames),
                     (Err(_), _) => i.visit.load_failed(&mut clock),
                 }
             }
@@ -695,6 +696,10 @@ async fn load(
         LoadRequest::First { parts, frames } => {
             let first = store.load_first(parts, frames).await?;
             Ok((first.state, frames_of(first.parts), frames_of(first.frames)))
+        }
+        LoadRequest::Parts { from_part, count } => {
+            let parts = store.load_parts(from_part, count).await?;
+            Ok((None, frames_of(parts), Vec::new()))
         }
         LoadRequest::Rest {
             from_part,

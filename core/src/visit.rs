@@ -6,7 +6,7 @@
 //! shell                                          Visit
 //!  what is stored, first <---------------------- Output::Load(First)        (storage only)
 //!  stored state + first parts/frames ----------> loaded(clock, state, parts, frames)
-//!  the rest <----------------------------------- Output::Load(Rest)  -> loaded_rest / load_failed
+//!  the rest, in chunks <------------------------ Output::Load(Parts | Rest) -> loaded_rest / load_failed
 //!  open a data link to the sharer <------------- Output::Connect
 //!  the handshake's progress, in words ---------> link_progress(words)
 //!  it opened / it failed / it closed ----------> link_opened(now) / link_failed(now, kind, words) / link_closed(now)
@@ -47,10 +47,10 @@
 //!
 //! With [`Storage::Kept`] (the browser's IndexedDB) the index is restored
 //! from storage in steps first ([`restore`]): a few parts or frames at once,
-//! so the first folders list at once; the rest after the page showed its
-//! first screen (or [`FIRST_SCREEN_WAIT_MS`]), [`RESTORE_STEP_MS`] at a time,
-//! each step in its own turn of the shell so queries are answered in
-//! between. Reads asked for meanwhile wait for it; frames cannot come (the
+//! so the first folders list at once; the rest is read in chunks meanwhile,
+//! and applied after the page showed its first screen (or
+//! [`FIRST_SCREEN_WAIT_MS`]), [`RESTORE_STEP_MS`] at a time, each step in
+//! its own turn of the shell so queries are answered in between. Reads asked for meanwhile wait for it; frames cannot come (the
 //! visit says where it resumes only once restored). Then every batch is
 //! written as [`crate::persist`] says, and snapshots of the index are built
 //! [`SNAPSHOT_STEP_MS`] at a time. Storage failing loses nothing: the visit
@@ -82,7 +82,7 @@ use crate::receiver::{
     EndReason, FailureKind, ReadEvent, ReadHandle, ReceiverConfig, StartReadError,
 };
 use restore::Restore;
-pub use restore::{FIRST_FRAMES, FIRST_PARTS, LoadRequest};
+pub use restore::{FIRST_FRAMES, FIRST_PARTS, LoadRequest, REST_CHUNK_PARTS};
 
 /// How long the first step of restoring a cached index may take, ms (the
 /// first folders, before anything is shown).
@@ -114,6 +114,9 @@ pub struct VisitConfig {
     pub sharer_restart_grace_ms: u64,
     /// Where the index is kept between visits.
     pub storage: Storage,
+    /// Snapshot parts read at once when restoring, after the first
+    /// ([`REST_CHUNK_PARTS`]).
+    pub restore_chunk_parts: u32,
 }
 
 impl Default for VisitConfig {
@@ -125,6 +128,7 @@ impl Default for VisitConfig {
             attempt_timeout_ms: 30_000,
             sharer_restart_grace_ms: 60_000,
             storage: Storage::Memory,
+            restore_chunk_parts: REST_CHUNK_PARTS,
         }
     }
 }
@@ -427,7 +431,8 @@ impl<F: StoredFrame> Visit<F> {
         parts: Vec<F>,
         frames: Vec<F>,
     ) {
-        self.begin_restore(clock, Restore::first(state, parts, frames));
+        let chunk = self.config.restore_chunk_parts;
+        self.begin_restore(clock, Restore::first(state, parts, frames, chunk));
     }
 
     /// The store could not be read: a failed first read starts from nothing;
@@ -447,7 +452,7 @@ impl<F: StoredFrame> Visit<F> {
         self.settle();
     }
 
-    /// The answer to [`LoadRequest::Rest`].
+    /// The answer to [`LoadRequest::Parts`] or [`LoadRequest::Rest`].
     pub fn loaded_rest(&mut self, parts: Vec<F>, frames: Vec<F>) {
         if let Some(r) = &mut self.restore {
             r.rest(parts, frames);
@@ -806,12 +811,9 @@ impl<F: StoredFrame> Visit<F> {
             self.work_said = true;
             return Output::Work;
         }
-        if let Some(rest) = self
-            .restore
-            .as_mut()
-            .filter(|_| self.restore_held_until.is_some_and(|t| self.now >= t))
-            .and_then(Restore::rest_request)
-        {
+        // Reads go on while applying is held for the first screen: storage
+        // reads them elsewhere (IndexedDB in its own process).
+        if let Some(rest) = self.restore.as_mut().and_then(Restore::rest_request) {
             return Output::Load(rest);
         }
         Output::Timeout(self.next_timeout())

@@ -8,6 +8,7 @@ mod sim;
 
 use std::collections::HashMap;
 
+use linkfs_core::visit::{FIRST_FRAMES, FIRST_PARTS};
 use linkfs_core::*;
 use linkfs_proto::{EntryId, EntryKind};
 use sim::*;
@@ -45,6 +46,15 @@ impl Store {
                     .take(frames as usize)
                     .map(|(_, f)| f.clone())
                     .collect(),
+            ),
+            LoadRequest::Parts { from_part, count } => (
+                self.parts
+                    .iter()
+                    .skip(from_part as usize)
+                    .take(count as usize)
+                    .cloned()
+                    .collect(),
+                Vec::new(),
             ),
             LoadRequest::Rest {
                 from_part,
@@ -97,6 +107,8 @@ struct Shell {
     storage_failures: Vec<String>,
     /// What each step of work cost in simulated ms (per clock call).
     clock_step: u64,
+    /// Every read the visit asked storage for, in order.
+    loads: Vec<LoadRequest>,
 }
 
 impl Shell {
@@ -110,6 +122,15 @@ impl Shell {
             storage,
             ..VisitConfig::default()
         };
+        Self::configured(sharer, config, store, answers)
+    }
+
+    fn configured(
+        sharer: Sharer,
+        config: VisitConfig,
+        store: Store,
+        answers: Vec<Answer>,
+    ) -> Shell {
         let mut shell = Shell {
             visit: Visit::new(Millis(0), config, 7),
             now: 0,
@@ -136,6 +157,7 @@ impl Shell {
             restored: 0,
             storage_failures: Vec::new(),
             clock_step: 1,
+            loads: Vec::new(),
         };
         shell.outputs();
         shell
@@ -175,6 +197,7 @@ impl Shell {
                     self.attempt = None;
                 }
                 Output::Load(req) => {
+                    self.loads.push(req);
                     let (parts, frames) = self.store.load(req);
                     let mut t = self.now;
                     let step = self.clock_step;
@@ -187,7 +210,9 @@ impl Shell {
                             self.visit
                                 .loaded(&mut clock, self.store.state, parts, frames)
                         }
-                        LoadRequest::Rest { .. } => self.visit.loaded_rest(parts, frames),
+                        LoadRequest::Parts { .. } | LoadRequest::Rest { .. } => {
+                            self.visit.loaded_rest(parts, frames)
+                        }
                     }
                 }
                 Output::Store(job) => {
@@ -815,6 +840,108 @@ fn a_snapshot_is_built_in_steps_and_a_reopen_starts_from_it() {
     again.run(10_000);
     assert!(again.visit.opened_from_snapshot());
     assert_eq!(again.sharer.session.stats().ops_sent, 0);
+    assert_same_index(&again.sharer.index, again.visit.index());
+}
+
+/// A first visit of `dirs` x 1,000 files that ends with one snapshot stored.
+fn snapshotted(dirs: u32) -> Shell {
+    let mut first = Shell::new(sharer(dirs, 1_000, 1), Storage::Kept, Store::default());
+    // Small batches: enough of them to make a snapshot worth it.
+    first.sender = SenderConfig {
+        batch_cap: 4 * 1024,
+        window_bytes: 64 * 1024,
+        ..SenderConfig::default()
+    };
+    first.drop_link_and_reconnect_fresh();
+    first.run(60_000);
+    assert!(first.visit.progress().complete);
+    assert_eq!(
+        first.store.snapshots, 1,
+        "one snapshot once the batches paused"
+    );
+    first
+}
+
+#[test]
+fn a_big_snapshot_is_read_in_chunks_ahead_of_applying_it() {
+    let first = snapshotted(100);
+    let stored = first.store.clone();
+    let parts = stored.parts.len() as u32;
+    assert!(parts >= FIRST_PARTS + 3, "{parts} parts");
+    let config = VisitConfig {
+        storage: Storage::Kept,
+        restore_chunk_parts: 2,
+        ..VisitConfig::default()
+    };
+    let mut again = Shell::configured(first.sharer, config, stored.clone(), vec![Answer::Open]);
+    // Applying waits for the first screen; reading does not, a chunk ahead.
+    assert!(again.visit.progress().restoring);
+    let first_read = LoadRequest::First {
+        parts: FIRST_PARTS,
+        frames: FIRST_FRAMES,
+    };
+    let chunk = |from_part| LoadRequest::Parts {
+        from_part,
+        count: 2,
+    };
+    assert_eq!(again.loads, vec![first_read, chunk(FIRST_PARTS)]);
+    again.visit.listed(Millis(again.now));
+    again.outputs();
+    again.run(10_000);
+    assert!(again.visit.opened_from_snapshot());
+    assert!(!again.visit.progress().restoring);
+    // Every part read once, in order, a chunk at a time; the batches after
+    // the snapshot with the last.
+    let mut want = vec![first_read];
+    let mut from = FIRST_PARTS;
+    while parts - from > 2 {
+        want.push(chunk(from));
+        from += 2;
+    }
+    want.push(LoadRequest::Rest {
+        from_part: Some(from),
+        from_seq: stored
+            .state
+            .and_then(|s| s.snapshot)
+            .map(|s| s.next)
+            .unwrap(),
+    });
+    assert_eq!(again.loads, want);
+    assert_eq!(
+        again.sharer.session.stats().ops_sent,
+        0,
+        "nothing sent again"
+    );
+    assert_same_index(&again.sharer.index, again.visit.index());
+}
+
+#[test]
+fn a_damaged_part_in_a_later_chunk_makes_the_visit_fetch_the_index_again() {
+    let first = snapshotted(100);
+    let mut stored = first.store.clone();
+    // The first part of the second chunk (the last read is the rest).
+    let damaged = FIRST_PARTS as usize + 2;
+    assert!(
+        stored.parts.len() > damaged + 1,
+        "{} parts",
+        stored.parts.len()
+    );
+    stored.parts[damaged][40] ^= 0x55;
+    let config = VisitConfig {
+        storage: Storage::Kept,
+        restore_chunk_parts: 2,
+        ..VisitConfig::default()
+    };
+    let mut again = Shell::configured(first.sharer, config, stored, vec![Answer::Open]);
+    again.visit.listed(Millis(again.now));
+    again.outputs();
+    again.run(30_000);
+    assert!(!again.visit.progress().restoring);
+    assert!(again.visit.progress().complete);
+    assert!(
+        again.sharer.session.stats().ops_sent > 0,
+        "the index came from the sharer again"
+    );
     assert_same_index(&again.sharer.index, again.visit.index());
 }
 

@@ -270,6 +270,41 @@ impl SymbolTable {
         (at <= INLINE_NAME).then_some(at)
     }
 
+    /// Whether `code` is whole and decodes to a name an index may hold (what
+    /// [`decode_into`](Self::decode_into) and then `name_is_safe` say), read
+    /// without decoding: a stored table's symbols hold no `/` or NUL
+    /// ([`from_stored`](Self::from_stored) checks), so only an escaped byte
+    /// can be one, and only names of one or two bytes can be `.` or `..`.
+    fn code_is_safe(&self, code: &[u8]) -> bool {
+        let (mut len, mut k) = (0usize, 0usize);
+        while let Some(&c) = code.get(k) {
+            if c == ESCAPE {
+                match code.get(k + 1) {
+                    Some(&b) if b != b'/' && b != 0 => {}
+                    _ => return false,
+                }
+                len += 1;
+                k += 2;
+            } else {
+                let l = self.lens[c as usize] as usize;
+                if l == 0 {
+                    return false;
+                }
+                len += l;
+                k += 1;
+            }
+        }
+        match len {
+            0 => false,
+            1 | 2 => {
+                let mut buf = [0; DECODE_ROOM];
+                self.decode_into(code, &mut buf)
+                    .is_some_and(|n| super::name_is_safe(&buf[..n]))
+            }
+            _ => len <= INLINE_NAME,
+        }
+    }
+
     /// Heap bytes of FSST's lookup tables (two-byte codes, the hash of longer symbols).
     fn heap_bytes(&self) -> usize {
         65_536 * 2 + PHT_SLOTS as usize * 16
@@ -385,10 +420,8 @@ impl NameArena {
     pub(super) fn short_is_safe(&self, stored: &[u8], root: bool, buf: &mut NameBuf) -> bool {
         match &self.table {
             None => root || super::name_is_safe(stored),
-            Some(t) => match t.decode_into(stored, buf) {
-                Some(len) => root || super::name_is_safe(&buf[..len]),
-                None => false,
-            },
+            Some(t) if root => t.decode_into(stored, buf).is_some(),
+            Some(t) => t.code_is_safe(stored),
         }
     }
 
@@ -396,5 +429,63 @@ impl NameArena {
         self.pages.iter().map(Vec::capacity).sum::<usize>()
             + self.pages.capacity() * 24
             + self.table.as_ref().map_or(0, |t| t.heap_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_is_judged_safe_exactly_when_its_decoded_name_is() {
+        let names: Vec<Vec<u8>> = (0..3000)
+            .map(|i| format!("file-{i:05}.dat..{}", i % 7).into_bytes())
+            .collect();
+        let sample: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+        let stored: Vec<(u8, [u8; 8])> = SymbolTable::learn(&sample)
+            .expect("a table")
+            .stored()
+            .collect();
+        let t = SymbolTable::from_stored(&stored).expect("its own table");
+        let judged = |code: &[u8]| {
+            let mut buf = [0; DECODE_ROOM];
+            t.decode_into(code, &mut buf)
+                .is_some_and(|n| crate::index::name_is_safe(&buf[..n]))
+        };
+        assert!(!t.code_is_safe(&[]));
+        for a in 0..=255u8 {
+            assert_eq!(t.code_is_safe(&[a]), judged(&[a]), "code {a}");
+            for b in 0..=255u8 {
+                assert_eq!(t.code_is_safe(&[a, b]), judged(&[a, b]), "code {a} {b}");
+            }
+        }
+        for bad in [
+            &[ESCAPE, b'.'][..],
+            &[ESCAPE, b'.', ESCAPE, b'.'],
+            &[ESCAPE, b'/', ESCAPE, b'a', ESCAPE, b'b'],
+        ] {
+            assert!(!t.code_is_safe(bad), "{bad:?}");
+        }
+        // Longer codes: mostly symbols, some escapes of any byte, some codes
+        // past the table, up to names longer than a short name may be.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = 3 + (x % 64) as usize;
+            let mut y = x;
+            let code: Vec<u8> = (0..len)
+                .map(|_| {
+                    y = y.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                    match (y >> 56) % 16 {
+                        0 => ESCAPE,
+                        1 => (y >> 40) as u8,
+                        _ => ((y >> 32) % t.len() as u64) as u8,
+                    }
+                })
+                .collect();
+            assert_eq!(t.code_is_safe(&code), judged(&code), "{code:?}");
+        }
     }
 }

@@ -371,6 +371,8 @@ pub struct SnapshotRestorer {
     got: u32,
     /// Children in the directory records restored so far.
     children_seen: usize,
+    /// Entries present in the parts restored so far.
+    present: usize,
     /// Entries listed as some folder's child so far (one bit per slot).
     listed: Vec<u64>,
 }
@@ -431,6 +433,7 @@ impl SnapshotRestorer {
             want,
             got: 0,
             children_seen: 0,
+            present: 0,
             listed: vec![0; end.div_ceil(64)],
         })
     }
@@ -611,6 +614,7 @@ impl SnapshotRestorer {
                 return Err(bad(id, "unsafe name"));
             }
             offs[k] = self.index.names.push(name);
+            self.present += 1;
         }
         if name_at != names.len() {
             return Err(SnapshotError::Truncated { part });
@@ -708,9 +712,7 @@ impl SnapshotRestorer {
             });
         }
         let ix = self.index;
-        let present = (0..ix.end)
-            .filter(|i| ix.meta_of(*i) & PRESENT != 0)
-            .count();
+        let present = self.present;
         if present != ix.live {
             return Err(SnapshotError::NotATree {
                 what: "the head's entry count is not the number of entries",
@@ -723,18 +725,15 @@ impl SnapshotRestorer {
         }
         // Every entry is listed once, under its own parent: walking down from
         // the root must then reach them all, unless some folders form a loop.
+        // A record's folders come first (`restore_dirs` checked each child's kind).
         let mut reached = 0usize;
         let mut stack = if present > 0 { vec![0u32] } else { Vec::new() };
         while let Some(d) = stack.pop() {
             reached += 1;
             if let Some(rec) = ix.dirs.get(&d) {
-                for &c in &rec.children {
-                    if ix.is_dir_at(c as usize) {
-                        stack.push(c);
-                    } else {
-                        reached += 1;
-                    }
-                }
+                let folders = rec.dirs.min(rec.children.len());
+                stack.extend_from_slice(&rec.children[..folders]);
+                reached += rec.children.len() - folders;
             }
             if reached > present {
                 break;

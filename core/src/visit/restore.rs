@@ -5,15 +5,25 @@
 //! ```text
 //! Visit                                   Restore
 //!  Load(First) answered ----------------> first(state, parts, frames)
-//!  Load(Rest) wanted? <------------------ rest_request()      (once the first screen is shown)
-//!  Load(Rest) answered -----------------> rest(parts, frames)
+//!  the next read? <---------------------- rest_request()  -> Load(Parts), ..., Load(Rest)
+//!  it is answered ----------------------> rest(parts, frames)
 //!  a step of work ----------------------> step(until, clock) -> done?
 //!  queries meanwhile -------------------> index() / index_mut()  (the part applied so far)
 //!  done --------------------------------> finish() -> Rebuilt
 //! ```
 //!
-//! Bounds: what is held is what storage returned (the shell's frame handles);
-//! nothing is copied until it is applied.
+//! A stored snapshot's parts after the first are read in chunks of
+//! [`REST_CHUNK_PARTS`], one read at a time, and the next is asked for while
+//! the chunk before is being applied: storage reads (in the browser, in
+//! IndexedDB's own process) and the worker's restoring overlap. The last
+//! read ([`LoadRequest::Rest`]) also brings the batches stored after the
+//! snapshot. Without a snapshot, the batches after the first are one read.
+//!
+//! Bounds: what is held is what storage returned and is not applied yet (the
+//! shell's frame handles), under two chunks of parts: a read is asked for
+//! only while fewer than a chunk wait (`VisitConfig::restore_chunk_parts`,
+//! [`REST_CHUNK_PARTS`] unless a test says). Nothing is copied until it is
+//! applied.
 
 use std::collections::VecDeque;
 
@@ -31,6 +41,11 @@ pub const FIRST_FRAMES: u32 = 8;
 /// the tree first), little enough to read and restore at once.
 pub const FIRST_PARTS: u32 = 3;
 
+/// Snapshot parts read at once after the first (about 9 MB at 16,384 entry
+/// slots a part): a chunk is applied in a few hundred milliseconds, while
+/// the next is read.
+pub const REST_CHUNK_PARTS: u32 = 16;
+
 /// What the visit asks storage for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadRequest {
@@ -38,6 +53,9 @@ pub enum LoadRequest {
     /// `frames` stored batches (with a snapshot, those batches are not used:
     /// the rest request reads every batch after it).
     First { parts: u32, frames: u32 },
+    /// Snapshot parts `from_part .. from_part + count`, no batches: a chunk
+    /// of a snapshot's rest, with more to read after it.
+    Parts { from_part: u32, count: u32 },
     /// Snapshot parts from number `from_part` on (none when `None`), and every
     /// stored batch whose first sequence number is `from_seq` or above.
     Rest {
@@ -52,23 +70,32 @@ pub(crate) struct Restore<F> {
     rebuilder: Rebuilder,
     parts: VecDeque<F>,
     frames: VecDeque<F>,
-    /// What is still in storage beyond what was read; `asked`: requested.
-    rest: Option<LoadRequest>,
-    rest_asked: bool,
+    /// The reads still to ask for, in order (chunks of parts, then the rest).
+    reads: VecDeque<LoadRequest>,
+    /// A read was asked for and is not answered yet.
+    reading: bool,
+    /// Parts a read asks for at most; a read is asked for only while fewer wait.
+    chunk: u32,
 }
 
 impl<F: StoredFrame> Restore<F> {
     /// The answer to [`LoadRequest::First`].
-    pub(crate) fn first(state: Option<StoredState>, parts: Vec<F>, frames: Vec<F>) -> Self {
+    pub(crate) fn first(
+        state: Option<StoredState>,
+        parts: Vec<F>,
+        frames: Vec<F>,
+        chunk: u32,
+    ) -> Self {
+        let chunk = chunk.max(1);
         let snapshot = state.and_then(|s| s.snapshot);
-        let (parts, frames, rest) = match snapshot {
+        let (parts, frames, reads) = match snapshot {
             Some(s) => {
-                let from_part = parts.len() as u32;
-                let rest = LoadRequest::Rest {
-                    from_part: Some(from_part),
-                    from_seq: s.next,
-                };
-                (parts, Vec::new(), Some(rest))
+                let read = parts.len() as u32;
+                (
+                    parts,
+                    Vec::new(),
+                    snapshot_reads(read, s.parts, s.next, chunk),
+                )
             }
             None => {
                 let rest = (frames.len() as u32 >= FIRST_FRAMES)
@@ -78,42 +105,46 @@ impl<F: StoredFrame> Restore<F> {
                         from_part: None,
                         from_seq,
                     });
-                (Vec::new(), frames, rest)
+                (Vec::new(), frames, rest.into_iter().collect())
             }
         };
         Restore {
             rebuilder: Rebuilder::new(state),
             parts: parts.into(),
             frames: frames.into(),
-            rest,
-            rest_asked: false,
+            reads,
+            reading: false,
+            chunk,
         }
     }
 
     /// Nothing could be read: an empty index, no resume point.
     pub(crate) fn nothing() -> Self {
-        Self::first(None, Vec::new(), Vec::new())
+        Self::first(None, Vec::new(), Vec::new(), REST_CHUNK_PARTS)
     }
 
-    /// The next read to ask storage for, once.
+    /// The next read to ask storage for: one at a time, and only while fewer
+    /// than a chunk of parts wait to be applied.
     pub(crate) fn rest_request(&mut self) -> Option<LoadRequest> {
-        if self.rest_asked || self.rebuilder.failed() {
+        if self.reading || self.rebuilder.failed() || self.parts.len() >= self.chunk as usize {
             return None;
         }
-        self.rest_asked = true;
-        self.rest
+        let read = self.reads.pop_front()?;
+        self.reading = true;
+        Some(read)
     }
 
-    /// The answer to [`LoadRequest::Rest`].
+    /// The answer to the read [`rest_request`](Self::rest_request) gave.
     pub(crate) fn rest(&mut self, parts: Vec<F>, frames: Vec<F>) {
         self.parts.extend(parts);
         self.frames.extend(frames);
-        self.rest = None;
+        self.reading = false;
     }
 
     /// Reading the rest failed: what was applied so far cannot be resumed from.
     pub(crate) fn rest_failed(&mut self) {
-        self.rest = None;
+        self.reads.clear();
+        self.reading = false;
         self.parts.clear();
         self.frames.clear();
         self.rebuilder.abandon();
@@ -127,7 +158,10 @@ impl<F: StoredFrame> Restore<F> {
     /// Whether everything is applied (or the rebuild failed): `finish` now.
     pub(crate) fn is_done(&self) -> bool {
         self.rebuilder.failed()
-            || (self.rest.is_none() && self.parts.is_empty() && self.frames.is_empty())
+            || (self.reads.is_empty()
+                && !self.reading
+                && self.parts.is_empty()
+                && self.frames.is_empty())
     }
 
     /// Applies parts, then frames, until `clock` reaches `until` (one at least).
@@ -163,6 +197,25 @@ impl<F: StoredFrame> Restore<F> {
     pub(crate) fn finish(self) -> Rebuilt {
         self.rebuilder.finish()
     }
+}
+
+/// The reads of a snapshot's rest: parts `read..total` in chunks, the last
+/// read (from the last chunk's first part on) with the batches after it.
+fn snapshot_reads(read: u32, total: u32, from_seq: Seq, chunk: u32) -> VecDeque<LoadRequest> {
+    let mut reads = VecDeque::new();
+    let mut from = read;
+    while total.saturating_sub(from) > chunk {
+        reads.push_back(LoadRequest::Parts {
+            from_part: from,
+            count: chunk,
+        });
+        from += chunk;
+    }
+    reads.push_back(LoadRequest::Rest {
+        from_part: Some(from),
+        from_seq,
+    });
+    reads
 }
 
 /// The sequence number after a stored batch frame.

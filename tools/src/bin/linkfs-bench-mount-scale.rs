@@ -16,7 +16,8 @@
 //!   (the first, from the moment it was mounted, so the index still arriving
 //!   is in it; and a second); the entries each lists must be equal in number;
 //! - `ls -f` of the biggest folder, disk (warm) and mount (after the mount's
-//!   `find`, and with the kernel's caches dropped first);
+//!   `find`; cold: the kernel's dentries and inodes dropped first, median of three;
+//!   and once with the page cache dropped too, programs' pages included);
 //! - looking a name up (`stat`) in the biggest folder and in folders of at most
 //!   ten entries, the kernel's dentry cache dropped before each and the folder
 //!   itself looked up again first (p50, p99);
@@ -271,8 +272,20 @@ fn main() -> Result<()> {
     );
 
     let ls_mount_warm = timed(Command::new("ls").arg("-f").arg(mnt.join(&biggest)))?;
+    // Cold: the kernel's dentries and inodes dropped ("2"), so every name comes from
+    // the mount again, three times, the median kept. Dropping the page cache too
+    // ("3") also drops the pages of `ls`, libc and linkfs's own code, and the
+    // listing then waits on the disk to read programs back: kept as a figure of its
+    // own, once, not the one held to the budget.
+    let mut ls_cold_runs = Vec::new();
+    for _ in 0..3 {
+        drop_caches("2");
+        ls_cold_runs.push(timed(Command::new("ls").arg("-f").arg(mnt.join(&biggest)))?);
+    }
+    let ls_cold_runs = sorted(ls_cold_runs);
+    let ls_mount_cold = ls_cold_runs[1];
     drop_caches("3");
-    let ls_mount_cold = timed(Command::new("ls").arg("-f").arg(mnt.join(&biggest)))?;
+    let ls_mount_all_dropped = timed(Command::new("ls").arg("-f").arg(mnt.join(&biggest)))?;
 
     let n = args.samples;
     let in_big = entries_of(&tree, &biggest, n)?;
@@ -330,7 +343,9 @@ fn main() -> Result<()> {
         "ls_f_biggest_disk_warm_s": round(ls_disk, 3),
         "ls_f_biggest_mount_warm_s": round(ls_mount_warm, 3),
         "ls_f_biggest_mount_cold_s": round(ls_mount_cold, 3),
+        "ls_f_biggest_mount_cold_runs_s": ls_cold_runs.iter().map(|s| round(*s, 3)).collect::<Vec<_>>(),
         "ls_f_mount_cold_vs_disk": round(ls_mount_cold / ls_disk, 2),
+        "ls_f_biggest_mount_page_cache_dropped_too_s": round(ls_mount_all_dropped, 3),
         "stat_ms": { "biggest": p50_p99(&stat_big), "small": p50_p99(&stat_small),
                      "p50_ratio": ratio(&stat_big, &stat_small, 0.5), "p99_ratio": ratio(&stat_big, &stat_small, 0.99) },
         "first_byte_ms": { "biggest": p50_p99(&first_big), "small": p50_p99(&first_small),
