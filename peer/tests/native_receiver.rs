@@ -1004,6 +1004,80 @@ fn the_mount_follows_changes_on_the_sharers_disk() {
     share.stop();
 }
 
+/// The names `ls` shows in a folder of the mount.
+fn listed(dir: &Path) -> Result<std::collections::BTreeSet<String>, String> {
+    std::fs::read_dir(dir)
+        .map_err(|e| e.to_string())?
+        .map(|e| {
+            e.map(|e| e.file_name().to_string_lossy().into_owned())
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn a_listing_the_kernel_keeps_shows_names_added_removed_and_renamed_after_it() {
+    // Once the index is complete the kernel keeps a folder's listing; every
+    // recorded change must let it go, or `ls` shows the old names forever.
+    let tmp = TempDir::new("kept");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(src.join("dir")).unwrap();
+    for n in 0..500 {
+        std::fs::write(src.join(format!("dir/{n}")), b"x").unwrap();
+    }
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    let dir = mount.mnt.join("dir");
+    until("the whole folder", || {
+        let n = listed(&dir)?.len();
+        (n == 500).then_some(()).ok_or(format!("{n} names"))
+    });
+    // Listed twice more: kept by the kernel by now.
+    assert_eq!(listed(&dir).unwrap().len(), 500);
+    assert_eq!(listed(&dir).unwrap().len(), 500);
+    assert!(listed(&mount.mnt).unwrap().contains("dir"));
+
+    let mut took = Vec::new();
+    std::fs::write(src.join("dir/added"), b"new").unwrap();
+    took.push(until("a name added to a kept listing", || {
+        let names = listed(&dir)?;
+        (names.len() == 501 && names.contains("added"))
+            .then_some(())
+            .ok_or(format!("{} names", names.len()))
+    }));
+    std::fs::remove_file(src.join("dir/7")).unwrap();
+    took.push(until("a name removed from a kept listing", || {
+        let names = listed(&dir)?;
+        (names.len() == 500 && !names.contains("7"))
+            .then_some(())
+            .ok_or(format!("{} names", names.len()))
+    }));
+    std::fs::rename(src.join("dir/8"), src.join("dir/eight")).unwrap();
+    took.push(until("a name renamed in a kept listing", || {
+        let names = listed(&dir)?;
+        (names.contains("eight") && !names.contains("8"))
+            .then_some(())
+            .ok_or(format!("{} names", names.len()))
+    }));
+    std::fs::rename(src.join("dir"), src.join("moved")).unwrap();
+    took.push(until("a kept folder renamed in the top folder", || {
+        let names = listed(&mount.mnt)?;
+        (names.contains("moved") && !names.contains("dir"))
+            .then_some(())
+            .ok_or(format!("{names:?}"))
+    }));
+    eprintln!("kept listings changed, seen after {took:?}");
+    for (what, t) in ["added", "removed", "renamed", "folder renamed"]
+        .iter()
+        .zip(&took)
+    {
+        assert!(*t < Duration::from_secs(2), "{what}: seen after {t:?}");
+    }
+    mount.stop();
+    share.stop();
+}
+
 #[test]
 #[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
 fn the_mount_shows_a_same_size_rewrite_whose_mtime_was_restored() {

@@ -472,6 +472,7 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
         },
         tokio::runtime::Handle::current(),
     );
+    let kept = fs.kept_listings();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::RO,
@@ -493,8 +494,9 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
         )
     })?;
     tokio::spawn(linkfs_peer::visit::mount::follow_changes(
-        client.changes(),
+        client.clone(),
         session.notifier(),
+        kept,
     ));
     eprintln!(
         "linkfs: mounted at {} (read-only); Ctrl-C to unmount",
