@@ -473,6 +473,8 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
         tokio::runtime::Handle::current(),
     );
     let kept = fs.kept_listings();
+    // Before the mount is up: a change from then on is followed.
+    let follower = linkfs_peer::visit::mount::ChangeFollower::new(&client);
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::RO,
@@ -494,7 +496,7 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
         )
     })?;
     tokio::spawn(linkfs_peer::visit::mount::follow_changes(
-        client.clone(),
+        follower,
         session.notifier(),
         kept,
     ));

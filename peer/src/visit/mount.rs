@@ -339,18 +339,27 @@ pub struct LinkFs {
 /// opened with its listing kept since they were last all let go. Bounded by
 /// the index's folders.
 #[derive(Debug, Default)]
-pub struct KeptListings(Mutex<HashSet<u64>>);
+pub struct KeptListings {
+    folders: Mutex<HashSet<u64>>,
+    /// Nothing follows the changes any more: no listing may be kept.
+    stopped: std::sync::atomic::AtomicBool,
+}
 
 impl KeptListings {
     fn kept(&self, ino: u64) {
-        if let Ok(mut s) = self.0.lock() {
+        if let Ok(mut s) = self.folders.lock() {
             s.insert(ino);
         }
     }
 
+    /// Whether a folder opened now may have its listing kept.
+    fn keeping(&self) -> bool {
+        !self.stopped.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Every folder kept so far, forgotten here (the caller lets them go).
     fn take(&self) -> Vec<u64> {
-        self.0
+        self.folders
             .lock()
             .map(|mut s| s.drain().collect())
             .unwrap_or_default()
@@ -679,7 +688,9 @@ impl Filesystem for LinkFs {
             // module docs), and only up to KEPT_LISTING_MAX names; an open
             // without these flags drops what was kept.
             Some((EntryKind::Dir, names))
-                if names <= KEPT_LISTING_MAX && self.client.status().complete =>
+                if names <= KEPT_LISTING_MAX
+                    && self.kept.keeping()
+                    && self.client.status().complete =>
             {
                 self.kept.kept(ino.0);
                 reply.opened(
@@ -831,33 +842,67 @@ impl Filesystem for LinkFs {
     }
 }
 
+/// What a mount follows of its client's changes: taken before the mount is
+/// up, so that no change falls between the two unseen.
+pub struct ChangeFollower {
+    changes: tokio::sync::mpsc::Receiver<super::IndexChanges>,
+    status: tokio::sync::watch::Receiver<super::Status>,
+    /// Change batches the client had applied before.
+    base: u64,
+}
+
+impl ChangeFollower {
+    pub fn new(client: &Client) -> Self {
+        let mut status = client.watch();
+        // Counted before following: a batch applied in between looks lost, and
+        // costs one needless letting go.
+        let base = status.borrow_and_update().changes;
+        ChangeFollower {
+            changes: client.changes(),
+            status,
+            base,
+        }
+    }
+}
+
 /// Keeps the kernel's caches true to the index: for every change the index
 /// records (after it was complete), the names that changed in their folders
 /// (old and new place) and the inode itself are invalidated, so `ls`, `stat`
-/// and `cat` see a change at once instead of after [`ATTR_TTL`]. When changes
-/// were lost (`overflowed`, the sharer started over, or batches the follower
-/// never got: counted against [`super::Status::changes`]), every listing the
-/// kernel keeps is let go, and the attribute TTL of 1 s bounds how long it
-/// may show old attributes. Runs until the client's session ends.
-pub async fn follow_changes(client: Client, notifier: fuser::Notifier, kept: Arc<KeptListings>) {
-    let mut status = client.watch();
-    // Counted before following: a batch applied in between looks lost, and
-    // costs one needless letting go.
-    let base = status.borrow_and_update().changes;
-    let mut changes = client.changes();
+/// and `cat` see a change at once instead of after [`ATTR_TTL`]. The folders
+/// are invalidated once more [`ATTR_TTL`] later: a listing the mount built just
+/// before the change can reach the kernel, and be kept, after the first. When
+/// changes were lost (`overflowed`, the sharer started over, or batches the
+/// follower never got: counted against [`super::Status::changes`]), every
+/// listing the kernel keeps is let go, and the attribute TTL of 1 s bounds
+/// how long it may show old attributes. Runs until the client's session ends;
+/// then nothing is kept any more.
+pub async fn follow_changes(
+    follower: ChangeFollower,
+    notifier: fuser::Notifier,
+    kept: Arc<KeptListings>,
+) {
+    let ChangeFollower {
+        mut changes,
+        mut status,
+        base,
+    } = follower;
     let mut got = 0u64;
+    // Folders to invalidate again, and when (in the order they were changed).
+    let mut again: std::collections::VecDeque<(tokio::time::Instant, Vec<u64>)> =
+        std::collections::VecDeque::new();
     loop {
+        let due = again.front().map(|(at, _)| *at);
         let batch = tokio::select! {
             batch = changes.recv() => match batch {
                 Some(b) => {
                     got += 1;
                     b
                 }
-                None => return,
+                None => break,
             },
             changed = status.changed() => {
                 if changed.is_err() {
-                    return;
+                    break;
                 }
                 let applied = status.borrow_and_update().changes.saturating_sub(base);
                 let queued = changes.len() as u64;
@@ -867,12 +912,42 @@ pub async fn follow_changes(client: Client, notifier: fuser::Notifier, kept: Arc
                 got = applied - queued;
                 super::IndexChanges { changes: Vec::new(), overflowed: true }
             }
+            () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                if let Some((_, folders)) = again.pop_front() {
+                    let notifier = notifier.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        for ino in folders {
+                            let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
+                        }
+                    })
+                    .await;
+                }
+                continue;
+            }
         };
+        let folders: Vec<u64> = batch
+            .changes
+            .iter()
+            .flat_map(|c| c.before.iter().chain(c.after.iter()))
+            .map(|(parent, _)| ino_of(parent.0).0)
+            .collect();
+        if !folders.is_empty() {
+            again.push_back((tokio::time::Instant::now() + ATTR_TTL, folders));
+        }
         let (notifier, kept) = (notifier.clone(), kept.clone());
         // The kernel may call back into the filesystem while it invalidates:
         // never from the runtime's threads.
         let _ = tokio::task::spawn_blocking(move || invalidate(&notifier, &batch, &kept)).await;
     }
+    // Nobody follows the changes any more: nothing may stay kept.
+    kept.stopped
+        .store(true, std::sync::atomic::Ordering::Release);
+    let _ = tokio::task::spawn_blocking(move || {
+        for ino in kept.take() {
+            let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
+        }
+    })
+    .await;
 }
 
 fn invalidate(notifier: &fuser::Notifier, batch: &super::IndexChanges, kept: &KeptListings) {
