@@ -818,3 +818,40 @@ async fn a_connection_opens_without_waiting_for_a_timer() {
         took[2]
     );
 }
+
+/// `rounds` frames sent one after another, each after the other side echoed the last.
+async fn ping_pong(a: &mut DataLink, b: &mut DataLink, rounds: u32) -> Duration {
+    let started = Instant::now();
+    for n in 0..rounds {
+        a.send(frame(u64::from(n), 64)).await.expect("a sends");
+        let got = recv_within(b, "b").await.expect("b receives");
+        b.send(got).await.expect("b echoes");
+        recv_within(a, "a").await.expect("a receives the echo");
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_set_to_gather_datagrams_reads_them_no_sooner_than_its_wait() {
+    let (mut a, mut b) = pair().await;
+    let alone = ping_pong(&mut a, &mut b, 10).await;
+    // The webrtc patch (third_party/PATCHES.md): woken again within the wait of its
+    // last wake, a's driver lets datagrams gather before it reads them.
+    a.set_receive_coalescing(Duration::from_millis(40));
+    let gathering = ping_pong(&mut a, &mut b, 10).await;
+    eprintln!("10 round trips: {alone:?} alone, {gathering:?} gathering for 40 ms");
+    assert!(
+        alone < Duration::from_millis(200),
+        "10 round trips over loopback took {alone:?} with no wait set"
+    );
+    assert!(
+        gathering >= Duration::from_millis(300),
+        "10 round trips took {gathering:?} with a 40 ms wait set: the driver read each datagram at once"
+    );
+    a.set_receive_coalescing(Duration::ZERO);
+    let again = ping_pong(&mut a, &mut b, 10).await;
+    assert!(
+        again < Duration::from_millis(200),
+        "10 round trips took {again:?} after the wait was set back to zero"
+    );
+}

@@ -831,6 +831,8 @@ where
             .max()
             .unwrap_or(UDP_RECV_BUF_LEN);
         let mut burst_buf = vec![0u8; burst_buf_len];
+        // linkfs patch: when a datagram last woke this loop (receive coalescing).
+        let mut last_udp_wake: Option<Instant> = None;
 
         loop {
             // Shutdown safety-net. `close()`/`Drop` set this flag and best-effort
@@ -1057,6 +1059,23 @@ where
                                 // A single recv may return several GRO-coalesced
                                 // datagrams; split `buf[..n]` back into individual
                                 // datagrams by `stride` and deliver each.
+                                // linkfs patch: receive coalescing. Woken again within the
+                                // set wait of the last wake, let the datagrams still coming
+                                // gather first: the burst drain below then takes them in one
+                                // pass. On a 20 ms path at 100 Mbit/s a sender was woken by
+                                // every acknowledgement, 11,000 a second.
+                                let wait = Duration::from_micros(
+                                    self.inner.receive_coalescing_us.load(Ordering::Relaxed),
+                                );
+                                if !wait.is_zero() {
+                                    let now = self.inner.runtime.now();
+                                    if let Some(since) = last_udp_wake.map(|last| now.saturating_duration_since(last))
+                                        && since < wait
+                                    {
+                                        self.inner.runtime.sleep(wait - since).await;
+                                    }
+                                    last_udp_wake = Some(self.inner.runtime.now());
+                                }
                                 self.deliver_udp_batch(&buf, n, stride, local_addr, peer_addr).await;
 
                                 // Immediately create a new future for this socket and reuse the buffer

@@ -466,6 +466,13 @@ pub trait PeerConnection: crate::sealed::Sealed + Send + Sync + 'static {
     /// See [close](https://www.w3.org/TR/webrtc/#dom-rtcpeerconnection-close)
     async fn close(&self) -> Result<()>;
 
+    /// linkfs patch: after a datagram wakes the driver, it waits until `wait` has
+    /// passed since the last such wake before it reads, so the datagrams that came
+    /// meanwhile (on a long path, mostly acknowledgements) are handled in one pass
+    /// instead of one wake-up each. Zero (the default) never waits. Meant for paths
+    /// whose round trip is many times `wait`: the wait adds to every round trip.
+    fn set_receive_coalescing(&self, wait: std::time::Duration);
+
     /// Creates an SDP offer describing this connection's media and data channels.
     ///
     /// Free of side effects on the connection's state, except that a pending
@@ -776,6 +783,10 @@ pub(crate) struct PeerConnectionRef {
     /// that closes the reactor-thread leak window; the `Close` event is only the
     /// fast wake.
     pub(crate) closing: AtomicBool,
+    /// linkfs patch: how long, in microseconds, the driver lets datagrams gather after
+    /// one woke it before it reads them (0, the default: none). See
+    /// [`PeerConnection::set_receive_coalescing`].
+    pub(crate) receive_coalescing_us: std::sync::atomic::AtomicU64,
     /// Per-channel data-channel send-buffer limit in bytes (`usize::MAX` = unbounded,
     /// the default). When a limit is configured, [`DataChannel::send`]/[`send_text`](DataChannel::send_text)
     /// block until a channel's `outstanding_bytes` drops below it, and
@@ -1011,6 +1022,7 @@ impl PeerConnectionImpl {
                 write_pending: AtomicBool::new(false),
                 write_backpressure: std::sync::atomic::AtomicUsize::new(0),
                 closing: AtomicBool::new(false),
+                receive_coalescing_us: std::sync::atomic::AtomicU64::new(0),
                 data_channel_send_buffer_limit,
                 data_channel_backpressure: crate::runtime::Notify::new(),
                 data_channel_delivery_blocked: AtomicBool::new(false),
@@ -1123,6 +1135,13 @@ impl crate::sealed::Sealed for PeerConnectionImpl {}
 
 #[async_trait::async_trait]
 impl PeerConnection for PeerConnectionImpl {
+    fn set_receive_coalescing(&self, wait: std::time::Duration) {
+        let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        self.inner
+            .receive_coalescing_us
+            .store(us, std::sync::atomic::Ordering::Relaxed);
+    }
+
     async fn close(&self) -> Result<()> {
         {
             let mut core = self.inner.core.lock().await;
@@ -1618,6 +1637,7 @@ mod tests {
             write_pending: AtomicBool::new(false),
             write_backpressure: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
+            receive_coalescing_us: std::sync::atomic::AtomicU64::new(0),
             data_channel_send_buffer_limit: usize::MAX,
             data_channel_backpressure: crate::runtime::Notify::new(),
             data_channel_delivery_blocked: AtomicBool::new(false),
