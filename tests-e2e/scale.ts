@@ -45,7 +45,7 @@ import { startShare, type ShareProcess } from './lib/share-process.ts';
 import { compareStreamed } from './lib/stream-compare.ts';
 import { sha256File } from './lib/tree.ts';
 import { formatMismatch, indexWireBytes, readInPage } from './lib/verify.ts';
-import { longTaskReport, longTasks as traceLongTasks, startTrace, type Trace } from './lib/trace.ts';
+import { longTaskReport, longTasks as traceLongTasks, mainThreadCpuReport, startTrace, type Trace } from './lib/trace.ts';
 
 const log = (line: string) => console.error(line);
 const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
@@ -166,8 +166,10 @@ async function openShare(dir: string, name: string): Promise<{ chromium: Chromiu
   const indexSeconds = (performance.now() - share.spawnedAt) / 1000;
   let fillTrace: { longestWallMs: number; longestCpuMs: number } | null = null;
   if (trace !== null) {
-    const report = traceLongTasks(await trace.stop());
+    const events = await trace.stop();
+    const report = traceLongTasks(events);
     for (const line of report.lines) log(`scale: fill ${line}`);
+    for (const line of mainThreadCpuReport(events)) log(`scale: fill ${line}`);
     fillTrace = report;
   }
   const outcome = (await handle.jsonValue()) as { failed: string | null };

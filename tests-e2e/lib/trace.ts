@@ -76,3 +76,37 @@ export function longTasks(events: TraceEvent[], overMs = 40): { lines: string[];
   }
   return { lines, longestWallMs, longestCpuMs };
 }
+
+/**
+ * Where the page's main thread spent its CPU over the whole trace: the CPU time of
+ * its tasks summed by what each task ran (the task's first event inside it: an
+ * animation frame, a message, a timer, with the function's name), the top `n` lines.
+ */
+export function mainThreadCpuReport(events: TraceEvent[], n = 12): string[] {
+  const mainThreads = new Set(events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === 'CrRendererMain').map((e) => `${e.pid}:${e.tid}`));
+  const onMain = events.filter((e) => e.ph === 'X' && mainThreads.has(`${e.pid}:${e.tid}`) && typeof e.dur === 'number').sort((a, b) => a.ts - b.ts || b.dur! - a.dur!);
+  const cpu = new Map<string, { cpu: number; wall: number; count: number }>();
+  let task: TraceEvent | null = null;
+  let named = false;
+  let total = 0;
+  for (const e of onMain) {
+    if (e.name === 'RunTask') {
+      task = e;
+      named = false;
+      total += (e.tdur ?? 0) / 1000;
+      continue;
+    }
+    if (task === null || named || e.ts > task.ts + task.dur! || e.name === 'ThreadControllerImpl::RunTask') continue;
+    named = true;
+    const d = e.args?.data;
+    const what = d?.functionName ? `${e.name}(${d.functionName})` : e.name;
+    const c = cpu.get(what) ?? { cpu: 0, wall: 0, count: 0 };
+    c.cpu += (task.tdur ?? 0) / 1000;
+    c.wall += task.dur! / 1000;
+    c.count += 1;
+    cpu.set(what, c);
+  }
+  const lines = [`main thread: ${total.toFixed(0)} ms of CPU in tasks`];
+  for (const [what, c] of [...cpu.entries()].sort((a, b) => b[1].cpu - a[1].cpu).slice(0, n)) lines.push(`${what}: ${c.cpu.toFixed(1)} ms CPU, ${c.wall.toFixed(1)} ms wall, ${c.count} tasks`);
+  return lines;
+}
