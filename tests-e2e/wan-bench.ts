@@ -55,7 +55,8 @@
 // through coturn, on the near side). The bulk file is sized from TCP's rate on the
 // path (about 8 s of it, 16-256 MiB). WAN_SOCKETS=desktop caps UDP socket buffers at a
 // desktop's 212,992 bytes (net.core.rmem_max/wmem_max, restored afterwards) for the
-// run; WAN_SOCKETS=both runs every path both ways. Nothing is asserted but that each
+// run; WAN_SOCKETS=both runs every path both ways. WAN_VISIT_ARGS="--lanes 0" adds
+// arguments to every `linkfs get` and mount (split on spaces). Nothing is asserted but that each
 // step worked; a step that fails reports its error and the others go on.
 
 import { spawn, spawnSync } from 'node:child_process';
@@ -544,7 +545,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
   const slow = Math.round((bytes / 1e6 / Math.max(0.5, tcp / 10)) * 1000) + 60_000;
 
   let shareArgs: string[] = [];
-  let visitArgs: string[] = [];
+  let visitArgs: string[] = (process.env.WAN_VISIT_ARGS ?? '').split(' ').filter((a) => a !== '');
   if (p.turn) {
     const secret = randomBytes(12).toString('hex');
     const [c, a] = inNs(near, 'turnserver', [
@@ -555,7 +556,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     later(() => killHard(turn));
     await sleep(700);
     shareArgs = ['--turn-secret', secret, '--turn-url', `turn:${NEAR_ADDR}:3478`, '--ice-policy', 'relay'];
-    visitArgs = ['--ice-policy', 'relay'];
+    visitArgs = [...visitArgs, '--ice-policy', 'relay'];
   }
 
   if (wanted('sshfs')) {
