@@ -692,23 +692,10 @@ fn obey_lanes(session: &Shared) {
         match todo {
             LaneDo::MeasureRoundTrip => measure_round_trip(session),
             LaneDo::Connect { lane, join } => connect_lane(session, lane, join),
-            LaneDo::Rest => say_lanes_rest(session),
             LaneDo::EndLink => return channel_closed(session),
         }
     }
     arm_lane_timer(session);
-}
-
-/// The lanes did not add up: the sharer puts the page's chunks on one lane
-/// from now on (the page sends nothing of its own on lanes). If the channel
-/// cannot take the word now, the lanes simply stay busy.
-fn say_lanes_rest(session: &Shared) {
-    let i = session.borrow();
-    if let Some(dc) = &i.dc
-        && dc.ready_state() == RtcDataChannelState::Open
-    {
-        let _ = dc.send_with_u8_array(&linkfs_proto::LaneRest.encode());
-    }
 }
 
 fn measure_round_trip(session: &Shared) {

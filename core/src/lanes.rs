@@ -39,17 +39,6 @@
 //!    [`LANE_STEP_GROWTH`] times what the step before moved, open every lane
 //!    at once.
 //!
-//!
-//!    Where the first lanes moved less than [`LANE_REST_BELOW`] times what the
-//!    one link did, the path was full, not lossy (a 100 Mbit/s line at 20 ms:
-//!    one link 10.4-11 MB/s, eight 10.7-11): the gate says
-//!    [`GateSays::Rest`] and each side puts its bulk on one lane from then on
-//!    (a `LaneRest` frame tells the sharer). The others stay open and idle,
-//!    so nothing in flight on them is lost, and a small file's answer still
-//!    does not queue behind the bulk on the session's own stream. Eight busy
-//!    connections cost the sharer eight times the wake-ups and datagrams sent
-//!    one by one: 30.5 s of CPU per GB there against 18 on one.
-//!
 //!    The rule compares what all the connections moved, step to step, not
 //!    each connection with the one link: the one link's sample is often its
 //!    slow start, which a lossy path's connections never see again (at 20 ms
@@ -135,10 +124,6 @@ pub const LANE_FIRST_GROWTH: f64 = 2.0;
 /// connection moves under [`LANES_AT_ONCE_BELOW`] and they grew this much,
 /// every lane at once.
 pub const LANE_STEP_GROWTH: f64 = 1.25;
-/// The first lanes rest but one where all the connections moved less than
-/// this times what the one link moved: they did not add up to enough to pay
-/// for themselves (module docs).
-pub const LANE_REST_BELOW: f64 = 1.2;
 /// How long a receiver waits, after a lane ended, for the session link to say
 /// why (a goodbye) before it counts the whole link as lost.
 pub const LANE_END_GRACE: Duration = Duration::from_millis(500);
@@ -157,9 +142,6 @@ pub enum GateSays {
     /// For the session; and open this many more lanes joining `offer` now, if
     /// the path's round trip is at least [`LANE_MIN_RTT`].
     Open { offer: LaneOffer, count: u8 },
-    /// For the session; and the lanes did not add up: bulk on one lane from
-    /// now on, both ways (say `LaneRest` on the session's link).
-    Rest,
 }
 
 /// Where the rule stands (module docs).
@@ -413,10 +395,6 @@ impl LaneGate {
                 } else {
                     asked.saturating_mul(2).saturating_add(1).min(cap) - asked.min(cap)
                 };
-                if first && !each_slow && rate < LANE_REST_BELOW * last {
-                    self.step = Step::Decided;
-                    return GateSays::Rest;
-                }
                 if !(not_full || each_slow) || more == 0 {
                     self.step = Step::Decided;
                     return GateSays::Pass;
@@ -493,9 +471,7 @@ mod tests {
                 count: 3
             })
         );
-        // The chunks still come at the one link's rate: the lanes added
-        // nothing, so they rest; decided once, nothing more after.
-        assert_eq!(feed(&mut gate, 5e6, 64 << 20), Some(GateSays::Rest));
+        // Decided once: more slow chunks open nothing more.
         assert_eq!(feed(&mut gate, 5e6, 64 << 20), None);
     }
 
@@ -601,20 +577,13 @@ mod tests {
     /// The same where the one link alone moved `first` bytes/s (its slow
     /// start, say) and each connection after it `per_link`.
     fn connections_after(first: f64, per_link: f64, path: f64, wanted: u8, secs: u64) -> u32 {
-        lanes_after(first, per_link, path, wanted, secs).0
-    }
-
-    /// As [`connections_after`], and whether the gate said the lanes rest
-    /// (after which the chunks come on one lane at what one link moves).
-    fn lanes_after(first: f64, per_link: f64, path: f64, wanted: u8, secs: u64) -> (u32, bool) {
         let mut gate = LaneGate::new(wanted);
-        let mut rested = false;
         gate.on_session_frame(Millis(0), &OFFER_ALL.encode());
         let mut links = 1u32;
         let mut t = 0.0f64;
         let len = 60 * 1024;
         while t < secs as f64 {
-            let rate = if links == 1 || rested {
+            let rate = if links == 1 {
                 first.min(path)
             } else {
                 (f64::from(links) * per_link).min(path)
@@ -626,19 +595,11 @@ mod tests {
             } else {
                 gate.on_lane_chunk(now, len)
             };
-            match says {
-                GateSays::Open { count, .. } => {
-                    assert!(!rested, "lanes opened after they rested");
-                    links += u32::from(count);
-                }
-                GateSays::Rest => {
-                    assert!(!rested, "the lanes rested twice");
-                    rested = true;
-                }
-                GateSays::Pass | GateSays::Skip => {}
+            if let GateSays::Open { count, .. } = says {
+                links += u32::from(count);
             }
         }
-        (links, rested)
+        links
     }
 
     const OFFER_ALL: LaneOffer = LaneOffer {
@@ -696,25 +657,8 @@ mod tests {
 
     #[test]
     fn a_receiver_that_cannot_take_more_gets_only_the_first_lanes() {
-        // Chromium at 20 ms: one connection 5.5 MB/s, eight 8.9 together:
-        // they add up, so they all carry bulk.
-        assert_eq!(lanes_after(5.5e6, 5.5e6, 8.9e6, MAX_LANES, 60), (8, false));
-    }
-
-    /// A 100 Mbit/s line at 20 ms: one link moved 10.4-11 MB/s, eight
-    /// together 10.7-11, and the sharer spent 30.5 s of CPU per GB on eight
-    /// against 18 on one.
-    #[test]
-    fn first_lanes_that_add_little_to_a_full_path_rest_but_one() {
-        assert_eq!(lanes_after(11e6, 11e6, 11.5e6, MAX_LANES, 60), (8, true));
-        // Where they add a fifth or more, they stay busy.
-        assert_eq!(lanes_after(9e6, 9e6, 11e6, MAX_LANES, 60), (8, false));
-        // Lossy paths whose lanes add up never rest.
-        assert_eq!(lanes_after(8e6, 2.5e6, 24e6, MAX_LANES, 60), (16, false));
-        assert_eq!(
-            lanes_after(0.15e6, 0.15e6, 12e6, MAX_LANES, 60),
-            (32, false)
-        );
+        // Chromium at 20 ms: one connection 5.5 MB/s, eight 8.9 together.
+        assert_eq!(connections_on(5.5e6, 8.9e6, MAX_LANES, 60), 8);
     }
 
     #[test]

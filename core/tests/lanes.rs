@@ -26,8 +26,6 @@ struct Path {
     ended: bool,
     /// Most lanes ever connecting at once.
     most_connecting: usize,
-    /// Times the set said the lanes rest.
-    rested: u32,
 }
 
 impl Path {
@@ -41,7 +39,6 @@ impl Path {
             unknown_answers: 0,
             ended: false,
             most_connecting: 0,
-            rested: 0,
         };
         let offer = LaneOffer {
             token: TOKEN,
@@ -69,10 +66,6 @@ impl Path {
                     assert!(!self.ended, "nothing connects after the link ended");
                     assert_eq!(join, LaneJoin { token: TOKEN }.encode());
                     self.connecting.push(lane);
-                }
-                LaneDo::Rest => {
-                    assert!(!self.ended, "nothing rests after the link ended");
-                    self.rested += 1;
                 }
                 LaneDo::EndLink => {
                     assert!(!self.ended, "the link ends once");
@@ -143,18 +136,6 @@ fn lanes_grow_while_they_add_up_then_stop_where_the_path_is_full() {
         "{} connecting at once",
         path.most_connecting
     );
-    assert!(!path.ended);
-    assert_eq!(path.rested, 0, "lanes that added up do not rest");
-}
-
-/// A 100 Mbit/s line at 20 ms: one link moves about what eight do, and eight
-/// busy connections cost the sharer 30.5 s of CPU per GB against 18 on one.
-#[test]
-fn lanes_that_add_nothing_to_a_full_path_are_told_to_rest_once_and_stay_open() {
-    let mut path = Path::new(MAX_LANES);
-    path.run(11e6, 11.5e6, 30.0, FAR);
-    assert_eq!(path.rested, 1, "the set says rest once");
-    assert_eq!(path.set.open(), 7, "the first lanes stay open");
     assert!(!path.ended);
 }
 

@@ -49,12 +49,6 @@
 //! at most what it was offered and what it asked for, connecting
 //! [`LANES_CONNECTING_AT_ONCE`] at a time.
 //!
-//! Rest: where the first lanes moved about what the one link did (a full
-//! path, not a lossy one; `core::lanes::LANE_REST_BELOW`), the visitor's set
-//! says so once: its sending half says [`LaneRest`] on the session's link
-//! (with the next frame it sends) and both sides put their bulk on one lane
-//! from then on ([`LaneRestFlag`]). The other lanes stay open and idle.
-//!
 //! Failure: a lane that ends takes the visitor's whole link with it, after
 //! [`LANE_END_GRACE`] for the session link's own end (a goodbye) to arrive
 //! first: the chunks the lane carried are lost, and the visit reconnects and
@@ -65,13 +59,12 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::{join_all, select_all};
-use linkfs_proto::{LaneOffer, LaneRest, LaneToken};
+use linkfs_proto::{LaneOffer, LaneToken};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -245,48 +238,16 @@ pub async fn hold_lane<L: FrameLink>(
     }
 }
 
-/// Whether a session's lanes rest (module docs): set once by the half that
-/// hears or decides it, read by its [`LanedSender`].
-#[derive(Debug, Clone, Default)]
-pub struct LaneRestFlag(Arc<AtomicBool>);
-
-impl LaneRestFlag {
-    pub fn set(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
 /// A session's receiving half with the upload chunks its lanes carry: the
-/// frames of its own link, and those. It ends when its own link does. A
-/// [`LaneRest`] on its own link sets the session's [`LaneRestFlag`] and goes
-/// no further.
+/// frames of its own link, and those. It ends when its own link does.
 pub struct WithLaneUploads<R> {
     primary: R,
     uploads: Option<mpsc::Receiver<Bytes>>,
-    rest: LaneRestFlag,
 }
 
 impl<R: FrameReceiver> WithLaneUploads<R> {
-    pub fn new(primary: R, uploads: Option<mpsc::Receiver<Bytes>>, rest: LaneRestFlag) -> Self {
-        WithLaneUploads {
-            primary,
-            uploads,
-            rest,
-        }
-    }
-
-    /// A frame of the session's own link: `None` if it was the lanes'.
-    fn own(&self, frame: Bytes) -> Option<Bytes> {
-        if matches!(LaneRest::decode(&frame), Ok(Some(LaneRest))) {
-            tracing::debug!("the visitor's lanes rest: bulk on one lane");
-            self.rest.set();
-            return None;
-        }
-        Some(frame)
+    pub fn new(primary: R, uploads: Option<mpsc::Receiver<Bytes>>) -> Self {
+        WithLaneUploads { primary, uploads }
     }
 }
 
@@ -294,18 +255,10 @@ impl<R: FrameReceiver> FrameReceiver for WithLaneUploads<R> {
     async fn recv(&mut self) -> Option<Bytes> {
         loop {
             let Some(uploads) = self.uploads.as_mut() else {
-                let frame = self.primary.recv().await?;
-                match self.own(frame) {
-                    Some(frame) => return Some(frame),
-                    None => continue,
-                }
+                return self.primary.recv().await;
             };
             tokio::select! {
-                frame = self.primary.recv() => match frame.map(|f| self.own(f)) {
-                    None => return None,
-                    Some(Some(frame)) => return Some(frame),
-                    Some(None) => {}
-                },
+                frame = self.primary.recv() => return frame,
                 up = uploads.recv() => match up {
                     Some(frame) => return Some(frame),
                     None => self.uploads = None,
@@ -348,12 +301,6 @@ pub struct LanedSender<S> {
     offer: Option<Bytes>,
     /// Where the next `send` goes: a lane, or the session's link.
     pick: Option<usize>,
-    /// Once set, bulk goes on the first lane only.
-    rest: LaneRestFlag,
-    /// Whether this side says the rest to the other (the visitor's, whose
-    /// receiving half decides it), and whether it did.
-    say_rest: bool,
-    rest_said: bool,
 }
 
 impl<S: FrameSender> LanedSender<S> {
@@ -369,32 +316,18 @@ impl<S: FrameSender> LanedSender<S> {
             joining,
             offer,
             pick: None,
-            rest: LaneRestFlag::default(),
-            say_rest: false,
-            rest_said: false,
         }
     }
 
-    /// The same, whose lanes rest once `rest` is set (by the session's
-    /// receiving half, [`WithLaneUploads`]).
-    pub fn with_rest(mut self, rest: LaneRestFlag) -> Self {
-        self.rest = rest;
-        self
-    }
-
     /// A visitor's `primary`, with the lanes its receiving half connects
-    /// sent to it through `joined`; once that half sets `rest`, this one says
-    /// [`LaneRest`] with the next frame it sends.
-    pub fn joined_by(primary: S, joined: mpsc::Receiver<S>, rest: LaneRestFlag) -> Self {
+    /// sent to it through `joined`.
+    pub fn joined_by(primary: S, joined: mpsc::Receiver<S>) -> Self {
         LanedSender {
             primary,
             lanes: Vec::new(),
             joining: Some(Joining::Own(joined)),
             offer: None,
             pick: None,
-            rest,
-            say_rest: true,
-            rest_said: false,
         }
     }
 
@@ -415,11 +348,6 @@ impl<S: FrameSender> LanedSender<S> {
         if let Some(offer) = self.offer.take() {
             self.primary.ready().await?;
             self.primary.send(offer)?;
-        }
-        if self.say_rest && !self.rest_said && self.rest.is_set() {
-            self.rest_said = true;
-            self.primary.ready().await?;
-            self.primary.send(Bytes::from(LaneRest.encode()))?;
         }
         Ok(())
     }
@@ -444,8 +372,6 @@ impl<S: FrameSender> FrameSender for LanedSender<S> {
             return self.primary.ready().await;
         }
         loop {
-            // Resting lanes: bulk on the first one only.
-            let busy = if self.rest.is_set() { 1 } else { usize::MAX };
             let ready = {
                 let (primary, lanes, joining) =
                     (&mut self.primary, &mut self.lanes, &mut self.joining);
@@ -456,7 +382,7 @@ impl<S: FrameSender> FrameSender for LanedSender<S> {
                         async move { Ready::Link(0, primary.ready().await) },
                     ));
                 }
-                for (i, lane) in lanes.iter_mut().enumerate().take(busy) {
+                for (i, lane) in lanes.iter_mut().enumerate() {
                     waits.push(Box::pin(
                         async move { Ready::Link(i + 1, lane.ready().await) },
                     ));
@@ -577,9 +503,8 @@ impl<L: FrameLink> FrameLink for LanedLink<L> {
         // outstanding (the set's bounds).
         let (told, news) = mpsc::channel(LANES_CONNECTING_AT_ONCE + 1);
         let opening = CancellationToken::new();
-        let rest = LaneRestFlag::default();
         (
-            LanedSender::joined_by(tx, joined, rest.clone()),
+            LanedSender::joined_by(tx, joined),
             LanedReceiver {
                 primary: rx,
                 lanes: Vec::new(),
@@ -594,7 +519,6 @@ impl<L: FrameLink> FrameLink for LanedLink<L> {
                 lane_end: None,
                 ended: None,
                 turn: 0,
-                rest,
             },
         )
     }
@@ -632,8 +556,6 @@ pub struct LanedReceiver<L: FrameLink> {
     /// Which link is looked at first, in turn (a busy one must not starve
     /// the others: their windows would close).
     turn: usize,
-    /// Set when the set says the lanes rest (the sending half says it).
-    rest: LaneRestFlag,
 }
 
 enum Got<L: FrameLink> {
@@ -660,10 +582,6 @@ impl<L: FrameLink> LanedReceiver<L> {
                 (LaneDo::EndLink, _) => {
                     self.ended = Some(self.lane_end.take().unwrap_or(LinkClosed::ConnectionLost));
                     return false;
-                }
-                (LaneDo::Rest, _) => {
-                    tracing::debug!(at = ?self.clock.elapsed(), "the lanes rest: bulk on one lane");
-                    self.rest.set();
                 }
                 // Without a maker the set wants no lanes: it never asks these.
                 (_, None) => {}

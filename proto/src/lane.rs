@@ -16,8 +16,6 @@
 //!   a new connection: -- LaneJoin {token} ------------>|  first (and only) frame on a lane
 //!                    <-- ReadChunk ... -----------------|  chunks of reads asked on the session
 //!                    -- UploadChunk ... --------------->|  chunks of uploads begun on the session
-//!   session's link:  -- LaneRest ---------------------->|  the lanes did not add up: bulk on
-//!                                                         one lane from now on (both ways)
 //! ```
 //!
 //! These two frames belong to the shells that carry sessions, not to the
@@ -31,7 +29,6 @@ use crate::varint::Reader;
 
 pub const FRAME_LANE_OFFER: u8 = 0x30;
 pub const FRAME_LANE_JOIN: u8 = 0x31;
-pub const FRAME_LANE_REST: u8 = 0x32;
 
 /// Names one session to the lanes that join it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -100,28 +97,6 @@ impl LaneJoin {
     }
 }
 
-/// The receiver's word on the session's link that its lanes together moved
-/// about what one connection did (the path is full, not lossy): from now on
-/// each side puts its bulk on one lane and lets the others rest. They stay
-/// open; nothing in flight on them is lost. One byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LaneRest;
-
-impl LaneRest {
-    pub fn encode(&self) -> Vec<u8> {
-        vec![FRAME_LANE_REST]
-    }
-
-    /// `Ok(None)` when `frame` is not a lane rest.
-    pub fn decode(frame: &[u8]) -> Result<Option<LaneRest>, DecodeError> {
-        if frame.first() != Some(&FRAME_LANE_REST) {
-            return Ok(None);
-        }
-        Reader::new(&frame[1..]).finish()?;
-        Ok(Some(LaneRest))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,9 +118,6 @@ mod tests {
         assert!(LaneJoin::decode(&long).is_err());
         assert!(LaneOffer::decode(&offer.encode()[..10]).is_err());
         assert_eq!(LaneJoin::decode(&offer.encode()), Ok(None));
-        assert_eq!(LaneRest::decode(&LaneRest.encode()), Ok(Some(LaneRest)));
-        assert!(LaneRest::decode(&[FRAME_LANE_REST, 0]).is_err());
-        assert_eq!(LaneRest::decode(&join.encode()), Ok(None));
     }
 
     #[test]
@@ -169,12 +141,6 @@ mod tests {
             ReceiverToSender::decode(&join),
             Ok(ReceiverToSender::Unknown {
                 kind: FRAME_LANE_JOIN
-            })
-        ));
-        assert!(matches!(
-            ReceiverToSender::decode(&LaneRest.encode()),
-            Ok(ReceiverToSender::Unknown {
-                kind: FRAME_LANE_REST
             })
         ));
     }

@@ -57,9 +57,7 @@ pub use frame::{
     ReceiverToSender, SenderToReceiver, Welcome, chunk_hash,
 };
 pub use ids::{EntryId, Epoch, Generation, ReadId, Seq};
-pub use lane::{
-    FRAME_LANE_JOIN, FRAME_LANE_OFFER, FRAME_LANE_REST, LaneJoin, LaneOffer, LaneRest, LaneToken,
-};
+pub use lane::{FRAME_LANE_JOIN, FRAME_LANE_OFFER, LaneJoin, LaneOffer, LaneToken};
 pub use listed::{FRAME_FOLDERS_LISTED, FoldersListed, encode_folders_listed};
 pub use upload::{
     FRAME_RIGHTS, FRAME_UPLOAD_ACK, FRAME_UPLOAD_BEGIN, FRAME_UPLOAD_CANCEL, FRAME_UPLOAD_CHUNK,

@@ -19,10 +19,6 @@
 //!                                               Connect {lane, join} connect one more link
 //!                                                                  to the sharer; its first
 //!                                                                  frame is `join`
-//!                                               Rest               the lanes did not add up:
-//!                                                                  say LaneRest on the session
-//!                                                                  link, and put the shell's own
-//!                                                                  bulk on one lane (once)
 //!                                               EndLink            a lane ended and the
 //!                                                                  session link said nothing
 //!                                                                  within LANE_END_GRACE:
@@ -50,7 +46,7 @@
 //!
 //! Bounds: lanes in all at most what the gate allows ([`MAX_LANES`]); one
 //! round-trip question outstanding, [`MAX_REMEASURES`] in a row unanswered; the output queue holds at most one
-//! measurement, [`LANES_CONNECTING_AT_ONCE`] connects, one rest and one end.
+//! measurement, [`LANES_CONNECTING_AT_ONCE`] connects and one end.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -90,10 +86,6 @@ pub enum LaneDo {
     /// send `join` as its first frame and call [`LaneSet::lane_opened`]; if it
     /// fails, [`LaneSet::lane_closed`].
     Connect { lane: LaneNo, join: Vec<u8> },
-    /// The lanes did not add up ([`super::LANE_REST_BELOW`]): send
-    /// [`linkfs_proto::LaneRest`] on the session's link, and from now on put
-    /// this side's own bulk (uploads) on one lane. The lanes stay open.
-    Rest,
     /// End the whole link (its lanes too): a lane's chunks were lost.
     EndLink,
 }
@@ -180,9 +172,6 @@ impl LaneSet {
                     self.out.push_back(LaneDo::MeasureRoundTrip);
                 }
             }
-            // The gate says it once (it has decided).
-            GateSays::Rest if !self.ended => self.out.push_back(LaneDo::Rest),
-            GateSays::Rest => {}
         }
         FrameIs::Deliver
     }

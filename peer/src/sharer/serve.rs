@@ -22,7 +22,7 @@ use super::disk::{OpenFiles, ShareRoot};
 use crate::drive::{
     Clock, Drive, DrivenSession, FrameLink, FrameReceiver, FrameSender, LinkClosed, drive,
 };
-use crate::lanes::{LaneBoard, LaneRestFlag, LanedSender, MAX_LANES, WithLaneUploads, hold_lane};
+use crate::lanes::{LaneBoard, LanedSender, MAX_LANES, WithLaneUploads, hold_lane};
 
 /// Why serving one receiver ended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -411,9 +411,8 @@ pub async fn serve_session<S: FrameSender, R: FrameReceiver>(
         .as_mut()
         .and_then(|(_, door)| door.take_uploads())
         .filter(|_| ctx.config.rights.upload);
-    let rest = LaneRestFlag::default();
-    let rx = WithLaneUploads::new(FirstThen { first, rest: rx }, uploads, rest.clone());
-    let link = Halves(LanedSender::new(tx, lanes).with_rest(rest), rx);
+    let rx = WithLaneUploads::new(FirstThen { first, rest: rx }, uploads);
+    let link = Halves(LanedSender::new(tx, lanes), rx);
     let mut session = ServedSession::new(ctx);
     drive(&mut session, link, ctx.cancel.clone(), Clock::start()).await
 }
