@@ -1,6 +1,8 @@
 // Runs `linkfs share [ARGS...] DIR` and hands back the link it prints as its first
 // stdout line (docs/architecture.md: "prints the link as the first stdout line").
 
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { binary } from './paths.ts';
 import { describeExit, exitWithin, killHard, spawnTracked, type TrackedChild } from './child.ts';
 
@@ -15,7 +17,13 @@ export interface ShareOptions {
   /**
    * Run the sharer at this nice value (through `nice`, same pid): where a figure is
    * about the browser, the sharer, which on a visitor's machine runs elsewhere, then
-   * takes only spare CPU from the browser on this 2-core machine.
+   * takes only spare CPU from the browser on this 2-core machine. With the kernel's
+   * autogroups (`/proc/sys/kernel/sched_autogroup_enabled`, on here and on most
+   * desktops) a nice value counts only against processes of the same session, and
+   * Chromium runs in a session of its own: so the sharer gets a session of its own
+   * too (`setsid`, same pid) and that session's group the same nice value
+   * (`/proc/PID/autogroup`). Without it the sharer at nice 19 still took an equal
+   * share of the CPU against all of Chromium.
    */
   nice?: number;
   /**
@@ -43,9 +51,10 @@ export interface ShareProcess {
 export async function startShare(dir: string, options: ShareOptions = {}): Promise<ShareProcess> {
   const name = options.name ?? 'share';
   const args = ['share', ...(options.args ?? []), dir];
-  const niced = options.nice === undefined ? [binary('linkfs'), ...args] : ['nice', '-n', String(options.nice), binary('linkfs'), ...args];
+  const niced = options.nice === undefined ? [binary('linkfs'), ...args] : ['setsid', 'nice', '-n', String(options.nice), binary('linkfs'), ...args];
   const full = options.netns === undefined ? niced : ['nsenter', `--net=/run/netns/${options.netns}`, ...niced];
   const proc = spawnTracked(name, full[0]!, full.slice(1), options.env);
+  if (options.nice !== undefined && proc.child.pid !== undefined) niceAutogroup(proc.child.pid, options.nice);
   const timeoutMs = options.linkTimeoutMs ?? 20_000;
   const shown = `linkfs ${args.join(' ')}`;
 
@@ -135,4 +144,29 @@ export function withWrongSecret(link: string): string {
 export function truncatedLink(link: string, chars = 3): string {
   const { head, secret } = splitSecret(link);
   return `${head}${secret.slice(0, Math.max(1, secret.length - chars))}`;
+}
+
+/**
+ * Gives the autogroup of `pid` (its session's, see `ShareOptions.nice`) the nice
+ * value `nice`, once `setsid` has made the session: the file names the group, and a
+ * write sets its nice value. Where the kernel has no autogroups there is nothing to
+ * do.
+ */
+function niceAutogroup(pid: number, nice: number): void {
+  const file = `/proc/${String(pid)}/autogroup`;
+  for (let tries = 0; tries < 200; tries += 1) {
+    let group: string;
+    try {
+      group = readFileSync(file, 'utf8');
+    } catch {
+      return; // no autogroups here, or the process is gone
+    }
+    // The group of the test's own session until setsid and exec have run.
+    if (group.trim() !== readFileSync('/proc/self/autogroup', 'utf8').trim()) {
+      writeFileSync(file, String(nice));
+      return;
+    }
+    spawnSync('sleep', ['0.005']);
+  }
+  throw new Error(`the sharer (pid ${String(pid)}) never got a session of its own`);
 }
