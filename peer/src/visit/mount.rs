@@ -108,12 +108,7 @@ pub const LISTING_WAIT: Duration = Duration::from_secs(600);
 pub struct MountOptions {
     /// Most bytes of file data kept in memory.
     pub cache_bytes: u64,
-    /// Blocks fetched ahead of a sequential reader. 24 (of 1 MiB): at 100 ms
-    /// with 0.5% loss, where 32 lanes share a read, 16 moved 5.4-6.0 MB/s and
-    /// 24 moved 6.2-6.5, with a small file's first byte during the read at
-    /// p99 125-284 ms (32 blocks: 6.2-6.7, but 341-356 ms; the budget is 3
-    /// round trips + 10 ms); on one host 24 reads as fast as 16
-    /// (docs/benchmarks.md, "The mount's read-ahead").
+    /// Blocks fetched ahead of a sequential reader.
     pub readahead_blocks: u64,
 }
 
@@ -121,7 +116,7 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             cache_bytes: 64 << 20,
-            readahead_blocks: 24,
+            readahead_blocks: 16,
         }
     }
 }
