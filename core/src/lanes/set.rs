@@ -13,7 +13,9 @@
 //!   handle_timeout(now)   at poll_timeout()
 //!                                             poll_output():
 //!                                               MeasureRoundTrip   ask the session link's
-//!                                                                  round trip (again
+//!                                                                  round trip (at its first
+//!                                                                  frame, when the gate asks
+//!                                                                  for lanes, and again
 //!                                                                  after REMEASURE_AFTER
 //!                                                                  if it was unknown)
 //!                                               Connect {lane, join} connect one more link
@@ -35,10 +37,15 @@
 //! ```
 //!
 //! Rules, each decided here once: when lanes open and how many
-//! ([`LaneGate`]); only where the session link's round trip is at least
-//! [`LANE_MIN_RTT`] (asked of the shell when the gate first says so, and again
-//! each time it grows; an unknown answer is asked again after
-//! [`REMEASURE_AFTER`], at most [`MAX_REMEASURES`] times in a row); at most [`LANES_CONNECTING_AT_ONCE`] connecting; only
+//! ([`LaneGate`]); only where the path's round trip is at least
+//! [`LANE_MIN_RTT`]. The path's round trip is the lowest the session link
+//! measured: asked of the shell at the link's first frame, before bulk
+//! fills any queue, then when the gate first asks for lanes and each time
+//! it grows (an unknown answer, with none known before it, is asked again
+//! after [`REMEASURE_AFTER`], at most [`MAX_REMEASURES`] times in a row).
+//! The lowest, because a measure taken under load counts the queues: on one
+//! host, a browser busy receiving reported 20-87 ms to ICE for a path of
+//! well under one, and lanes opened where they only cost it CPU. At most [`LANES_CONNECTING_AT_ONCE`] connecting; only
 //! read chunks count on a lane ([`lane_may_carry`]); a lane that ended after
 //! it opened lost chunks, so the link ends after [`LANE_END_GRACE`] (the
 //! sharer's goodbye on the session link, if it comes first, ends it with
@@ -102,6 +109,11 @@ pub struct LaneSet {
     gate: LaneGate,
     /// Lanes the gate asked for whose path is not measured yet.
     unmeasured: u8,
+    /// The lowest round trip the session link measured.
+    lowest_rtt: Option<Duration>,
+    /// The first measure (at the link's first frame) is still to ask for (never
+    /// for a shell that wants no lanes).
+    first_measure_due: bool,
     measuring: bool,
     /// An unknown round trip is asked again at this time.
     remeasure_at: Option<Millis>,
@@ -124,6 +136,8 @@ impl LaneSet {
         LaneSet {
             gate: LaneGate::new(wanted),
             unmeasured: 0,
+            lowest_rtt: None,
+            first_measure_due: wanted > 0,
             measuring: false,
             remeasure_at: None,
             unknown: 0,
@@ -147,6 +161,10 @@ impl LaneSet {
     /// A frame of `len` bytes on the session's own link at `now`, from its
     /// first bytes (at least [`super::FRAME_HEAD_BYTES`] of them, or all).
     pub fn on_session_frame(&mut self, now: Millis, head: &[u8], len: usize) -> FrameIs {
+        if self.first_measure_due {
+            self.first_measure_due = false;
+            self.ask_round_trip();
+        }
         let says = self.gate.on_frame_head(now, head, len);
         self.follow(says)
     }
@@ -167,20 +185,34 @@ impl LaneSet {
             GateSays::Open { offer, count } => {
                 self.token = Some(offer.token);
                 self.unmeasured = self.unmeasured.saturating_add(count);
-                if !self.measuring && self.remeasure_at.is_none() && !self.ended {
-                    self.measuring = true;
-                    self.out.push_back(LaneDo::MeasureRoundTrip);
+                if self.remeasure_at.is_none() {
+                    self.ask_round_trip();
                 }
             }
         }
         FrameIs::Deliver
     }
 
+    /// Asks the shell for the session link's round trip, unless a question is out.
+    fn ask_round_trip(&mut self) {
+        if !self.measuring && !self.ended {
+            self.measuring = true;
+            self.out.push_back(LaneDo::MeasureRoundTrip);
+        }
+    }
+
     /// The session link's round trip at `now`, as its connection measured it
     /// (`None`: unknown for now, asked again after [`REMEASURE_AFTER`]).
     pub fn round_trip(&mut self, now: Millis, rtt: Option<Duration>) {
         self.measuring = false;
-        let Some(rtt) = rtt else {
+        if let Some(rtt) = rtt {
+            self.lowest_rtt = Some(self.lowest_rtt.map_or(rtt, |lowest| lowest.min(rtt)));
+        }
+        if self.unmeasured == 0 {
+            // The first measure, with no lanes asked for yet: kept, nothing to decide.
+            return;
+        }
+        let Some(path_rtt) = self.lowest_rtt else {
             self.unknown = self.unknown.saturating_add(1);
             if self.unknown <= MAX_REMEASURES && !self.ended {
                 self.remeasure_at = Some(Millis(now.0 + REMEASURE_AFTER.as_millis() as u64));
@@ -191,7 +223,7 @@ impl LaneSet {
         };
         self.unknown = 0;
         let asked = std::mem::take(&mut self.unmeasured);
-        if rtt >= LANE_MIN_RTT {
+        if path_rtt >= LANE_MIN_RTT {
             self.queued = self.queued.saturating_add(asked);
             self.connect_more();
         }
@@ -233,10 +265,7 @@ impl LaneSet {
     pub fn handle_timeout(&mut self, now: Millis) {
         if self.remeasure_at.is_some_and(|due| now >= due) {
             self.remeasure_at = None;
-            if !self.ended && !self.measuring {
-                self.measuring = true;
-                self.out.push_back(LaneDo::MeasureRoundTrip);
-            }
+            self.ask_round_trip();
         }
         if self.grace_over_at().is_some_and(|due| now >= due) {
             self.ended = true;
