@@ -59,6 +59,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -460,7 +461,14 @@ pub struct LaneMaker<L> {
     pub round_trip: Arc<dyn Fn() -> Boxed<'static, Option<Duration>> + Send + Sync>,
     /// Most lanes to open (fewer if the sharer offers fewer; 0: none).
     pub lanes: u8,
+    /// Where the receiving half says how many lanes are open now, for readers
+    /// that fetch ahead by them (the mount).
+    pub open: LanesOpen,
 }
+
+/// How many lanes a visitor's link has open now (0 before any opened, and
+/// again from a new link's start).
+pub type LanesOpen = Arc<AtomicUsize>;
 
 impl<L> Clone for LaneMaker<L> {
     fn clone(&self) -> Self {
@@ -468,6 +476,7 @@ impl<L> Clone for LaneMaker<L> {
             connect: self.connect.clone(),
             round_trip: self.round_trip.clone(),
             lanes: self.lanes,
+            open: self.open.clone(),
         }
     }
 }
@@ -577,6 +586,9 @@ impl<L: FrameLink> LanedReceiver<L> {
 
     /// Carries out what the set says; false once it ended the link.
     fn obey(&mut self) -> bool {
+        if let Some(maker) = &self.maker {
+            maker.open.store(self.set.open(), Ordering::Relaxed);
+        }
         while let Some(todo) = self.set.poll_output() {
             match (todo, self.maker.clone()) {
                 (LaneDo::EndLink, _) => {

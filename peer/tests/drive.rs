@@ -462,6 +462,7 @@ impl LanedShare {
     async fn visit(self: &Arc<Self>, lanes: u8, rtt: Duration) -> Client {
         let links = Arc::new(AtomicU32::new(0));
         let share = self.clone();
+        let open = linkfs_peer::lanes::LanesOpen::default();
         let maker = LaneMaker::<Counted> {
             connect: Arc::new(move || {
                 let share = share.clone();
@@ -472,6 +473,7 @@ impl LanedShare {
             }),
             round_trip: Arc::new(move || Box::pin(async move { Some(rtt) })),
             lanes,
+            open: open.clone(),
         };
         let share = self.clone();
         let connect: linkfs_peer::visit::Connector<LanedLink<Counted>> = Box::new(move || {
@@ -482,7 +484,10 @@ impl LanedShare {
                 Ok(LanedLink::new(link, Some(maker)))
             })
         });
-        let client = Client::connect(connect, quick_receiver()).await.unwrap();
+        let client = Client::connect(connect, quick_receiver())
+            .await
+            .unwrap()
+            .with_lanes_open(open);
         client.wait_complete().await.unwrap();
         client
     }
@@ -524,6 +529,8 @@ async fn a_bulk_read_at_a_distance_spreads_over_lanes_and_arrives_byte_for_byte(
         share.lanes_made.load(Ordering::Relaxed),
         u32::from(FIRST_LANES)
     );
+    // What the mount fetches ahead by.
+    assert_eq!(client.lanes_open(), usize::from(FIRST_LANES), "lanes open");
     // (A memory link takes frames as fast as they come, so the session's own
     // link has room more often than a real one's window: lanes take less here.)
     assert!(

@@ -140,6 +140,8 @@ pub struct Client {
     /// How the first data link travelled (directly or through TURN): `None`
     /// until ICE says (a moment after the link opens), then what it said.
     route: RouteCell,
+    /// Lanes the link has open now.
+    lanes_open: crate::lanes::LanesOpen,
 }
 
 /// Where the first link's route lands once known (see [`Client::settled_route`]).
@@ -279,6 +281,7 @@ impl Client {
             status,
             cancel,
             route: RouteCell::default(),
+            lanes_open: crate::lanes::LanesOpen::default(),
         }
     }
 
@@ -303,6 +306,17 @@ impl Client {
     pub fn with_route(mut self, route: RouteCell) -> Self {
         self.route = route;
         self
+    }
+
+    /// Where the links say how many lanes they have open.
+    pub fn with_lanes_open(mut self, lanes_open: crate::lanes::LanesOpen) -> Self {
+        self.lanes_open = lanes_open;
+        self
+    }
+
+    /// Lanes the link has open now (0 on one connection).
+    pub fn lanes_open(&self) -> usize {
+        self.lanes_open.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn visit(&self) -> MutexGuard<'_, Visit<()>> {

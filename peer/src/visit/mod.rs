@@ -105,6 +105,8 @@ pub async fn open(
     let route = RouteCell::default();
     let first_route = route.clone();
     let first_link = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let lanes_open = crate::lanes::LanesOpen::default();
+    let client_lanes_open = lanes_open.clone();
     let lane_link = (link.clone(), transport.clone());
     let lane_connect: Arc<dyn Fn() -> LaneConnecting + Send + Sync> = Arc::new(move || {
         let (link, transport) = lane_link.clone();
@@ -118,6 +120,7 @@ pub async fn open(
         let (link, transport, route) = (link.clone(), transport.clone(), first_route.clone());
         let first_link = first_link.clone();
         let lane_connect = lane_connect.clone();
+        let lanes_open = lanes_open.clone();
         Box::pin(async move {
             let data = connect(&link, &transport).await?;
             let probe = data.path_probe();
@@ -137,12 +140,14 @@ pub async fn open(
                     Box::pin(async move { probe.round_trip().await })
                 }),
                 lanes: transport.lanes,
+                open: lanes_open,
             };
+            maker.open.store(0, std::sync::atomic::Ordering::Relaxed);
             Ok(LanedLink::new(data, Some(maker)))
         })
     });
     let client = Client::connect_with_password(connect, native_receiver_config(), password).await?;
-    Ok(client.with_route(route))
+    Ok(client.with_route(route).with_lanes_open(client_lanes_open))
 }
 
 /// The route a new link settled on: ICE may settle on its pair a while
