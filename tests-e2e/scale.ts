@@ -28,7 +28,9 @@
 //   field; the search runs in the index worker), reopen_first_listing_ms and
 //   reopen_index_usable_ms (the page reloaded with its index in IndexedDB: from the
 //   navigation's start to the first listing painted, and to every entry loaded from the
-//   cache, a deep lookup then answered), reopen_longest_task_ms, reopen_from_snapshot
+//   cache, a deep lookup then answered), reopen_longest_task_ms, reopen_worker_ms
+//   {open_db, load_batches (the reads' own times, summed), rebuild_index (the restore,
+//   wall), rebuild_busy (the part of it its steps held the worker)}, reopen_from_snapshot
 //   (whether the reopened page restored a stored snapshot of the index, see
 //   docs/browser-content.md), snapshot_bytes_per_entry and snapshot_build_ms (its size,
 //   and how long building it held the worker), mismatches.
@@ -327,8 +329,8 @@ async function main(): Promise<Record<string, unknown>> {
       const g = globalThis as unknown as { __firstRowPaintedAt: number; __cacheUsableAt: number };
       const s = window.linkfsShare!;
       const found = await s.lookup(deep);
-      const st = (window.linkfsStats?.() ?? {}) as { openDbMs?: number; loadMs?: number; rebuildMs?: number; openedFromSnapshot?: boolean };
-      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now(), openDb: st.openDbMs ?? null, load: st.loadMs ?? null, rebuild: st.rebuildMs ?? null, fromSnapshot: st.openedFromSnapshot ?? false };
+      const st = (window.linkfsStats?.() ?? {}) as { openDbMs?: number; loadMs?: number; rebuildMs?: number; rebuildBusyMs?: number; openedFromSnapshot?: boolean };
+      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now(), openDb: st.openDbMs ?? null, load: st.loadMs ?? null, rebuild: st.rebuildMs ?? null, rebuildBusy: st.rebuildBusyMs ?? null, fromSnapshot: st.openedFromSnapshot ?? false };
     }, bigProbe);
     if (reopen.fromCache !== entries || !reopen.deepFound) throw new Error(`the reopened page had ${reopen.fromCache} of ${entries} entries from IndexedDB (deep lookup ${reopen.deepFound ? 'answered' : 'not answered'})`);
     const reopenLongTasks = await longestSince(page, '__longTasks', 0);
@@ -384,7 +386,7 @@ async function main(): Promise<Record<string, unknown>> {
       reopen_first_listing_ms: Math.round(reopen.firstListing),
       reopen_index_usable_ms: Math.round(reopen.usable),
       reopen_longest_task_ms: Math.round(reopenLongTasks.longest),
-      reopen_worker_ms: { open_db: reopen.openDb, load_batches: reopen.load, rebuild_index: reopen.rebuild },
+      reopen_worker_ms: { open_db: reopen.openDb, load_batches: reopen.load, rebuild_index: reopen.rebuild, rebuild_busy: reopen.rebuildBusy },
       reopen_from_snapshot: reopen.fromSnapshot,
       snapshot_bytes_per_entry: snapshot === null ? null : Number((snapshot.snapshotBytes / entries).toFixed(2)),
       snapshot_build_ms: snapshot === null ? null : Math.round(snapshot.snapshotMs),

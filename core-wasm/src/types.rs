@@ -190,6 +190,8 @@ pub struct Stats {
     pub open_db_ms: f64,
     pub load_ms: f64,
     pub rebuild_ms: f64,
+    /// The part of `rebuild_ms` the restore's steps held the worker.
+    pub rebuild_busy_ms: f64,
     /// Whether the cached index was opened from a stored snapshot.
     pub opened_from_snapshot: bool,
     /// Snapshots of the index stored in this session; the last one's size and

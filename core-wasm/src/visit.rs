@@ -288,6 +288,7 @@ impl Visit {
             open_db_ms: i.open_db_ms,
             load_ms: i.load_ms,
             rebuild_ms: i.visit.restore_ms().unwrap_or(0) as f64,
+            rebuild_busy_ms: i.visit.restore_busy_ms() as f64,
             opened_from_snapshot: i.visit.opened_from_snapshot(),
             snapshots: f64::from(snapshots.count),
             snapshot_bytes: snapshots.bytes as f64,

@@ -59,7 +59,10 @@ pub use names::{INLINE_NAME, LEARN_AT, Name};
 use names::{NAME_LEN_BIG, NameArena, NameBuf, Stored, SymbolTable};
 pub use packed::PAGE;
 use packed::Packed;
-pub use snapshot::{PART_SLOTS, SnapshotCursor, SnapshotError, SnapshotParts, SnapshotRestorer};
+pub use snapshot::{
+    PART_SLOTS, SnapshotCursor, SnapshotError, SnapshotParts, SnapshotRestorer, sealed_part,
+    unsealed_part,
+};
 
 use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
 use linkfs_proto::{

@@ -329,6 +329,9 @@ pub struct Visit<F> {
     /// When the restore began, and how long it took (ms), for figures.
     restore_started: Millis,
     restore_ms: Option<u64>,
+    /// Time the restore's steps held the shell, ms (the rest of `restore_ms`
+    /// is waiting: for storage, the first screen, other work).
+    restore_busy_ms: u64,
     opened_from_snapshot: bool,
     link: Link,
     ever_connected: bool,
@@ -388,6 +391,7 @@ impl<F: StoredFrame> Visit<F> {
             restore_held_until: None,
             restore_started: now,
             restore_ms: None,
+            restore_busy_ms: 0,
             opened_from_snapshot: false,
             link: Link::None,
             ever_connected: false,
@@ -467,6 +471,8 @@ impl<F: StoredFrame> Visit<F> {
         self.restore_started = now;
         self.opened_from_snapshot = restore.opened_from_snapshot();
         restore.step(Millis(now.0 + RESTORE_FIRST_STEP_MS), clock);
+        self.now = self.now.max(clock());
+        self.restore_busy_ms += self.now.0.saturating_sub(now.0);
         self.restore_held_until = Some(Millis(now.0 + FIRST_SCREEN_WAIT_MS));
         self.restore = Some(restore);
         self.finish_restore_if_done();
@@ -515,7 +521,9 @@ impl<F: StoredFrame> Visit<F> {
         if let Some(r) = &mut self.restore {
             if !held {
                 r.step(Millis(now.0 + RESTORE_STEP_MS), clock);
-                self.now = self.now.max(clock());
+                let end = clock();
+                self.restore_busy_ms += end.0.saturating_sub(now.0);
+                self.now = self.now.max(end);
                 self.finish_restore_if_done();
             }
         } else if let Some(Writing::Snapshot(state)) = self.writing {
@@ -1070,6 +1078,11 @@ impl<F: StoredFrame> Visit<F> {
     /// How long restoring the stored index took, ms, once it is done.
     pub fn restore_ms(&self) -> Option<u64> {
         self.restore_ms
+    }
+
+    /// How long the restore's steps held the shell so far, ms.
+    pub fn restore_busy_ms(&self) -> u64 {
+        self.restore_busy_ms
     }
 
     /// Whether the stored index started from a snapshot.

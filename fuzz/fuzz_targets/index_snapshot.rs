@@ -2,11 +2,12 @@
 //! no hang, and whatever restores is one tree under the root.
 //!
 //! Random bytes would never pass the parts' checksums, so the input builds a
-//! small index, takes its snapshot, changes bytes where the input says and
-//! reseals each part (16 bytes of BLAKE3 at its end) before restoring: the
-//! structure checks are what is fuzzed.
+//! small index, takes its snapshot, changes bytes of its parts' fields where
+//! the input says and seals each part again (compressed, 16 bytes of BLAKE3
+//! at its end) before restoring: the structure checks are what is fuzzed.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use linkfs_core::index::{sealed_part, unsealed_part};
 use linkfs_core::{Index, SnapshotRestorer};
 use linkfs_proto::{EntryId, EntryKind, EntryView, Generation, OpView};
 
@@ -46,23 +47,22 @@ fuzz_target!(|data: &[u8]| {
         };
         let _ = index.apply(OpView::Upsert(e));
     }
-    let mut parts: Vec<Vec<u8>> = index.snapshot_parts().collect();
+    // Each part's plain form (magic, kind, fields uncompressed): the edits
+    // land in the fields, and sealing again compresses and checksums them.
+    let mut parts: Vec<Vec<u8>> = index
+        .snapshot_parts()
+        .map(|p| unsealed_part(&p).expect("a part just sealed"))
+        .collect();
     for edit in edits.chunks(4) {
         let [p, hi, lo, value] = [edit[0], *edit.get(1).unwrap_or(&0), *edit.get(2).unwrap_or(&0), *edit.get(3).unwrap_or(&0)];
         let n = parts.len();
         let part = &mut parts[usize::from(p) % n];
-        let body = part.len().saturating_sub(16);
-        if body > 0 {
-            let at = (usize::from(hi) << 8 | usize::from(lo)) % body;
+        if !part.is_empty() {
+            let at = (usize::from(hi) << 8 | usize::from(lo)) % part.len();
             part[at] = value;
         }
     }
-    for part in &mut parts {
-        let len = part.len();
-        let body = len.saturating_sub(16);
-        let check = blake3::hash(&part[..body]);
-        part[body..].copy_from_slice(&check.as_bytes()[..len - body]);
-    }
+    let parts: Vec<Vec<u8>> = parts.iter().map(|p| sealed_part(p)).collect();
     let Ok(mut restorer) = SnapshotRestorer::new(&parts[0]) else { return };
     for p in &parts[1..] {
         if restorer.push(p).is_err() {

@@ -259,11 +259,18 @@ fn a_damaged_or_misordered_snapshot_is_refused_with_what_is_wrong() {
     );
 }
 
-/// Recomputes a part's checksum after a deliberate change to its body.
+/// Recomputes a stored part's checksum after a deliberate change to its
+/// stored (compressed) bytes: what the decompressor must then refuse.
 fn reseal(part: &mut [u8]) {
     let body = part.len() - CHECK_LEN;
     let check = blake3::hash(&part[..body]);
     part[body..].copy_from_slice(&check.as_bytes()[..CHECK_LEN]);
+}
+
+/// A part's plain form (magic, kind, its fields uncompressed), to change a
+/// field in; [`sealed_part`] stores it again, checksum and all.
+fn plain(part: &[u8]) -> Vec<u8> {
+    unsealed_part(part).expect("a part this index sealed")
 }
 
 fn two_folder_index() -> Index {
@@ -292,15 +299,17 @@ fn a_snapshot_whose_folders_loop_or_leave_entries_out_is_refused() {
     };
     let root_rec = rec(0, 1, &[1]);
     let a_rec = rec(1, 1, &[2]);
-    let at = find(&parts[1], &root_rec).expect("the root's record is in part 1");
-    assert!(find(&parts[1], &a_rec).is_some());
+    let part1 = plain(&parts[1]);
+    let at = find(&part1, &root_rec).expect("the root's record is in part 1");
+    assert!(find(&part1, &a_rec).is_some());
 
     // Entry 1's parent said to be 2 and 2's to be 1 would need children moved
     // as well; the simplest lie: the root lists nothing and 'a' lists itself.
     let mut lie = parts.clone();
     let bad_root = rec(0, 1, &[2]);
-    lie[1][at..at + bad_root.len()].copy_from_slice(&bad_root);
-    reseal(&mut lie[1]);
+    let mut lying = part1.clone();
+    lying[at..at + bad_root.len()].copy_from_slice(&bad_root);
+    lie[1] = sealed_part(&lying);
     assert!(matches!(
         restore(&lie).unwrap_err(),
         SnapshotError::BadEntry {
@@ -311,8 +320,9 @@ fn a_snapshot_whose_folders_loop_or_leave_entries_out_is_refused() {
 
     // A head that counts one entry fewer than there are.
     let mut more = parts.clone();
-    more[0][9] -= 1; // live, low byte (after magic 4, kind 1, end 4)
-    reseal(&mut more[0]);
+    let mut head = plain(&parts[0]);
+    head[9] -= 1; // live, low byte (after magic 4, kind 1, end 4)
+    more[0] = sealed_part(&head);
     assert!(matches!(
         restore(&more).unwrap_err(),
         SnapshotError::NotATree { .. }
@@ -351,23 +361,42 @@ fn a_snapshot_of_a_loop_is_refused() {
     );
 }
 
+/// The parts with a few random bytes changed in one of them: `how` 0 in the
+/// stored bytes (the checksum refuses them), 1 there with the checksum made
+/// right (the decompressor must refuse them, or the structure checks), 2 in
+/// the plain fields, sealed again (past the checksum and the decompressor:
+/// the structure checks must hold).
+fn damaged(parts: &[Vec<u8>], rng: &mut Rng, how: u32) -> Vec<Vec<u8>> {
+    let mut p = parts.to_vec();
+    let which = rng.below(p.len() as u64) as usize;
+    let mut bytes = if how == 2 {
+        plain(&p[which])
+    } else {
+        p[which].clone()
+    };
+    let len = bytes.len();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(len as u64) as usize;
+        bytes[at] = rng.below(256) as u8;
+    }
+    p[which] = match how {
+        0 => bytes,
+        1 => {
+            reseal(&mut bytes);
+            bytes
+        }
+        _ => sealed_part(&bytes),
+    };
+    p
+}
+
 #[test]
 fn random_bytes_never_panic_the_restorer() {
     let mut ix = awkward_index(300, 11);
     let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
     let mut rng = Rng::new(12);
-    for round in 0..2000 {
-        let mut p = parts.clone();
-        let which = rng.below(p.len() as u64) as usize;
-        let len = p[which].len();
-        for _ in 0..1 + rng.below(4) {
-            let at = rng.below(len as u64) as usize;
-            p[which][at] = rng.below(256) as u8;
-        }
-        if round % 2 == 0 {
-            reseal(&mut p[which]); // past the checksum: the structure checks must hold
-        }
-        let _ = restore(&p);
+    for round in 0..3000 {
+        let _ = restore(&damaged(&parts, &mut rng, round % 3));
     }
 }
 
@@ -397,9 +426,9 @@ fn a_snapshot_of_coded_names_restores_equal_and_codes_new_names_alike() {
     }
 }
 
-/// The head's symbol table: where it starts, and its symbols.
+/// The head's symbol table (in its plain form): where it starts, and its symbols.
 fn symbols_of(head: &[u8]) -> (usize, Vec<(u8, [u8; 8])>) {
-    // "LXS2" 0, end, live, parts, modes count and modes.
+    // Magic, kind 0, end, live, parts, modes count and modes.
     let modes = u32::from_le_bytes(head[17..21].try_into().unwrap()) as usize;
     let at = 21 + 4 * modes;
     let n = head[at] as usize;
@@ -416,17 +445,17 @@ fn symbols_of(head: &[u8]) -> (usize, Vec<(u8, [u8; 8])>) {
 fn a_stored_symbol_table_that_cannot_be_the_learned_one_is_refused_not_a_panic() {
     let mut ix = awkward_coded_index(600, 23);
     let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
-    let (at, symbols) = symbols_of(&parts[0]);
+    let head = plain(&parts[0]);
+    let (at, symbols) = symbols_of(&head);
     assert!(
         symbols.len() > 20,
         "the table learned symbols: {}",
         symbols.len()
     );
     let refused = |change: &dyn Fn(&mut Vec<u8>)| {
-        let mut head = parts[0].clone();
-        change(&mut head);
-        reseal(&mut head);
-        SnapshotRestorer::new(&head).unwrap_err()
+        let mut changed = head.clone();
+        change(&mut changed);
+        SnapshotRestorer::new(&sealed_part(&changed)).unwrap_err()
     };
     let slot = |k: usize| at + 1 + 9 * k;
     // A symbol with a slash in it: a name could decode to a path.
@@ -486,19 +515,20 @@ fn a_stored_symbol_table_that_cannot_be_the_learned_one_is_refused_not_a_panic()
 fn a_coded_name_that_does_not_decode_to_a_safe_name_is_refused() {
     let mut ix = awkward_coded_index(600, 24);
     let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
-    let (_, symbols) = symbols_of(&parts[0]);
+    let (_, symbols) = symbols_of(&plain(&parts[0]));
+    let part1 = plain(&parts[1]);
     // The first entry part's names follow its columns: 4+2+1+4+4 bytes a slot.
-    let count = u32::from_le_bytes(parts[1][9..13].try_into().unwrap()) as usize;
+    let count = u32::from_le_bytes(part1[9..13].try_into().unwrap()) as usize;
     let names_at = 13 + 15 * count;
-    let names_len =
-        u32::from_le_bytes(parts[1][names_at..names_at + 4].try_into().unwrap()) as usize;
+    let names_len = u32::from_le_bytes(part1[names_at..names_at + 4].try_into().unwrap()) as usize;
     assert!(names_len > 0);
     // The first stored name is the root's (empty); the second entry's is its code.
     let first = names_at + 4;
     let mut broken = parts.clone();
     // A code past the table's symbols.
-    broken[1][first] = symbols.len() as u8;
-    reseal(&mut broken[1]);
+    let mut p = part1.clone();
+    p[first] = symbols.len() as u8;
+    broken[1] = sealed_part(&p);
     assert!(matches!(
         restore(&broken),
         Err(SnapshotError::BadEntry {
@@ -508,9 +538,10 @@ fn a_coded_name_that_does_not_decode_to_a_safe_name_is_refused() {
     ));
     // An escaped slash.
     let mut broken = parts.clone();
-    broken[1][first] = 255;
-    broken[1][first + 1] = b'/';
-    reseal(&mut broken[1]);
+    let mut p = part1.clone();
+    p[first] = 255;
+    p[first + 1] = b'/';
+    broken[1] = sealed_part(&p);
     assert!(matches!(
         restore(&broken),
         Err(SnapshotError::BadEntry {
@@ -525,15 +556,71 @@ fn random_bytes_never_panic_the_restorer_of_coded_names() {
     let mut ix = awkward_coded_index(400, 25);
     let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
     let mut rng = Rng::new(26);
-    for _ in 0..3000 {
-        let mut p = parts.clone();
-        let which = rng.below(p.len() as u64) as usize;
-        let len = p[which].len();
-        for _ in 0..1 + rng.below(4) {
-            let at = rng.below(len as u64) as usize;
-            p[which][at] = rng.below(256) as u8;
-        }
-        reseal(&mut p[which]);
-        let _ = restore(&p);
+    for round in 0..3000 {
+        let _ = restore(&damaged(&parts, &mut rng, 1 + round % 2));
     }
+}
+
+#[test]
+fn a_snapshot_of_a_walked_tree_is_stored_compressed_and_restores_equal() {
+    // What a walk gives: folders of numbered files, empty, of one mode.
+    let mut ix = Index::new();
+    upsert(&mut ix, entry(0, 0, EntryKind::Dir, b""));
+    let mut id = 1;
+    for folder in 0..4u32 {
+        let dir = id;
+        upsert(
+            &mut ix,
+            entry(
+                dir,
+                0,
+                EntryKind::Dir,
+                format!("folder-{folder}").as_bytes(),
+            ),
+        );
+        id += 1;
+        for f in 0..PART_SLOTS as u32 / 2 {
+            upsert(
+                &mut ix,
+                entry(
+                    id,
+                    dir,
+                    EntryKind::File,
+                    format!("IMG_{f:05}.jpg").as_bytes(),
+                ),
+            );
+            id += 1;
+        }
+    }
+    let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+    let stored: usize = parts.iter().map(Vec::len).sum();
+    let fields: usize = parts.iter().map(|p| plain(p).len()).sum();
+    assert!(
+        stored * 10 < fields * 6,
+        "stored {stored} bytes for {fields} bytes of fields"
+    );
+    let mut back = restore(&parts).expect("restores");
+    assert_same(&mut ix, &mut back);
+}
+
+#[test]
+fn a_part_whose_fields_say_more_than_lz4_can_make_is_refused() {
+    let mut ix = two_folder_index();
+    let mut parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+    // The fields' length follows magic 4 and kind 1.
+    parts[1][5..9].copy_from_slice(&u32::MAX.to_le_bytes());
+    reseal(&mut parts[1]);
+    assert_eq!(
+        restore(&parts).unwrap_err(),
+        SnapshotError::Truncated { part: 1 }
+    );
+    // One byte short of what the stored fields make: refused too.
+    let mut parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+    let len = u32::from_le_bytes(parts[1][5..9].try_into().unwrap());
+    parts[1][5..9].copy_from_slice(&(len - 1).to_le_bytes());
+    reseal(&mut parts[1]);
+    assert_eq!(
+        restore(&parts).unwrap_err(),
+        SnapshotError::Truncated { part: 1 }
+    );
 }
