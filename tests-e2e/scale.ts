@@ -112,15 +112,19 @@ async function browserMemory(page: Page): Promise<{ pageHeap: number; workerHeap
   }
 }
 
+/** Said on the console once a reloaded page's first listing is painted and its whole index usable. */
+const REOPENED = 'linkfs-scale: reopened';
+
 /**
  * Installed before load: main-thread tasks of 50 ms or more (PerformanceObserver
  * 'longtask', which reports nothing shorter), and the longest gap between ticks of a
  * 4 ms timer (what a shorter task would delay; also the timer's own jitter).
  */
 const longTaskScript = `globalThis.__longTasks = []; globalThis.__gaps = [];
-{ const seen = () => { if (globalThis.__firstRowAt === undefined && document.querySelector('[data-testid=row]')) { const at = performance.now(); globalThis.__firstRowAt = at; requestAnimationFrame(() => setTimeout(() => { globalThis.__firstRowPaintedAt = performance.now(); }, 0)); } };
+{ const seen = () => { if (globalThis.__firstRowAt === undefined && document.querySelector('[data-testid=row]')) { const at = performance.now(); globalThis.__firstRowAt = at; requestAnimationFrame(() => setTimeout(() => { globalThis.__firstRowPaintedAt = performance.now(); globalThis.__reopenSeen?.(); }, 0)); } };
   new MutationObserver(seen).observe(document, { childList: true, subtree: true }); }
-{ const poll = () => { const s = globalThis.linkfsShare; if (s && s.progress().fromCache > 0 && !s.progress().loadingCache && globalThis.__cacheUsableAt === undefined) globalThis.__cacheUsableAt = performance.now(); if (globalThis.__cacheUsableAt === undefined) setTimeout(poll, 2); }; setTimeout(poll, 2); }
+{ const poll = () => { const s = globalThis.linkfsShare; if (s && s.progress().fromCache > 0 && !s.progress().loadingCache && globalThis.__cacheUsableAt === undefined) { globalThis.__cacheUsableAt = performance.now(); globalThis.__reopenSeen?.(); } if (globalThis.__cacheUsableAt === undefined) setTimeout(poll, 2); }; setTimeout(poll, 2); }
+globalThis.__reopenSeen = () => { if (globalThis.__firstRowPaintedAt !== undefined && globalThis.__cacheUsableAt !== undefined) console.debug('${REOPENED}'); };
 try { new PerformanceObserver((l) => { for (const e of l.getEntries()) globalThis.__longTasks.push([e.startTime, e.duration]); }).observe({ type: 'longtask', buffered: true }); } catch {}
 { let last = performance.now(); const tick = () => { const now = performance.now(); if (now - last > 8 && globalThis.__gaps.length < 10000) globalThis.__gaps.push([last, now - last]); last = now; setTimeout(tick, 4); }; setTimeout(tick, 4); }`;
 
@@ -323,15 +327,27 @@ async function main(): Promise<Record<string, unknown>> {
       .waitForFunction(() => (window.linkfsStats?.()?.snapshots ?? 0) >= 1, undefined, { timeout: 20_000 })
       .then(() => page.evaluate(() => ({ snapshotBytes: window.linkfsStats?.()?.snapshotBytes ?? 0, snapshotMs: window.linkfsStats?.()?.snapshotMs ?? 0 })))
       .catch(() => null);
-    await page.reload();
-    await page.waitForFunction(() => (globalThis as unknown as { __firstRowPaintedAt?: number; __cacheUsableAt?: number }).__firstRowPaintedAt !== undefined && (globalThis as unknown as { __cacheUsableAt?: number }).__cacheUsableAt !== undefined, undefined, { timeout: 60_000 });
+    const reopenTrace: Trace | null = process.env.SCALE_TRACE ? await startTrace(page) : null;
+    // Waited for on the console, not by polling the page: Playwright's first call into
+    // a new document installs its own script on the main thread (12-15 ms of CPU), and
+    // that landed inside the first listing it measures.
+    const reopened = page.waitForEvent('console', { predicate: (m) => m.text() === REOPENED, timeout: 60_000 });
+    await page.reload({ waitUntil: 'commit' });
+    await reopened;
     const reopen = await page.evaluate(async (deep: string) => {
       const g = globalThis as unknown as { __firstRowPaintedAt: number; __cacheUsableAt: number };
       const s = window.linkfsShare!;
       const found = await s.lookup(deep);
       const st = (window.linkfsStats?.() ?? {}) as { openDbMs?: number; loadMs?: number; rebuildMs?: number; rebuildBusyMs?: number; openedFromSnapshot?: boolean };
-      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now(), openDb: st.openDbMs ?? null, load: st.loadMs ?? null, rebuild: st.rebuildMs ?? null, rebuildBusy: st.rebuildBusyMs ?? null, fromSnapshot: st.openedFromSnapshot ?? false };
+      return { firstListing: g.__firstRowPaintedAt, usable: g.__cacheUsableAt, fromCache: s.progress().fromCache, deepFound: found !== null, answeredAt: performance.now(), openDb: st.openDbMs ?? null, load: st.loadMs ?? null, rebuild: st.rebuildMs ?? null, rebuildBusy: st.rebuildBusyMs ?? null, fromSnapshot: st.openedFromSnapshot ?? false, marks: Object.fromEntries([...performance.getEntriesByType('mark').map((m) => [m.name, Math.round(m.startTime)]), ...Object.entries(performance.getEntriesByType('navigation')[0]?.toJSON() ?? {}).filter(([k, v]) => typeof v === 'number' && /End|Start/.test(k)).map(([k, v]) => [k, Math.round(v as number)]), ['firstRowAt', Math.round((g as unknown as { __firstRowAt: number }).__firstRowAt)]]) };
     }, bigProbe);
+    log(`scale: reopen marks ${JSON.stringify(reopen.marks)}`);
+    if (reopenTrace !== null) {
+      const events = await reopenTrace.stop();
+      for (const line of longTaskReport(events, 10)) log(`scale: reopen: ${line}`);
+      // Every thread's events, for a closer look (chrome://tracing, Perfetto).
+      if (process.env.SCALE_TRACE_OUT) await writeFile(process.env.SCALE_TRACE_OUT, JSON.stringify({ traceEvents: events }));
+    }
     if (reopen.fromCache !== entries || !reopen.deepFound) throw new Error(`the reopened page had ${reopen.fromCache} of ${entries} entries from IndexedDB (deep lookup ${reopen.deepFound ? 'answered' : 'not answered'})`);
     const reopenLongTasks = await longestSince(page, '__longTasks', 0);
     // A search typed the moment the page is back finds what it found before (it

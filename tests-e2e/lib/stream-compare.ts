@@ -113,6 +113,9 @@ async function localChildren(raw: Buffer): Promise<LocalChild[]> {
 
 type WireRow = [number, string, EntryKind, number, number, number, string | null];
 
+/** A window the page has not answered in this long is a hang, reported with the page's state. */
+const LIST_TIMEOUT_MS = 60_000;
+
 /**
  * A window of one folder's rows from the page, with its total and start as listed.
  * Rows cross as one JSON string of arrays: Playwright's own serialization of a
@@ -120,11 +123,23 @@ type WireRow = [number, string, EntryKind, number, number, number, string | null
  */
 async function remoteWindow(page: Page, dir: number, start: number, count: number): Promise<{ total: number; start: number; rows: RemoteRow[] }> {
   const text = await page.evaluate(
-    async ({ dir, start, count }) => {
-      const p = await window.linkfsShare!.list(dir as EntryId, 'name', false, start, count);
-      return JSON.stringify({ total: p.total, start: p.start, rows: p.rows.map((r) => [r.id, r.name, r.kind, r.size, r.mtime, r.mode, r.target ?? null]) });
+    async ({ dir, start, count, timeoutMs }) => {
+      const share = window.linkfsShare!;
+      let timer = 0;
+      const late = new Promise<never>((_, reject) => {
+        timer = window.setTimeout(() => {
+          const stats = window.linkfsStats?.() ?? null;
+          reject(new Error(`the page did not list folder ${dir} (rows ${start}..) within ${timeoutMs / 1000} s; status ${JSON.stringify(share.status())}, progress ${JSON.stringify(share.progress())}, stats ${JSON.stringify(stats)}`));
+        }, timeoutMs);
+      });
+      try {
+        const p = await Promise.race([share.list(dir as EntryId, 'name', false, start, count), late]);
+        return JSON.stringify({ total: p.total, start: p.start, rows: p.rows.map((r) => [r.id, r.name, r.kind, r.size, r.mtime, r.mode, r.target ?? null]) });
+      } finally {
+        window.clearTimeout(timer);
+      }
     },
-    { dir, start, count },
+    { dir, start, count, timeoutMs: LIST_TIMEOUT_MS },
   );
   const w = JSON.parse(text) as { total: number; start: number; rows: WireRow[] };
   return {
