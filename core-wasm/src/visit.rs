@@ -208,6 +208,12 @@ impl Visit {
         self.inner.borrow_mut().visit.link_progress(words);
     }
 
+    /// The page painted its first screen from a folder it kept, without
+    /// asking the index: the restore goes on now (the worker polls after).
+    pub fn shown(&self) {
+        self.inner.borrow_mut().visit.shown(now());
+    }
+
     /// The data link the visit asked for is open.
     #[wasm_bindgen(js_name = linkOpened)]
     pub fn link_opened(&self) {

@@ -48,8 +48,8 @@
 //! With [`Storage::Kept`] (the browser's IndexedDB) the index is restored
 //! from storage in steps first ([`restore`]): a few parts or frames at once,
 //! so the first folders list at once; the rest is read in chunks meanwhile,
-//! and applied after the page showed its first screen (or
-//! [`FIRST_SCREEN_WAIT_MS`]), [`RESTORE_STEP_MS`] at a time, each step in
+//! and applied after the page showed its first screen ([`Visit::listed`],
+//! [`Visit::shown`]; at most [`FIRST_SCREEN_WAIT_MS`]), [`RESTORE_STEP_MS`] at a time, each step in
 //! its own turn of the shell so queries are answered in between. Reads asked for meanwhile wait for it; frames cannot come (the
 //! visit says where it resumes only once restored). Then every batch is
 //! written as [`crate::persist`] says, and snapshots of the index are built
@@ -326,6 +326,8 @@ pub struct Visit<F> {
     restore: Option<Restore<F>>,
     /// The restore waits for the first screen until then.
     restore_held_until: Option<Millis>,
+    /// The page said its first screen is shown ([`Visit::shown`]).
+    shown: bool,
     /// When the restore began, and how long it took (ms), for figures.
     restore_started: Millis,
     restore_ms: Option<u64>,
@@ -389,6 +391,7 @@ impl<F: StoredFrame> Visit<F> {
             receiver,
             restore: None,
             restore_held_until: None,
+            shown: false,
             restore_started: now,
             restore_ms: None,
             restore_busy_ms: 0,
@@ -473,7 +476,9 @@ impl<F: StoredFrame> Visit<F> {
         restore.step(Millis(now.0 + RESTORE_FIRST_STEP_MS), clock);
         self.now = self.now.max(clock());
         self.restore_busy_ms += self.now.0.saturating_sub(now.0);
-        self.restore_held_until = Some(Millis(now.0 + FIRST_SCREEN_WAIT_MS));
+        // Shown already (a kept folder, painted before the store was read): no wait.
+        let wait = if self.shown { 0 } else { FIRST_SCREEN_WAIT_MS };
+        self.restore_held_until = Some(Millis(now.0 + wait));
         self.restore = Some(restore);
         self.finish_restore_if_done();
         self.connect(self.now);
@@ -486,6 +491,16 @@ impl<F: StoredFrame> Visit<F> {
         self.now = self.now.max(now);
         if let Some(until) = &mut self.restore_held_until {
             *until = (*until).min(Millis(now.0 + FIRST_PAINT_MS));
+        }
+    }
+
+    /// The page showed its first screen without asking the index (it drew a
+    /// folder kept from an earlier visit): the rest of the restore goes on now.
+    pub fn shown(&mut self, now: Millis) {
+        self.now = self.now.max(now);
+        self.shown = true;
+        if let Some(until) = &mut self.restore_held_until {
+            *until = (*until).min(now);
         }
     }
 

@@ -8,7 +8,7 @@ mod sim;
 
 use std::collections::HashMap;
 
-use linkfs_core::visit::{FIRST_FRAMES, FIRST_PARTS};
+use linkfs_core::visit::{FIRST_FRAMES, FIRST_PARTS, FIRST_SCREEN_WAIT_MS};
 use linkfs_core::*;
 use linkfs_proto::{EntryId, EntryKind};
 use sim::*;
@@ -912,6 +912,37 @@ fn a_big_snapshot_is_read_in_chunks_ahead_of_applying_it() {
         0,
         "nothing sent again"
     );
+    assert_same_index(&again.sharer.index, again.visit.index());
+}
+
+/// A page that drew its first screen from a folder it kept (asking the index
+/// nothing) says so, and the restore goes on then, not when the wait for a
+/// first listing runs out.
+#[test]
+fn a_restore_waiting_for_the_first_screen_goes_on_once_the_page_says_it_is_shown() {
+    let first = snapshotted(100);
+    let total = first.sharer.index.entries();
+    let stored = first.store.clone();
+    let config = VisitConfig {
+        storage: Storage::Kept,
+        restore_chunk_parts: 2,
+        ..VisitConfig::default()
+    };
+    let mut again = Shell::configured(first.sharer, config, stored, vec![Answer::Open]);
+    let opened_at = again.now;
+    again.run(FIRST_SCREEN_WAIT_MS / 2);
+    let p = again.visit.progress();
+    assert!(p.restoring, "{p:?}");
+    // The first parts and the chunk after them were read; nothing more is
+    // asked for until that chunk is applied.
+    assert_eq!(again.loads.len(), 2, "{:?}", again.loads);
+    again.visit.shown(Millis(again.now));
+    again.outputs();
+    again.run(FIRST_SCREEN_WAIT_MS / 4);
+    assert!(again.now < opened_at + FIRST_SCREEN_WAIT_MS);
+    let p = again.visit.progress();
+    assert!(!p.restoring, "still restoring once shown: {p:?}");
+    assert_eq!(p.from_cache, total);
     assert_same_index(&again.sharer.index, again.visit.index());
 }
 

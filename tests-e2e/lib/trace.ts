@@ -29,7 +29,10 @@ export async function startTrace(page: Page): Promise<Trace> {
   cdp.on('Tracing.dataCollected', (e) => {
     events.push(...(e.value as unknown as TraceEvent[]));
   });
-  await cdp.send('Tracing.start', { traceConfig: { includedCategories: categories, recordMode: 'recordContinuously' }, transferMode: 'ReportEvents' });
+  // SCALE_TRACE=profile (or any TRACE_PROFILE) adds V8's sampling profiler: where JS time goes.
+  const profile = process.env.SCALE_TRACE === 'profile' || process.env.TRACE_PROFILE !== undefined;
+  const included = profile ? [...categories, 'disabled-by-default-v8.cpu_profiler'] : categories;
+  await cdp.send('Tracing.start', { traceConfig: { includedCategories: included, recordMode: 'recordContinuously' }, transferMode: 'ReportEvents' });
   return {
     async stop() {
       const done = new Promise<void>((resolve) => cdp.once('Tracing.tracingComplete', () => resolve()));

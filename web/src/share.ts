@@ -150,7 +150,11 @@ class WasmShare implements ShareApi {
 
   /** Answers `value` from what was kept. */
   private answered<T>(value: T): Promise<T> {
-    if (!this.answeredEarly) performance.mark('linkfs:kept-folder');
+    if (!this.answeredEarly) {
+      performance.mark('linkfs:kept-folder');
+      // Once what it drew is painted, the worker's restore need not wait for a listing.
+      requestAnimationFrame(() => setTimeout(() => this.post({ type: 'shown' }), 0));
+    }
     this.answeredEarly = true;
     return Promise.resolve(value);
   }

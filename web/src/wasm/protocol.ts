@@ -39,6 +39,8 @@ export type ToWorker =
   | { type: 'link-status'; state: LinkState; message: string }
   | { type: 'link-open' }
   | { type: 'link-closed' }
+  /** The page painted its first screen from a kept folder (the restore need not wait for a listing). */
+  | { type: 'shown' }
   /** The link's password, which the visit asks for (kept for later links). */
   | { type: 'password'; password: string }
   | { type: 'frame'; frame: ArrayBuffer }

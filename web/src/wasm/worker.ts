@@ -417,6 +417,10 @@ function handle(message: ToWorker, v: Visit): void {
       v.linkClosed();
       flush();
       return;
+    case 'shown':
+      v.shown();
+      flush();
+      return;
     case 'password':
       v.givePassword(message.password);
       flush();
