@@ -125,9 +125,9 @@ async function remoteWindow(page: Page, dir: number, start: number, count: numbe
   const text = await page.evaluate(
     async ({ dir, start, count, timeoutMs }) => {
       const share = window.linkfsShare!;
-      let timer = 0;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const late = new Promise<never>((_, reject) => {
-        timer = window.setTimeout(() => {
+        timer = setTimeout(() => {
           const stats = window.linkfsStats?.() ?? null;
           reject(new Error(`the page did not list folder ${dir} (rows ${start}..) within ${timeoutMs / 1000} s; status ${JSON.stringify(share.status())}, progress ${JSON.stringify(share.progress())}, stats ${JSON.stringify(stats)}`));
         }, timeoutMs);
@@ -136,7 +136,7 @@ async function remoteWindow(page: Page, dir: number, start: number, count: numbe
         const p = await Promise.race([share.list(dir as EntryId, 'name', false, start, count), late]);
         return JSON.stringify({ total: p.total, start: p.start, rows: p.rows.map((r) => [r.id, r.name, r.kind, r.size, r.mtime, r.mode, r.target ?? null]) });
       } finally {
-        window.clearTimeout(timer);
+        clearTimeout(timer);
       }
     },
     { dir, start, count, timeoutMs: LIST_TIMEOUT_MS },

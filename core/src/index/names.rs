@@ -32,6 +32,8 @@ use fsst::{Compressor, Symbol};
 
 /// Bytes per name-arena page (a name never spans pages).
 pub(super) const NAME_PAGE: usize = 64 * 1024;
+/// In [`NameArena::push_run`]'s lengths: no value in this slot.
+pub(super) const ABSENT: u32 = u32::MAX;
 /// Entries present when the index learns its symbol table: 65,536. Smaller
 /// indexes keep names as they are (they are small anyway); the learning
 /// itself reads FSST's sample of 16 KiB of names and takes about 2 ms.
@@ -374,6 +376,42 @@ impl NameArena {
         (page * NAME_PAGE + off) as u32
     }
 
+    /// Appends a run of stored values as they are, in the pages `push` would
+    /// put them in, one copy per page rather than one per value: `bytes` is
+    /// the values back to back, and `offs` holds each one's length on the way
+    /// in and its offset on the way out ([`ABSENT`] slots take no room and
+    /// come out 0). The lengths must add up to `bytes.len()`.
+    pub(super) fn push_run(&mut self, bytes: &[u8], offs: &mut [u32]) {
+        let mut copied = 0; // `bytes` up to here is in the pages
+        let mut placed = 0; // and up to here has its offset, in the last page
+        for off in offs.iter_mut() {
+            if *off == ABSENT {
+                *off = 0;
+                continue;
+            }
+            let len = *off as usize;
+            let pending = placed - copied;
+            let fits = self
+                .pages
+                .last()
+                .is_some_and(|p| p.len() + pending + len <= NAME_PAGE);
+            if !fits {
+                if let Some(p) = self.pages.last_mut() {
+                    p.extend_from_slice(&bytes[copied..placed]);
+                }
+                copied = placed;
+                self.pages.push(Vec::with_capacity(NAME_PAGE));
+            }
+            let page = self.pages.len() - 1;
+            let at = self.pages[page].len() + (placed - copied);
+            *off = (page * NAME_PAGE + at) as u32;
+            placed += len;
+        }
+        if let Some(p) = self.pages.last_mut() {
+            p.extend_from_slice(&bytes[copied..placed]);
+        }
+    }
+
     /// The stored bytes at `off` (a code, or a name held as it is).
     pub(super) fn stored_at(&self, off: u32, len: usize) -> &[u8] {
         let (page, at) = (off as usize / NAME_PAGE, off as usize % NAME_PAGE);
@@ -435,6 +473,46 @@ impl NameArena {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A snapshot's names put in one run land where one push each would put
+    /// them, across page ends, absent slots included.
+    #[test]
+    fn a_run_of_names_is_placed_as_one_push_each_would_place_it() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut one_by_one = NameArena::default();
+        let mut in_runs = NameArena::default();
+        for _ in 0..40 {
+            let mut bytes = Vec::new();
+            let mut lens = Vec::new();
+            let mut want = Vec::new();
+            for _ in 0..(next() % 4000) {
+                if next() % 9 == 0 {
+                    lens.push(ABSENT);
+                    want.push(0);
+                    continue;
+                }
+                // Mostly short, now and then long (a page end comes often).
+                let len = if next() % 50 == 0 {
+                    next() % 3000
+                } else {
+                    next() % 40
+                } as usize;
+                let name: Vec<u8> = (0..len).map(|_| b'a' + (next() % 26) as u8).collect();
+                want.push(one_by_one.push(&name));
+                lens.push(len as u32);
+                bytes.extend_from_slice(&name);
+            }
+            in_runs.push_run(&bytes, &mut lens);
+            assert_eq!(lens, want);
+        }
+        assert_eq!(in_runs.pages, one_by_one.pages);
+    }
 
     #[test]
     fn a_code_is_judged_safe_exactly_when_its_decoded_name_is() {

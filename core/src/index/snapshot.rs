@@ -47,7 +47,7 @@ use std::collections::HashMap;
 
 use linkfs_proto::{EntryId, EntryKind};
 
-use super::names::{NameArena, NameBuf, SymbolTable};
+use super::names::{ABSENT, NameArena, NameBuf, SymbolTable};
 use super::{
     Column, Index, KIND_MASK, MODE_BIG, MODE_SHIFT, NAME_LEN_BIG, PAGE, PRESENT, name_is_safe,
 };
@@ -626,7 +626,8 @@ impl SnapshotRestorer {
         // Columns, a page at a time.
         let mut name_at = 0usize;
         let mut scratch: NameBuf = [0; _];
-        let mut offs = vec![0u32; count];
+        // Each present name's length here first, then its offset (push_run).
+        let mut offs = vec![ABSENT; count];
         for k in 0..count {
             let id = first + k;
             let m = meta_at(k);
@@ -671,12 +672,13 @@ impl SnapshotRestorer {
             if !safe {
                 return Err(bad(id, "unsafe name"));
             }
-            offs[k] = self.index.names.push(name);
+            offs[k] = len as u32;
             self.present += 1;
         }
         if name_at != names.len() {
             return Err(SnapshotError::Truncated { part });
         }
+        self.index.names.push_run(names, &mut offs);
         if first == 0 && (count == 0 || meta_at(0) & PRESENT == 0) {
             return Err(bad(0, "the root is missing"));
         }
