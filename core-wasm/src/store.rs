@@ -6,9 +6,13 @@
 //! - `batches`: the index batch frames exactly as they arrived, keyed by the
 //!   `Seq` of their first operation (numeric keys sort in log order);
 //! - `snapshot`: the parts of the last snapshot of the index (`Index::snapshot_parts`),
-//!   each a `Blob` (see [`buffers`] for why),
-//!   keyed 0, 1, …; it stands for every batch before the one it ends at, which
-//!   are deleted in the same transaction that stores it;
+//!   in groups as the restore reads them (the first [`FIRST_PARTS`], then
+//!   [`REST_CHUNK_PARTS`] at a time), each group one record `{blob, lens}`: a
+//!   `Blob` of its parts back to back and their lengths, keyed by its first
+//!   part's number (see [`parts_of`] for why). A page before 2026-11-29
+//!   stored one part a record, a `Blob` or an `ArrayBuffer`; those read as
+//!   before. The snapshot stands for every batch before the one it ends at,
+//!   which are deleted in the same transaction that stores it;
 //! - `meta`: one record `state` = `{epoch: hex, next: number, complete: bool,
 //!   snapshot_next?: number, snapshot_parts?: number}`.
 //!
@@ -22,6 +26,7 @@
 //! stored, not entries.
 
 use js_sys::{Array, Promise, Reflect};
+use linkfs_core::visit::{FIRST_PARTS, REST_CHUNK_PARTS};
 use linkfs_core::{StoreOp, StoreWrite, StoredFrame, StoredSnapshot, StoredState};
 use linkfs_proto::{Epoch, Seq};
 use wasm_bindgen::JsCast;
@@ -48,8 +53,12 @@ impl StoredFrame for JsFrame {
     }
 
     /// A copy into wasm memory (for the restore); what is not an
-    /// `ArrayBuffer` (not something this store wrote) is empty, and refused.
+    /// `ArrayBuffer` or a view of one (a part of a group) is not something
+    /// this store wrote: empty, and refused.
     fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        if let Some(view) = self.0.dyn_ref::<js_sys::Uint8Array>() {
+            return std::borrow::Cow::Owned(view.to_vec());
+        }
         match self.0.dyn_ref::<js_sys::ArrayBuffer>() {
             Some(ab) => std::borrow::Cow::Owned(js_sys::Uint8Array::new(ab).to_vec()),
             None => std::borrow::Cow::Borrowed(&[]),
@@ -86,24 +95,125 @@ async fn request(req: &IdbRequest) -> Result<JsValue, JsValue> {
     req.result()
 }
 
-/// Snapshot parts as read: each stored as a `Blob` (read here, all of them
-/// at once) or, from an older page, an `ArrayBuffer` (as it is).
+/// Parts a group record holds at most (the restore's chunk).
+const GROUP_MAX: u32 = REST_CHUNK_PARTS;
+
+/// The snapshot parts numbered `from..=to`, in order, from the records read
+/// (`keys` and `values` of one key range that starts up to a group before
+/// `from`): a group's `Blob` is read (all of them at once) and cut into its
+/// parts as views; a part stored alone (an older page's) is one part.
 ///
-/// Parts are stored as Blobs because Chromium reads a Blob's bytes on its
-/// own, in parallel, where a large `ArrayBuffer` value is unwrapped one at a
-/// time: 225 MB of 450 KB parts read back at 200 MB/s as ArrayBuffers in
-/// chunks of 16, and at 300-400 MB/s as Blobs (Chromium 156, this project's
-/// test machine, a page doing nothing else).
-async fn buffers(values: Array) -> Result<Array, JsValue> {
+/// Parts are grouped because most of a Blob read's cost is per Blob: 223 MB
+/// of 450 KB parts, read back a chunk of 16 at a time in a page doing nothing
+/// else, came at 385-441 MB/s as one Blob a part, 503-584 as 4 a Blob, and
+/// 664-736 as 16 (Chromium 156, this project's test machine,
+/// `tests-e2e/bench-idb-parts.ts`). As `ArrayBuffer` values they came at
+/// 200 MB/s: Chromium unwraps a large value one at a time.
+async fn parts_of(keys: Array, values: Array, from: u32, to: u32) -> Result<Array, JsValue> {
     let reads = Array::new();
-    for v in values.iter() {
-        match v.dyn_ref::<web_sys::Blob>() {
-            Some(blob) => reads.push(&blob.array_buffer()),
-            None => reads.push(&Promise::resolve(&v)),
-        };
+    let mut layout: Vec<(u32, Option<Vec<u32>>)> = Vec::new();
+    for (key, value) in keys.iter().zip(values.iter()) {
+        let first = key.as_f64().unwrap_or(-1.0);
+        if !(0.0..=f64::from(u32::MAX)).contains(&first) {
+            continue;
+        }
+        let first = first as u32;
+        let blob = Reflect::get(&value, &"blob".into()).ok();
+        let lens = Reflect::get(&value, &"lens".into())
+            .ok()
+            .filter(Array::is_array)
+            .map(|l| {
+                Array::from(&l)
+                    .iter()
+                    .map(|n| n.as_f64().unwrap_or(0.0) as u32)
+                    .collect::<Vec<u32>>()
+            });
+        // Only what holds a part asked for is read (a record's value is a
+        // handle; its bytes come with `array_buffer`).
+        match (
+            blob.as_ref().and_then(|b| b.dyn_ref::<web_sys::Blob>()),
+            lens,
+        ) {
+            (Some(blob), Some(lens)) => {
+                let last = first.saturating_add((lens.len() as u32).saturating_sub(1));
+                if lens.is_empty() || last < from || first > to {
+                    continue;
+                }
+                reads.push(&blob.array_buffer());
+                layout.push((first, Some(lens)));
+            }
+            _ => {
+                if !(from..=to).contains(&first) {
+                    continue;
+                }
+                match value.dyn_ref::<web_sys::Blob>() {
+                    Some(blob) => reads.push(&blob.array_buffer()),
+                    None => reads.push(&Promise::resolve(&value)),
+                };
+                layout.push((first, None));
+            }
+        }
     }
-    let read = JsFuture::from(Promise::all(&reads)).await?;
-    Ok(Array::from(&read))
+    let read = Array::from(&JsFuture::from(Promise::all(&reads)).await?);
+    let parts = Array::new();
+    for ((first, lens), buffer) in layout.into_iter().zip(read.iter()) {
+        let Some(lens) = lens else {
+            parts.push(&buffer);
+            continue;
+        };
+        let Some(buffer) = buffer.dyn_ref::<js_sys::ArrayBuffer>() else {
+            continue;
+        };
+        let mut at = 0u32;
+        for (i, len) in lens.into_iter().enumerate() {
+            let n = first.saturating_add(i as u32);
+            let end = at.saturating_add(len).min(buffer.byte_length());
+            if (from..=to).contains(&n) {
+                // A group cut short (a damaged record) gives a short part,
+                // which its checksum refuses.
+                parts.push(&js_sys::Uint8Array::new_with_byte_offset_and_length(
+                    buffer,
+                    at,
+                    end - at,
+                ));
+            }
+            at = end;
+        }
+    }
+    Ok(parts)
+}
+
+/// The groups a snapshot of `count` parts is stored in: `(first, parts)`.
+fn groups(count: u32) -> impl Iterator<Item = (u32, u32)> {
+    let mut first = 0;
+    std::iter::from_fn(move || {
+        if first >= count {
+            return None;
+        }
+        let size = if first == 0 { FIRST_PARTS } else { GROUP_MAX };
+        let group = (first, size.min(count - first));
+        first += group.1;
+        Some(group)
+    })
+}
+
+/// Requests for the keys and values of the snapshot records that may hold
+/// parts `from..=to` (`to` None: to the end): from a group before `from`.
+fn parts_in(
+    tx: &IdbTransaction,
+    from: u32,
+    to: Option<u32>,
+) -> Result<(IdbRequest, IdbRequest), JsValue> {
+    let lower = JsValue::from_f64(from.saturating_sub(GROUP_MAX - 1).into());
+    let range = match to {
+        Some(to) => web_sys::IdbKeyRange::bound(&lower, &JsValue::from_f64(to.into()))?,
+        None => web_sys::IdbKeyRange::lower_bound(&lower)?,
+    };
+    let store = tx.object_store(SNAPSHOT)?;
+    Ok((
+        store.get_all_keys_with_key(&range)?,
+        store.get_all_with_key(&range)?,
+    ))
 }
 
 /// Waits for a transaction to commit.
@@ -170,18 +280,22 @@ impl Store {
     pub async fn load_first(&self, parts: u32, frames: u32) -> Result<First, JsValue> {
         let tx = self.all_stores(IdbTransactionMode::Readonly, "read the cached index")?;
         let meta = tx.object_store(META)?.get(&STATE_KEY.into())?;
-        let parts = tx
-            .object_store(SNAPSHOT)?
-            .get_all_with_key_and_limit(&JsValue::UNDEFINED, parts)?;
+        let (keys, values) = parts_in(&tx, 0, Some(parts.max(1) - 1))?;
         let frames = tx
             .object_store(BATCHES)?
             .get_all_with_key_and_limit(&JsValue::UNDEFINED, frames)?;
         let meta = request(&meta).await?;
-        let parts = request(&parts).await?;
+        let keys = request(&keys).await?;
+        let values = request(&values).await?;
         let frames = request(&frames).await?;
+        let parts = if parts == 0 {
+            Array::new()
+        } else {
+            parts_of(keys.into(), values.into(), 0, parts - 1).await?
+        };
         Ok(First {
             state: parse_state(&meta),
-            parts: buffers(Array::from(&parts)).await?,
+            parts,
             frames: Array::from(&frames),
         })
     }
@@ -193,12 +307,10 @@ impl Store {
     pub async fn load_parts(&self, from_part: u32, count: u32) -> Result<Array, JsValue> {
         let tx = self.all_stores(IdbTransactionMode::Readonly, "read the cached index")?;
         let last = from_part.saturating_add(count.max(1) - 1);
-        let range = web_sys::IdbKeyRange::bound(
-            &JsValue::from_f64(from_part.into()),
-            &JsValue::from_f64(last.into()),
-        )?;
-        let parts = tx.object_store(SNAPSHOT)?.get_all_with_key(&range)?;
-        buffers(Array::from(&request(&parts).await?)).await
+        let (keys, values) = parts_in(&tx, from_part, Some(last))?;
+        let keys = request(&keys).await?;
+        let values = request(&values).await?;
+        parts_of(keys.into(), values.into(), from_part, last).await
     }
 
     pub async fn load_rest(
@@ -207,13 +319,14 @@ impl Store {
         from_seq: Seq,
     ) -> Result<(Array, Array), JsValue> {
         let tx = self.all_stores(IdbTransactionMode::Readonly, "read the cached index")?;
-        let parts_range = web_sys::IdbKeyRange::lower_bound(&JsValue::from_f64(from_part.into()))?;
-        let parts = tx.object_store(SNAPSHOT)?.get_all_with_key(&parts_range)?;
+        let (keys, values) = parts_in(&tx, from_part, None)?;
         let range = web_sys::IdbKeyRange::lower_bound(&JsValue::from_f64(from_seq.0 as f64))?;
         let frames = tx.object_store(BATCHES)?.get_all_with_key(&range)?;
-        let parts = request(&parts).await?;
+        let keys = request(&keys).await?;
+        let values = request(&values).await?;
         let frames = request(&frames).await?;
-        Ok((buffers(Array::from(&parts)).await?, Array::from(&frames)))
+        let parts = parts_of(keys.into(), values.into(), from_part, u32::MAX).await?;
+        Ok((parts, Array::from(&frames)))
     }
 
     /// Stores a snapshot (`parts`, `ArrayBuffer`s in order) with `state`, and
@@ -225,9 +338,22 @@ impl Store {
         let tx = self.all_stores(IdbTransactionMode::Readwrite, "save the index")?;
         let store = tx.object_store(SNAPSHOT)?;
         store.clear()?;
-        for (k, part) in parts.iter().enumerate() {
-            let blob = web_sys::Blob::new_with_buffer_source_sequence(&Array::of1(&part))?;
-            store.put_with_key(&blob, &JsValue::from_f64(k as f64))?;
+        for (first, count) in groups(parts.length()) {
+            let group = parts.slice(first, first + count);
+            let lens: Array = group
+                .iter()
+                .map(|p| {
+                    let len = p
+                        .dyn_ref::<js_sys::ArrayBuffer>()
+                        .map_or(0, js_sys::ArrayBuffer::byte_length);
+                    JsValue::from_f64(f64::from(len))
+                })
+                .collect();
+            let record = js_sys::Object::new();
+            let blob = web_sys::Blob::new_with_buffer_source_sequence(&group)?;
+            Reflect::set(&record, &"blob".into(), &blob)?;
+            Reflect::set(&record, &"lens".into(), &lens)?;
+            store.put_with_key(&record, &JsValue::from_f64(first.into()))?;
         }
         let covered = web_sys::IdbKeyRange::upper_bound_with_open(
             &JsValue::from_f64(snapshot.next.0 as f64),
