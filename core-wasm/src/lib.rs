@@ -24,6 +24,7 @@ use wasm_bindgen::prelude::*;
 pub mod data_link;
 pub mod store;
 pub mod tab_share;
+mod turn;
 pub mod types;
 pub mod visit;
 

@@ -27,6 +27,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
 
 use crate::store::{JsFrame, Store};
+use crate::turn::next_turn;
 use crate::types::{
     ConnectionState, EntryPath, EntryRow, LinkRights, ListPage, Progress, SearchBatch, SearchHit,
     Stats, VisitOutput, VisitOutputs,
@@ -851,23 +852,6 @@ fn sentence(text: &str) -> String {
         s.push('.');
     }
     s
-}
-
-/// Resolves in a later task, after whatever else the worker has queued.
-async fn next_turn() {
-    let promise = js_sys::Promise::new(&mut |resolve, _| {
-        let scheduled = js_sys::global()
-            .dyn_into::<web_sys::WorkerGlobalScope>()
-            .ok()
-            .and_then(|w| {
-                w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0)
-                    .ok()
-            });
-        if scheduled.is_none() {
-            let _ = resolve.call0(&JsValue::NULL);
-        }
-    });
-    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
 fn now_ms() -> f64 {
