@@ -75,10 +75,8 @@ fn by_timer(resolve: &Function) -> bool {
             .set_timeout_with_callback_and_timeout_and_arguments_0(resolve, 0)
             .is_ok();
     }
-    global
-        .dyn_ref::<web_sys::Window>()
-        .is_some_and(|w| {
-            w.set_timeout_with_callback_and_timeout_and_arguments_0(resolve, 0)
-                .is_ok()
-        })
+    global.dyn_ref::<web_sys::Window>().is_some_and(|w| {
+        w.set_timeout_with_callback_and_timeout_and_arguments_0(resolve, 0)
+            .is_ok()
+    })
 }
