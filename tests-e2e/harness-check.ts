@@ -189,10 +189,10 @@ const tests: TestCase[] = [
       }
       const outside = loaders.filter((f) => !f.startsWith(`wasm${path.sep}`));
       assert(outside.length === 0, `modules outside web/src/wasm/ load the wasm: ${outside.join(', ')}`);
-      const want = ['page.ts', 'password-worker.ts', 'worker.ts'].map((f) => `wasm${path.sep}${f}`);
+      const want = ['page.ts', 'password-worker.ts', 'unseal-worker.ts', 'worker.ts'].map((f) => `wasm${path.sep}${f}`);
       assert(
         JSON.stringify(loaders.sort()) === JSON.stringify(want),
-        `expected the page, the index worker and the password worker to load it, found: ${loaders.join(', ')}`,
+        `expected the page, the index worker, the password worker and the unseal worker to load it, found: ${loaders.join(', ')}`,
       );
     },
   },

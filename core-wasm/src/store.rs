@@ -25,7 +25,7 @@
 //! against 2.4-2.9 s for one record per entry; this is why whole frames are
 //! stored, not entries.
 
-use js_sys::{Array, Promise, Reflect};
+use js_sys::{Array, Function, Promise, Reflect};
 use linkfs_core::visit::{FIRST_PARTS, REST_CHUNK_PARTS};
 use linkfs_core::{StoreOp, StoreWrite, StoredFrame, StoredSnapshot, StoredState};
 use linkfs_proto::{Epoch, Seq};
@@ -53,17 +53,45 @@ impl StoredFrame for JsFrame {
     }
 
     /// A copy into wasm memory (for the restore); what is not an
-    /// `ArrayBuffer` or a view of one (a part of a group) is not something
-    /// this store wrote: empty, and refused.
+    /// `ArrayBuffer`, a view of one (a part of a group) or an unsealed part
+    /// (`{plain}`) is not something this store wrote: empty, and refused.
     fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
         if let Some(view) = self.0.dyn_ref::<js_sys::Uint8Array>() {
             return std::borrow::Cow::Owned(view.to_vec());
         }
-        match self.0.dyn_ref::<js_sys::ArrayBuffer>() {
-            Some(ab) => std::borrow::Cow::Owned(js_sys::Uint8Array::new(ab).to_vec()),
+        if let Some(ab) = self.0.dyn_ref::<js_sys::ArrayBuffer>() {
+            return std::borrow::Cow::Owned(js_sys::Uint8Array::new(ab).to_vec());
+        }
+        match plain_of(&self.0) {
+            Some(view) => std::borrow::Cow::Owned(view.to_vec()),
             None => std::borrow::Cow::Borrowed(&[]),
         }
     }
+
+    fn unsealed(&self) -> bool {
+        !self.0.is_instance_of::<js_sys::Uint8Array>()
+            && !self.0.is_instance_of::<js_sys::ArrayBuffer>()
+            && plain_of(&self.0).is_some()
+    }
+}
+
+/// The bytes of a part the unsealer gave back unsealed: `{plain: Uint8Array}`.
+fn plain_of(value: &JsValue) -> Option<js_sys::Uint8Array> {
+    if !value.is_object() {
+        return None;
+    }
+    Reflect::get(value, &"plain".into())
+        .ok()?
+        .dyn_into::<js_sys::Uint8Array>()
+        .ok()
+}
+
+/// A stored snapshot part checked against its checksum and decompressed (its
+/// plain form, `linkfs_core::index::unsealed_part`): the unseal worker's work,
+/// so the index worker only restores. The error says what is wrong with it.
+#[wasm_bindgen(js_name = unsealPart)]
+pub fn unseal_part(part: &[u8]) -> Result<Vec<u8>, JsError> {
+    linkfs_core::index::unsealed_part(part).map_err(|e| JsError::new(&e.to_string()))
 }
 
 fn idb_error(what: &str, e: JsValue) -> JsValue {
@@ -109,9 +137,21 @@ const GROUP_MAX: u32 = REST_CHUNK_PARTS;
 /// 664-736 as 16 (Chromium 156, this project's test machine,
 /// `tests-e2e/bench-idb-parts.ts`). As `ArrayBuffer` values they came at
 /// 200 MB/s: Chromium unwraps a large value one at a time.
-async fn parts_of(keys: Array, values: Array, from: u32, to: u32) -> Result<Array, JsValue> {
+///
+/// With an `unsealer` (the unseal worker's, `web/src/wasm/unsealer.ts`), a
+/// group is handed to it whole, `(blob, lens, first, from, to)`, and its
+/// answer (the parts asked for, each `{plain}` or, where it could not unseal
+/// one, as stored) is taken as it is: that worker reads the Blob, checks and
+/// decompresses while this one restores the chunk before.
+async fn parts_of(
+    keys: Array,
+    values: Array,
+    from: u32,
+    to: u32,
+    unsealer: Option<&Function>,
+) -> Result<Array, JsValue> {
     let reads = Array::new();
-    let mut layout: Vec<(u32, Option<Vec<u32>>)> = Vec::new();
+    let mut layout: Vec<(u32, Layout)> = Vec::new();
     for (key, value) in keys.iter().zip(values.iter()) {
         let first = key.as_f64().unwrap_or(-1.0);
         if !(0.0..=f64::from(u32::MAX)).contains(&first) {
@@ -139,8 +179,28 @@ async fn parts_of(keys: Array, values: Array, from: u32, to: u32) -> Result<Arra
                 if lens.is_empty() || last < from || first > to {
                     continue;
                 }
-                reads.push(&blob.array_buffer());
-                layout.push((first, Some(lens)));
+                let unsealed = unsealer.and_then(|f| {
+                    let args = Array::of5(
+                        blob,
+                        &lens.iter().map(|l| JsValue::from(*l)).collect::<Array>(),
+                        &first.into(),
+                        &from.into(),
+                        &to.into(),
+                    );
+                    f.apply(&JsValue::NULL, &args)
+                        .ok()
+                        .filter(|p| p.is_instance_of::<Promise>())
+                });
+                match unsealed {
+                    Some(promise) => {
+                        reads.push(&promise);
+                        layout.push((first, Layout::Unsealed));
+                    }
+                    None => {
+                        reads.push(&blob.array_buffer());
+                        layout.push((first, Layout::Group(lens)));
+                    }
+                }
             }
             _ => {
                 if !(from..=to).contains(&first) {
@@ -150,16 +210,25 @@ async fn parts_of(keys: Array, values: Array, from: u32, to: u32) -> Result<Arra
                     Some(blob) => reads.push(&blob.array_buffer()),
                     None => reads.push(&Promise::resolve(&value)),
                 };
-                layout.push((first, None));
+                layout.push((first, Layout::Alone));
             }
         }
     }
     let read = Array::from(&JsFuture::from(Promise::all(&reads)).await?);
     let parts = Array::new();
     for ((first, lens), buffer) in layout.into_iter().zip(read.iter()) {
-        let Some(lens) = lens else {
-            parts.push(&buffer);
-            continue;
+        let lens = match lens {
+            Layout::Alone => {
+                parts.push(&buffer);
+                continue;
+            }
+            Layout::Unsealed => {
+                for part in Array::from(&buffer).iter() {
+                    parts.push(&part);
+                }
+                continue;
+            }
+            Layout::Group(lens) => lens,
         };
         let Some(buffer) = buffer.dyn_ref::<js_sys::ArrayBuffer>() else {
             continue;
@@ -181,6 +250,16 @@ async fn parts_of(keys: Array, values: Array, from: u32, to: u32) -> Result<Arra
         }
     }
     Ok(parts)
+}
+
+/// How a record read in [`parts_of`] becomes parts.
+enum Layout {
+    /// One part alone (an older page's record).
+    Alone,
+    /// A group's Blob, cut here by its parts' lengths.
+    Group(Vec<u32>),
+    /// The unsealer's answer: the parts asked for, in order.
+    Unsealed,
 }
 
 /// The groups a snapshot of `count` parts is stored in: `(first, parts)`.
@@ -230,6 +309,8 @@ async fn committed(tx: &IdbTransaction) -> Result<(), JsValue> {
 #[derive(Debug, Clone)]
 pub struct Store {
     db: IdbDatabase,
+    /// Unseals the parts of a snapshot's rest elsewhere (see [`parts_of`]).
+    unsealer: Option<Function>,
 }
 
 impl Store {
@@ -261,7 +342,16 @@ impl Store {
             .map_err(|e| idb_error("open the database", e))?;
         req.set_onupgradeneeded(None);
         drop(upgrade);
-        Ok(Store { db: db.dyn_into()? })
+        Ok(Store {
+            db: db.dyn_into()?,
+            unsealer: None,
+        })
+    }
+
+    /// Has the parts after the first unsealed by `unsealer` (see [`parts_of`]).
+    pub fn with_unsealer(mut self, unsealer: Option<Function>) -> Store {
+        self.unsealer = unsealer;
+        self
     }
 
     fn all_stores(&self, mode: IdbTransactionMode, what: &str) -> Result<IdbTransaction, JsValue> {
@@ -291,7 +381,7 @@ impl Store {
         let parts = if parts == 0 {
             Array::new()
         } else {
-            parts_of(keys.into(), values.into(), 0, parts - 1).await?
+            parts_of(keys.into(), values.into(), 0, parts - 1, None).await?
         };
         Ok(First {
             state: parse_state(&meta),
@@ -310,7 +400,14 @@ impl Store {
         let (keys, values) = parts_in(&tx, from_part, Some(last))?;
         let keys = request(&keys).await?;
         let values = request(&values).await?;
-        parts_of(keys.into(), values.into(), from_part, last).await
+        parts_of(
+            keys.into(),
+            values.into(),
+            from_part,
+            last,
+            self.unsealer.as_ref(),
+        )
+        .await
     }
 
     pub async fn load_rest(
@@ -325,7 +422,14 @@ impl Store {
         let keys = request(&keys).await?;
         let values = request(&values).await?;
         let frames = request(&frames).await?;
-        let parts = parts_of(keys.into(), values.into(), from_part, u32::MAX).await?;
+        let parts = parts_of(
+            keys.into(),
+            values.into(),
+            from_part,
+            u32::MAX,
+            self.unsealer.as_ref(),
+        )
+        .await?;
         Ok((parts, Array::from(&frames)))
     }
 

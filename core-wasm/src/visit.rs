@@ -65,7 +65,15 @@ struct Inner {
     load_ms: f64,
     /// A later turn is already scheduled for `work`.
     work_scheduled: bool,
+    /// Reads asked for so far, and answers handed to the visit so far: reads
+    /// may be out two at a time, and are handed over in the order asked.
+    loads_asked: u64,
+    loads_given: u64,
+    /// Answers that came before an earlier read's, by their read's number.
+    loads_early: std::collections::BTreeMap<u64, (LoadRequest, Loaded)>,
 }
+
+type Loaded = Result<(Option<StoredState>, Vec<JsFrame>, Vec<JsFrame>), JsValue>;
 
 /// A share's visit in this worker. See the module docs.
 #[wasm_bindgen]
@@ -78,15 +86,24 @@ impl Visit {
     /// Opens the stored index of the share whose link fragment is `key`
     /// (`room.secret`; see `ShareLink::store_name`) and restores its first
     /// folders; resolves once queries can be answered from them. `notify`
-    /// is called whenever background work produced output.
+    /// is called whenever background work produced output. `unsealer`, if
+    /// given, checks and decompresses the snapshot's later parts on another
+    /// worker (`Store::with_unsealer`), and then two reads are out at once.
     pub async fn open(
         key: String,
         #[wasm_bindgen(unchecked_param_type = "() => void")] notify: Function,
+        #[wasm_bindgen(
+            unchecked_param_type = "((blob: Blob, lens: number[], first: number, from: number, to: number) => Promise<unknown[]>) | undefined"
+        )]
+        unsealer: Option<Function>,
     ) -> Visit {
         crate::install_panic_hook();
         let t0 = now_ms();
+        let has_unsealer = unsealer.is_some();
         let opened = match ShareLink::parse_fragment(&key) {
-            Ok(link) => Store::open(&link.store_name()).await,
+            Ok(link) => Store::open(&link.store_name())
+                .await
+                .map(|s| s.with_unsealer(unsealer)),
             Err(e) => Err(JsValue::from_str(&e.to_string())),
         };
         let (store, storage) = match opened {
@@ -99,8 +116,12 @@ impl Visit {
                 ),
             ),
         };
+        // With the unseal worker, a chunk is unsealed there while the one
+        // before is restored here: two reads out keep it busy.
+        let reads_ahead = if has_unsealer { 2 } else { 1 };
         let config = VisitConfig {
             storage,
+            restore_reads_ahead: reads_ahead,
             ..VisitConfig::default()
         };
         let seed = (js_sys::Math::random() * 2f64.powi(52)) as u64;
@@ -117,6 +138,9 @@ impl Visit {
                 open_db_ms: now_ms() - t0,
                 load_ms: 0.0,
                 work_scheduled: false,
+                loads_asked: 0,
+                loads_given: 0,
+                loads_early: std::collections::BTreeMap::new(),
             })),
         };
         // The first read of the store is awaited here: the first folders are
@@ -611,22 +635,34 @@ impl Visit {
         let Some(store) = inner.borrow().store.clone() else {
             return;
         };
+        let ticket = {
+            let mut i = inner.borrow_mut();
+            i.loads_asked += 1;
+            i.loads_asked - 1
+        };
         spawn_local(async move {
             let t = now_ms();
             let loaded = load(&store, req).await;
             {
                 let mut i = inner.borrow_mut();
                 i.load_ms += now_ms() - t;
-                let mut clock = now;
-                match (loaded, req) {
-                    (Ok((state, parts, frames)), LoadRequest::First { .. }) => {
-                        i.visit.loaded(&mut clock, state, parts, frames)
+                i.loads_early.insert(ticket, (req, loaded));
+                while let Some((req, loaded)) = {
+                    let next = i.loads_given;
+                    i.loads_early.remove(&next)
+                } {
+                    i.loads_given += 1;
+                    let mut clock = now;
+                    match (loaded, req) {
+                        (Ok((state, parts, frames)), LoadRequest::First { .. }) => {
+                            i.visit.loaded(&mut clock, state, parts, frames)
+                        }
+                        (
+                            Ok((_, parts, frames)),
+                            LoadRequest::Parts { .. } | LoadRequest::Rest { .. },
+                        ) => i.visit.loaded_rest(parts, frames),
+                        (Err(_), _) => i.visit.load_failed(&mut clock),
                     }
-                    (
-                        Ok((_, parts, frames)),
-                        LoadRequest::Parts { .. } | LoadRequest::Rest { .. },
-                    ) => i.visit.loaded_rest(parts, frames),
-                    (Err(_), _) => i.visit.load_failed(&mut clock),
                 }
             }
             Self::notify(&inner);
@@ -695,10 +731,7 @@ impl Visit {
 
 /// Reads what `req` asks for: the stored state (first reads only), parts,
 /// frames.
-async fn load(
-    store: &Store,
-    req: LoadRequest,
-) -> Result<(Option<StoredState>, Vec<JsFrame>, Vec<JsFrame>), JsValue> {
+async fn load(store: &Store, req: LoadRequest) -> Loaded {
     let frames_of = |a: Array| a.iter().map(JsFrame).collect::<Vec<_>>();
     match req {
         LoadRequest::First { parts, frames } => {

@@ -60,8 +60,8 @@ use names::{NAME_LEN_BIG, NameArena, NameBuf, Stored, SymbolTable};
 pub use packed::PAGE;
 use packed::Packed;
 pub use snapshot::{
-    PART_SLOTS, SnapshotCursor, SnapshotError, SnapshotParts, SnapshotRestorer, sealed_part,
-    unsealed_part,
+    PART_SLOTS, SnapshotCursor, SnapshotError, SnapshotParts, SnapshotRestorer, StoredPart,
+    sealed_part, unsealed_part,
 };
 
 use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;

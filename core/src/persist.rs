@@ -47,7 +47,7 @@ use std::collections::VecDeque;
 use linkfs_proto::{BatchReader, EntryId, Epoch, FRAME_INDEX_BATCH, Generation, Seq};
 
 use crate::Millis;
-use crate::index::{Index, IndexError, SnapshotCursor, SnapshotRestorer};
+use crate::index::{Index, IndexError, SnapshotCursor, SnapshotRestorer, StoredPart};
 use crate::receiver::{
     BatchBytes, EndReason, ReadEvent, ReadHandle, Receiver, ReceiverConfig, ReceiverEvent,
     StartReadError,
@@ -91,6 +91,11 @@ const SNAPSHOT_ENTRIES_PER_BATCH: u64 = 8_192;
 pub trait StoredFrame: Clone {
     fn from_held(bytes: Vec<u8>) -> Self;
     fn bytes(&self) -> std::borrow::Cow<'_, [u8]>;
+    /// A snapshot part the shell already checked and decompressed
+    /// ([`StoredPart::Unsealed`]); false for anything as stored.
+    fn unsealed(&self) -> bool {
+        false
+    }
 }
 
 /// A visit that stores nothing (the native receiver) keeps no frames.
@@ -209,12 +214,17 @@ impl Rebuilder {
     /// Restores the next part of the stored snapshot (they all come before
     /// any frame); false once the store is not usable.
     pub fn push_part(&mut self, part: &[u8]) -> bool {
+        self.push_stored_part(StoredPart::Sealed(part))
+    }
+
+    /// [`push_part`](Self::push_part) for a part sealed or already unsealed.
+    pub fn push_stored_part(&mut self, part: StoredPart<'_>) -> bool {
         if self.failed || self.parts_left == 0 {
             self.failed = true;
             return false;
         }
         let restored = match self.restoring.as_mut() {
-            None => SnapshotRestorer::new(part).and_then(|r| {
+            None => SnapshotRestorer::from_head(part).and_then(|r| {
                 let want = self.state.and_then(|s| s.snapshot).map_or(0, |s| s.parts);
                 if r.parts() == want {
                     self.restoring = Some(r);
@@ -226,7 +236,7 @@ impl Rebuilder {
                     })
                 }
             }),
-            Some(r) => r.push(part),
+            Some(r) => r.push_part(part),
         };
         self.parts_left -= 1;
         if restored.is_ok()

@@ -117,6 +117,10 @@ pub struct VisitConfig {
     /// Snapshot parts read at once when restoring, after the first
     /// ([`REST_CHUNK_PARTS`]).
     pub restore_chunk_parts: u32,
+    /// Reads of those chunks out at once (1): 2 where the shell does part of
+    /// a read's work on another thread (the browser's unseal worker), so that
+    /// thread works on the next chunk while this one applies the last.
+    pub restore_reads_ahead: u32,
 }
 
 impl Default for VisitConfig {
@@ -129,6 +133,7 @@ impl Default for VisitConfig {
             sharer_restart_grace_ms: 60_000,
             storage: Storage::Memory,
             restore_chunk_parts: REST_CHUNK_PARTS,
+            restore_reads_ahead: 1,
         }
     }
 }
@@ -438,8 +443,11 @@ impl<F: StoredFrame> Visit<F> {
         parts: Vec<F>,
         frames: Vec<F>,
     ) {
-        let chunk = self.config.restore_chunk_parts;
-        self.begin_restore(clock, Restore::first(state, parts, frames, chunk));
+        let (chunk, ahead) = (
+            self.config.restore_chunk_parts,
+            self.config.restore_reads_ahead,
+        );
+        self.begin_restore(clock, Restore::first(state, parts, frames, chunk, ahead));
     }
 
     /// The store could not be read: a failed first read starts from nothing;

@@ -107,6 +107,9 @@ struct Shell {
     storage_failures: Vec<String>,
     /// What each step of work cost in simulated ms (per clock call).
     clock_step: u64,
+    /// Reads of a snapshot's rest held here, unanswered, instead of answered
+    /// at once (`answer_held_loads` answers them, oldest first).
+    held_loads: Option<Vec<LoadRequest>>,
     /// Every read the visit asked storage for, in order.
     loads: Vec<LoadRequest>,
 }
@@ -130,6 +133,16 @@ impl Shell {
         config: VisitConfig,
         store: Store,
         answers: Vec<Answer>,
+    ) -> Shell {
+        Self::build(sharer, config, store, answers, false)
+    }
+
+    fn build(
+        sharer: Sharer,
+        config: VisitConfig,
+        store: Store,
+        answers: Vec<Answer>,
+        hold_loads: bool,
     ) -> Shell {
         let mut shell = Shell {
             visit: Visit::new(Millis(0), config, 7),
@@ -157,14 +170,31 @@ impl Shell {
             restored: 0,
             storage_failures: Vec::new(),
             clock_step: 1,
+            held_loads: hold_loads.then(Vec::new),
             loads: Vec::new(),
         };
         shell.outputs();
         shell
     }
 
+    /// [`configured`](Self::configured), its reads of a snapshot's rest held
+    /// unanswered from the start (see `answer_held_loads`).
+    fn holding_loads(sharer: Sharer, config: VisitConfig, store: Store) -> Shell {
+        Self::build(sharer, config, store, vec![Answer::Open], true)
+    }
+
     fn status(&self) -> VisitStatus {
         self.visit.status().clone()
+    }
+
+    /// Answers the reads held back (`held_loads`), oldest first.
+    fn answer_held_loads(&mut self) {
+        let held = self.held_loads.replace(Vec::new()).unwrap_or_default();
+        for req in held {
+            let (parts, frames) = self.store.load(req);
+            self.visit.loaded_rest(parts, frames);
+        }
+        self.outputs();
     }
 
     /// Does what the visit says until it says to wait.
@@ -198,6 +228,12 @@ impl Shell {
                 }
                 Output::Load(req) => {
                     self.loads.push(req);
+                    if let Some(held) = &mut self.held_loads
+                        && !matches!(req, LoadRequest::First { .. })
+                    {
+                        held.push(req);
+                        continue;
+                    }
                     let (parts, frames) = self.store.load(req);
                     let mut t = self.now;
                     let step = self.clock_step;
@@ -907,6 +943,53 @@ fn a_big_snapshot_is_read_in_chunks_ahead_of_applying_it() {
             .unwrap(),
     });
     assert_eq!(again.loads, want);
+    assert_eq!(
+        again.sharer.session.stats().ops_sent,
+        0,
+        "nothing sent again"
+    );
+    assert_same_index(&again.sharer.index, again.visit.index());
+}
+
+/// Where the shell unseals parts on another thread, two reads are out at
+/// once: the next chunk is asked for before the one before it is answered,
+/// never more than two, and answers taken in order rebuild the same index.
+#[test]
+fn with_two_reads_ahead_the_next_chunk_is_asked_for_before_the_last_is_answered() {
+    let first = snapshotted(100);
+    let stored = first.store.clone();
+    let parts = stored.parts.len() as u32;
+    assert!(parts >= FIRST_PARTS + 5, "{parts} parts");
+    let config = VisitConfig {
+        storage: Storage::Kept,
+        restore_chunk_parts: 2,
+        restore_reads_ahead: 2,
+        ..VisitConfig::default()
+    };
+    let mut again = Shell::holding_loads(first.sharer, config, stored);
+    let chunk = |from_part| LoadRequest::Parts {
+        from_part,
+        count: 2,
+    };
+    // Once the first parts are applied, and without an answer, two chunks
+    // are asked for, and no third.
+    again.visit.shown(Millis(again.now));
+    again.outputs();
+    again.run(100);
+    assert_eq!(
+        again.held_loads.as_deref(),
+        Some(&[chunk(FIRST_PARTS), chunk(FIRST_PARTS + 2)][..])
+    );
+    let mut rounds = 0;
+    while again.visit.progress().restoring {
+        let out = again.held_loads.as_ref().map_or(0, Vec::len);
+        assert!(out <= 2, "{out} reads out at once");
+        again.answer_held_loads();
+        again.run(50);
+        rounds += 1;
+        assert!(rounds < 1_000, "the restore never ends");
+    }
+    assert!(again.visit.opened_from_snapshot());
     assert_eq!(
         again.sharer.session.stats().ops_sent,
         0,

@@ -243,6 +243,33 @@ fn unseal(bytes: &[u8], part: u32) -> Result<(u8, Vec<u8>), SnapshotError> {
     }
 }
 
+/// A stored part as the restore is given it.
+#[derive(Debug, Clone, Copy)]
+pub enum StoredPart<'a> {
+    /// As stored: checked against its checksum and decompressed here.
+    Sealed(&'a [u8]),
+    /// Already checked and decompressed by the shell ([`unsealed_part`]'s
+    /// plain form: `MAGIC`, kind, the fields), so that another thread can do
+    /// that work while this one restores. Its fields are checked as a sealed
+    /// part's are; only the checksum is the shell's to have checked.
+    Unsealed(&'a [u8]),
+}
+
+/// A part's kind and fields: unsealed here, or as the shell unsealed them.
+fn opened(part: StoredPart<'_>, n: u32) -> Result<(u8, std::borrow::Cow<'_, [u8]>), SnapshotError> {
+    match part {
+        StoredPart::Sealed(bytes) => unseal(bytes, n).map(|(k, f)| (k, f.into())),
+        StoredPart::Unsealed(plain) => match plain.split_at_checked(5) {
+            Some((head, fields)) if &head[..4] == MAGIC => Ok((head[4], fields.into())),
+            Some(_) => Err(SnapshotError::OutOfOrder {
+                part: n,
+                what: "not a linkfs snapshot part of this version",
+            }),
+            None => Err(SnapshotError::Truncated { part: n }),
+        },
+    }
+}
+
 /// See [`Index::snapshot_parts`].
 #[derive(Debug)]
 pub struct SnapshotParts<'a> {
@@ -426,9 +453,14 @@ pub struct SnapshotRestorer {
 }
 
 impl SnapshotRestorer {
-    /// Starts from the head (part 0).
+    /// Starts from the head (part 0) as stored.
     pub fn new(head: &[u8]) -> Result<Self, SnapshotError> {
-        let (kind, fields) = unseal(head, 0)?;
+        Self::from_head(StoredPart::Sealed(head))
+    }
+
+    /// Starts from the head (part 0), sealed or unsealed.
+    pub fn from_head(head: StoredPart<'_>) -> Result<Self, SnapshotError> {
+        let (kind, fields) = opened(head, 0)?;
         let mut r = PartReader {
             bytes: &fields,
             at: 0,
@@ -508,8 +540,13 @@ impl SnapshotRestorer {
 
     /// Restores the next entry part.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), SnapshotError> {
+        self.push_part(StoredPart::Sealed(bytes))
+    }
+
+    /// The next entry part, sealed or unsealed.
+    pub fn push_part(&mut self, stored: StoredPart<'_>) -> Result<(), SnapshotError> {
         let part = self.got + 1;
-        let (kind, fields) = unseal(bytes, part)?;
+        let (kind, fields) = opened(stored, part)?;
         let mut r = PartReader {
             bytes: &fields,
             at: 0,

@@ -13,24 +13,27 @@
 //! ```
 //!
 //! A stored snapshot's parts after the first are read in chunks of
-//! [`REST_CHUNK_PARTS`], one read at a time, and the next is asked for while
-//! the chunk before is being applied: storage reads (in the browser, in
-//! IndexedDB's own process) and the worker's restoring overlap. The last
+//! [`REST_CHUNK_PARTS`], up to `reads_ahead` reads at a time (one unless the
+//! shell says; `VisitConfig::restore_reads_ahead`), and the next is asked for
+//! while the chunk before is being applied: storage reads (in the browser, in
+//! IndexedDB's own process, and the parts unsealed in a worker of their own)
+//! and the worker's restoring overlap. The shell answers reads in the order
+//! they were asked for. The last
 //! read ([`LoadRequest::Rest`]) also brings the batches stored after the
 //! snapshot. Without a snapshot, the batches after the first are one read.
 //!
 //! Bounds: what is held is what storage returned and is not applied yet (the
-//! shell's frame handles), under two chunks of parts: a read is asked for
-//! only while fewer than a chunk wait (`VisitConfig::restore_chunk_parts`,
-//! [`REST_CHUNK_PARTS`] unless a test says). Nothing is copied until it is
-//! applied.
+//! shell's frame handles), under `reads_ahead + 1` chunks of parts: a read is
+//! asked for only while fewer than a chunk wait and fewer than `reads_ahead`
+//! are out (`VisitConfig::restore_chunk_parts`, [`REST_CHUNK_PARTS`] unless a
+//! test says). Nothing is copied until it is applied.
 
 use std::collections::VecDeque;
 
 use linkfs_proto::{BatchReader, Seq};
 
 use crate::Millis;
-use crate::index::Index;
+use crate::index::{Index, StoredPart};
 use crate::persist::{Rebuilder, Rebuilt, StoredFrame, StoredState};
 
 /// Batch frames (about 2,000 entries each) read before the rest, when the
@@ -74,8 +77,10 @@ pub(crate) struct Restore<F> {
     frames: VecDeque<F>,
     /// The reads still to ask for, in order (chunks of parts, then the rest).
     reads: VecDeque<LoadRequest>,
-    /// A read was asked for and is not answered yet.
-    reading: bool,
+    /// Reads asked for and not answered yet.
+    reading: u32,
+    /// Reads that may be out at once (1 or more).
+    ahead: u32,
     /// Parts a read asks for at most; a read is asked for only while fewer wait.
     chunk: u32,
 }
@@ -87,6 +92,7 @@ impl<F: StoredFrame> Restore<F> {
         parts: Vec<F>,
         frames: Vec<F>,
         chunk: u32,
+        ahead: u32,
     ) -> Self {
         let chunk = chunk.max(1);
         let snapshot = state.and_then(|s| s.snapshot);
@@ -115,38 +121,43 @@ impl<F: StoredFrame> Restore<F> {
             parts: parts.into(),
             frames: frames.into(),
             reads,
-            reading: false,
+            reading: 0,
+            ahead: ahead.max(1),
             chunk,
         }
     }
 
     /// Nothing could be read: an empty index, no resume point.
     pub(crate) fn nothing() -> Self {
-        Self::first(None, Vec::new(), Vec::new(), REST_CHUNK_PARTS)
+        Self::first(None, Vec::new(), Vec::new(), REST_CHUNK_PARTS, 1)
     }
 
-    /// The next read to ask storage for: one at a time, and only while fewer
-    /// than a chunk of parts wait to be applied.
+    /// The next read to ask storage for: up to `ahead` at a time, and only
+    /// while fewer than a chunk of parts wait to be applied.
     pub(crate) fn rest_request(&mut self) -> Option<LoadRequest> {
-        if self.reading || self.rebuilder.failed() || self.parts.len() >= self.chunk as usize {
+        if self.reading >= self.ahead
+            || self.rebuilder.failed()
+            || self.parts.len() >= self.chunk as usize
+        {
             return None;
         }
         let read = self.reads.pop_front()?;
-        self.reading = true;
+        self.reading += 1;
         Some(read)
     }
 
-    /// The answer to the read [`rest_request`](Self::rest_request) gave.
+    /// The answer to the oldest read [`rest_request`](Self::rest_request)
+    /// gave that is not answered yet.
     pub(crate) fn rest(&mut self, parts: Vec<F>, frames: Vec<F>) {
         self.parts.extend(parts);
         self.frames.extend(frames);
-        self.reading = false;
+        self.reading = self.reading.saturating_sub(1);
     }
 
     /// Reading the rest failed: what was applied so far cannot be resumed from.
     pub(crate) fn rest_failed(&mut self) {
         self.reads.clear();
-        self.reading = false;
+        self.reading = 0;
         self.parts.clear();
         self.frames.clear();
         self.rebuilder.abandon();
@@ -161,7 +172,7 @@ impl<F: StoredFrame> Restore<F> {
     pub(crate) fn is_done(&self) -> bool {
         self.rebuilder.failed()
             || (self.reads.is_empty()
-                && !self.reading
+                && self.reading == 0
                 && self.parts.is_empty()
                 && self.frames.is_empty())
     }
@@ -170,7 +181,12 @@ impl<F: StoredFrame> Restore<F> {
     pub(crate) fn step(&mut self, until: Millis, clock: &mut dyn FnMut() -> Millis) {
         while !self.rebuilder.failed() {
             if let Some(part) = self.parts.pop_front() {
-                self.rebuilder.push_part(&part.bytes());
+                let bytes = part.bytes();
+                self.rebuilder.push_stored_part(if part.unsealed() {
+                    StoredPart::Unsealed(&bytes)
+                } else {
+                    StoredPart::Sealed(&bytes)
+                });
             } else if self.rebuilder.parts_left() == 0
                 && let Some(frame) = self.frames.pop_front()
             {

@@ -20,6 +20,7 @@ import { saveToDirectory } from './directory-sink';
 import { Uploads } from './uploads';
 import { ThumbnailMaker } from './thumbnails';
 import { shareTag, ThumbStore } from '../thumb-store';
+import { Unsealer } from './unsealer';
 
 declare const self: DedicatedWorkerGlobalScope;
 
@@ -156,6 +157,7 @@ function handleOutput(out: Exclude<VisitOutput, { type: 'send' }>, v: Visit): vo
       return;
     case 'restored':
       restoring = false;
+      stopUnsealer();
       postProgress(true);
       for (const m of waitingForIndex.splice(0)) serve(m, v);
       return;
@@ -556,22 +558,40 @@ async function open(key: string): Promise<void> {
   const t0 = performance.now();
   let v: Visit;
   try {
+    // Started at once, so its wasm is ready by the time the restore reads its
+    // second chunk; ended once the restore is over.
+    unsealer = new Unsealer();
+    const u = unsealer;
     await init({ module_or_path: wasmUrl });
     wasmInitMs = performance.now() - t0;
-    v = await Visit.open(key, () => {
-      flush();
-      postProgress(false);
-    });
+    v = await Visit.open(
+      key,
+      () => {
+        flush();
+        postProgress(false);
+      },
+      (blob, lens, first, from, to) => u.unseal(blob, lens, first, from, to),
+    );
   } catch (error) {
+    stopUnsealer();
     post({ type: 'open-failed', message: messageOf(error) });
     return;
   }
   visit = v;
   restoring = v.progress().loadingCache;
+  if (!restoring) stopUnsealer();
   const ready = progressNow(v);
   post({ type: 'ready', ...ready, stats: { ...ready.stats, workerWasmInitMs: wasmInitMs, workerOpenMs: performance.now() - t0 } });
   for (const m of early.splice(0)) handle(m, v);
   flush();
+}
+
+/** The unseal worker's side, while a stored index is restored (./unsealer.ts). */
+let unsealer: Unsealer | null = null;
+
+function stopUnsealer(): void {
+  unsealer?.stop();
+  unsealer = null;
 }
 
 /** How long the worker's wasm took to instantiate (a figure for the reopen benchmark). */

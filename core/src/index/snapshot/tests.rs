@@ -624,3 +624,69 @@ fn a_part_whose_fields_say_more_than_lz4_can_make_is_refused() {
         SnapshotError::Truncated { part: 1 }
     );
 }
+
+/// Restores from parts the shell already unsealed (another thread's work):
+/// the head as stored, the entry parts in their plain form.
+fn restore_unsealed(parts: &[Vec<u8>]) -> Result<Index, SnapshotError> {
+    let mut r = SnapshotRestorer::from_head(StoredPart::Unsealed(&plain(&parts[0])))?;
+    for p in &parts[1..] {
+        r.push_part(StoredPart::Unsealed(&plain(p)))?;
+    }
+    r.finish()
+}
+
+#[test]
+fn parts_the_shell_unsealed_restore_the_same_index_as_sealed_ones() {
+    for (n, seed) in [(1, 21), (500, 22), (PART_SLOTS as u32 * 2 + 9, 23)] {
+        let mut ix = awkward_coded_index(n, seed);
+        let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+        let mut back = restore_unsealed(&parts).expect("restores");
+        assert_same(&mut ix, &mut back);
+        // Sealed and unsealed parts mixed, as a shell whose helper stopped gives them.
+        let mut r = SnapshotRestorer::new(&parts[0]).expect("the head");
+        for (k, p) in parts[1..].iter().enumerate() {
+            let unsealed = plain(p);
+            r.push_part(if k % 2 == 0 {
+                StoredPart::Unsealed(&unsealed)
+            } else {
+                StoredPart::Sealed(p)
+            })
+            .expect("a part");
+        }
+        assert_same(&mut ix, &mut r.finish().expect("restores"));
+    }
+}
+
+#[test]
+fn an_unsealed_part_that_is_not_one_is_refused_with_what_is_wrong() {
+    let mut ix = two_folder_index();
+    let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+    let mut r = SnapshotRestorer::new(&parts[0]).expect("the head");
+    // A sealed part handed over as unsealed: its magic is right, its fields are not.
+    assert!(r.push_part(StoredPart::Unsealed(&parts[1])).is_err());
+    let mut r = SnapshotRestorer::new(&parts[0]).expect("the head");
+    let mut wrong = plain(&parts[1]);
+    wrong[0] ^= 1;
+    assert_eq!(
+        r.push_part(StoredPart::Unsealed(&wrong)).unwrap_err(),
+        SnapshotError::OutOfOrder {
+            part: 1,
+            what: "not a linkfs snapshot part of this version",
+        }
+    );
+    assert_eq!(
+        r.push_part(StoredPart::Unsealed(b"LXS")).unwrap_err(),
+        SnapshotError::Truncated { part: 1 }
+    );
+}
+
+#[test]
+fn random_bytes_in_unsealed_parts_never_panic_the_restorer() {
+    let mut ix = awkward_coded_index(600, 31);
+    let parts: Vec<Vec<u8>> = ix.snapshot_parts().collect();
+    let mut rng = Rng::new(32);
+    for _ in 0..3000 {
+        let p = damaged(&parts, &mut rng, 2);
+        let _ = restore_unsealed(&p);
+    }
+}
