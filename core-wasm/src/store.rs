@@ -69,9 +69,7 @@ impl StoredFrame for JsFrame {
     }
 
     fn unsealed(&self) -> bool {
-        !self.0.is_instance_of::<js_sys::Uint8Array>()
-            && !self.0.is_instance_of::<js_sys::ArrayBuffer>()
-            && plain_of(&self.0).is_some()
+        plain_of(&self.0).is_some()
     }
 }
 
