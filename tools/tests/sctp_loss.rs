@@ -44,7 +44,13 @@ fn clean(path: Path, transfer: &Transfer) -> Outcome {
 /// 40 MB over `path` with seeds 1..=`seeds` (different losses): the median
 /// MB/s, and every run's, sorted.
 fn median_rate(path: Path, seeds: u64) -> (f64, Vec<f64>) {
-    let transfer = Transfer::bulk(40_000_000);
+    median_rate_of(path, 40_000_000, seeds)
+}
+
+/// `bytes` over `path` with seeds 1..=`seeds`: the median MB/s, and every
+/// run's, sorted.
+fn median_rate_of(path: Path, bytes: u64, seeds: u64) -> (f64, Vec<f64>) {
+    let transfer = Transfer::bulk(bytes);
     let mut rates: Vec<f64> = (1..=seeds)
         .map(|seed| run(&Line::new(path).with_seed(seed), &transfer).megabytes_per_second())
         .collect();
@@ -226,6 +232,19 @@ fn random_loss_with_no_queue_costs_a_fifth_of_the_window_not_three_tenths() {
     assert!(
         median >= 6.0,
         "median {median:.2} MB/s on a 25 MB/s line with 0.1% loss (runs {rates:?})"
+    );
+}
+
+#[test]
+fn random_loss_on_a_long_path_does_not_hold_the_window_to_a_packet_a_round_trip() {
+    // 0.5% loss each way, 100 ms, 100 Mbit/s (12.5 MB/s), five seeds. Growing
+    // one packet a round trip between losses, the window stayed near 30
+    // packets (median 0.37 MB/s); while no queue builds it now grows four
+    // (0.64).
+    let (median, rates) = median_rate_of(Path::symmetric(ms(100), 100, 0.005), 20_000_000, 5);
+    assert!(
+        median >= 0.5,
+        "median {median:.2} MB/s on a 12.5 MB/s line with 0.5% loss (runs {rates:?})"
     );
 }
 
