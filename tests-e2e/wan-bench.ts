@@ -56,11 +56,15 @@
 // path (about 8 s of it, 16-256 MiB). WAN_SOCKETS=desktop caps UDP socket buffers at a
 // desktop's 212,992 bytes (net.core.rmem_max/wmem_max, restored afterwards) for the
 // run; WAN_SOCKETS=both runs every path both ways. WAN_VISIT_ARGS="--lanes 0" adds
-// arguments to every `linkfs get` and mount (split on spaces). Nothing is asserted but that each
-// step worked; a step that fails reports its error and the others go on.
+// arguments to every `linkfs get` and mount (split on spaces). WAN_GET_FILE=bulk2.bin makes
+// `get` fetch the second bulk file (twice the bytes: what a read's start costs shows as the
+// difference). WAN_GET_TRACE=1 prints `get`'s progress as `ss.mmm:MB` pairs (wall-clock
+// seconds, bytes on disk, every 50 ms) to set beside its log's times. Nothing is asserted
+// but that each step worked; a step that fails reports its error and the others go on.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdirSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, open, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { exitWithin, killHard, spawnTracked } from './lib/child.ts';
@@ -245,13 +249,43 @@ function peakRssMib(pid: number): Promise<number | null> {
 async function getRate(far: string, link: string, rel: string, extra: string[], ms: number): Promise<{ mbPerS: number; cpuSeconds: number | null }> {
   const out = await mkdtemp(path.join(scratchDir, 'wan-bench-get-'));
   try {
+    const trace = process.env.WAN_GET_TRACE === undefined ? null : progressTrace(out);
     const r = await runIn(far, 'get', binary('linkfs'), ['get', link, rel, '--out', out, ...extra], ms, true);
+    if (trace !== null) console.error(`wan-bench: get's progress ${trace()}`);
     const m = /\(([\d.]+) MB\/s\)/.exec(r.stderr);
     if (m === null) throw new Error(`no MB/s in linkfs get's output:\n${r.stderr}`);
     return { mbPerS: Number(m[1]), cpuSeconds: r.cpuSeconds };
   } finally {
     await rm(out, { recursive: true, force: true });
   }
+}
+
+/**
+ * Samples the bytes on disk under `dir` every 50 ms (blocks, so a file written at
+ * offsets counts what is there) until the returned function is called; it returns the
+ * samples as `ss.mmm:MB`, wall-clock seconds within the minute.
+ */
+function progressTrace(dir: string): () => string {
+  const samples: string[] = [];
+  const onDisk = (d: string): number => {
+    let n = 0;
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const f = path.join(d, e.name);
+      try {
+        n += e.isDirectory() ? onDisk(f) : statSync(f).blocks * 512;
+      } catch {
+        // renamed or removed meanwhile
+      }
+    }
+    return n;
+  };
+  const timer = setInterval(() => {
+    samples.push(`${new Date().toISOString().slice(17, 23)}:${(onDisk(dir) / 1e6).toFixed(1)}`);
+  }, 50);
+  return () => {
+    clearInterval(timer);
+    return samples.join(' ');
+  };
 }
 
 /** `linkfs put` of `dir`/bulk.bin from the far side into the share: MB/s as it reports it, and its CPU seconds. */
@@ -587,7 +621,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     };
     return r.mbPerS;
   };
-  if (wanted('get')) await step(f, 'get_mb_per_s', () => metered('get', 'receiver', () => getRate(far, s.link, 'bulk.bin', visitArgs, slow)));
+  if (wanted('get')) await step(f, 'get_mb_per_s', () => metered('get', 'receiver', () => getRate(far, s.link, process.env.WAN_GET_FILE ?? 'bulk.bin', visitArgs, slow)));
   if (wanted('put')) await step(f, 'put_mb_per_s', () => metered('put', 'sender', () => putRate(far, s.link, dir, visitArgs, slow)));
   if (wanted('mount')) {
     const mnt = await mkdtemp(path.join(scratchDir, 'wan-bench-mnt-'));

@@ -806,7 +806,7 @@ fn join_lane(lane: &Shared) {
         (session.upgrade(), *lane)
     };
     if let Some(session) = session {
-        with_lanes(&session, |set, _| set.lane_opened(no));
+        with_lanes(&session, |set, now| set.lane_opened(now, no));
         obey_lanes(&session);
     }
 }

@@ -25,9 +25,12 @@
 //!    12 MB/s, then moved 2.9 for the rest of a 190 MiB read, with no lane).
 //!    A pause of over [`LANE_PAUSE`] between chunks (nothing asked) starts
 //!    the sample over: an idle link is not a slow one.
-//! 2. **More while they add up.** [`LANE_STEP_SETTLE`] after lanes were
-//!    asked for (they connect and start), measure every connection's chunks
-//!    together for [`LANE_STEP_SAMPLE`]. If they moved at least
+//! 2. **More while they add up.** Once the lanes asked for have joined (or
+//!    failed), and they had [`LANE_JOINED_SETTLE_RTTS`] round trips (at
+//!    least [`LANE_JOINED_SETTLE_LEAST`]) to leave their slow start, or
+//!    [`LANE_STEP_SETTLE_MOST`] after they were asked for if they have not
+//!    all joined by then, measure every connection's chunks together for
+//!    [`LANE_STEP_SAMPLE`]. If they moved at least
 //!    [`LANE_FIRST_GROWTH`] times what the one link moved (the first lanes),
 //!    or [`LANE_STEP_GROWTH`] times what the connections moved at the step
 //!    before (every later step), the path is not full: losses, not the
@@ -85,7 +88,7 @@ pub const MAX_LANES: u8 = 31;
 pub const FIRST_LANES: u8 = 7;
 /// ...or all of them at once where one link moves less than this (bytes/s):
 /// there the steps would take longer than most reads (a step is
-/// [`LANE_STEP_SETTLE`] + [`LANE_STEP_SAMPLE`]), and a path that slow in all
+/// the lanes' joining and settling, then [`LANE_STEP_SAMPLE`]), and a path that slow in all
 /// is served as well by 32 connections as by one.
 pub const LANES_AT_ONCE_BELOW: f64 = LANE_BELOW_RATE / 16.0;
 /// Lanes a receiver connects at once (the relay admits 16 guests of one room
@@ -105,16 +108,31 @@ pub const LANE_MIN_SAMPLE_BYTES: u64 = 256 << 10;
 /// measured over the next [`LANE_SAMPLE_BYTES`] or [`LANE_SAMPLE_TIME`].
 pub const LANE_BELOW_RATE: f64 = 12e6;
 pub const LANE_SAMPLE_BYTES: u64 = 6 << 20;
-pub const LANE_SAMPLE_TIME: Duration = Duration::from_millis(1000);
+/// (1 s until 2026-12-02. A link near [`LANE_BELOW_RATE`] brings
+/// [`LANE_SAMPLE_BYTES`] in about half a second either way; a link held back
+/// by losses is now judged in half the time: at 20 ms with 0.1 % loss that
+/// second at about 6 MB/s was most of what a 192 MiB `get` lost to TCP.)
+pub const LANE_SAMPLE_TIME: Duration = Duration::from_millis(500);
 /// A gap between chunks longer than this starts the one link's sample over
 /// (the reader paused; a loss's repair on a long lossy path takes a few
 /// hundred milliseconds).
 pub const LANE_PAUSE: Duration = Duration::from_millis(1000);
-/// After lanes were asked for, how long before their chunks are measured
-/// (a lane connects through the relay in a few round trips, then starts).
-pub const LANE_STEP_SETTLE: Duration = Duration::from_millis(1000);
-/// How long every connection's chunks are measured together.
-pub const LANE_STEP_SAMPLE: Duration = Duration::from_millis(1500);
+/// After a step's lanes joined, how many of the path's round trips before
+/// their chunks are measured (a lane starts in slow start: at 20 ms with
+/// 0.1 % loss one reaches its share in 3-4 round trips)...
+pub const LANE_JOINED_SETTLE_RTTS: u32 = 8;
+/// ...and at least this long.
+pub const LANE_JOINED_SETTLE_LEAST: Duration = Duration::from_millis(200);
+/// Lanes not all joined this long after they were asked for are measured
+/// with what joined (a lane connects through the relay in about 11 round
+/// trips: 0.3 s at 20 ms, 1.1-1.2 s at 100 ms, eight at a time). Before,
+/// every step waited a fixed second: at 20 ms its lanes had been moving
+/// for 0.7 s of it, and at 100 ms none had joined yet.
+pub const LANE_STEP_SETTLE_MOST: Duration = Duration::from_millis(4000);
+/// How long every connection's chunks are measured together (1.5 s before:
+/// at 20 ms with 0.1 % loss the whole ramp, one link to 16 connections, cost
+/// a 192 MiB read 1.6 s at the full rate).
+pub const LANE_STEP_SAMPLE: Duration = Duration::from_millis(1000);
 /// The first lanes are followed by more only if all the connections moved at
 /// least this times what the one link moved (seven more connections on a full
 /// path add little: Chromium at 20 ms moved 5.5 MB/s on one, 8.9 on eight)...
@@ -158,10 +176,12 @@ enum Step {
     },
     /// `asked` lanes asked for at `asked_at`; the connections before them
     /// (the one link if `first`) moved `last` bytes/s; every connection
-    /// measured from `sample`.
+    /// measured from `sample`, which starts at `settled` once the lanes
+    /// joined ([`LaneGate::lanes_joined`]).
     Growing {
         asked: u8,
         asked_at: Millis,
+        settled: Option<Millis>,
         first: bool,
         last: f64,
         sample: Option<(Millis, u64)>,
@@ -272,6 +292,22 @@ impl LaneGate {
         }
     }
 
+    /// Every lane asked for at the last step has joined or failed, at `now`,
+    /// on a path whose round trip is `path_rtt` (if known): their chunks are
+    /// measured once they had time to leave their slow start.
+    pub fn lanes_joined(&mut self, now: Millis, path_rtt: Option<Duration>) {
+        if let Step::Growing {
+            settled: settled @ None,
+            ..
+        } = &mut self.step
+        {
+            let settle = path_rtt
+                .map_or(Duration::ZERO, |rtt| rtt * LANE_JOINED_SETTLE_RTTS)
+                .max(LANE_JOINED_SETTLE_LEAST);
+            *settled = Some(Millis(now.0 + settle.as_millis() as u64));
+        }
+    }
+
     /// A read chunk of `len` bytes that came on a lane at `now` (never
     /// [`GateSays::Skip`]).
     pub fn on_lane_chunk(&mut self, now: Millis, len: usize) -> GateSays {
@@ -346,6 +382,7 @@ impl LaneGate {
                 self.step = Step::Growing {
                     asked: count,
                     asked_at: now,
+                    settled: None,
                     first: true,
                     last: rate,
                     sample: None,
@@ -355,17 +392,23 @@ impl LaneGate {
             Step::Growing {
                 asked,
                 asked_at,
+                settled,
                 first,
                 last,
                 sample,
             } => {
-                if since(asked_at) < LANE_STEP_SETTLE {
+                let settled_now = match settled {
+                    Some(at) => now >= at,
+                    None => since(asked_at) >= LANE_STEP_SETTLE_MOST,
+                };
+                if !settled_now {
                     return GateSays::Pass;
                 }
                 let Some((t, from)) = sample else {
                     self.step = Step::Growing {
                         asked,
                         asked_at,
+                        settled,
                         first,
                         last,
                         sample: Some((now, self.chunk_bytes)),
@@ -402,6 +445,7 @@ impl LaneGate {
                 self.step = Step::Growing {
                     asked: asked + more,
                     asked_at: now,
+                    settled: None,
                     first: false,
                     last: rate,
                     sample: None,
@@ -567,9 +611,31 @@ mod tests {
         assert!(opened_at.0 <= 3_500, "opened at {opened_at:?}");
     }
 
+    /// Regression: at 20 ms with 0.1 % loss one link moved about 6 MB/s and
+    /// was watched for a whole second after its first 2 MiB before lanes were
+    /// asked for: most of what a 192 MiB `get` lost to TCP (19.4 MB/s, where
+    /// twice the bytes moved 21.0).
+    #[test]
+    fn a_link_held_back_by_losses_is_judged_within_half_a_second_of_its_sample() {
+        let mut gate = LaneGate::new(7);
+        gate.on_session_frame(Millis(0), &OFFER.encode());
+        let frame = chunk(60 * 1024);
+        let mut sent = 0u64;
+        let opened_at = loop {
+            sent += frame.len() as u64;
+            let now = Millis((sent as f64 / 6e6 * 1000.0) as u64);
+            if let GateSays::Open { .. } = gate.on_session_frame(now, &frame) {
+                break now;
+            }
+            assert!(sent < 64 << 20, "no lanes after 64 MiB");
+        };
+        // 2 MiB at 6 MB/s is 0.35 s; then half a second (a second before).
+        assert!(opened_at.0 <= 900, "lanes asked for at {opened_at:?}");
+    }
+
     /// A path where each connection moves `per_link` bytes/s and all of them
-    /// together at most `path`: chunks come at that rate, lanes count from
-    /// when they are asked for. Returns the connections at the end of `secs`.
+    /// together at most `path`: chunks come at that rate, lanes join and
+    /// count from when they are asked for. Returns the connections at the end of `secs`.
     fn connections_on(per_link: f64, path: f64, wanted: u8, secs: u64) -> u32 {
         connections_after(per_link, per_link, path, wanted, secs)
     }
@@ -597,6 +663,7 @@ mod tests {
             };
             if let GateSays::Open { count, .. } = says {
                 links += u32::from(count);
+                gate.lanes_joined(now, None);
             }
         }
         links
@@ -620,10 +687,11 @@ mod tests {
         // 20 ms, 0.1 % loss: 2.2 MB/s a connection, a 10 MB/s path: the
         // first eight fill it, and the step after them (16) shows it.
         assert_eq!(connections_on(2.2e6, 10e6, MAX_LANES, 60), 16);
-        // 1 MB/s a connection: a 6 MB/s path took 16, and 16 did not add
+        // 1 MB/s a connection: a 7 MB/s path took 16, and 16 did not add
         // up; a 12 MB/s path took 16, and 32 did not (the step that did not
-        // help stays).
-        assert_eq!(connections_on(1e6, 6e6, MAX_LANES, 60), 16);
+        // help stays). (At 6 MB/s each of 8 would move exactly the 0.75 MB/s
+        // under which every lane opens at once: a coin toss.)
+        assert_eq!(connections_on(1e6, 7e6, MAX_LANES, 60), 16);
         assert_eq!(connections_on(1e6, 12e6, MAX_LANES, 60), 32);
         assert_eq!(connections_on(1e6, 20e6, MAX_LANES, 60), 32);
     }

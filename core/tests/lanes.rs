@@ -19,6 +19,10 @@ struct Path {
     now: Millis,
     /// Lanes the set asked to connect and not yet opened or failed.
     connecting: Vec<LaneNo>,
+    /// When each lane was asked to connect, in order.
+    asked: Vec<(LaneNo, Millis)>,
+    /// How long a lane takes from its connect to its join in [`Path::run`].
+    join_after: Duration,
     open: Vec<LaneNo>,
     measured: u32,
     /// The first this many round-trip questions are answered "unknown".
@@ -34,6 +38,8 @@ impl Path {
             set: LaneSet::new(MAX_LANES),
             now: Millis(0),
             connecting: Vec::new(),
+            asked: Vec::new(),
+            join_after: Duration::ZERO,
             open: Vec::new(),
             measured: 0,
             unknown_answers: 0,
@@ -66,6 +72,7 @@ impl Path {
                     assert!(!self.ended, "nothing connects after the link ended");
                     assert_eq!(join, LaneJoin { token: TOKEN }.encode());
                     self.connecting.push(lane);
+                    self.asked.push((lane, self.now));
                 }
                 LaneDo::EndLink => {
                     assert!(!self.ended, "the link ends once");
@@ -80,16 +87,51 @@ impl Path {
     fn open_all(&mut self, rtt: Duration) {
         while !self.connecting.is_empty() {
             for lane in std::mem::take(&mut self.connecting) {
-                self.set.lane_opened(lane);
+                self.set.lane_opened(self.now, lane);
                 self.open.push(lane);
             }
             self.obey(rtt);
         }
     }
 
+    /// Connecting lanes that were asked for [`Path::join_after`] ago open.
+    fn open_joined(&mut self, rtt: Duration) {
+        loop {
+            let due = |lane: &LaneNo, asked: &[(LaneNo, Millis)], now: Millis| {
+                asked
+                    .iter()
+                    .find(|(l, _)| l == lane)
+                    .is_some_and(|(_, at)| now.0 >= at.0 + self.join_after.as_millis() as u64)
+            };
+            let Some(i) = self
+                .connecting
+                .iter()
+                .position(|l| due(l, &self.asked, self.now))
+            else {
+                return;
+            };
+            let lane = self.connecting.remove(i);
+            self.set.lane_opened(self.now, lane);
+            self.open.push(lane);
+            self.obey(rtt);
+        }
+    }
+
+    /// When the set asked for the lanes of each step (a step's lanes are
+    /// asked for at one instant; a queued lane asked later does not count).
+    fn steps_asked(&self) -> Vec<Millis> {
+        let mut steps: Vec<Millis> = Vec::new();
+        for (_, at) in &self.asked {
+            if steps.last() != Some(at) {
+                steps.push(*at);
+            }
+        }
+        steps
+    }
+
     /// `secs` of chunks: each connection moves `per_link` bytes/s, all of
     /// them together at most `path` bytes/s. Lanes that the set asks for
-    /// open at once.
+    /// open [`Path::join_after`] later (at once unless set).
     fn run(&mut self, per_link: f64, path: f64, secs: f64, rtt: Duration) {
         let end = self.now.0 + (secs * 1000.0) as u64;
         let chunk = vec![FRAME_READ_CHUNK; CHUNK];
@@ -114,7 +156,7 @@ impl Path {
                 turn += 1;
             }
             self.obey(rtt);
-            self.open_all(rtt);
+            self.open_joined(rtt);
         }
     }
 }
@@ -137,6 +179,47 @@ fn lanes_grow_while_they_add_up_then_stop_where_the_path_is_full() {
         path.most_connecting
     );
     assert!(!path.ended);
+}
+
+/// Regression: every step waited a fixed second after asking, then measured
+/// for 1.5 s. At 20 ms a step's lanes join in about 0.3 s, so each step held
+/// the read 0.7 s longer at the connections before it: at 20 ms with 0.1 %
+/// loss a 192 MiB `get` moved 19.4 MB/s where twice the bytes moved 21.0.
+#[test]
+fn a_step_whose_lanes_joined_quickly_is_judged_soon_after_they_joined() {
+    let rtt = Duration::from_millis(20);
+    let mut path = Path::new(MAX_LANES);
+    path.join_after = Duration::from_millis(300);
+    // 2 MB/s a connection on a 40 MB/s path: 8 connections move 16, twice
+    // what one moved, so a second step comes.
+    path.run(2e6, 40e6, 12.0, rtt);
+    let steps = path.steps_asked();
+    assert!(steps.len() >= 2, "a second step: {steps:?}");
+    let between = steps[1].0 - steps[0].0;
+    // Joined 0.3 s after asking, 8 round trips (at least 0.2 s) to settle,
+    // 1 s measured: about 1.5 s (2.5 s when a step waited a fixed second).
+    assert!(
+        between <= 1_600,
+        "the second step came {between} ms after the first"
+    );
+    assert!(path.set.open() >= 15);
+}
+
+/// Lanes that take longer to join than a fixed settle (about 11 round trips:
+/// 2.75 s at 250 ms) were measured before any had joined, and the gate
+/// stopped at the first step: 8 connections where the path takes 32.
+#[test]
+fn lanes_that_join_slowly_are_measured_once_they_joined() {
+    let rtt = Duration::from_millis(250);
+    let mut path = Path::new(MAX_LANES);
+    path.join_after = Duration::from_millis(2_750);
+    path.run(1e6, 64e6, 60.0, rtt);
+    assert_eq!(
+        path.set.open(),
+        usize::from(MAX_LANES),
+        "every lane, each adding its own: steps at {:?}",
+        path.steps_asked()
+    );
 }
 
 #[test]
@@ -228,7 +311,7 @@ fn a_very_slow_link_connects_every_lane_but_only_eight_at_a_time() {
     // One opens: one more connects; one fails: one more connects, and the
     // link goes on (a lane that never opened lost nothing).
     let first = path.connecting.remove(0);
-    path.set.lane_opened(first);
+    path.set.lane_opened(Millis(t), first);
     path.open.push(first);
     path.obey(FAR);
     assert_eq!(path.connecting.len(), AT_ONCE);

@@ -722,7 +722,7 @@ impl<L: FrameLink> FrameReceiver for LanedReceiver<L> {
                         tracing::debug!("a lane's sending half had nowhere to go: it only reads");
                     }
                     self.lanes.push((lane, rx));
-                    self.set.lane_opened(lane);
+                    self.set.lane_opened(now, lane);
                     None
                 }
                 Got::News(LaneNews::Connected(lane, None)) => {

@@ -524,13 +524,12 @@ async fn a_bulk_read_at_a_distance_spreads_over_lanes_and_arrives_byte_for_byte(
         share.primary_bytes.load(Ordering::Relaxed),
         share.lane_bytes.load(Ordering::Relaxed),
     );
-    // The first step; more only where they add up (not over memory links).
-    assert_eq!(
-        share.lanes_made.load(Ordering::Relaxed),
-        u32::from(FIRST_LANES)
-    );
-    // What the mount fetches ahead by.
-    assert_eq!(client.lanes_open(), usize::from(FIRST_LANES), "lanes open");
+    // The first step at least (each memory link moves its own 4 MB/s, so
+    // later steps add up too, if the read lasts until they are judged).
+    let made = share.lanes_made.load(Ordering::Relaxed);
+    assert!(made >= u32::from(FIRST_LANES), "{made} lanes made");
+    // What the mount fetches ahead by: every lane made is open.
+    assert_eq!(client.lanes_open(), made as usize, "lanes open");
     // (A memory link takes frames as fast as they come, so the session's own
     // link has room more often than a real one's window: lanes take less here.)
     assert!(

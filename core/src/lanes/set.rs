@@ -8,7 +8,7 @@
 //!   on_session_frame(now, head, len)             -> Deliver | Drop (the frame)
 //!   on_lane_frame(now, lane, head, len)          -> Deliver | Drop
 //!   round_trip(now, rtt)  answer to MeasureRoundTrip
-//!   lane_opened(lane)     its link opened and took the join frame
+//!   lane_opened(now, lane) its link opened and took the join frame
 //!   lane_closed(now, lane) it failed to open, or ended after it opened
 //!   handle_timeout(now)   at poll_timeout()
 //!                                             poll_output():
@@ -37,7 +37,8 @@
 //! ```
 //!
 //! Rules, each decided here once: when lanes open and how many
-//! ([`LaneGate`]); only where the path's round trip is at least
+//! ([`LaneGate`], told when a step's lanes have all joined or failed, so it
+//! measures them once they run rather than a fixed time after asking); only where the path's round trip is at least
 //! [`LANE_MIN_RTT`]. The path's round trip is the lowest the session link
 //! measured: asked of the shell at the link's first frame, before bulk
 //! fills any queue, then when the gate first asks for lanes and each time
@@ -218,6 +219,7 @@ impl LaneSet {
                 self.remeasure_at = Some(Millis(now.0 + REMEASURE_AFTER.as_millis() as u64));
             } else {
                 self.unmeasured = 0;
+                self.settled(now);
             }
             return;
         };
@@ -227,14 +229,16 @@ impl LaneSet {
             self.queued = self.queued.saturating_add(asked);
             self.connect_more();
         }
+        self.settled(now);
     }
 
-    /// Lane `lane`'s link opened and its join frame went.
-    pub fn lane_opened(&mut self, lane: LaneNo) {
+    /// Lane `lane`'s link opened and its join frame went, at `now`.
+    pub fn lane_opened(&mut self, now: Millis, lane: LaneNo) {
         if let Some(state) = self.lanes.get_mut(&lane) {
             *state = Lane::Open;
         }
         self.connect_more();
+        self.settled(now);
     }
 
     /// Lane `lane` failed to open, or ended after it opened, at `now`.
@@ -243,6 +247,15 @@ impl LaneSet {
             self.lane_ended_at = Some(now);
         }
         self.connect_more();
+        self.settled(now);
+    }
+
+    /// Tells the gate when nothing it asked for is still to measure, queued
+    /// or connecting (the gate takes the first such news of each step).
+    fn settled(&mut self, now: Millis) {
+        if self.unmeasured == 0 && self.queued == 0 && self.connecting() == 0 {
+            self.gate.lanes_joined(now, self.lowest_rtt);
+        }
     }
 
     /// When [`LaneSet::handle_timeout`] is due.
