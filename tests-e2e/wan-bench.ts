@@ -23,7 +23,8 @@
 //                           in the same run
 //   first_byte_during_bulk_ms   {p50, p99} of opening and reading the first byte of 40
 //                           small files on the mount while a bulk read of another file runs
-//                           (last to first, so the mount's fetching ahead never serves one)
+//                           (last to first, so the mount's fetching ahead never serves one),
+//                           and the four slowest (with 40, p99 is the slowest)
 //   small_files_200_seconds reading 200 small files one after another on the mount
 //   put_mb_per_s            `linkfs put` of the bulk file from the far side (an upload
 //                           link; put_vs_get: as a ratio to the download on the same path)
@@ -653,7 +654,8 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
           await fh.close();
           if (bulk.exitCode !== null) throw new Error('the bulk read ended before the small reads did (file too small for this path)');
         }
-        return { n: times.length, p50: round(quantile(times, 0.5), 1), p99: round(quantile(times, 0.99), 1) };
+        const slowest = [...times].sort((a, b) => b - a).slice(0, 4).map((t) => round(t, 1));
+        return { n: times.length, p50: round(quantile(times, 0.5), 1), p99: round(quantile(times, 0.99), 1), slowest };
       } finally {
         bulk.kill('SIGKILL');
       }
