@@ -10,6 +10,7 @@
 //! |---|---|
 //! | clock | virtual: jumps to the next delivery or timer when nothing is ready |
 //! | each direction | a drop-tail queue of `queue_bytes`, drained at `rate` bytes/s, then `one_way` delay |
+//! | other flows | `swing`: a delay other flows' queue adds, rising and falling smoothly between 0 and `swing` every second (order kept) |
 //! | random loss | per packet and direction, from a seeded splitmix64 (same seed, same losses) |
 //! | exact losses | [`Fault`]s: the first n sends of a DATA chunk, a run of data packets, an outage |
 //! | application | the sender keeps `send_buffer` bytes queued; the receiver reads at once and checks every byte |
@@ -44,6 +45,32 @@ pub struct Path {
     pub queue_bytes: u64,
     /// Probability of losing each packet.
     pub loss: f64,
+    /// Delay added by other flows' queue, swinging from 0 to this and back
+    /// each [`SWING_PERIOD`] (a read's lanes on the same line); zero: none.
+    /// At most 0.3 s, so the added delay never falls faster than time passes
+    /// and packets keep their order.
+    pub swing: Duration,
+}
+
+/// How long one swing of [`Path::swing`] takes.
+pub const SWING_PERIOD: Duration = Duration::from_secs(1);
+
+impl Path {
+    /// The same path, with other flows swinging its delay by up to `swing`
+    /// (at most 0.3 s).
+    pub fn with_swing(mut self, swing: Duration) -> Path {
+        self.swing = swing.min(Duration::from_millis(300));
+        self
+    }
+
+    /// The delay other flows add at `since` from the line's start.
+    fn swing_at(&self, since: Duration) -> Duration {
+        if self.swing.is_zero() {
+            return Duration::ZERO;
+        }
+        let phase = since.as_secs_f64() / SWING_PERIOD.as_secs_f64() * std::f64::consts::TAU;
+        self.swing.mul_f64((1.0 - phase.cos()) / 2.0)
+    }
 }
 
 impl Path {
@@ -57,6 +84,7 @@ impl Path {
             rate,
             queue_bytes: bdp.max(64 * 1024),
             loss,
+            swing: Duration::ZERO,
         }
     }
 }
@@ -201,6 +229,8 @@ impl Random {
 /// One direction's queue and the packets in flight on it.
 struct Direction {
     path: Path,
+    /// The line's start (for [`Path::swing`]).
+    start: Instant,
     /// When the bottleneck finishes sending what it holds.
     busy_until: Instant,
     dropped: u64,
@@ -218,7 +248,8 @@ impl Direction {
         }
         let serialise = Duration::from_secs_f64(len as f64 / self.path.rate as f64);
         self.busy_until = start + serialise;
-        Some(self.busy_until + self.path.one_way)
+        let swing = self.path.swing_at(self.busy_until - self.start);
+        Some(self.busy_until + self.path.one_way + swing)
     }
 }
 
@@ -368,11 +399,13 @@ impl<'a> Run<'a> {
             receiver,
             forward: Direction {
                 path: line.forward,
+                start: now,
                 busy_until: now,
                 dropped: 0,
             },
             back: Direction {
                 path: line.back,
+                start: now,
                 busy_until: now,
                 dropped: 0,
             },

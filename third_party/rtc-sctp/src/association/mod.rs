@@ -89,10 +89,26 @@ const MAX_RETRANSMIT_BURST: usize = 4;
 /// with no ack delay: the last chunk before the queue runs dry carries the I
 /// bit), at least 1.25 SRTT, at most RFC 8985's 2 SRTT, at least 10 ms. On a
 /// steady path a lost lone reply is resent after about 1.25 round trips, not 2.
-fn probe_timeout(srtt: u64, rttvar: f64) -> u64 {
+///
+/// linkfs patch 11: while at most [`SMALL_FLIGHT_PACKETS`] packets' worth is
+/// outstanding (`small_flight`: a lone request or reply, what someone waits
+/// on), 1.25 SRTT whatever the variation. A visitor's requests cross a path
+/// whose queue the lanes' bulk swings, their SACKs come back through it, and
+/// RTTVAR held the probe at 2 SRTT: a lost request on the real line at 100 ms
+/// reached the sharer 194-265 ms after it was sent. A probe not needed costs
+/// one packet and no window.
+fn probe_timeout(srtt: u64, rttvar: f64, small_flight: bool) -> u64 {
+    let least = srtt + srtt / 4;
+    if small_flight {
+        return least.max(10);
+    }
     let quic = srtt + (4.0 * rttvar) as u64;
-    quic.clamp(srtt + srtt / 4, 2 * srtt).max(10)
+    quic.clamp(least, 2 * srtt).max(10)
 }
+
+/// linkfs patch 11: outstanding bytes of at most this many packets are a
+/// small flight for [`probe_timeout`].
+const SMALL_FLIGHT_PACKETS: usize = 4;
 
 /// Reasons why an association might be lost
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -277,6 +293,8 @@ pub struct Association {
     // linkfs patch: a tail loss probe went out and no new data has been
     // acknowledged since (one probe per episode).
     tlp_probed: bool,
+    // linkfs patch 10: when DATA was last sent (the probe counts from it).
+    last_data_sent: Option<Instant>,
     // linkfs patch: the latest round trip measured, for telling a random loss
     // from a full queue (Veno, `path_holds_no_queue`).
     last_rtt: Option<Duration>,
@@ -381,6 +399,7 @@ impl Default for Association {
             lost_tsns: Vec::new(),
             fast_rtx_ignores_cwnd: false,
             tlp_probed: false,
+            last_data_sent: None,
             last_rtt: None,
 
             // Chunks stored for retransmission
@@ -2035,16 +2054,28 @@ impl Association {
     /// linkfs patch: (re)arms the tail loss probe while data is outstanding.
     /// Restarted by every SACK (`restart`), started if idle by new data. No
     /// probe before the first RTT sample (T3 covers that).
-    fn arm_probe(&mut self, now: Instant, restart: bool) {
+    ///
+    /// linkfs patch 10: the timeout counts from when DATA was last sent (as
+    /// QUIC's PTO does), not from the SACK that re-arms it. A reply of three
+    /// packets whose last one was lost had its probe pushed back by the SACK of
+    /// the first two, a round trip after they left: on the real line at 100 ms
+    /// its first byte came 367 ms after the request, where 1.25 SRTT after the
+    /// send resends it a round trip sooner.
+    fn arm_probe(&mut self, now: Instant, sent: bool) {
+        if sent {
+            self.last_data_sent = Some(now);
+        }
         if self.inflight_queue.is_empty() || self.tlp_probed || self.min_rtt.is_none() {
             self.timers.set(Timer::Tlp, None);
             return;
         }
-        if restart || self.timers.get(Timer::Tlp).is_none() {
-            let pto = probe_timeout(self.rto_mgr.srtt, self.rto_mgr.rttvar);
-            self.timers
-                .set(Timer::Tlp, Some(now + Duration::from_millis(pto)));
-        }
+        // linkfs patch 11: a small flight is probed for after 1.25 SRTT.
+        let small_flight =
+            self.inflight_queue.get_num_bytes() <= SMALL_FLIGHT_PACKETS * self.mtu as usize;
+        let pto = probe_timeout(self.rto_mgr.srtt, self.rto_mgr.rttvar, small_flight);
+        let from = self.last_data_sent.unwrap_or(now).min(now);
+        self.timers
+            .set(Timer::Tlp, Some((from + Duration::from_millis(pto)).max(now)));
     }
 
     /// linkfs patch: the tail loss probe fired: nothing was acknowledged for
@@ -2256,7 +2287,7 @@ impl Association {
         mut should_awake_write_loop: bool,
         now: Instant,
     ) {
-        self.arm_probe(now, true);
+        self.arm_probe(now, false);
         if !self.inflight_queue.is_empty() {
             // Start timer. (noop if already started)
             trace!("[{}] T3-rtx timer start (pt3)", self.side);
@@ -2572,7 +2603,7 @@ impl Association {
             trace!("[{}] T3-rtx timer start (pt1)", self.side);
             self.timers
                 .start_if_idle(Timer::T3RTX, now, self.rto_mgr.get_rto());
-            self.arm_probe(now, false);
+            self.arm_probe(now, true);
 
             self.bundle_data_chunks_into_packets(chunks, &mut raw_packets);
         }
