@@ -487,6 +487,11 @@ mod tests {
     /// Feeds 60 KiB chunks at `rate` bytes/s from t=0 until the gate says
     /// something other than Pass, or `limit` bytes went by.
     fn feed(gate: &mut LaneGate, rate: f64, limit: u64) -> Option<GateSays> {
+        feed_until(gate, rate, limit).map(|(_, says)| says)
+    }
+
+    /// The same, with when the gate said it.
+    fn feed_until(gate: &mut LaneGate, rate: f64, limit: u64) -> Option<(Millis, GateSays)> {
         let frame = chunk(60 * 1024);
         let mut sent = 0u64;
         while sent < limit {
@@ -494,7 +499,7 @@ mod tests {
             let now = Millis((sent as f64 / rate * 1000.0) as u64);
             match gate.on_session_frame(now, &frame) {
                 GateSays::Pass => {}
-                other => return Some(other),
+                other => return Some((now, other)),
             }
         }
         None
@@ -596,17 +601,12 @@ mod tests {
         let mut gate = LaneGate::new(7);
         gate.on_session_frame(Millis(0), &OFFER.encode());
         // 0.2 MB/s: 2 MiB would take ten seconds.
-        let frame = chunk(60 * 1024);
-        let mut sent = 0u64;
-        let opened_at = loop {
-            sent += frame.len() as u64;
-            let now = Millis((sent as f64 / 0.2e6 * 1000.0) as u64);
-            if let GateSays::Open { count, .. } = gate.on_session_frame(now, &frame) {
-                assert_eq!(count, FIRST_LANES);
-                break now;
-            }
-            assert!(sent < LANE_AFTER_BYTES, "no lanes before 2 MiB");
+        let Some((opened_at, GateSays::Open { count, .. })) =
+            feed_until(&mut gate, 0.2e6, LANE_AFTER_BYTES)
+        else {
+            panic!("no lanes before 2 MiB");
         };
+        assert_eq!(count, FIRST_LANES);
         // The first chunk at 0.3 s, then the warm-up and the sample.
         assert!(opened_at.0 <= 3_500, "opened at {opened_at:?}");
     }
@@ -619,15 +619,8 @@ mod tests {
     fn a_link_held_back_by_losses_is_judged_within_half_a_second_of_its_sample() {
         let mut gate = LaneGate::new(7);
         gate.on_session_frame(Millis(0), &OFFER.encode());
-        let frame = chunk(60 * 1024);
-        let mut sent = 0u64;
-        let opened_at = loop {
-            sent += frame.len() as u64;
-            let now = Millis((sent as f64 / 6e6 * 1000.0) as u64);
-            if let GateSays::Open { .. } = gate.on_session_frame(now, &frame) {
-                break now;
-            }
-            assert!(sent < 64 << 20, "no lanes after 64 MiB");
+        let Some((opened_at, GateSays::Open { .. })) = feed_until(&mut gate, 6e6, 64 << 20) else {
+            panic!("no lanes after 64 MiB");
         };
         // 2 MiB at 6 MB/s is 0.35 s; then half a second (a second before).
         assert!(opened_at.0 <= 900, "lanes asked for at {opened_at:?}");

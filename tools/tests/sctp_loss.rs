@@ -41,6 +41,17 @@ fn clean(path: Path, transfer: &Transfer) -> Outcome {
     run(&Line::new(path), transfer)
 }
 
+/// How many seconds later `transfer` ends over `path` when its last chunk's
+/// first `sends` transmissions are lost than when nothing is.
+fn late_when_last_chunk_lost(path: Path, transfer: &Transfer, sends: u32) -> f64 {
+    let reference = clean(path, transfer);
+    let line = Line::new(path).with_fault(Fault::DataChunk {
+        offset: reference.chunks - 1,
+        sends,
+    });
+    run(&line, transfer).seconds - reference.seconds
+}
+
 /// 40 MB over `path` with seeds 1..=`seeds` (different losses): the median
 /// MB/s, and every run's, sorted.
 fn median_rate(path: Path, seeds: u64) -> (f64, Vec<f64>) {
@@ -134,17 +145,11 @@ fn a_lost_last_chunk_is_resent_by_a_probe_within_a_few_round_trips() {
     // Nothing follows the last chunk, so no acknowledgement reports it missing.
     // Upstream waited for the retransmission timeout (at least 1 s); a tail
     // loss probe resends it after two round trips of silence.
-    let transfer = windowed(200_000);
-    let reference = clean(path_50ms(), &transfer);
-    let line = Line::new(path_50ms()).with_fault(Fault::DataChunk {
-        offset: reference.chunks - 1,
-        sends: 1,
-    });
-    let outcome = run(&line, &transfer);
+    let late = late_when_last_chunk_lost(path_50ms(), &windowed(200_000), 1);
     assert!(
-        outcome.seconds <= reference.seconds + 0.25,
+        late <= 0.25,
         "the lost last chunk arrived {:.3} s late: more than 5 round trips",
-        outcome.seconds - reference.seconds
+        late
     );
 }
 
@@ -153,17 +158,11 @@ fn a_lost_probe_waits_no_longer_than_the_minimum_timeout() {
     // The last chunk and the probe that resends it are both lost: only the
     // retransmission timeout is left. Upstream's floor was 1 s; dcSCTP's is
     // 400 ms, libdatachannel's 200 ms.
-    let transfer = windowed(200_000);
-    let reference = clean(path_50ms(), &transfer);
-    let line = Line::new(path_50ms()).with_fault(Fault::DataChunk {
-        offset: reference.chunks - 1,
-        sends: 2,
-    });
-    let outcome = run(&line, &transfer);
+    let late = late_when_last_chunk_lost(path_50ms(), &windowed(200_000), 2);
     assert!(
-        outcome.seconds <= reference.seconds + 0.8,
+        late <= 0.8,
         "the twice-lost last chunk arrived {:.3} s late",
-        outcome.seconds - reference.seconds
+        late
     );
 }
 
@@ -275,14 +274,8 @@ fn a_queue_that_overflows_still_costs_three_tenths_of_the_window() {
 fn the_probe_for_a_lost_last_packet_counts_from_its_send_not_from_the_sack_before_it() {
     for rtt in [20, 50, 100] {
         let path = Path::symmetric(ms(rtt), 100, 0.0);
-        let transfer = windowed(200_000);
-        let reference = clean(path, &transfer);
-        let line = Line::new(path).with_fault(Fault::DataChunk {
-            offset: reference.chunks - 1,
-            sends: 1,
-        });
-        let outcome = run(&line, &transfer);
-        let late_rtts = (outcome.seconds - reference.seconds) * 1000.0 / rtt as f64;
+        let late_rtts =
+            late_when_last_chunk_lost(path, &windowed(200_000), 1) * 1000.0 / rtt as f64;
         assert!(
             late_rtts <= 1.8,
             "at {rtt} ms the lost last chunk was acknowledged {late_rtts:.2} round trips late \
@@ -307,14 +300,8 @@ fn a_lost_lone_message_where_other_flows_swing_the_round_trip_is_probed_for_afte
     for rtt in [20, 100] {
         let at_most = 2.9;
         let path = Path::symmetric(ms(rtt), 100, 0.0).with_swing(ms(rtt * 4 / 5));
-        let transfer = windowed(2_000_000);
-        let reference = clean(path, &transfer);
-        let line = Line::new(path).with_fault(Fault::DataChunk {
-            offset: reference.chunks - 1,
-            sends: 1,
-        });
-        let outcome = run(&line, &transfer);
-        let late_rtts = (outcome.seconds - reference.seconds) * 1000.0 / rtt as f64;
+        let late_rtts =
+            late_when_last_chunk_lost(path, &windowed(2_000_000), 1) * 1000.0 / rtt as f64;
         assert!(
             late_rtts <= at_most,
             "at {rtt} ms with the round trip swinging by {} ms the lost last chunk was \
@@ -332,14 +319,8 @@ fn a_lost_reply_on_a_steady_path_is_probed_for_after_one_and_a_quarter_round_tri
     // round trip holds steady, QUIC's SRTT + 4 RTTVAR is about 1.25 SRTT.
     for rtt in [20, 50, 100] {
         let path = Path::symmetric(ms(rtt), 100, 0.0);
-        let transfer = windowed(200_000);
-        let reference = clean(path, &transfer);
-        let line = Line::new(path).with_fault(Fault::DataChunk {
-            offset: reference.chunks - 1,
-            sends: 1,
-        });
-        let outcome = run(&line, &transfer);
-        let late_rtts = (outcome.seconds - reference.seconds) * 1000.0 / rtt as f64;
+        let late_rtts =
+            late_when_last_chunk_lost(path, &windowed(200_000), 1) * 1000.0 / rtt as f64;
         assert!(
             late_rtts <= 2.6,
             "at {rtt} ms the lost last chunk was acknowledged {late_rtts:.2} round trips late \

@@ -2073,7 +2073,7 @@ impl Association {
         let small_flight =
             self.inflight_queue.get_num_bytes() <= SMALL_FLIGHT_PACKETS * self.mtu as usize;
         let pto = probe_timeout(self.rto_mgr.srtt, self.rto_mgr.rttvar, small_flight);
-        let from = self.last_data_sent.unwrap_or(now).min(now);
+        let from = self.last_data_sent.unwrap_or(now);
         self.timers
             .set(Timer::Tlp, Some((from + Duration::from_millis(pto)).max(now)));
     }
