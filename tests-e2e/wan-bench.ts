@@ -22,9 +22,10 @@
 //   *_vs_tcp, *_vs_cubic    each of those as a ratio to TCP (BBR) and to TCP (CUBIC)
 //                           in the same run
 //   first_byte_during_bulk_ms   {p50, p99} of opening and reading the first byte of 40
-//                           small files on the mount while a bulk read of another file runs
-//                           (last to first, so the mount's fetching ahead never serves one),
-//                           and the four slowest (with 40, p99 is the slowest)
+//                           small files (WAN_FIRST_BYTE_N, at most 100) on the mount while a
+//                           bulk read of another file runs (last to first, so the mount's
+//                           fetching ahead never serves one), and the four slowest (with 40,
+//                           p99 is the slowest)
 //   small_files_200_seconds reading 200 small files one after another on the mount
 //   put_mb_per_s            `linkfs put` of the bulk file from the far side (an upload
 //                           link; put_vs_get: as a ratio to the download on the same path)
@@ -371,6 +372,9 @@ async function sshfsMount(near: string, far: string, dir: string): Promise<{ mnt
 
 /** Files of SMALL_BYTES in the many-small tree (WAN_SMALL_N, default 100,000), 1,000 a folder. */
 const SMALL_N = Number(process.env.WAN_SMALL_N ?? 100_000);
+// Small files read during bulk (the first 100 of the 300; the 200 after them are the
+// small_files_200_seconds step's, so they must not be in the mount's cache).
+const firstByteFiles = Math.min(100, Math.max(1, Number(process.env.WAN_FIRST_BYTE_N ?? 40)));
 const SMALL_BYTES = 1024;
 
 /** The many-small tree: SMALL_N files of 1 KiB of random bytes, made once and cached. */
@@ -644,7 +648,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
         await sleep(1500);
         // Last to first: the mount fetches the small files after the one read ahead
         // of the reader, so in this order every first byte crosses the path.
-        const names = (await readdir(path.join(mnt, 'small'))).slice(0, 40).reverse();
+        const names = (await readdir(path.join(mnt, 'small'))).slice(0, firstByteFiles).reverse();
         const times: number[] = [];
         for (const name of names) {
           const t0 = performance.now();
