@@ -31,7 +31,7 @@
 //                           link; put_vs_get: as a ratio to the download on the same path)
 //   browser_put_mb_per_s    Chromium on the far side adding the bulk file through the page
 //                           (browser_put_vs_save: against the same page saving it back)
-//   index_100k_seconds      a 100,000-file tree: `linkfs ls` until the index is complete
+//   index_100k_seconds      a 100,000-file tree: `linkfs ls -R` until the index is complete
 //   small_*                 many small files (WAN_SMALL_N, default 100,000 of 1 KiB), copied
 //                           whole to the far side: small_get_files_per_s (`linkfs get` of
 //                           a share of them), small_rsync_files_per_s (`rsync -a` over ssh),
@@ -500,6 +500,8 @@ async function browserPutRate(far: string, link: string, dir: string, ms: number
     if (spawnSync('cmp', ['-s', path.join(dir, 'bulk.bin'), landed]).status !== 0) throw new Error(`what landed (${json.landed}) is not bulk.bin`);
     return { up: json.mb_per_s, down: json.download_mb_per_s ?? Number.NaN };
   } finally {
+    // A script killed on a timeout leaves its Chromium behind: its profile names it.
+    spawnSync('pkill', ['-f', 'user-data-dir=.*chromium-upload-bench-']);
     for (const n of await readdir(dir)) if (!before.has(n)) await rm(path.join(dir, n), { recursive: true, force: true });
   }
 }
@@ -694,7 +696,8 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     await step(f, 'index_100k_seconds', async () => {
       const tree = await generatedTree(100_000);
       const t = await share(near, tree, shareArgs);
-      const r = await runIn(far, 'ls', binary('linkfs'), ['ls', t.link, ...visitArgs], 300_000);
+      // -R: the whole index (a plain ls ends once its folder is listed, before the rest).
+      const r = await runIn(far, 'ls', binary('linkfs'), ['ls', '-R', t.link, ...visitArgs], 300_000);
       const m2 = /index complete: \d+ entries (?:\([^)]*\) )?in ([\d.]+) s/.exec(r.stderr);
       await t.stop().catch(() => undefined);
       if (m2 === null) throw new Error(`no index time in linkfs ls's output: ${r.stderr}`);

@@ -187,6 +187,8 @@ pub(crate) struct Connection {
     pub(crate) ending: Ending,
     /// How its link keeps bytes in flight.
     pub(crate) send_window: super::SendWindow,
+    /// Whether the other side is a native linkfs peer (not a browser).
+    pub(crate) native_peer: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -306,6 +308,7 @@ pub(crate) async fn open_connection(
         pc: Arc::new(pc),
         ending,
         send_window,
+        native_peer,
     });
     Ok((
         connection,
