@@ -604,11 +604,16 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
     await step(f, 'sshfs_mb_per_s', async () => {
       const m = await sshfsMount(near, far, dir);
       const clock = new CpuClock({ sender: [m.sshdPid], receiver: [m.sshfsPid], line: [linePid] });
-      const rate = catRate(path.join(m.mnt, 'bulk.bin'), bytes, slow);
-      const used = clock.read();
-      // `cat` itself is the reader's: left out, as it is for the mount.
-      cpu.sshfs = cpuFigures(bytes, used.wall, used.cpu, used.machine);
-      return round(rate);
+      try {
+        const rate = catRate(path.join(m.mnt, 'bulk.bin'), bytes, slow);
+        const used = clock.read();
+        // `cat` itself is the reader's: left out, as it is for the mount.
+        cpu.sshfs = cpuFigures(bytes, used.wall, used.cpu, used.machine);
+        return round(rate);
+      } finally {
+        // Else its ssh client outlives the path (one left running per path).
+        spawnSync('umount', ['-l', m.mnt]);
+      }
     });
   }
 
