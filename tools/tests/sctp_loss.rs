@@ -52,6 +52,12 @@ fn late_when_last_chunk_lost(path: Path, transfer: &Transfer, sends: u32) -> f64
     run(&line, transfer).seconds - reference.seconds
 }
 
+/// [`late_when_last_chunk_lost`] (lost once) of `bytes` with a 256 KiB
+/// window, in round trips of `rtt_ms`.
+fn late_rtts_when_last_chunk_lost(path: Path, bytes: u64, rtt_ms: u64) -> f64 {
+    late_when_last_chunk_lost(path, &windowed(bytes), 1) * 1000.0 / rtt_ms as f64
+}
+
 /// 40 MB over `path` with seeds 1..=`seeds` (different losses): the median
 /// MB/s, and every run's, sorted.
 fn median_rate(path: Path, seeds: u64) -> (f64, Vec<f64>) {
@@ -274,8 +280,7 @@ fn a_queue_that_overflows_still_costs_three_tenths_of_the_window() {
 fn the_probe_for_a_lost_last_packet_counts_from_its_send_not_from_the_sack_before_it() {
     for rtt in [20, 50, 100] {
         let path = Path::symmetric(ms(rtt), 100, 0.0);
-        let late_rtts =
-            late_when_last_chunk_lost(path, &windowed(200_000), 1) * 1000.0 / rtt as f64;
+        let late_rtts = late_rtts_when_last_chunk_lost(path, 200_000, rtt);
         assert!(
             late_rtts <= 1.8,
             "at {rtt} ms the lost last chunk was acknowledged {late_rtts:.2} round trips late \
@@ -300,8 +305,7 @@ fn a_lost_lone_message_where_other_flows_swing_the_round_trip_is_probed_for_afte
     for rtt in [20, 100] {
         let at_most = 2.9;
         let path = Path::symmetric(ms(rtt), 100, 0.0).with_swing(ms(rtt * 4 / 5));
-        let late_rtts =
-            late_when_last_chunk_lost(path, &windowed(2_000_000), 1) * 1000.0 / rtt as f64;
+        let late_rtts = late_rtts_when_last_chunk_lost(path, 2_000_000, rtt);
         assert!(
             late_rtts <= at_most,
             "at {rtt} ms with the round trip swinging by {} ms the lost last chunk was \
@@ -319,8 +323,7 @@ fn a_lost_reply_on_a_steady_path_is_probed_for_after_one_and_a_quarter_round_tri
     // round trip holds steady, QUIC's SRTT + 4 RTTVAR is about 1.25 SRTT.
     for rtt in [20, 50, 100] {
         let path = Path::symmetric(ms(rtt), 100, 0.0);
-        let late_rtts =
-            late_when_last_chunk_lost(path, &windowed(200_000), 1) * 1000.0 / rtt as f64;
+        let late_rtts = late_rtts_when_last_chunk_lost(path, 200_000, rtt);
         assert!(
             late_rtts <= 2.6,
             "at {rtt} ms the lost last chunk was acknowledged {late_rtts:.2} round trips late \

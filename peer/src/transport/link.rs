@@ -552,8 +552,8 @@ struct Pacing {
     /// Bytes handed to the channel in all.
     sent: u64,
     next_rtt: tokio::time::Instant,
-    /// `sent`, and when, at the last round-trip measure.
-    sent_at_measure: (u64, tokio::time::Instant),
+    /// `sent`, and when (since `start`), at the last round-trip measure.
+    sent_at_measure: (u64, Duration),
     /// Time spent waiting for frames, and for room (figures for the log).
     idle: Duration,
     held: Duration,
@@ -570,7 +570,7 @@ impl Pacing {
             start: now,
             sent: 0,
             next_rtt: now,
-            sent_at_measure: (0, now),
+            sent_at_measure: (0, Duration::ZERO),
             idle: Duration::ZERO,
             held: Duration::ZERO,
             threshold: 0,
@@ -592,9 +592,9 @@ impl Pacing {
                     let now = self.now();
                     self.pacer.round_trip(now, rtt);
                     let (sent_then, then) = self.sent_at_measure;
-                    let seconds = then.elapsed().as_secs_f64().max(1e-3);
+                    let seconds = now.saturating_sub(then).as_secs_f64().max(1e-3);
                     let sent_per_s = self.sent.saturating_sub(sent_then) as f64 / seconds;
-                    self.sent_at_measure = (self.sent, tokio::time::Instant::now());
+                    self.sent_at_measure = (self.sent, now);
                     shared
                         .connection
                         .pc
