@@ -455,6 +455,44 @@ const tests: TestCase[] = [
     },
   },
   {
+    name: "h2: a share whose database another tab holds at an older version still opens, in memory (regression: the page said 'Connecting…' for good)",
+    timeoutMs: 120_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      const { chromium, page } = await browser(t, 'held-db');
+      const s = await share(t, fixture.dir);
+      await openLink(page, s.link, ['connected']);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const known = new Set(['linkfs-thumbnails', 'linkfs-tab-share']);
+      const names = await page.evaluate(async () => (await indexedDB.databases()).map((d) => d.name ?? ''));
+      const shareDbs = names.filter((n) => !known.has(n));
+      assert(shareDbs.length === 1, `expected the share's one database, found ${JSON.stringify(names)}`);
+      const dbName = shareDbs[0]!;
+      // Another tab of the origin (an older page, say) holds the database open at
+      // version 1 and never lets go: opening it at the current version is blocked.
+      await page.goto('about:blank');
+      const holder = await chromium.page();
+      await holder.goto(new URL(s.link).origin + '/');
+      const held = await holder.evaluate(async (name) => {
+        const done = (r: IDBRequest) => new Promise((resolve, reject) => ((r.onsuccess = resolve), (r.onerror = () => reject(r.error))));
+        await done(indexedDB.deleteDatabase(name));
+        const open = indexedDB.open(name, 1);
+        await done(open);
+        (window as unknown as { held: IDBDatabase }).held = open.result;
+        return open.result.version;
+      }, dbName);
+      assert(held === 1, `the holder opened version ${held}`);
+      const opened = Date.now();
+      await openLink(page, s.link, ['connected'], 25_000);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      const p = await page.evaluate(() => window.linkfsShare!.progress());
+      log(`    connected ${Date.now() - opened} ms after opening, storage: ${JSON.stringify(p.storageProblem ?? null)}`);
+      assert(/did not open/.test(p.storageProblem ?? ''), `the page should say its storage did not open, says ${JSON.stringify(p.storageProblem ?? null)}`);
+      assertNoMismatches(await verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log }), 'browser without storage');
+      await s.stop();
+    },
+  },
+  {
     name: "i: the wasm build decodes the protocol's byte-exact test vectors in the browser",
     timeoutMs: 60_000,
     async run(t) {

@@ -303,6 +303,16 @@ async fn committed(tx: &IdbTransaction) -> Result<(), JsValue> {
     JsFuture::from(promise).await.map(|_| ())
 }
 
+/// How long opening a share's database may take, ms, before the visit goes
+/// on without it (in memory, said once), as when there is no IndexedDB. It
+/// answers in milliseconds; it can hang: another tab holding an older
+/// version open, or a browser whose storage is stuck. A page waiting on it
+/// showed "Connecting…" for good.
+pub const OPEN_WITHIN_MS: i32 = 10_000;
+
+/// The words of an open that did not answer in time.
+const NOT_OPENED: &str = "the browser's storage (IndexedDB) did not open the share's database within 10 s; going on without it";
+
 /// An open per-share database.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -335,15 +345,41 @@ impl Store {
             }
         });
         req.set_onupgradeneeded(Some(upgrade.as_ref().unchecked_ref()));
-        let db = request(&req)
-            .await
-            .map_err(|e| idb_error("open the database", e))?;
+        // Success, an error, or no answer within OPEN_WITHIN_MS.
+        let promise = Promise::new(&mut |resolve, reject| {
+            req.set_onsuccess(Some(&resolve));
+            req.set_onerror(Some(&reject));
+            let late = reject.bind1(&JsValue::NULL, &JsValue::from_str(NOT_OPENED));
+            crate::turn::after_ms(late.unchecked_ref(), OPEN_WITHIN_MS);
+        });
+        let answered = JsFuture::from(promise).await;
         req.set_onupgradeneeded(None);
         drop(upgrade);
-        Ok(Store {
-            db: db.dyn_into()?,
-            unsealer: None,
-        })
+        if let Err(e) = answered {
+            if e.as_string().as_deref() == Some(NOT_OPENED) {
+                // Should it open after all, it is closed at once.
+                let late = req.clone();
+                req.set_onsuccess(Some(
+                    Closure::once_into_js(move |_: web_sys::Event| {
+                        if let Ok(db) = late.result().and_then(|d| d.dyn_into::<IdbDatabase>()) {
+                            db.close();
+                        }
+                    })
+                    .unchecked_ref(),
+                ));
+                return Err(e);
+            }
+            return Err(idb_error("open the database", e));
+        }
+        let db: IdbDatabase = req.result()?.dyn_into()?;
+        // A newer page of this share (another tab) asking for a newer
+        // version is not kept waiting: this one lets go (and goes on with
+        // what it has in memory; its writes then fail and are said once).
+        let held = db.clone();
+        db.set_onversionchange(Some(
+            Closure::once_into_js(move |_: web_sys::Event| held.close()).unchecked_ref(),
+        ));
+        Ok(Store { db, unsealer: None })
     }
 
     /// Has the parts after the first unsealed by `unsealer` (see [`parts_of`]).

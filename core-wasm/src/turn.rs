@@ -60,23 +60,24 @@ pub async fn next_turn() {
             t.waiting.borrow_mut().pop_back();
             None
         });
-        if posted.is_none() && !by_timer(&resolve) {
+        if posted.is_none() && !after_ms(&resolve, 0) {
             let _ = resolve.call0(&JsValue::NULL);
         }
     });
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
-/// The fallback: `setTimeout(resolve, 0)` on the worker (or window).
-fn by_timer(resolve: &Function) -> bool {
+/// `setTimeout(f, ms)` on the worker (or window); false where neither is.
+/// (With 0, the fallback above.)
+pub(crate) fn after_ms(f: &Function, ms: i32) -> bool {
     let global = js_sys::global();
     if let Some(w) = global.dyn_ref::<web_sys::WorkerGlobalScope>() {
         return w
-            .set_timeout_with_callback_and_timeout_and_arguments_0(resolve, 0)
+            .set_timeout_with_callback_and_timeout_and_arguments_0(f, ms)
             .is_ok();
     }
     global.dyn_ref::<web_sys::Window>().is_some_and(|w| {
-        w.set_timeout_with_callback_and_timeout_and_arguments_0(resolve, 0)
+        w.set_timeout_with_callback_and_timeout_and_arguments_0(f, ms)
             .is_ok()
     })
 }
