@@ -226,7 +226,10 @@ export async function waitForState(page: Page, wanted: string[], timeoutMs = 20_
     await new Promise((r) => setTimeout(r, 50));
   }
   const status = await statusText(page).catch(() => '');
-  throw new Error(`page state did not become ${wanted.map((w) => `'${w}'`).join(' or ')} within ${timeoutMs} ms: it is ${state === null ? 'unset (no body[data-state])' : `'${state}'`}, status: ${JSON.stringify(status)}`);
+  // Set while the page's index is opening: the step it stopped at.
+  const opening = await page.evaluate(() => document.body?.dataset.opening ?? null).catch(() => null);
+  const stuck = opening === null ? '' : ` (the index worker is still opening: ${opening === 'code' ? 'loading its code' : 'opening its storage'})`;
+  throw new Error(`page state did not become ${wanted.map((w) => `'${w}'`).join(' or ')} within ${timeoutMs} ms: it is ${state === null ? 'unset (no body[data-state])' : `'${state}'`}, status: ${JSON.stringify(status)}${stuck}`);
 }
 
 /** Opens `url` in `page` and waits for one of the `wanted` body states. */

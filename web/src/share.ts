@@ -273,12 +273,17 @@ class WasmShare implements ShareApi {
       case 'ready':
         this.openTimings = { workerWasmInitMs: m.stats.workerWasmInitMs ?? 0, workerOpenMs: m.stats.workerOpenMs ?? 0 };
         this.isOpen = true;
+        delete document.body.dataset.opening;
         this.onProgress(m.progress, m.stats);
         this.readyWaiter?.resolve();
         this.readyWaiter = null;
         return;
       case 'open-failed':
         this.failOpen(new Error(m.message));
+        return;
+      case 'opening':
+        // Where a page that never opens stopped (read by the tests' failure messages).
+        document.body.dataset.opening = m.step;
         return;
       case 'send':
         for (const f of m.frames) {

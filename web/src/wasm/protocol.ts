@@ -65,6 +65,8 @@ export type ToWorker =
 export type FromWorker =
   | { type: 'ready'; progress: Progress; stats: ShareStats }
   | { type: 'open-failed'; message: string }
+  /** Where opening the index is (until 'ready'): loading its code, opening its storage. */
+  | { type: 'opening'; step: 'code' | 'storage' }
   /** Open a data link to the sharer (closing any other first) and report on it. */
   | { type: 'connect' }
   /** Close the data link, or drop the attempt under way. */

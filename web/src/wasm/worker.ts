@@ -564,8 +564,10 @@ async function open(key: string): Promise<void> {
     // whole index came 30-40 ms later (446-464 ms against 421-432).
     unsealer = new Unsealer();
     const u = unsealer;
+    post({ type: 'opening', step: 'code' });
     await init({ module_or_path: wasmUrl });
     wasmInitMs = performance.now() - t0;
+    post({ type: 'opening', step: 'storage' });
     v = await Visit.open(
       key,
       () => {
