@@ -11,6 +11,7 @@
 //      another; Redis stops for a few seconds: /healthz says so and recovers, no restarts
 //   e: at a distance (linkfs-wan: 20 ms round trip, 0.1% loss) the page opens lanes: a
 //      download arrives whole over more than one connection, and Chromium's figures say so
+//   e2: the same path, the page adding a file: its upload opens lanes and lands whole
 //   d: (last: it adds an IPv6 address to the namespace) --bind [::] names the IPv6
 //      default-route address, and a native visitor bound only to IPv6 connects directly
 
@@ -232,6 +233,33 @@ const tests: TestCase[] = [
       assert(result.sha256 === want, `the saved file's SHA-256 is ${String(result.sha256)}, the shared file's ${want}`);
       assert((result.lanes ?? 0) >= 1, `the page showed no lanes beside its link at 20 ms with 0.1% loss (${JSON.stringify(result)})`);
       log(`    saved 48 MiB at ${String(result.mb_per_s)} MB/s over ${String((result.lanes ?? 0) + 1)} connections`);
+    },
+  },
+  {
+    name: "e2: at a distance (20 ms, 0.1% loss) the page's upload opens lanes and the file lands whole",
+    timeoutMs: 240_000,
+    async run(t) {
+      const wan = await openWanLine({ delayMs: 10, rateMbit: 200, lossPct: 0.1 }, 'reach-e2');
+      t.defer(async () => log(`    the line carried ${(await wan.close()) ?? '(no counts)'}`));
+      const fixture = await makeBigFileFixture(48 << 20);
+      t.defer(() => fixture.remove());
+      const s = await startShare(fixture.dir, { netns: wan.near, args: ['--no-qr', '--allow-upload', '--bind', `${NEAR_ADDR}:0`] });
+      t.defer(() => s.kill());
+      t.onFailure(() => log(`    sharer stderr tail:\n${s.process.stderrTail().replace(/^/gm, '      ')}`));
+      // Chromium on the far side adds the file through the page (and saves it back).
+      const tsx = path.join(repoRoot, 'node_modules', '.bin', 'tsx');
+      const file = path.join(fixture.dir, 'big.bin');
+      const [cmd, args] = inNs(wan.far, 'env', [`LINK=${s.link}`, `UPLOAD_FILE=${file}`, tsx, path.join(repoRoot, 'tests-e2e', 'upload-bench.ts')]);
+      const up = spawnTracked('upload', cmd, args);
+      const exit = await exitWithin(up, 200_000);
+      if (exit === null) await killHard(up);
+      const result = JSON.parse(up.stdout.at(-1) ?? '{}') as { landed?: string; mb_per_s?: number | null; lanes?: number; error?: string | null };
+      assert(exit?.code === 0 && !result.error, `the upload through the page failed: ${result.error ?? `exit ${JSON.stringify(exit)}`}\n${up.stderrTail()}`);
+      const landed = path.join(fixture.dir, result.landed ?? '');
+      assert(landed !== file, `the upload landed on the shared file itself (${JSON.stringify(result)})`);
+      assert((await sha256File(landed)) === (await sha256File(file)), `what landed (${String(result.landed)}) differs from the file added`);
+      assert((result.lanes ?? 0) >= 1, `the page showed no lanes beside its link while it added 48 MiB at 20 ms with 0.1% loss (${JSON.stringify(result)})`);
+      log(`    added 48 MiB at ${String(result.mb_per_s)} MB/s over ${String((result.lanes ?? 0) + 1)} connections`);
     },
   },
   {

@@ -5,7 +5,8 @@
 // page must stream the file from disk: its growth is expected to stay far below the
 // file's size. The rate is the whole add (hashing included: the file is read twice).
 // Then the page saves the same file (as a user's click does) for the ratio to the
-// download direction. Prints one JSON line.
+// download direction. Prints one JSON line (`lanes`: the most extra connections the
+// page showed while it added the file).
 //
 //   bash tests-e2e/run upload-bench                      a share of its own on this host
 //   UPLOAD_MIB=1024 bash tests-e2e/run upload-bench
@@ -60,7 +61,13 @@ try {
   const t0 = performance.now();
   await page.setInputFiles('[data-testid=upload-files-input]', file);
   let landed = '';
+  // The most lanes the page's connection info showed beside its link meanwhile.
+  let lanes = 0;
   for (;;) {
+    const shown = await page
+      .$eval('[data-testid=connection-info]', (e) => Number((e as HTMLElement).dataset['lanes'] ?? 0))
+      .catch(() => 0);
+    lanes = Math.max(lanes, Number.isFinite(shown) ? shown : 0);
     const state = await page
       .$eval('[data-testid=upload]', (e) => ({ state: (e as HTMLElement).dataset['state'] ?? '', detail: e.querySelector('.download-detail')?.textContent ?? '' }))
       .catch(() => null);
@@ -95,6 +102,7 @@ try {
     landed,
     seconds: Number(seconds.toFixed(2)),
     mb_per_s: Number((bytes / 1e6 / seconds).toFixed(1)),
+    lanes,
     listed_after_added_ms: listedMs,
     page_memory_growth_bytes: peak.total - before.total,
     renderer_rss_growth_bytes: peak.rendererRss - before.rendererRss,

@@ -28,6 +28,13 @@
 //! again for what it lacks); closing the link closes its lanes. Lanes are
 //! connected `LANES_CONNECTING_AT_ONCE` at a time, and the gate sees every
 //! lane's chunks too, so it can ask for more while they add up.
+//!
+//! Uploads the same way round: once a lane joined, an upload's chunks go up
+//! the lane with the fewest bytes queued ([`DataLink::send`]); everything
+//! else stays on the session's link. The set counts the upload bytes the
+//! sharer acknowledges as chunks (`LaneSet::with_uploads`), so a slow upload
+//! opens lanes as a slow read does. Measured why: Chromium adding a file
+//! across 20 ms with 0.1% loss moved 1.3-1.6 MB/s on one connection.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -35,7 +42,9 @@ use std::rc::Rc;
 use js_sys::ArrayBuffer;
 use std::rc::Weak;
 
-use linkfs_core::lanes::{FRAME_HEAD_BYTES, FrameIs, LaneDo, LaneNo, LaneSet, MAX_LANES};
+use linkfs_core::lanes::{
+    FRAME_HEAD_BYTES, FrameIs, LaneDo, LaneNo, LaneSet, MAX_LANES, lane_may_carry_up,
+};
 use linkfs_core::{GuestAction, GuestFailure, GuestSignaling, IceCandidate, Millis, ShareLink};
 use linkfs_proto::signal::{IceServer, Role};
 use linkfs_proto::{CHANNEL_LABEL, MAX_FRAME_LEN};
@@ -137,7 +146,8 @@ enum Reports {
         /// The set's timeout a browser timer is set for.
         timer_for: Option<Millis>,
     },
-    /// A lane: only its read chunks, to the page through its session link.
+    /// A lane: only its read chunks, to the page through its session link
+    /// (and upload chunks up it, from [`DataLink::send`]).
     Lane {
         session: Weak<RefCell<Inner>>,
         lane: LaneNo,
@@ -349,7 +359,7 @@ impl DataLink {
         let link = ShareLink::parse(link).map_err(|e| JsError::new(&e.to_string()))?;
         let reports = Reports::Page {
             handlers,
-            lanes: Box::new(LaneSet::new(PAGE_LANES)),
+            lanes: Box::new(LaneSet::new(PAGE_LANES).with_uploads()),
             link: link.clone(),
             started_ms: monotonic_ms(),
             conns: Vec::new(),
@@ -365,6 +375,15 @@ impl DataLink {
         if frame.len() > MAX_FRAME_LEN {
             return Err(JsError::new("frame is over the protocol's size limit"));
         }
+        // An upload's chunk goes up the lane with the least queued, once one
+        // joined (bulk then stays off the session's own link, as reads' do).
+        if lane_may_carry_up(frame)
+            && let Some(lane) = self.emptiest_lane()
+        {
+            return lane
+                .send_with_u8_array(frame)
+                .map_err(|_| JsError::new("a lane's data channel refused the frame"));
+        }
         let i = self.inner.borrow();
         match &i.dc {
             Some(dc) if dc.ready_state() == RtcDataChannelState::Open => dc
@@ -372,6 +391,22 @@ impl DataLink {
                 .map_err(|_| JsError::new("the data channel refused the frame")),
             _ => Err(JsError::new("the connection to the sharer is not open")),
         }
+    }
+
+    /// The channel of the joined lane with the fewest bytes queued, if any.
+    fn emptiest_lane(&self) -> Option<RtcDataChannel> {
+        let i = self.inner.borrow();
+        let Reports::Page { conns, .. } = &i.reports else {
+            return None;
+        };
+        conns
+            .iter()
+            .filter_map(|(_, lane)| {
+                let lane = lane.try_borrow().ok()?;
+                let dc = lane.dc.as_ref().filter(|_| lane.opened && !lane.finished)?;
+                (dc.ready_state() == RtcDataChannelState::Open).then(|| dc.clone())
+            })
+            .min_by_key(RtcDataChannel::buffered_amount)
     }
 
     /// Bytes queued in the data channel, not yet sent.
