@@ -30,7 +30,8 @@
 //   put_mb_per_s            `linkfs put` of the bulk file from the far side (an upload
 //                           link; put_vs_get: as a ratio to the download on the same path)
 //   browser_put_mb_per_s    Chromium on the far side adding the bulk file through the page
-//                           (browser_put_vs_save: against the same page saving it back)
+//                           (browser_put_vs_save: against the same page saving it back;
+//                           browser_put_lanes: the most lanes the page showed meanwhile)
 //   index_100k_seconds      a 100,000-file tree: `linkfs ls -R` until the index is complete
 //   small_*                 many small files (WAN_SMALL_N, default 100,000 of 1 KiB), copied
 //                           whole to the far side: small_get_files_per_s (`linkfs get` of
@@ -489,16 +490,16 @@ async function browserRate(far: string, link: string, rel: string, ms: number): 
 }
 
 /** Chromium on the far side adding `dir`/bulk.bin through the page (an upload link): MB/s, and saving it back. */
-async function browserPutRate(far: string, link: string, dir: string, ms: number): Promise<{ up: number; down: number }> {
+async function browserPutRate(far: string, link: string, dir: string, ms: number): Promise<{ up: number; down: number; lanes: number }> {
   const before = new Set(await readdir(dir));
   try {
     const tsx = path.join(repoRoot, 'node_modules', '.bin', 'tsx');
     const r = await runIn(far, 'browser-put', 'env', [`LINK=${link}`, `UPLOAD_FILE=${path.join(dir, 'bulk.bin')}`, tsx, path.join(repoRoot, 'tests-e2e', 'upload-bench.ts')], ms);
-    const json = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as { mb_per_s: number | null; download_mb_per_s?: number; landed?: string; error: string | null };
+    const json = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as { mb_per_s: number | null; download_mb_per_s?: number; landed?: string; lanes?: number; error: string | null };
     if (json.mb_per_s === null) throw new Error(json.error ?? 'no figure');
     const landed = path.join(dir, json.landed ?? '');
     if (spawnSync('cmp', ['-s', path.join(dir, 'bulk.bin'), landed]).status !== 0) throw new Error(`what landed (${json.landed}) is not bulk.bin`);
-    return { up: json.mb_per_s, down: json.download_mb_per_s ?? Number.NaN };
+    return { up: json.mb_per_s, down: json.download_mb_per_s ?? Number.NaN, lanes: json.lanes ?? 0 };
   } finally {
     // A script killed on a timeout leaves its Chromium behind: its profile names it.
     spawnSync('pkill', ['-f', 'user-data-dir=.*chromium-upload-bench-']);
@@ -687,6 +688,7 @@ async function measure(p: WanPath): Promise<Record<string, unknown>> {
       const r = await browserPutRate(far, link, dir, slow + 120_000);
       f.browser_put_then_save_mb_per_s = r.down;
       f.browser_put_vs_save = round(r.up / r.down);
+      f.browser_put_lanes = r.lanes;
       return r.up;
     });
   }
