@@ -183,8 +183,9 @@ impl Visit {
                 }
             };
             match out {
-                // The page's uploads take no lanes (its lanes carry reads):
-                // bulk goes on the session's link.
+                // Bulk (an upload's chunks) is told apart by the page's data
+                // link itself, by frame type (`lane_may_carry_up`): it puts
+                // them on its lanes once one joined.
                 Output::Transmit(frame) | Output::TransmitBulk(frame) => {
                     outputs.push(VisitOutput::Send { frame })
                 }
