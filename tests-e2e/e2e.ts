@@ -483,7 +483,10 @@ const tests: TestCase[] = [
       }, dbName);
       assert(held === 1, `the holder opened version ${held}`);
       const opened = Date.now();
-      await openLink(page, s.link, ['connected'], 25_000);
+      await page.goto(s.link);
+      // Meanwhile the status says what the page waits for.
+      await page.waitForFunction(() => /storage has not answered/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''), null, { timeout: 9_000 });
+      await waitForState(page, ['connected'], 25_000);
       await waitForComplete(page, s.spawnedAt, 30_000);
       const p = await page.evaluate(() => window.linkfsShare!.progress());
       log(`    connected ${Date.now() - opened} ms after opening, storage: ${JSON.stringify(p.storageProblem ?? null)}`);

@@ -43,7 +43,9 @@ async function main(): Promise<void> {
     window.addEventListener('hashchange', () => window.location.reload(), { once: true });
     return;
   }
-  const opening = openShare(key, password === null ? { showFirst: lookupPath(path) } : {});
+  // (Called seconds later, once `view` below exists.)
+  const onSlowOpen = (status: ConnectionStatus) => view.showStatus(status);
+  const opening = openShare(key, password === null ? { showFirst: lookupPath(path), onSlowOpen } : { onSlowOpen });
   opening.catch(() => undefined); // awaited below
   const view = new ShareView(key);
   mount.replaceChildren(view.element);

@@ -88,6 +88,12 @@ class WasmShare implements ShareApi {
   /** The data link the visit asked for last (open, or being opened). */
   private dataLink: DataLink | null = null;
   private currentStatus: ConnectionStatus = { state: 'connecting', message: 'Opening the share…' };
+  /** Where opening the index stands (the worker says), and since when it is under way. */
+  private openStep: 'code' | 'storage' | null = null;
+  private openStartedAt = 0;
+  private slowOpenTimer: ReturnType<typeof setInterval> | undefined;
+  /** Told, besides the share's listeners, when opening is slow (a view not attached yet). */
+  onSlowOpen: ((status: ConnectionStatus) => void) | null = null;
   private currentProgress: IndexProgress = { received: 0, announced: 0, complete: false, persisted: 0, fromCache: 0, loadingCache: false };
   private stats: ShareStats | null = null;
   private readonly listeners = new Set<(event: ShareEvent) => void>();
@@ -123,6 +129,33 @@ class WasmShare implements ShareApi {
   open(key: string): void {
     this.thumbStore = new ThumbStore(shareTag(key));
     this.post({ type: 'open', key });
+    this.openStartedAt = performance.now();
+    this.slowOpenTimer = setInterval(() => this.sayOpenIsSlow(), 1000);
+  }
+
+  /**
+   * Opening the index takes a fraction of a second; past SLOW_OPEN_MS the status says
+   * what it waits for, and what to do, instead of "Connecting…" with no end.
+   */
+  private sayOpenIsSlow(): void {
+    if (this.isOpen || this.readyWaiter === null) return this.openSettled();
+    const ms = performance.now() - this.openStartedAt;
+    if (ms < SLOW_OPEN_MS) return;
+    const waiting =
+      this.openStep === 'storage'
+        ? "this browser's storage has not answered yet (after 10 s the page goes on without it)"
+        : this.openStep === 'code'
+          ? "this browser is still loading the page's code; if it stays so, check the connection and reload the page"
+          : "the page's worker has not started; reload the page";
+    const status: ConnectionStatus = { state: 'connecting', message: `Still opening the share after ${Math.round(ms / 1000)} s: ${waiting}.` };
+    this.setStatus(status);
+    this.onSlowOpen?.(status);
+  }
+
+  private openSettled(): void {
+    clearInterval(this.slowOpenTimer);
+    this.slowOpenTimer = undefined;
+    delete document.body.dataset.opening;
   }
 
   /**
@@ -260,6 +293,7 @@ class WasmShare implements ShareApi {
 
   /** The index could not be opened: `opened` rejects, and so does every question waiting for it. */
   private failOpen(error: Error): void {
+    this.openSettled();
     this.readyWaiter?.reject(error);
     this.readyWaiter = null;
     for (const q of this.queries.values()) q.reject(error);
@@ -273,7 +307,7 @@ class WasmShare implements ShareApi {
       case 'ready':
         this.openTimings = { workerWasmInitMs: m.stats.workerWasmInitMs ?? 0, workerOpenMs: m.stats.workerOpenMs ?? 0 };
         this.isOpen = true;
-        delete document.body.dataset.opening;
+        this.openSettled();
         this.onProgress(m.progress, m.stats);
         this.readyWaiter?.resolve();
         this.readyWaiter = null;
@@ -282,7 +316,8 @@ class WasmShare implements ShareApi {
         this.failOpen(new Error(m.message));
         return;
       case 'opening':
-        // Where a page that never opens stopped (read by the tests' failure messages).
+        // Also where a page that never opens stopped, for the tests' failure messages.
+        this.openStep = m.step;
         document.body.dataset.opening = m.step;
         return;
       case 'send':
@@ -647,7 +682,12 @@ export interface OpenOptions {
    * (a link that asks for a password) nothing of the share is kept or drawn early.
    */
   showFirst?: string;
+  /** Told when opening the index is slow (past SLOW_OPEN_MS), with words for the status. */
+  onSlowOpen?: (status: ConnectionStatus) => void;
 }
+
+/** When the status starts saying why the share is not open yet, ms. */
+const SLOW_OPEN_MS = 5_000;
 
 /** Opens the share whose key (`<room>.<secret>`) is in the page's fragment. */
 export async function openShare(key: string, options: OpenOptions = {}): Promise<ShareApi> {
@@ -658,6 +698,7 @@ export async function openShare(key: string, options: OpenOptions = {}): Promise
   }
   performance.mark('linkfs:open');
   const share = new WasmShare(startIndexWorker());
+  share.onSlowOpen = options.onSlowOpen ?? null;
   window.linkfsStats = () => share.latestStats();
   window.linkfsSelfTest = wasmSelfTest;
   share.follow(`${window.location.origin}/#${key}`);
