@@ -32,8 +32,9 @@
 //! Uploads the same way round: once a lane joined, an upload's chunks go up
 //! the lane with the fewest bytes queued ([`DataLink::send`]); everything
 //! else stays on the session's link. The set counts the upload bytes the
-//! sharer acknowledges as chunks (`LaneSet::with_uploads`), so a slow upload
-//! opens lanes as a slow read does. Measured why: Chromium adding a file
+//! sharer acknowledges as chunks, twice (`LaneSet::with_browser_uploads`:
+//! the browser's sender is held by its own CPU first), so an upload that
+//! losses hold back opens lanes as a slow read does. Measured why: Chromium adding a file
 //! across 20 ms with 0.1% loss moved 1.3-1.6 MB/s on one connection.
 
 use std::cell::RefCell;
@@ -359,7 +360,7 @@ impl DataLink {
         let link = ShareLink::parse(link).map_err(|e| JsError::new(&e.to_string()))?;
         let reports = Reports::Page {
             handlers,
-            lanes: Box::new(LaneSet::new(PAGE_LANES).with_uploads()),
+            lanes: Box::new(LaneSet::new(PAGE_LANES).with_browser_uploads()),
             link: link.clone(),
             started_ms: monotonic_ms(),
             conns: Vec::new(),

@@ -52,7 +52,9 @@
 //! "Chunks" are the read chunks that come, and, for a shell whose uploads go
 //! on lanes ([`LaneGate::with_uploads`]), the upload bytes the sharer
 //! acknowledges (what came through, however many connections carried it):
-//! the same rule opens lanes for a slow upload.
+//! the same rule opens lanes for a slow upload. A browser's upload bytes
+//! count twice ([`BROWSER_UPLOAD_WEIGHT`]): its sender is held by its own
+//! CPU well before the path is full.
 //!
 //! Why these numbers (measured on `linkfs-wan`, docs/webrtc-notes.md): one
 //! association that fills the path is faster alone (at 20 ms and 5 ms without
@@ -145,6 +147,17 @@ pub const LANE_STEP_GROWTH: f64 = 1.25;
 /// How long a receiver waits, after a lane ended, for the session link to say
 /// why (a goodbye) before it counts the whole link as lost.
 pub const LANE_END_GRACE: Duration = Duration::from_millis(500);
+/// A browser's upload bytes count this many times ([`LaneGate::with_browser_uploads`]),
+/// so its uploads open lanes only under half of [`LANE_BELOW_RATE`] (and
+/// all at once under half of [`LANES_AT_ONCE_BELOW`] a connection). A
+/// browser's SCTP sender is held by its own CPU on a clean path, and more
+/// connections only cost it more: Chromium adding a file on one connection
+/// moved 21.0 MB/s at 5 ms, 15.0-15.7 at 20 ms, 11.1 at 50 ms; counted as
+/// read chunks are, its uploads opened lanes on all of these, and moved 10.6,
+/// 13.4 and, at 20 ms and 100 Mbit/s, 7.6 over 32 connections. Held back by
+/// losses it moves far less (1.3-1.6 at 20 ms with 0.1 % loss), and there
+/// lanes took it to 10.9.
+pub const BROWSER_UPLOAD_WEIGHT: u64 = 2;
 
 /// Enough of a frame's first bytes for [`LaneGate::on_frame_head`] (a lane
 /// offer is 18 bytes).
@@ -198,9 +211,10 @@ const ACKED_UPLOADS: usize = 8;
 pub struct LaneGate {
     /// Most lanes the shell opens (0: never).
     wanted: u8,
-    /// Whether the shell's uploads go on lanes: then the bytes the sharer
-    /// acknowledges count as a bulk read's chunks do.
-    uploads: bool,
+    /// How much each upload byte the sharer acknowledges counts as a bulk
+    /// read's chunk byte does: 0 where the shell's uploads take no lanes, 1
+    /// for a native sender, [`BROWSER_UPLOAD_WEIGHT`] for a browser's.
+    upload_weight: u64,
     /// The last acknowledged end of each upload seen, newest last.
     acked: Vec<(UploadId, u64)>,
     offer: Option<LaneOffer>,
@@ -216,7 +230,7 @@ impl LaneGate {
     pub fn new(wanted: u8) -> Self {
         LaneGate {
             wanted,
-            uploads: false,
+            upload_weight: 0,
             acked: Vec::new(),
             offer: None,
             chunk_bytes: 0,
@@ -229,7 +243,13 @@ impl LaneGate {
     /// bytes of uploads the sharer acknowledges ([`FRAME_UPLOAD_ACK`]) count
     /// as chunks do, so a slow upload opens lanes as a slow read does.
     pub fn with_uploads(mut self) -> Self {
-        self.uploads = true;
+        self.upload_weight = 1;
+        self
+    }
+
+    /// The same, for uploads a browser sends ([`BROWSER_UPLOAD_WEIGHT`]).
+    pub fn with_browser_uploads(mut self) -> Self {
+        self.upload_weight = BROWSER_UPLOAD_WEIGHT;
         self
     }
 
@@ -260,11 +280,11 @@ impl LaneGate {
                 GateSays::Skip
             }
             Some(&FRAME_READ_CHUNK) => self.on_chunk(now, len as u64),
-            Some(&FRAME_UPLOAD_ACK) if self.uploads && head.len() == len => {
+            Some(&FRAME_UPLOAD_ACK) if self.upload_weight > 0 && head.len() == len => {
                 match SenderToReceiver::decode(head) {
                     Ok(SenderToReceiver::UploadAck { upload, written }) => {
                         let moved = self.acked_now(upload, written);
-                        self.on_chunk(now, moved)
+                        self.on_chunk(now, moved.saturating_mul(self.upload_weight))
                     }
                     _ => GateSays::Pass,
                 }
@@ -816,14 +836,40 @@ mod tests {
                 count: 7
             })
         );
-        // A shell whose uploads take no lanes (the page's) opens none for them.
-        let mut page = LaneGate::new(7);
-        page.on_session_frame(Millis(0), &OFFER.encode());
-        assert_eq!(feed_acks(&mut page, 3e6, 64 << 20), None);
+        // A shell whose uploads take no lanes opens none for them.
+        let mut none = LaneGate::new(7);
+        none.on_session_frame(Millis(0), &OFFER.encode());
+        assert_eq!(feed_acks(&mut none, 3e6, 64 << 20), None);
         // An upload that fills the path opens none either.
         let mut fast = LaneGate::new(7).with_uploads();
         fast.on_session_frame(Millis(0), &OFFER.encode());
         assert_eq!(feed_acks(&mut fast, 40e6, 256 << 20), None);
+    }
+
+    /// Regression: the page's uploads, counted as read chunks are, opened
+    /// lanes on clean paths where Chromium's sender was held by its own CPU
+    /// (5 ms: 21.0 -> 10.6 MB/s; 20 ms, 100 Mbit/s: 7.6 over 32 connections).
+    #[test]
+    fn a_browser_upload_held_by_its_own_sender_opens_no_lanes_and_a_lossy_one_does() {
+        let page = || {
+            let mut gate = LaneGate::new(31).with_browser_uploads();
+            gate.on_session_frame(Millis(0), &OFFER.encode());
+            gate
+        };
+        // Chromium at 50 ms on a clean path: 11.1 MB/s on one connection.
+        assert_eq!(feed_acks(&mut page(), 9e6, 256 << 20), None);
+        // The same from a native sender opens lanes.
+        let mut native = LaneGate::new(31).with_uploads();
+        native.on_session_frame(Millis(0), &OFFER.encode());
+        assert!(feed_acks(&mut native, 9e6, 256 << 20).is_some());
+        // Chromium at 20 ms with 0.1 % loss: 1.5 MB/s.
+        assert_eq!(
+            feed_acks(&mut page(), 1.5e6, 64 << 20),
+            Some(GateSays::Open {
+                offer: OFFER,
+                count: 7
+            })
+        );
     }
 
     #[test]

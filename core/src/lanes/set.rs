@@ -159,6 +159,12 @@ impl LaneSet {
         self
     }
 
+    /// The same, for a browser's uploads ([`LaneGate::with_browser_uploads`]).
+    pub fn with_browser_uploads(mut self) -> Self {
+        self.gate = self.gate.with_browser_uploads();
+        self
+    }
+
     /// A frame of `len` bytes on the session's own link at `now`, from its
     /// first bytes (at least [`super::FRAME_HEAD_BYTES`] of them, or all).
     pub fn on_session_frame(&mut self, now: Millis, head: &[u8], len: usize) -> FrameIs {
