@@ -6,6 +6,7 @@ import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { outDir, scratchDir } from './paths.ts';
+import { openingStep } from './page-api.ts';
 
 export const chromiumPath = process.env.LINKFS_CHROMIUM ?? '/usr/bin/chromium';
 
@@ -228,7 +229,7 @@ export async function waitForState(page: Page, wanted: string[], timeoutMs = 20_
   const status = await statusText(page).catch(() => '');
   // Set while the page's index is opening: the step it stopped at.
   const opening = await page.evaluate(() => document.body?.dataset.opening ?? null).catch(() => null);
-  const stuck = opening === null ? '' : ` (the index worker is still opening: ${opening === 'code' ? 'loading its code' : 'opening its storage'})`;
+  const stuck = openingStep(opening);
   throw new Error(`page state did not become ${wanted.map((w) => `'${w}'`).join(' or ')} within ${timeoutMs} ms: it is ${state === null ? 'unset (no body[data-state])' : `'${state}'`}, status: ${JSON.stringify(status)}${stuck}`);
 }
 

@@ -44,3 +44,12 @@ export function describeSnapshot(s: ShareSnapshot | null): string {
   const p = s.progress;
   return `state ${JSON.stringify(s.status?.state)} (${JSON.stringify(s.status?.message)}), progress ${p === null ? 'none' : `received ${p.received}, announced ${p.announced}, persisted ${p.persisted}, complete ${String(p.complete)}`}`;
 }
+
+/**
+ * What `document.body.dataset.opening` (set by the page while its index opens) says of
+ * a page that never connected: '' once it opened, else the step it stopped at.
+ */
+export function openingStep(opening: string | null | undefined): string {
+  if (opening == null) return '';
+  return ` (the index worker is still opening: ${opening === 'code' ? 'loading its code' : 'opening its storage'})`;
+}

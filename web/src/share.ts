@@ -138,7 +138,7 @@ class WasmShare implements ShareApi {
    * what it waits for, and what to do, instead of "Connecting…" with no end.
    */
   private sayOpenIsSlow(): void {
-    if (this.isOpen || this.readyWaiter === null) return this.openSettled();
+    if (this.readyWaiter === null) return this.openSettled(); // opened, or failed to
     const ms = performance.now() - this.openStartedAt;
     if (ms < SLOW_OPEN_MS) return;
     const waiting =
