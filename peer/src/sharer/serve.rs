@@ -1,12 +1,16 @@
 //! Serving one receiver: [`ServedSession`], the [`SenderSession`] as a
 //! [`DrivenSession`] of the drive loop, with file IO beside it.
 //!
-//! File reads run on tokio's blocking pool, at most `max_pending_io` at a time
-//! (the session hands out no more), through the session's [`OpenFiles`]. When
+//! File reads run on a reader thread of the session's own, in the order the
+//! session hands them out (at most `max_pending_io` and the short reads' extra
+//! at a time), through its [`OpenFiles`]. One thread that goes from read to
+//! read, rather than a blocking-pool task woken for each: over 100,000 files of
+//! 1 KiB the sharer spent more of its CPU waking threads than reading
+//! (docs/benchmarks.md, "Many small files"). When
 //! the share index grows (the walk, or later a change), the session is woken to
 //! cut new batches.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
@@ -124,7 +128,8 @@ pub struct ServedSession {
     index_changed: watch::Receiver<u64>,
     watching: bool,
     root: Arc<ShareRoot>,
-    files: Arc<Mutex<OpenFiles>>,
+    /// The reader thread's queue (started with the first read).
+    reads: Option<std::sync::mpsc::Sender<ReadIo>>,
     io_tx: mpsc::Sender<IoDone>,
     io_rx: mpsc::Receiver<IoDone>,
     drop_links: Option<watch::Receiver<u64>>,
@@ -148,7 +153,7 @@ impl ServedSession {
             index_changed: ctx.index_changed.clone(),
             watching: true,
             root: ctx.root.clone(),
-            files: Arc::new(Mutex::new(OpenFiles::default())),
+            reads: None,
             io_tx,
             io_rx,
             drop_links: ctx.drop_links.clone().map(|mut w| {
@@ -165,19 +170,40 @@ impl ServedSession {
         }
     }
 
-    /// Reads a chunk on the blocking pool; the result comes back as an input.
-    fn read(&self, io: ReadIo) {
-        let (root, files, io_tx) = (self.root.clone(), self.files.clone(), self.io_tx.clone());
-        tokio::task::spawn_blocking(move || {
-            let result = match files.lock() {
-                Ok(mut f) => f.read(&root, &io),
-                Err(_) => Err(IoFailure {
+    /// Hands a read to the reader thread (started on the first); the result
+    /// comes back as an input.
+    fn read(&mut self, io: ReadIo) {
+        let reads = self.reads.get_or_insert_with(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<ReadIo>();
+            let (root, io_tx) = (self.root.clone(), self.io_tx.clone());
+            let started = std::thread::Builder::new()
+                .name("linkfs-reads".into())
+                .spawn(move || {
+                    let mut files = OpenFiles::default();
+                    // Ends when the session drops its sender, or stops listening.
+                    while let Ok(io) = rx.recv() {
+                        let result = files.read(&root, &io);
+                        if io_tx.blocking_send((io, result)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            if let Err(e) = started {
+                tracing::error!(error = %e, "cannot start a reader thread; reads fail");
+            }
+            tx
+        });
+        if let Err(std::sync::mpsc::SendError(io)) = reads.send(io) {
+            // No reader thread: the read fails in words rather than hanging.
+            self.reads = None;
+            self.session.handle_io(
+                &io,
+                Err(IoFailure {
                     code: ReadErrorCode::Io,
                     message: "the sharer's file reader failed".into(),
                 }),
-            };
-            let _ = io_tx.blocking_send((io, result));
-        });
+            );
+        }
     }
 
     /// Hands an upload step to the intake (started on the first); a link
