@@ -121,7 +121,12 @@ pub struct SenderConfig {
     /// A batch waiting for more entries is sent anyway once this many ops are ready.
     pub linger_ops: u64,
     pub retransmit_ms: u64,
-    /// Most read requests queued per receiver.
+    /// Most read requests queued per receiver (told to it as
+    /// `max_reads_in_flight`). A small file is a request of its own, so across a
+    /// path of 20 ms this bounds a visitor to this many files per 20 ms: 64
+    /// held `linkfs get` of 100,000 files of 1 KiB to 2,400 a second where
+    /// rsync copied 5,000. A queued read holds no buffer (its IO is bounded by
+    /// `max_pending_io`), only its place.
     pub max_reads: usize,
     /// Largest read one request may ask for.
     pub max_read_len: u32,
@@ -148,7 +153,7 @@ impl Default for SenderConfig {
             linger_ms: 10,
             linger_ops: 2048,
             retransmit_ms: 3000,
-            max_reads: 64,
+            max_reads: 256,
             max_read_len: 1 << 20,
             max_pending_io: 8,
             confine_symlinks: false,
