@@ -496,6 +496,41 @@ const tests: TestCase[] = [
     },
   },
   {
+    name: "h3: an index worker that never starts is started again, and the share opens (regression: Firefox ESR's page said 'Connecting…' for good, its worker silent)",
+    timeoutMs: 120_000,
+    async run(t) {
+      const { fixture, tree } = await smallFixture();
+      const { page } = await browser(t, 'silent-worker');
+      const s = await share(t, fixture.dir);
+      // The first fetch of the index worker's script is never answered: the worker
+      // neither starts nor fails, as Firefox ESR's did now and then.
+      let held = 0;
+      let passed = 0;
+      await page.route(/\/assets\/worker-[^/]*\.js(\?.*)?$/, async (route) => {
+        if (held === 0) {
+          held += 1;
+          return; // left unanswered
+        }
+        passed += 1;
+        await route.continue();
+      });
+      const warnings: string[] = [];
+      page.on('console', (m) => {
+        if (m.text().includes('index worker said nothing')) warnings.push(m.text());
+      });
+      const opened = Date.now();
+      await page.goto(s.link);
+      await waitForState(page, ['connected'], 30_000);
+      await waitForComplete(page, s.spawnedAt, 30_000);
+      log(`    connected ${Date.now() - opened} ms after opening; worker script fetches held ${held}, passed ${passed}; ${JSON.stringify(warnings)}`);
+      assert(held === 1 && passed >= 1, `the worker's script was fetched ${held + passed} times (held ${held}): the page did not start its worker again`);
+      assert(warnings.length === 1, `the page should say once that it started its worker again, said ${JSON.stringify(warnings)}`);
+      assertNoMismatches(await verifyShare({ page, tree, spawnedAt: s.spawnedAt, linkMs: s.linkMs, log }), 'browser whose first worker never started');
+      await page.unrouteAll({ behavior: 'ignoreErrors' });
+      await s.stop();
+    },
+  },
+  {
     name: "i: the wasm build decodes the protocol's byte-exact test vectors in the browser",
     timeoutMs: 60_000,
     async run(t) {

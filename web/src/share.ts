@@ -84,7 +84,16 @@ class WasmShare implements ShareApi {
   private answeredEarly = false;
   /** A folder question the index answered before it was whole (so not kept): ask again once whole. */
   private answeredUnkept = false;
-  private readonly worker: Worker;
+  private worker: Worker;
+  private readonly startWorker: () => Worker;
+  /**
+   * What was posted to the worker before it said anything (it says 'opening' as soon
+   * as its code runs), to post again to a new one; null once it has spoken.
+   */
+  private unheard: Array<[ToWorker, Transferable[]]> | null = [];
+  private workerStartTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Index workers made again because one never started (for the tests and stats). */
+  workerRestarts = 0;
   /** The data link the visit asked for last (open, or being opened). */
   private dataLink: DataLink | null = null;
   private currentStatus: ConnectionStatus = { state: 'connecting', message: 'Opening the share…' };
@@ -109,19 +118,54 @@ class WasmShare implements ShareApi {
   /** The link being followed (origin + fragment). */
   private link = '';
 
-  constructor(worker: Worker) {
-    this.worker = worker;
+  constructor(startWorker: () => Worker) {
+    this.startWorker = startWorker;
     this.opened = new Promise((resolve, reject) => (this.readyWaiter = { resolve, reject }));
     this.opened.catch(() => undefined); // whoever opened the share hears it
-    worker.onmessage = (event: MessageEvent<FromWorker>) => this.onWorker(event.data);
+    this.worker = this.attach(startWorker());
+    this.workerStartTimer = setTimeout(() => this.restartSilentWorker(), WORKER_START_MS);
+  }
+
+  private attach(worker: Worker): Worker {
+    worker.onmessage = (event: MessageEvent<FromWorker>) => {
+      if (this.unheard !== null) {
+        this.unheard = null;
+        clearTimeout(this.workerStartTimer);
+      }
+      this.onWorker(event.data);
+    };
     worker.onerror = (event: ErrorEvent) => {
       const message = `The page's index worker failed: ${event.message}. Reload the page.`;
       if (!this.isOpen) this.failOpen(new Error(message));
       this.setStatus({ state: 'error', message });
     };
+    return worker;
+  }
+
+  /**
+   * A worker whose code never ran (in Firefox ESR a module worker now and then neither
+   * starts nor fails: the page said "Connecting…" for good) is made again, and told
+   * again what it was told, up to WORKER_RESTARTS times. Not once anything posted to it
+   * carried a transferable, which cannot be posted twice.
+   */
+  private restartSilentWorker(): void {
+    const told = this.unheard;
+    if (told === null || this.workerRestarts >= WORKER_RESTARTS) return;
+    if (told.some(([, transfer]) => transfer.length > 0)) return;
+    this.worker.onmessage = null;
+    this.worker.onerror = null;
+    this.worker.terminate();
+    this.workerRestarts += 1;
+    console.warn(`linkfs: the index worker said nothing in ${WORKER_START_MS} ms; starting it again (${this.workerRestarts})`);
+    this.worker = this.attach(this.startWorker());
+    for (const [message, transfer] of told) this.worker.postMessage(message, transfer);
+    this.workerStartTimer = setTimeout(() => this.restartSilentWorker(), WORKER_START_MS);
   }
 
   private post(message: ToWorker, transfer: Transferable[] = []): void {
+    // Bounded: a page posts a few messages before its worker speaks.
+    if (this.unheard !== null && this.unheard.length >= 256) this.unheard = null;
+    this.unheard?.push([message, transfer]);
     this.worker.postMessage(message, transfer);
   }
 
@@ -632,6 +676,7 @@ class WasmShare implements ShareApi {
 
   close(): void {
     this.dropLink();
+    clearTimeout(this.workerStartTimer);
     this.worker.terminate();
   }
 }
@@ -688,6 +733,9 @@ export interface OpenOptions {
 
 /** When the status starts saying why the share is not open yet, ms. */
 const SLOW_OPEN_MS = 5_000;
+/** A worker silent this long after it was made never started (see restartSilentWorker). */
+const WORKER_START_MS = 7_000;
+const WORKER_RESTARTS = 2;
 
 /** Opens the share whose key (`<room>.<secret>`) is in the page's fragment. */
 export async function openShare(key: string, options: OpenOptions = {}): Promise<ShareApi> {
@@ -697,7 +745,7 @@ export async function openShare(key: string, options: OpenOptions = {}): Promise
     );
   }
   performance.mark('linkfs:open');
-  const share = new WasmShare(startIndexWorker());
+  const share = new WasmShare(startIndexWorker);
   share.onSlowOpen = options.onSlowOpen ?? null;
   window.linkfsStats = () => share.latestStats();
   window.linkfsSelfTest = wasmSelfTest;
