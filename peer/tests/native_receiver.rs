@@ -601,27 +601,13 @@ fn get_of_many_small_files_syncs_them_to_disk_in_groups_not_one_by_one() {
     }
     let share = Share::start(&src);
     let out = tmp.0.join("out");
-    let trace = tmp.0.join("strace.txt");
-    let o = Command::new("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-e",
-            "trace=fsync,fdatasync,syncfs,renameat,renameat2",
-            "-o",
-        ])
-        .arg(&trace)
-        .args([LINKFS, "get", &share.link, "--out"])
-        .arg(&out)
-        .output()
-        .expect("run strace (apt-get install -y strace)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines = get_under_strace(
+        "fsync,fdatasync,syncfs,renameat,renameat2",
+        &share.link,
+        &out,
+        &tmp.0.join("strace.txt"),
+    );
     assert_same_tree(&src, &out);
-    let lines: Vec<String> = std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
     let count = |call: &str| {
         lines
             .iter()
@@ -674,24 +660,38 @@ fn get_of_small_files_leaves_new_part_files_untruncated_so_ext4_does_not_write_e
     }
     let share = Share::start(&src);
     let out = tmp.0.join("out");
-    let trace_file = tmp.0.join("strace.txt");
-    let o = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=ftruncate,truncate", "-o"])
-        .arg(&trace_file)
-        .args([LINKFS, "get", &share.link, "--out"])
-        .arg(&out)
-        .output()
-        .expect("run strace (apt-get install -y strace)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let trace = std::fs::read_to_string(&trace_file).unwrap();
+    let trace = get_under_strace(
+        "ftruncate,truncate",
+        &share.link,
+        &out,
+        &tmp.0.join("strace.txt"),
+    );
     assert_same_tree(&src, &out);
-    let truncates: Vec<&str> = trace.lines().filter(|l| l.contains("truncate(")).collect();
+    let truncates: Vec<&String> = trace.iter().filter(|l| l.contains("truncate(")).collect();
     assert!(
         truncates.is_empty(),
         "{} part files truncated (each then written out at its close), e.g. {:?}",
         truncates.len(),
         truncates.first()
     );
+}
+
+/// Runs `linkfs get LINK --out OUT` under strace, tracing `calls` of every
+/// thread into `trace`; asserts it succeeded and gives the trace's lines.
+fn get_under_strace(calls: &str, link: &str, out: &Path, trace: &Path) -> Vec<String> {
+    let o = Command::new("strace")
+        .args(["-f", "-qq", "-e", &format!("trace={calls}"), "-o"])
+        .arg(trace)
+        .args([LINKFS, "get", link, "--out"])
+        .arg(out)
+        .output()
+        .expect("run strace (apt-get install -y strace)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(trace)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn get_with(prelude: &str, link: &str, out: &Path) -> (bool, String) {

@@ -92,8 +92,8 @@ class WasmShare implements ShareApi {
    */
   private unheard: Array<[ToWorker, Transferable[]]> | null = [];
   private workerStartTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Index workers made again because one never started (for the tests and stats). */
-  workerRestarts = 0;
+  /** Index workers made again because one never started. */
+  private workerRestarts = 0;
   /** The data link the visit asked for last (open, or being opened). */
   private dataLink: DataLink | null = null;
   private currentStatus: ConnectionStatus = { state: 'connecting', message: 'Opening the share…' };
