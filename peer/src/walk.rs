@@ -67,6 +67,7 @@ use crate::disk_entry::DiskEntry;
 
 pub use found::{
     CHUNK_LEN, FolderHook, OUTPUT_BATCHES, WalkBatch, WalkOptions, WalkSummary, WalkedEntry,
+    default_workers,
 };
 pub use problems::WalkProblem;
 use shared::Shared;

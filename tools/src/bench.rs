@@ -78,7 +78,26 @@ impl Drop for Killed {
 /// `linkfs share TREE` with nothing kept from an earlier run (every run
 /// walks the tree): the link it printed first, and the process.
 pub fn start_share(tree: &Path) -> Result<(String, Killed)> {
-    let mut share = Command::new(sibling("linkfs")?)
+    start_share_niced(tree, None)
+}
+
+/// [`start_share`], at nice value `nice` if given: a figure of the visitor's
+/// side measured on one machine, where the sharer runs on another in real
+/// use. With the kernel's autogroups (on by default on most desktop Linux) a
+/// nice value counts only within one session, so the sharer gets a session
+/// of its own (`setsid`, same pid) and that session's group the nice value
+/// (`/proc/PID/autogroup`), as the page's scale test does.
+pub fn start_share_niced(tree: &Path, nice: Option<i32>) -> Result<(String, Killed)> {
+    let linkfs = sibling("linkfs")?;
+    let mut command = match nice {
+        Some(n) => {
+            let mut c = Command::new("setsid");
+            c.args(["nice", "-n", &n.to_string()]).arg(linkfs);
+            c
+        }
+        None => Command::new(linkfs),
+    };
+    let mut share = command
         .arg("share")
         .arg(tree)
         .arg("--no-qr")
@@ -92,6 +111,17 @@ pub fn start_share(tree: &Path) -> Result<(String, Killed)> {
         .context("start linkfs share")?;
     let mut link = String::new();
     BufReader::new(share.stdout.take().context("share stdout")?).read_line(&mut link)?;
+    if let Some(n) = nice {
+        // The link is printed after exec, so the session is the sharer's now.
+        let group = format!("/proc/{}/autogroup", share.id());
+        let ours = std::fs::read_to_string("/proc/self/autogroup").unwrap_or_default();
+        match std::fs::read_to_string(&group) {
+            Ok(theirs) if theirs != ours => std::fs::write(&group, n.to_string())
+                .with_context(|| format!("set the nice value of {group}"))?,
+            // No autogroups here: the nice value alone does it.
+            _ => {}
+        }
+    }
     Ok((link.trim().to_owned(), Killed(share)))
 }
 

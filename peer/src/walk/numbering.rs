@@ -5,7 +5,7 @@
 //! when the walk is over: when every folder it put on the stack has been
 //! listed to the end.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
@@ -32,6 +32,12 @@ pub(super) struct Numbering {
     next_id: u32,
     /// Folders put on the stack whose listing has not ended yet.
     outstanding: u64,
+    /// Folders being listed (at most one per lister): the sub-folders found
+    /// in each so far, which go on the stack together when its last chunk is
+    /// numbered (see [`Numbering::number_all`]). Each job held here would
+    /// otherwise be on the stack, so this holds nothing the walk did not
+    /// hold before.
+    waiting: HashMap<EntryId, Listing>,
     /// (device, inode) of every folder entered.
     entered: HashSet<(u64, u64), BuildHasherDefault<InodeHasher>>,
     summary: WalkSummary,
@@ -40,6 +46,22 @@ pub(super) struct Numbering {
 
 /// The consumer went away: stop the walk.
 struct ConsumerGone;
+
+/// A folder being listed, as far as its chunks have come.
+#[derive(Default)]
+struct Listing {
+    /// Its sub-folders found so far, in the order found (their ids' order).
+    subs: Vec<FolderJob>,
+    /// Its names so far.
+    names: usize,
+}
+
+/// `find`, `du`, `rm -r` and the other tools built on gnulib's fts go through
+/// a folder of more than this many names in the order of their inode numbers
+/// (`FTS_INODE_SORT_DIR_ENTRIES_THRESHOLD`; on disks that sort helps), and
+/// in the order listed below it. A mount's inode numbers follow the ids, so
+/// the walk lists such a folder's sub-folders in the order it found them.
+const FTS_INODE_SORT_NAMES: usize = 10_000;
 
 impl Numbering {
     pub(super) fn new(
@@ -56,6 +78,7 @@ impl Numbering {
             root,
             next_id: 0,
             outstanding: 0,
+            waiting: HashMap::new(),
             entered: HashSet::default(),
             summary: WalkSummary::default(),
             started,
@@ -124,22 +147,40 @@ impl Numbering {
                 Err(RecvTimeoutError::Disconnected) => return false,
             };
             self.summary.skipped_special += chunk.skipped_special;
+            let names = chunk.found.len();
             for found in chunk.found {
                 if self.number(shared, chunk.parent, found, &mut jobs).is_err() {
                     return false;
                 }
             }
-            if chunk.last {
-                self.outstanding -= 1;
-                self.listed.push(chunk.parent);
+            let listing = self.waiting.entry(chunk.parent).or_default();
+            listing.names += names;
+            listing.subs.append(&mut jobs);
+            if !chunk.last {
+                continue;
             }
-            self.outstanding += jobs.len() as u64;
-            // The stack pops the last pushed: push a folder's sub-folders in
-            // reverse display order, so they are listed in the order a mount
-            // or the page shows them, and `find`, or a person opening the
-            // first folders, finds them whole early in a long walk.
-            jobs.sort_unstable_by(|a, b| linkfs_core::display_cmp(job_name(b), job_name(a)));
-            shared.stack.push_all(&mut jobs);
+            self.outstanding -= 1;
+            self.listed.push(chunk.parent);
+            // A folder's sub-folders go on the stack once its listing has
+            // ended, all at once, in the reverse of the order they are to be
+            // listed in (the stack pops the last pushed): the order a mount
+            // lists them in (display order), or for a folder of more than
+            // FTS_INODE_SORT_NAMES names the order `find` takes them in. So
+            // `find` over a mount of a share still being walked, or a person
+            // opening the first folders in the page, finds them whole early.
+            // Pushed chunk by chunk, a big folder's last chunk was listed
+            // first, and `find` waited most of the walk for its first folder.
+            if let Some(Listing { mut subs, names }) = self.waiting.remove(&chunk.parent) {
+                self.outstanding += subs.len() as u64;
+                if names > FTS_INODE_SORT_NAMES {
+                    subs.reverse();
+                } else {
+                    subs.sort_unstable_by(|a, b| {
+                        linkfs_core::display_cmp(job_name(b), job_name(a))
+                    });
+                }
+                shared.stack.push_all(&mut subs);
+            }
         }
         if (!self.batch.is_empty() || !self.listed.is_empty()) && self.send_batch().is_err() {
             return false;
