@@ -34,7 +34,7 @@
 //!   (device, inode) it has already entered: a bind mount of a folder inside
 //!   itself is reported as a folder and not entered, so no mount layout makes the
 //!   walk loop.
-//! * **Bounds:** lister -> numbering channel: `2 x workers` chunks of at most
+//! * **Bounds:** lister -> numbering channel: [`CHUNKS_QUEUED`] chunks of at most
 //!   [`CHUNK_LEN`] entries; numbering -> consumer channel: [`OUTPUT_BATCHES`]
 //!   batches of at most `batch_len` entries. A slow consumer stalls the walk; it
 //!   never makes it buffer more. The folder stack and the set of entered folders
@@ -72,6 +72,12 @@ pub use found::{
 pub use problems::WalkProblem;
 use shared::Shared;
 use stack::FolderJob;
+
+/// Chunks queued between the listers and the numbering thread, however many
+/// listers there are: the numbering thread keeps up with them (the walk waits
+/// on the disk and on the consumer, not on numbering), and each queued chunk
+/// holds up to [`CHUNK_LEN`] entries of the sharer's memory.
+pub const CHUNKS_QUEUED: usize = 4;
 
 /// Why a walk could not start.
 #[derive(Debug, thiserror::Error)]
@@ -190,7 +196,7 @@ fn walk(root: &Path, options: WalkOptions) -> Result<WalkHandle, WalkError> {
         root: root.to_path_buf(),
         selection: options.selection.clone(),
     });
-    let (chunk_tx, chunk_rx) = sync_channel(2 * workers);
+    let (chunk_tx, chunk_rx) = sync_channel(CHUNKS_QUEUED);
     let (batch_tx, batch_rx) = sync_channel(OUTPUT_BATCHES);
 
     let mut listers = Vec::with_capacity(workers);

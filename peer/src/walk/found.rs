@@ -78,9 +78,10 @@ pub type FolderHook = Arc<dyn Fn(&Path) + Send + Sync>;
 /// at most 16. A lister spends much of its time waiting for the disk to read
 /// an inode (a folder nobody looked at lately), so more listers than cores
 /// keep more reads in flight. Measured with `linkfs-bench-walk` on 2 cores, a
-/// million entries: cold (`--cold`) 7.3-7.7 s with 2 listers, 5.4-6.7 s with
-/// 4, 6.1 s with 8; warm 1.21-1.29 s with 2, 1.13-1.15 s with 8. Each lister
-/// holds one open folder, so 16 stay far inside a desktop's 1,024 files.
+/// million entries, runs alternated: cold (`--cold`) 4.6-6.5 s with 2
+/// listers, 3.8-5.1 s with 8; warm 1.21-1.29 s with 2, 1.10-1.15 s with 8.
+/// Each lister holds one open folder, so 16 stay far inside a desktop's 1,024
+/// files.
 pub fn default_workers() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     cores.saturating_mul(2).clamp(8, 16)
