@@ -71,16 +71,10 @@ async function hashes(dir: string, prefix = ''): Promise<Map<string, string>> {
   return out;
 }
 
-/** Waits until every upload in the panel has finished; returns each one's path, state and words. */
-async function uploadsFinished(page: Page, count: number, timeoutMs: number): Promise<{ path: string; state: string; detail: string; notes: string }[]> {
-  await page.waitForFunction(
-    (n) => {
-      const items = [...document.querySelectorAll<HTMLElement>('[data-testid=upload]')];
-      return items.length >= n && items.every((i) => i.dataset['state'] === 'done' || i.dataset['state'] === 'failed');
-    },
-    count,
-    { timeout: timeoutMs, polling: 200 },
-  );
+type PanelItem = { path: string; state: string; detail: string; notes: string };
+
+/** What the uploads panel shows now: each item's path, state and words. */
+async function panel(page: Page): Promise<PanelItem[]> {
   return page.$$eval('[data-testid=upload]', (items) =>
     items.map((i) => ({
       path: (i as HTMLElement).dataset['path'] ?? '',
@@ -89,6 +83,30 @@ async function uploadsFinished(page: Page, count: number, timeoutMs: number): Pr
       notes: i.querySelector('.download-notes')?.textContent ?? '',
     })),
   );
+}
+
+/**
+ * Waits until every upload in the panel has finished; returns each one's path, state
+ * and words. On a timeout the error says what the panel held, so a failure tells a
+ * drop that never arrived (fewer items) from an upload that stalled (its state and words).
+ */
+async function uploadsFinished(page: Page, count: number, timeoutMs: number): Promise<PanelItem[]> {
+  try {
+    await page.waitForFunction(
+      (n) => {
+        const items = [...document.querySelectorAll<HTMLElement>('[data-testid=upload]')];
+        return items.length >= n && items.every((i) => i.dataset['state'] === 'done' || i.dataset['state'] === 'failed');
+      },
+      count,
+      { timeout: timeoutMs, polling: 200 },
+    );
+  } catch (error) {
+    const now = await panel(page).catch(() => [] as PanelItem[]);
+    const status = await page.locator('[data-testid=status]').textContent({ timeout: 1_000 }).catch(() => '(no status)');
+    const lines = now.map((i) => `${i.state || '(going)'}  ${i.path}: ${i.detail} ${i.notes}`.trim());
+    throw new Error(`${now.length} of ${count} uploads in the panel, not all finished after ${timeoutMs / 1000} s; status "${status}":\n      ${lines.join('\n      ')}\n    ${String(error)}`);
+  }
+  return panel(page);
 }
 
 /** Bytes the sharer holds aside (part files) now. */
