@@ -37,18 +37,16 @@
 //!   for ACLs and the security label): 4.8 s against 0.6 s local for 100,000.
 //! - Files and folders belong to the user who mounts; modes and mtimes are the
 //!   sharer's. Attributes are valid for [`ATTR_TTL`] (the index may change).
-//! - Once the index is complete, a folder opened is opened with its listing
-//!   kept by the kernel (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE`; folders of up to
-//!   [`KEPT_LISTING_MAX`] names): listing it
-//!   again costs no listing call until it changes. From then on every change
-//!   the index records invalidates its folders ([`follow_changes`]), and
-//!   when changes were lost (or the sharer started over) every kept listing
-//!   is let go ([`KeptListings`]). Before the index is complete a folder may
-//!   still change without a recorded change, so its listing is not kept:
-//!   `find` over the mount a second time took 2.0-2.2x the disk's with every
-//!   listing asked again (10M entries, 22,003 folders).
+//! - A folder is opened with its listing kept by the kernel
+//!   (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE`; folders of up to
+//!   [`KEPT_LISTING_MAX`] names): listing it again costs no listing call
+//!   until it changes. Every change the index records (once it is complete)
+//!   lets its folders go ([`follow_changes`]); a folder opened before the
+//!   index was complete is let go then if it changed meanwhile; and when
+//!   changes were lost (or the sharer started over) every kept listing is
+//!   let go ([`KeptListings`], the `kept` module).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -63,6 +61,10 @@ use linkfs_core::{EntryRef, Index};
 use linkfs_proto::{EntryId, EntryKind};
 
 use super::{Client, ReadError};
+
+mod kept;
+
+pub use kept::{ChangeFollower, KeptListings, follow_changes};
 
 /// Folders of at most this many names have their listings kept by the
 /// kernel once the index is complete. A listing served from the kernel asks
@@ -346,37 +348,6 @@ pub struct LinkFs {
     uid: u32,
     gid: u32,
     kept: Arc<KeptListings>,
-}
-
-/// The folders (inode numbers) whose listings the kernel may keep: each one
-/// opened with its listing kept since they were last all let go. Bounded by
-/// the index's folders.
-#[derive(Debug, Default)]
-pub struct KeptListings {
-    folders: Mutex<HashSet<u64>>,
-    /// Nothing follows the changes any more: no listing may be kept.
-    stopped: std::sync::atomic::AtomicBool,
-}
-
-impl KeptListings {
-    fn kept(&self, ino: u64) {
-        if let Ok(mut s) = self.folders.lock() {
-            s.insert(ino);
-        }
-    }
-
-    /// Whether a folder opened now may have its listing kept.
-    fn keeping(&self) -> bool {
-        !self.stopped.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Every folder kept so far, forgotten here (the caller lets them go).
-    fn take(&self) -> Vec<u64> {
-        self.folders
-            .lock()
-            .map(|mut s| s.drain().collect())
-            .unwrap_or_default()
-    }
 }
 
 impl LinkFs {
@@ -700,15 +671,11 @@ impl Filesystem for LinkFs {
                 .with_index(|ix| ix.get(dir).map(|e| (e.kind, ix.child_count(dir))))
         });
         match found {
-            // Kept only once every change to the folder is recorded (see the
-            // module docs), and only up to KEPT_LISTING_MAX names; an open
-            // without these flags drops what was kept.
-            Some((EntryKind::Dir, names))
-                if names <= KEPT_LISTING_MAX
-                    && self.kept.keeping()
-                    && self.client.status().complete =>
-            {
-                self.kept.kept(ino.0);
+            // Kept up to KEPT_LISTING_MAX names (before the index is
+            // complete, checked once it is: see `kept`); an open without
+            // these flags drops what was kept.
+            Some((EntryKind::Dir, names)) if names <= KEPT_LISTING_MAX && self.kept.keeping() => {
+                self.kept.kept(ino.0, self.client.status().complete);
                 reply.opened(
                     FileHandle(0),
                     FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
@@ -739,6 +706,7 @@ impl Filesystem for LinkFs {
             if e.kind != EntryKind::Dir {
                 return Some(Err(Errno::ENOTDIR));
             }
+            self.kept.listing(ino.0, ix);
             let parent = if dir.0 == 0 { ino } else { ino_of(e.parent.0) };
             let children = ix.children(dir);
             let total = children.len() as u64 + 2;
@@ -794,6 +762,7 @@ impl Filesystem for LinkFs {
             if e.kind != EntryKind::Dir {
                 return Some(Err(Errno::ENOTDIR));
             }
+            self.kept.listing(ino.0, ix);
             let own = self.attr(&e);
             let parent_attr = if dir.0 == 0 {
                 own
@@ -855,135 +824,6 @@ impl Filesystem for LinkFs {
             .client
             .with_index(|ix| (ix.len() as u64, file_bytes(ix)));
         reply.statfs(bytes.div_ceil(4096), 0, 0, files, 0, 4096, 255, 4096);
-    }
-}
-
-/// What a mount follows of its client's changes: taken before the mount is
-/// up, so that no change falls between the two unseen.
-pub struct ChangeFollower {
-    changes: tokio::sync::mpsc::Receiver<super::IndexChanges>,
-    status: tokio::sync::watch::Receiver<super::Status>,
-    /// Change batches the client had applied before.
-    base: u64,
-}
-
-impl ChangeFollower {
-    pub fn new(client: &Client) -> Self {
-        let mut status = client.watch();
-        // Counted before following: a batch applied in between looks lost, and
-        // costs one needless letting go.
-        let base = status.borrow_and_update().changes;
-        ChangeFollower {
-            changes: client.changes(),
-            status,
-            base,
-        }
-    }
-}
-
-/// Keeps the kernel's caches true to the index: for every change the index
-/// records (after it was complete), the names that changed in their folders
-/// (old and new place) and the inode itself are invalidated, so `ls`, `stat`
-/// and `cat` see a change at once instead of after [`ATTR_TTL`]. The folders
-/// are invalidated once more [`ATTR_TTL`] later: a listing the mount built just
-/// before the change can reach the kernel, and be kept, after the first. When
-/// changes were lost (`overflowed`, the sharer started over, or batches the
-/// follower never got: counted against [`super::Status::changes`]), every
-/// listing the kernel keeps is let go, and the attribute TTL of 1 s bounds
-/// how long it may show old attributes. Runs until the client's session ends;
-/// then nothing is kept any more.
-pub async fn follow_changes(
-    follower: ChangeFollower,
-    notifier: fuser::Notifier,
-    kept: Arc<KeptListings>,
-) {
-    let ChangeFollower {
-        mut changes,
-        mut status,
-        base,
-    } = follower;
-    let mut got = 0u64;
-    // Folders to invalidate again, and when (in the order they were changed).
-    let mut again: std::collections::VecDeque<(tokio::time::Instant, Vec<u64>)> =
-        std::collections::VecDeque::new();
-    loop {
-        let due = again.front().map(|(at, _)| *at);
-        let batch = tokio::select! {
-            batch = changes.recv() => match batch {
-                Some(b) => {
-                    got += 1;
-                    b
-                }
-                None => break,
-            },
-            changed = status.changed() => {
-                if changed.is_err() {
-                    break;
-                }
-                let applied = status.borrow_and_update().changes.saturating_sub(base);
-                let queued = changes.len() as u64;
-                if applied <= got + queued {
-                    continue;
-                }
-                got = applied - queued;
-                super::IndexChanges { changes: Vec::new(), overflowed: true }
-            }
-            () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
-                if let Some((_, folders)) = again.pop_front() {
-                    let notifier = notifier.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        for ino in folders {
-                            let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
-                        }
-                    })
-                    .await;
-                }
-                continue;
-            }
-        };
-        let folders: Vec<u64> = batch
-            .changes
-            .iter()
-            .flat_map(|c| c.before.iter().chain(c.after.iter()))
-            .map(|(parent, _)| ino_of(parent.0).0)
-            .collect();
-        if !folders.is_empty() {
-            again.push_back((tokio::time::Instant::now() + ATTR_TTL, folders));
-        }
-        let (notifier, kept) = (notifier.clone(), kept.clone());
-        // The kernel may call back into the filesystem while it invalidates:
-        // never from the runtime's threads.
-        let _ = tokio::task::spawn_blocking(move || invalidate(&notifier, &batch, &kept)).await;
-    }
-    // Nobody follows the changes any more: nothing may stay kept.
-    kept.stopped
-        .store(true, std::sync::atomic::Ordering::Release);
-    let _ = tokio::task::spawn_blocking(move || {
-        for ino in kept.take() {
-            let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
-        }
-    })
-    .await;
-}
-
-fn invalidate(notifier: &fuser::Notifier, batch: &super::IndexChanges, kept: &KeptListings) {
-    if batch.overflowed {
-        let folders = kept.take();
-        tracing::debug!(
-            folders = folders.len(),
-            "more changes than recorded: every kept listing let go; attributes expire within a second"
-        );
-        for ino in folders {
-            let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
-        }
-    }
-    for c in &batch.changes {
-        for (parent, name) in c.before.iter().chain(c.after.iter()) {
-            // "Not cached" is the usual answer: nothing to do then.
-            let _ = notifier.inval_entry(ino_of(parent.0), OsStr::from_bytes(name));
-            let _ = notifier.inval_inode(ino_of(parent.0), 0, 0);
-        }
-        let _ = notifier.inval_inode(ino_of(c.id.0), 0, 0);
     }
 }
 
