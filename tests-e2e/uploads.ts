@@ -104,6 +104,8 @@ async function uploadsFinished(page: Page, count: number, timeoutMs: number): Pr
     const now = await panel(page).catch(() => [] as PanelItem[]);
     const status = await page.locator('[data-testid=status]').textContent({ timeout: 1_000 }).catch(() => '(no status)');
     const lines = now.map((i) => `${i.state || '(going)'}  ${i.path}: ${i.detail} ${i.notes}`.trim());
+    const dropNotes = await page.$$eval('[data-testid=drop-failed]', (notes) => notes.map((n) => n.textContent ?? '')).catch(() => [] as string[]);
+    lines.push(...dropNotes.map((n) => `drop failed: ${n}`));
     throw new Error(`${now.length} of ${count} uploads in the panel, not all finished after ${timeoutMs / 1000} s; status "${status}":\n      ${lines.join('\n      ')}\n    ${String(error)}`);
   }
   return panel(page);

@@ -94,6 +94,10 @@ struct Outgoing {
     sent: u64,
     /// Bytes the sharer has written.
     written: u64,
+    /// The reads asked of the shell on this session and not answered yet
+    /// (offset, length), in order: only the first one's bytes are taken
+    /// (see [`UploadsOut::bytes`]). At most a window's worth of chunks.
+    reads: VecDeque<(u64, usize)>,
 }
 
 /// See the module docs.
@@ -147,6 +151,7 @@ impl UploadsOut {
                 asked: 0,
                 sent: 0,
                 written: 0,
+                reads: VecDeque::new(),
             },
         );
         self.begin_waiting();
@@ -179,6 +184,7 @@ impl UploadsOut {
         self.frames.clear();
         for u in self.uploads.values_mut() {
             u.phase = Phase::Waiting;
+            u.reads.clear();
         }
     }
 
@@ -233,6 +239,7 @@ impl UploadsOut {
                 let len = (u.size - u.asked).min(UPLOAD_CHUNK_LEN as u64).min(room);
                 let at = u.asked;
                 u.asked += len;
+                u.reads.push_back((at, len as usize));
                 if let Some(left) = shared.as_mut() {
                     *left -= len;
                 }
@@ -242,15 +249,23 @@ impl UploadsOut {
         None
     }
 
-    /// The bytes asked for by [`UploadsOut::poll_read`] (in the order asked;
-    /// bytes for an upload no longer sending there are dropped).
+    /// The bytes asked for by [`UploadsOut::poll_read`], in the order asked.
+    /// Bytes of a read this session did not ask (one asked before a lost
+    /// session, answered after the next began), or of an upload no longer
+    /// sending, are dropped: taken, a read asked before at the offset the
+    /// sharer went on from, of another length, put every later read off its
+    /// boundary, and the upload stopped for good.
     pub fn bytes(&mut self, upload: UploadId, offset: u64, data: &[u8]) {
         let Some(u) = self.uploads.get_mut(&upload) else {
             return;
         };
-        if !self.open || u.phase != Phase::Sending || offset != u.sent || data.is_empty() {
+        if !self.open || u.phase != Phase::Sending || data.is_empty() {
             return;
         }
+        if u.reads.front() != Some(&(offset, data.len())) || offset != u.sent {
+            return;
+        }
+        u.reads.pop_front();
         u.sent += data.len() as u64;
         self.frames.push_back(
             ReceiverToSender::UploadChunk(UploadChunk {
@@ -316,6 +331,7 @@ impl UploadsOut {
         u.asked = r.offset;
         u.sent = r.offset;
         u.written = r.offset;
+        u.reads.clear();
         self.events.push_back(UploadEvent::Ready {
             upload: r.upload,
             offset: r.offset,
@@ -423,6 +439,55 @@ mod tests {
             asked += len as u64;
         }
         assert_eq!(asked, 16 << 20);
+    }
+
+    #[test]
+    fn a_read_asked_before_a_lost_session_and_answered_after_does_not_stop_the_upload() {
+        // The window cuts the last read of the first session short (4 MiB is
+        // no multiple of a chunk); the next session's sharer goes on from
+        // that read's offset, where the new read is a whole chunk. The
+        // shell answers the old read first (its reads of a file go in
+        // order), then the new ones.
+        let chunk = UPLOAD_CHUNK_LEN as u64;
+        let size = 8 << 20;
+        let mut out = UploadsOut::default();
+        out.session_opened();
+        let id = out.start(b"big".to_vec(), size, [0; 32]);
+        let ready = |out: &mut UploadsOut, offset| {
+            out.handle_ready(UploadReady {
+                upload: id,
+                offset,
+                path: "big".into(),
+                changes: String::new(),
+            })
+        };
+        ready(&mut out, 0);
+        let mut first = Vec::new();
+        while let Some(read) = out.poll_read() {
+            first.push(read);
+        }
+        let (_, cut_at, cut_len) = *first.last().unwrap();
+        assert!((cut_len as u64) < chunk, "the window cut the last read");
+        out.session_lost();
+        out.session_opened();
+        out.begin_waiting();
+        ready(&mut out, cut_at);
+        let mut second = Vec::new();
+        while let Some(read) = out.poll_read() {
+            second.push(read);
+        }
+        assert_eq!(second[0], (id, cut_at, chunk as usize));
+        let bytes = vec![7u8; chunk as usize];
+        out.bytes(id, cut_at, &bytes[..cut_len]);
+        for &(_, at, len) in &second {
+            out.bytes(id, at, &bytes[..len]);
+        }
+        let u = &out.uploads[&id];
+        assert_eq!(
+            u.sent,
+            cut_at + second.iter().map(|r| r.2 as u64).sum::<u64>(),
+            "every read of this session sent, the old one not"
+        );
     }
 
     #[test]
