@@ -270,6 +270,48 @@ const tests: TestCase[] = [
     },
   },
   {
+    name: 'c2: the sharer stops in the middle of an upload: the page says so, and when the share is back the same file goes on from its byte',
+    timeoutMs: 180_000,
+    async run(t) {
+      // Broke: the visit ended and the upload stayed "sending" in the panel for good.
+      const { dir, s } = await shared(t, 'stopped');
+      const link = addLink(dir, ['--allow-upload']);
+      const file = await bigFile(96 << 20, 'stopped');
+      t.defer(() => rm(path.dirname(file), { recursive: true, force: true }));
+      const { page, chromium } = await browser(t, 'stopped');
+      await openLink(page, link, ['connected']);
+      await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
+      await page.setInputFiles('[data-testid=upload-files-input]', file);
+      const deadline = Date.now() + 60_000;
+      while ((await partBytes(dir)) < 24 << 20) {
+        assert(Date.now() < deadline, 'the upload did not start');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await s.stop();
+      const held = await partBytes(dir);
+      const ended = await uploadsFinished(page, 1, 30_000);
+      assert(ended[0]?.state === 'failed', `the upload did not end with the share: ${JSON.stringify(ended[0])}`);
+      assert(ended[0]?.detail.includes('stopped sharing') === true, `the page did not say why: ${JSON.stringify(ended[0])}`);
+      assert(ended[0]?.notes.includes('kept by the sharer') === true, `the page did not say the bytes sent are kept: ${JSON.stringify(ended[0])}`);
+      // The share back (same folder, same link), the page opened again: it offers to go on.
+      const again = await startShare(dir, { args: ['--no-qr'] });
+      t.defer(() => again.kill());
+      // Away and back: the same URL again would be a same-document navigation.
+      await page.goto('about:blank');
+      await openLink(page, link, ['connected']);
+      const note = await page.waitForSelector('[data-testid=upload-resume]', { state: 'visible', timeout: 20_000 });
+      const words = (await note.textContent()) ?? '';
+      assert(words.includes('stopped.bin'), `the page did not offer to go on: ${words}`);
+      await page.setInputFiles('[data-testid=upload-files-input]', file);
+      const done = await uploadsFinished(page, 1, 120_000);
+      assert(done[0]?.state === 'done', `not added: ${JSON.stringify(done[0])}`);
+      assert(done[0]?.notes.includes('Went on from') === true, `it did not go on from its byte (the sharer held ${held} bytes): ${JSON.stringify(done[0])}`);
+      assert(sha256File(path.join(dir, 'stopped.bin')) === sha256File(file), 'the file on the sharer\'s disk has other bytes');
+      assert(chromium.pageErrors.length === 0, `uncaught errors in the page:\n  ${chromium.pageErrors.join('\n  ')}`);
+      log(`    stopped with ${(held / 1048576).toFixed(0)} MiB held; ${ended[0]?.detail}; then ${done[0]?.notes}`);
+    },
+  },
+  {
     name: 'd: a drop link shows nothing of the share and takes files, which land in its own folder',
     timeoutMs: 90_000,
     async run(t) {

@@ -290,6 +290,9 @@ pub enum VisitOutput {
     },
     /// It was refused or failed (the words say why); nothing of it is in place.
     UploadRefused { upload: u32, message: String },
+    /// The visit ended before it landed (the words say why); the sharer keeps
+    /// what it has of it for a later visit.
+    UploadInterrupted { upload: u32, message: String },
 }
 
 /// What the link lets its visitor do, once the sharer said.

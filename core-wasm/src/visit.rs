@@ -824,6 +824,12 @@ fn output_of(event: VisitEvent, i: &mut Inner) -> Option<VisitOutput> {
                 upload: upload.0,
                 message,
             },
+            linkfs_core::UploadEvent::Interrupted { upload, message } => {
+                VisitOutput::UploadInterrupted {
+                    upload: upload.0,
+                    message,
+                }
+            }
         },
         VisitEvent::PasswordNeeded => VisitOutput::Status {
             state: ConnectionState::Password,

@@ -70,6 +70,10 @@ pub enum UploadEvent {
         code: UploadRefusal,
         message: String,
     },
+    /// The visit ended before it landed (`message`: why, in words). What the
+    /// sharer holds of it stays there: the same file added on a later visit
+    /// goes on from it.
+    Interrupted { upload: UploadId, message: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +189,18 @@ impl UploadsOut {
         for u in self.uploads.values_mut() {
             u.phase = Phase::Waiting;
             u.reads.clear();
+        }
+    }
+
+    /// The visit ended for good (`words`: why): every upload not finished
+    /// ends, [`UploadEvent::Interrupted`].
+    pub fn end(&mut self, words: &str) {
+        self.session_lost();
+        for (upload, _) in std::mem::take(&mut self.uploads) {
+            self.events.push_back(UploadEvent::Interrupted {
+                upload,
+                message: words.to_owned(),
+            });
         }
     }
 
@@ -488,6 +504,35 @@ mod tests {
             cut_at + second.iter().map(|r| r.2 as u64).sum::<u64>(),
             "every read of this session sent, the old one not"
         );
+    }
+
+    #[test]
+    fn uploads_not_finished_when_the_visit_ends_end_with_the_reason() {
+        let mut out = UploadsOut::default();
+        out.session_opened();
+        let a = out.start(b"a".to_vec(), 10, [0; 32]);
+        let b = out.start(b"b".to_vec(), 10, [0; 32]);
+        out.handle_ready(UploadReady {
+            upload: a,
+            offset: 0,
+            path: "a".into(),
+            changes: String::new(),
+        });
+        while out.poll_event().is_some() {}
+        out.end("the sharer stopped sharing");
+        let mut ended = Vec::new();
+        while let Some(e) = out.poll_event() {
+            match e {
+                UploadEvent::Interrupted { upload, message } => {
+                    assert_eq!(message, "the sharer stopped sharing");
+                    ended.push(upload);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(ended, vec![a, b]);
+        assert_eq!(out.pending(), 0);
+        assert_eq!(out.poll_read(), None);
     }
 
     #[test]

@@ -736,7 +736,12 @@ impl<F: StoredFrame> Visit<F> {
         }
         self.ended = true;
         self.retry_at = None;
-        self.uploads.session_lost();
+        // Uploads not finished end, saying why; what the sharer holds of
+        // them stays for a later visit.
+        self.uploads.end(&reason.to_string());
+        while let Some(e) = self.uploads.poll_event() {
+            self.queue.push_back(Output::Event(VisitEvent::Upload(e)));
+        }
         // The receiver fails its reads with the reason; its own end event is
         // taken as already said.
         self.receiver.end(reason.clone());

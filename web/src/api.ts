@@ -47,6 +47,11 @@ export interface UploadState {
   /** The name asked for was taken: `path` is another. */
   renamed?: boolean;
   message?: string;
+  /**
+   * Failed because the visit ended: the sharer keeps what it has of the file, and the
+   * same file added on a later visit goes on from there.
+   */
+  resumable?: boolean;
 }
 
 /** A thumbnail wanted: of entry `entry` as the index lists it, `px` device pixels on its short side. */

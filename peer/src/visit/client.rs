@@ -710,9 +710,15 @@ impl VisitShell {
                     UploadEvent::Ready { upload, .. }
                     | UploadEvent::Progress { upload, .. }
                     | UploadEvent::Done { upload, .. }
-                    | UploadEvent::Refused { upload, .. } => *upload,
+                    | UploadEvent::Refused { upload, .. }
+                    | UploadEvent::Interrupted { upload, .. } => *upload,
                 };
-                let over = matches!(e, UploadEvent::Done { .. } | UploadEvent::Refused { .. });
+                let over = matches!(
+                    e,
+                    UploadEvent::Done { .. }
+                        | UploadEvent::Refused { .. }
+                        | UploadEvent::Interrupted { .. }
+                );
                 if let Some((_, events)) = self.sources.get(&upload) {
                     let _ = events.send(e);
                 }

@@ -266,6 +266,13 @@ pub async fn put(client: &Client, files: Vec<Outgoing>, progress: &dyn PutProgre
                 summary.failed.push((file.remote.clone(), code, message));
                 open.remove(&id);
             }
+            UploadEvent::Interrupted { message, .. } => {
+                let words = format!("the session with the sharer ended: {message}");
+                summary
+                    .failed
+                    .push((file.remote.clone(), UploadRefusal::Failed, words));
+                open.remove(&id);
+            }
         }
     }
     summary

@@ -40,6 +40,8 @@ interface Unfinished {
 class Upload {
   readonly element: HTMLElement;
   finished = false;
+  /** It failed because the visit ended: the sharer keeps what it has of it. */
+  resumable = false;
   private readonly bar: HTMLProgressElement;
   private readonly detail: HTMLElement;
   private readonly notes: HTMLElement;
@@ -104,6 +106,10 @@ class Upload {
       case 'failed':
         this.detail.textContent = `Not added: ${s.message ?? 'it failed'}`;
         this.detail.classList.add('is-error');
+        if (s.resumable === true) {
+          this.resumable = true;
+          this.note('What was sent is kept by the sharer: add the same file again when the share is back, and it goes on from there.');
+        }
         this.finish('failed', false);
         return;
     }
@@ -276,7 +282,8 @@ export class UploadsPanel {
   }
 
   private finished(item: Upload, _ok: boolean): void {
-    this.keep(this.unfinished().filter((u) => u.path !== item.path));
+    // Ended with the visit: kept, so the next visit offers to go on.
+    if (!item.resumable) this.keep(this.unfinished().filter((u) => u.path !== item.path));
     // An unfinished file added again: the note has done its job.
     if (this.unfinished().length === 0) this.resumeNote.hidden = true;
     this.updateTitle();

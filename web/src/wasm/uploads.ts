@@ -156,6 +156,11 @@ export class Uploads {
         this.forget(o);
         this.state(o, { phase: 'failed', done: 0, total, message: out.message });
         return;
+      case 'upload-interrupted':
+        o.block = null;
+        this.forget(o);
+        this.state(o, { phase: 'failed', done: 0, total, message: out.message, resumable: true });
+        return;
     }
   }
 }

@@ -153,6 +153,7 @@ function handleOutput(out: Exclude<VisitOutput, { type: 'send' }>, v: Visit): vo
     case 'upload-progress':
     case 'upload-done':
     case 'upload-refused':
+    case 'upload-interrupted':
       uploads.output(out, v);
       return;
     case 'restored':
