@@ -137,6 +137,15 @@ function sha256File(file: string): string {
  * as a person dragging them from their file manager would: Chromium builds the
  * drop's entries from the paths itself (folders as folder entries).
  */
+/** Waits until the sharer holds at least `bytes` aside (polling every `everyMs`); fails saying `what`. */
+async function untilPartBytes(dir: string, bytes: number, what: string, timeoutMs = 60_000, everyMs = 20): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await partBytes(dir)) < bytes) {
+    assert(Date.now() < deadline, what);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
 async function dropPaths(page: Page, paths: string[]): Promise<void> {
   const cdp = await page.context().newCDPSession(page);
   try {
@@ -219,11 +228,7 @@ const tests: TestCase[] = [
       await page.setInputFiles('[data-testid=upload-files-input]', file);
       for (let drop = 1; drop <= 3; drop += 1) {
         const before = await partBytes(dir);
-        const deadline = Date.now() + 120_000;
-        while ((await partBytes(dir)) < before + dropsApart) {
-          assert(Date.now() < deadline, `the upload did not move before drop ${drop}`);
-          await new Promise((r) => setTimeout(r, 50));
-        }
+        await untilPartBytes(dir, before + dropsApart, `the upload did not move before drop ${drop}`, 120_000, 50);
         process.kill(s.pid, 'SIGUSR1');
         log(`    dropped every connection at ${((await partBytes(dir)) / 1048576).toFixed(0)} MiB`);
       }
@@ -247,11 +252,7 @@ const tests: TestCase[] = [
       await openLink(page, `${link}/deep/er`, ['connected']);
       await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
       await page.setInputFiles('[data-testid=upload-files-input]', file);
-      const deadline = Date.now() + 60_000;
-      while ((await partBytes(dir)) < 100 << 20) {
-        assert(Date.now() < deadline, 'the upload did not start');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await untilPartBytes(dir, 100 << 20, 'the upload did not start');
       await page.reload({ waitUntil: 'domcontentloaded' });
       const held = await partBytes(dir);
       const note = await page.waitForSelector('[data-testid=upload-resume]', { state: 'visible', timeout: 20_000 });
@@ -282,11 +283,7 @@ const tests: TestCase[] = [
       await openLink(page, link, ['connected']);
       await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
       await page.setInputFiles('[data-testid=upload-files-input]', file);
-      const deadline = Date.now() + 60_000;
-      while ((await partBytes(dir)) < 24 << 20) {
-        assert(Date.now() < deadline, 'the upload did not start');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await untilPartBytes(dir, 24 << 20, 'the upload did not start');
       await s.stop();
       const held = await partBytes(dir);
       const ended = await uploadsFinished(page, 1, 30_000);
@@ -376,11 +373,7 @@ const tests: TestCase[] = [
       await openLink(page, link, ['connected']);
       await page.waitForSelector('[data-testid=add-files]', { state: 'visible', timeout: 20_000 });
       await page.setInputFiles('[data-testid=upload-files-input]', file);
-      const deadline = Date.now() + 60_000;
-      while ((await partBytes(dir)) < 32 << 20) {
-        assert(Date.now() < deadline, 'the upload did not start');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await untilPartBytes(dir, 32 << 20, 'the upload did not start');
       await page.evaluate(() => (window as unknown as { linkfsRefuseASend: () => void }).linkfsRefuseASend());
       const done = await uploadsFinished(page, 1, 120_000).catch(async (error: unknown) => {
         throw new Error(`the upload did not finish after the refused send (the sharer holds ${((await partBytes(dir)) / 1048576).toFixed(0)} MiB): ${String(error)}`);

@@ -67,7 +67,7 @@ mod kept;
 pub use kept::{ChangeFollower, KeptListings, follow_changes};
 
 /// Folders of at most this many names have their listings kept by the
-/// kernel once the index is complete. A listing served from the kernel asks
+/// kernel (see the `kept` module). A listing served from the kernel asks
 /// the mount nothing, so it brings no attributes either: `ls -l` a second
 /// time, its names' attributes expired ([`ATTR_TTL`]), then looks every name
 /// up on its own (a round trip each, about 24 us here) where a listing asked

@@ -203,7 +203,7 @@ pub async fn put(client: &Client, files: Vec<Outgoing>, progress: &dyn PutProgre
         let next = tokio::select! {
             next = rx.recv() => next,
             reason = ended(client) => {
-                let words = format!("the session with the sharer ended: {reason}");
+                let words = session_ended(&reason);
                 for (_, (file, _)) in open.drain() {
                     summary.failed.push((file.remote, UploadRefusal::Failed, words.clone()));
                 }
@@ -267,15 +267,21 @@ pub async fn put(client: &Client, files: Vec<Outgoing>, progress: &dyn PutProgre
                 open.remove(&id);
             }
             UploadEvent::Interrupted { message, .. } => {
-                let words = format!("the session with the sharer ended: {message}");
-                summary
-                    .failed
-                    .push((file.remote.clone(), UploadRefusal::Failed, words));
+                summary.failed.push((
+                    file.remote.clone(),
+                    UploadRefusal::Failed,
+                    session_ended(&message),
+                ));
                 open.remove(&id);
             }
         }
     }
     summary
+}
+
+/// What a file not added because the session ended says.
+fn session_ended(why: &dyn std::fmt::Display) -> String {
+    format!("the session with the sharer ended: {why}")
 }
 
 /// Resolves when the client's session has ended, with why.

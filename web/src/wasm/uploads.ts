@@ -152,14 +152,10 @@ export class Uploads {
         this.state(o, { phase: 'done', done: total, total, path: out.path, renamed: out.renamed });
         return;
       case 'upload-refused':
-        o.block = null;
-        this.forget(o);
-        this.state(o, { phase: 'failed', done: 0, total, message: out.message });
-        return;
       case 'upload-interrupted':
         o.block = null;
         this.forget(o);
-        this.state(o, { phase: 'failed', done: 0, total, message: out.message, resumable: true });
+        this.state(o, { phase: 'failed', done: 0, total, message: out.message, resumable: out.type === 'upload-interrupted' });
         return;
     }
   }

@@ -114,8 +114,11 @@ pub async fn follow_changes(
                 if changed.is_err() {
                     break;
                 }
-                let now = status.borrow_and_update().clone();
-                if now.complete && !was_complete {
+                let (complete, applied) = {
+                    let now = status.borrow_and_update();
+                    (now.complete, now.changes.saturating_sub(base))
+                };
+                if complete && !was_complete {
                     let (notifier, kept, client) = (notifier.clone(), kept.clone(), client.clone());
                     let _ = tokio::task::spawn_blocking(move || {
                         let stale = kept.take_stale_early(|f| client.with_index(|ix| f(ix)));
@@ -126,8 +129,7 @@ pub async fn follow_changes(
                     })
                     .await;
                 }
-                was_complete = now.complete;
-                let applied = now.changes.saturating_sub(base);
+                was_complete = complete;
                 let queued = changes.len() as u64;
                 if applied <= got + queued {
                     continue;
