@@ -598,3 +598,80 @@ async fn a_restart_from_the_saved_index_keeps_ids_and_logs_only_what_changed() {
     assert_eq!(second.read("d5/inner").await.unwrap(), b"changed again");
     second.stop().await;
 }
+
+/// Exchanges two paths in one step (`renameat2` with `RENAME_EXCHANGE`).
+fn exchange(a: &Path, b: &Path) {
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        a,
+        nix::fcntl::AT_FDCWD,
+        b,
+        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+    )
+    .unwrap();
+}
+
+/// What broke: a folder renamed, rotated, swapped or made again, with a change
+/// inside it straight after (before the watcher's events settled), kept the
+/// old contents for good: notify drops the watches of what moves away, and the
+/// folder at the path was taken for the same one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_straight_after_a_folder_is_renamed_or_replaced_is_not_lost() {
+    let tmp = TempDir::new("rotate");
+    let root = tmp.0.join("share");
+    for d in ["photos/sub", "site", "site.new", "a", "b", "d/e", "x", "y"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    fs::write(root.join("photos/a.jpg"), b"1").unwrap();
+    fs::write(root.join("site/index.html"), b"v1").unwrap();
+    fs::write(root.join("site/old-only.css"), b"v1").unwrap();
+    fs::write(root.join("site.new/index.html"), b"v2-longer").unwrap();
+    fs::write(root.join("a/in-a"), b"a").unwrap();
+    fs::write(root.join("b/in-b"), b"b").unwrap();
+    fs::write(root.join("d/e/old"), b"old").unwrap();
+    fs::write(root.join("x/in-x"), b"x").unwrap();
+    fs::write(root.join("y/in-y"), b"y").unwrap();
+    let live = Live::start(&root).await;
+    live.converge("the first walk").await;
+
+    fs::rename(root.join("photos"), root.join("photos-2026")).unwrap();
+    fs::write(root.join("photos-2026/b.jpg"), b"2").unwrap();
+    fs::write(root.join("photos-2026/sub/c.jpg"), b"3").unwrap();
+    live.converge("a folder renamed, then written in").await;
+    fs::write(root.join("photos-2026/sub/later.jpg"), b"4").unwrap();
+    live.converge("the renamed folder written in later").await;
+
+    fs::rename(root.join("site"), root.join("site.old")).unwrap();
+    fs::rename(root.join("site.new"), root.join("site")).unwrap();
+    live.converge("a folder rotated").await;
+    assert_eq!(live.read("site/index.html").await.unwrap(), b"v2-longer");
+    fs::write(root.join("site/new.css"), b"n").unwrap();
+    fs::write(root.join("site.old/kept.css"), b"k").unwrap();
+    live.converge("both rotated folders written in later").await;
+
+    fs::rename(root.join("a"), root.join("swap-tmp")).unwrap();
+    fs::rename(root.join("b"), root.join("a")).unwrap();
+    fs::rename(root.join("swap-tmp"), root.join("b")).unwrap();
+    live.converge("two folders swapped through a third name")
+        .await;
+    fs::write(root.join("a/after"), b"1").unwrap();
+    live.converge("a swapped folder written in later").await;
+
+    exchange(&root.join("x"), &root.join("y"));
+    live.converge("two folders exchanged in one step").await;
+    assert_eq!(live.read("x/in-y").await.unwrap(), b"y");
+    fs::write(root.join("y/after"), b"1").unwrap();
+    live.converge("an exchanged folder written in later").await;
+
+    fs::remove_dir_all(root.join("d")).unwrap();
+    fs::create_dir_all(root.join("d/e")).unwrap();
+    fs::write(root.join("d/y"), b"new").unwrap();
+    fs::write(root.join("d/e/z"), b"new").unwrap();
+    live.converge("a folder removed and made again").await;
+    fs::write(root.join("d/later"), b"1").unwrap();
+    fs::write(root.join("d/e/later"), b"1").unwrap();
+    live.converge("the folder made again written in later")
+        .await;
+
+    live.stop().await;
+}

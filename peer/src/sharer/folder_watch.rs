@@ -39,7 +39,7 @@ use tokio::sync::{mpsc, watch};
 use super::disk::ShareRoot;
 use super::event::ShareEvent;
 use super::reconcile::{
-    FolderWatches, ReconcileStats, RescanOptions, reconcile_paths, rescan_shared,
+    FolderWatches, ReconcileStats, RescanOptions, reconcile_paths_shared, rescan_shared,
 };
 
 /// Raw events waiting for the watch thread: 16,384.
@@ -319,10 +319,9 @@ fn run(ctx: WatchContext) {
         };
         let stats = match &ready {
             Ready::Paths { paths, written } => {
-                let Ok(mut ix) = ctx.index.write() else {
-                    return;
-                };
-                reconcile_paths(&mut ix, &ctx.root, &*ctx.watch, paths, written)
+                reconcile_paths_shared(&ctx.index, &ctx.root, &*ctx.watch, paths, written, || {
+                    ctx.changed.send_modify(|n| *n += 1);
+                })
             }
             Ready::Rescan => {
                 last_full_rescan = Instant::now();

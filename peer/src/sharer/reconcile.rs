@@ -20,6 +20,19 @@
 //! Paths the watcher named under a folder that moved in the same group are
 //! checked again after the moves: an entry is removed only if its path still
 //! leads to it and nothing is there on disk.
+//!
+//! The watcher's events inside a folder cannot be trusted around a move:
+//! notify drops the watches of a folder that moves away (and of everything
+//! below it) at once, and names what happens inside by the path it had. So
+//! after the paths, some folders are compared with the disk ([`Recheck`]),
+//! watched again first, so that nothing written in them meanwhile is lost:
+//!
+//! - a folder that moved, and a folder found at a path with another device
+//!   and inode than the index's (rotated, swapped, made again): its whole
+//!   subtree;
+//! - a folder the watcher named itself (made, moved in, removed and made
+//!   again with the same inode): its own listing; what is below it was named
+//!   by its own events.
 
 use std::collections::HashMap;
 use std::ops::AddAssign;
@@ -61,6 +74,15 @@ struct FolderPass {
     seen: Vec<bool>,
     /// Its folders already in the index, to compare next.
     next: Vec<(EntryId, Vec<u8>)>,
+}
+
+/// A folder to compare with the disk after a group of paths (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recheck {
+    pub dir: EntryId,
+    pub rel: Vec<u8>,
+    /// The whole subtree, not just the folder's own listing.
+    pub deep: bool,
 }
 
 /// What one reconciliation changed.
@@ -121,6 +143,8 @@ struct Reconciler<'a, W: FolderWatches> {
     root: &'a ShareRoot,
     watches: &'a W,
     stats: ReconcileStats,
+    /// Folders to compare with the disk once the paths are done.
+    recheck: Vec<Recheck>,
 }
 
 impl<W: FolderWatches> Reconciler<'_, W> {
@@ -260,6 +284,7 @@ impl<W: FolderWatches> Reconciler<'_, W> {
         // A folder's own mtime changes with what is added, removed or renamed in
         // it, and the watcher names only the child: look at the parents too.
         let mut all: Vec<Vec<u8>> = Vec::with_capacity(paths.len() * 2);
+        let named: std::collections::HashSet<&[u8]> = paths.iter().map(Vec::as_slice).collect();
         let mut root_touched = false;
         for p in paths.iter().filter(|p| !p.is_empty()) {
             all.push(p.clone());
@@ -305,7 +330,19 @@ impl<W: FolderWatches> Reconciler<'_, W> {
                     if v.0 == d.kind {
                         let (_, name) = split(rel);
                         let was_written = written.binary_search(rel).is_ok();
+                        let replaced = self
+                            .index
+                            .disk_identity(id)
+                            .is_some_and(|(dev, ino, _)| (dev, ino) != (d.dev, d.ino));
                         self.update_as(id, v.1, name, &d, was_written);
+                        if d.kind == EntryKind::Dir && (replaced || named.contains(rel.as_slice()))
+                        {
+                            self.recheck.push(Recheck {
+                                dir: id,
+                                rel: rel.clone(),
+                                deep: replaced,
+                            });
+                        }
                     } else {
                         // Replaced by something of another kind: a new entry.
                         self.remove(id, rel);
@@ -343,6 +380,13 @@ impl<W: FolderWatches> Reconciler<'_, W> {
                         Ok(_) => {
                             moved_away[n] = true;
                             self.stats.moved += 1;
+                            if kind == EntryKind::Dir {
+                                self.recheck.push(Recheck {
+                                    dir: id,
+                                    rel: rel.clone(),
+                                    deep: true,
+                                });
+                            }
                             if let Some(old) = old_dirs {
                                 // Watches name paths: the moved folders get new ones.
                                 for o in &old {
@@ -482,8 +526,10 @@ impl<W: FolderWatches> Reconciler<'_, W> {
 }
 
 /// Brings the index in line with the disk for `paths` (relative to the root,
-/// as the watcher named them); `written` (sorted) are those of them the
-/// watcher saw closed after writing. See the module docs.
+/// as the watcher named them), then compares the folders that asks for
+/// ([`Recheck`]); `written` (sorted) are those of them the watcher saw closed
+/// after writing. See the module docs. Holds the index the whole time (see
+/// [`reconcile_paths_shared`] for an index being served).
 pub fn reconcile_paths(
     index: &mut ShareIndex,
     root: &ShareRoot,
@@ -496,9 +542,42 @@ pub fn reconcile_paths(
         root,
         watches,
         stats: ReconcileStats::default(),
+        recheck: Vec::new(),
     };
     r.paths(paths, written);
+    let recheck = std::mem::take(&mut r.recheck);
+    compare(&mut r, recheck, true);
     r.stats
+}
+
+/// [`reconcile_paths`] for an index that is being served: the paths under one
+/// write lock, then the folders to compare as [`rescan_shared`] compares
+/// (short locks). `changed` is called after each step that changed something.
+pub fn reconcile_paths_shared(
+    index: &RwLock<ShareIndex>,
+    root: &ShareRoot,
+    watches: &impl FolderWatches,
+    paths: &[Vec<u8>],
+    written: &[Vec<u8>],
+    mut changed: impl FnMut(),
+) -> ReconcileStats {
+    let (mut stats, recheck) = {
+        let mut ix = index.write().unwrap_or_else(|p| p.into_inner());
+        let mut r = Reconciler {
+            index: &mut ix,
+            root,
+            watches,
+            stats: ReconcileStats::default(),
+            recheck: Vec::new(),
+        };
+        r.paths(paths, written);
+        (r.stats, r.recheck)
+    };
+    if stats.changes() > 0 {
+        changed();
+    }
+    stats += compare_shared(index, root, watches, recheck, true, changed);
+    stats
 }
 
 /// Whether a rescan listed folder `rel` whole (a folder gone, or one that
@@ -527,21 +606,56 @@ pub fn rescan(
         root,
         watches,
         stats: ReconcileStats::default(),
+        recheck: Vec::new(),
     };
     r.root_attrs();
-    let mut stack = vec![(EntryId::ROOT, Vec::new())];
-    while let Some((dir, rel)) = stack.pop() {
-        let Some(mut pass) = r.folder_start(dir) else {
-            continue;
-        };
-        let listed = root.list_in_chunks(&rel, LIST_CHUNK, |chunk| {
-            r.folder_chunk(&mut pass, &rel, chunk);
-        });
-        if listed_whole(listed, &rel, &mut r.stats) {
-            stack.extend(r.folder_end(pass, &rel));
+    compare(&mut r, vec![Recheck::everything()], false);
+    r.stats
+}
+
+impl Recheck {
+    /// The whole shared folder.
+    fn everything() -> Recheck {
+        Recheck {
+            dir: EntryId::ROOT,
+            rel: Vec::new(),
+            deep: true,
         }
     }
-    r.stats
+}
+
+/// Compares folders with the disk, holding the index; with `install_watches`,
+/// each folder is watched before it is listed.
+fn compare<W: FolderWatches>(
+    r: &mut Reconciler<'_, W>,
+    start: Vec<Recheck>,
+    install_watches: bool,
+) {
+    for Recheck { dir, rel, deep } in start {
+        if r.index.relative_path(dir).as_deref() != Some(&rel[..]) {
+            // Moved again since: that move compares it.
+            continue;
+        }
+        let mut stack = vec![(dir, rel)];
+        while let Some((dir, rel)) = stack.pop() {
+            if install_watches {
+                r.watches.watch(&rel);
+            }
+            let Some(mut pass) = r.folder_start(dir) else {
+                continue;
+            };
+            let root = r.root;
+            let listed = root.list_in_chunks(&rel, LIST_CHUNK, |chunk| {
+                r.folder_chunk(&mut pass, &rel, chunk);
+            });
+            if listed_whole(listed, &rel, &mut r.stats) {
+                let below = r.folder_end(pass, &rel);
+                if deep {
+                    stack.extend(below);
+                }
+            }
+        }
+    }
 }
 
 /// How [`rescan_shared`] goes about it.
@@ -564,56 +678,94 @@ pub fn rescan_shared(
     options: RescanOptions,
     mut changed: impl FnMut(),
 ) -> ReconcileStats {
-    // One short write lock per step; what it changed is added to the total.
-    fn step<W: FolderWatches, T>(
-        index: &RwLock<ShareIndex>,
-        root: &ShareRoot,
-        watches: &W,
-        total: &mut ReconcileStats,
-        changed: &mut impl FnMut(),
-        work: impl FnOnce(&mut Reconciler<'_, W>) -> T,
-    ) -> T {
-        let mut ix = index.write().unwrap_or_else(|p| p.into_inner());
-        let mut r = Reconciler {
-            index: &mut ix,
-            root,
-            watches,
-            stats: ReconcileStats::default(),
-        };
-        let out = work(&mut r);
-        let stats = r.stats;
-        drop(ix);
-        if stats.changes() > 0 {
-            changed();
-        }
-        *total += stats;
-        out
-    }
     let mut stats = ReconcileStats::default();
     step(index, root, watches, &mut stats, &mut changed, |r| {
         r.root_attrs();
     });
-    let mut stack = vec![(EntryId::ROOT, Vec::new())];
-    while let Some((dir, rel)) = stack.pop() {
-        if options.install_watches {
-            watches.watch(&rel);
-        }
-        let started = step(index, root, watches, &mut stats, &mut changed, |r| {
-            r.folder_start(dir)
-        });
-        let Some(mut pass) = started else {
+    stats += compare_shared(
+        index,
+        root,
+        watches,
+        vec![Recheck::everything()],
+        options.install_watches,
+        changed,
+    );
+    stats
+}
+
+/// One short write lock of a shared comparison; what it changed is counted.
+fn step<W: FolderWatches, T>(
+    index: &RwLock<ShareIndex>,
+    root: &ShareRoot,
+    watches: &W,
+    total: &mut ReconcileStats,
+    changed: &mut impl FnMut(),
+    work: impl FnOnce(&mut Reconciler<'_, W>) -> T,
+) -> T {
+    let mut ix = index.write().unwrap_or_else(|p| p.into_inner());
+    let mut r = Reconciler {
+        index: &mut ix,
+        root,
+        watches,
+        stats: ReconcileStats::default(),
+        recheck: Vec::new(),
+    };
+    let out = work(&mut r);
+    let stats = r.stats;
+    drop(ix);
+    if stats.changes() > 0 {
+        changed();
+    }
+    *total += stats;
+    out
+}
+
+/// [`compare`] for an index that is being served: each folder listed without
+/// the lock, [`LIST_CHUNK`] names at a time, each chunk compared under a short
+/// write lock of its own.
+fn compare_shared(
+    index: &RwLock<ShareIndex>,
+    root: &ShareRoot,
+    watches: &impl FolderWatches,
+    start: Vec<Recheck>,
+    install_watches: bool,
+    mut changed: impl FnMut(),
+) -> ReconcileStats {
+    let mut stats = ReconcileStats::default();
+    for Recheck { dir, rel, deep } in start {
+        let still_there = index
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .relative_path(dir)
+            .is_some_and(|p| p == rel);
+        if !still_there {
+            // Moved again since: that move compares it.
             continue;
-        };
-        let listed = root.list_in_chunks(&rel, LIST_CHUNK, |chunk| {
-            step(index, root, watches, &mut stats, &mut changed, |r| {
-                r.folder_chunk(&mut pass, &rel, chunk);
+        }
+        let mut stack = vec![(dir, rel)];
+        while let Some((dir, rel)) = stack.pop() {
+            if install_watches {
+                watches.watch(&rel);
+            }
+            let started = step(index, root, watches, &mut stats, &mut changed, |r| {
+                r.folder_start(dir)
             });
-        });
-        if listed_whole(listed, &rel, &mut stats) {
-            let below = step(index, root, watches, &mut stats, &mut changed, |r| {
-                r.folder_end(pass, &rel)
+            let Some(mut pass) = started else {
+                continue;
+            };
+            let listed = root.list_in_chunks(&rel, LIST_CHUNK, |chunk| {
+                step(index, root, watches, &mut stats, &mut changed, |r| {
+                    r.folder_chunk(&mut pass, &rel, chunk);
+                });
             });
-            stack.extend(below);
+            if listed_whole(listed, &rel, &mut stats) {
+                let below = step(index, root, watches, &mut stats, &mut changed, |r| {
+                    r.folder_end(pass, &rel)
+                });
+                if deep {
+                    stack.extend(below);
+                }
+            }
         }
     }
     stats
