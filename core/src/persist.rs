@@ -841,6 +841,11 @@ impl<F: StoredFrame> PersistentReceiver<F> {
         self.receiver.folders_listed()
     }
 
+    /// The epoch of the index held ([`Receiver::position`]).
+    pub fn epoch(&self) -> Epoch {
+        self.receiver.position().0
+    }
+
     pub fn index(&self) -> &Index {
         self.receiver.index()
     }

@@ -70,7 +70,7 @@ pub mod restore;
 
 use std::collections::VecDeque;
 
-use linkfs_proto::{EntryId, Generation};
+use linkfs_proto::{EntryId, Epoch, Generation};
 
 use crate::Millis;
 use crate::backoff::{Backoff, BackoffConfig, Retry};
@@ -1032,6 +1032,12 @@ impl<F: StoredFrame> Visit<F> {
             restoring: false,
             storage_problem: p.storage_problem.filter(|w| !w.is_empty()),
         }
+    }
+
+    /// The epoch of the sharer's index this one follows (a sharer that started
+    /// over numbers its entries anew under a new epoch).
+    pub fn epoch(&self) -> Epoch {
+        self.receiver.epoch()
     }
 
     /// The index as far as it is (while restoring: the part restored so far).

@@ -1040,6 +1040,95 @@ fn the_mount_follows_changes_on_the_sharers_disk() {
     share.stop();
 }
 
+/// What broke: a file held open on the mount failed every read with EIO once
+/// it changed on the sharer's disk (the kernel took the file's new version for
+/// a reused inode number), so `tail -f` over the mount showed nothing new.
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn a_file_held_open_on_the_mount_reads_what_changed_after_it_was_opened() {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::FileExt;
+    let tmp = TempDir::new("held");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("log"), b"line0\n").unwrap();
+    std::fs::write(src.join("page"), b"version 1").unwrap();
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    let mnt = mount.mnt.clone();
+
+    // tail -f: read to the end, the sharer appends, read on from there.
+    let mut log = std::fs::File::open(mnt.join("log")).unwrap();
+    let mut got = Vec::new();
+    log.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"line0\n");
+    for n in 1..=5 {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(src.join("log"))
+            .unwrap()
+            .write_all(format!("line{n}\n").as_bytes())
+            .unwrap();
+        until(
+            &format!("line {n} appended, read through the open file"),
+            || {
+                // What tail -F does between reads: looks the name up again.
+                let _ = std::fs::metadata(mnt.join("log"));
+                let mut more = Vec::new();
+                log.read_to_end(&mut more).map_err(|e| e.to_string())?;
+                got.extend_from_slice(&more);
+                let want: String = (0..=n).map(|k| format!("line{k}\n")).collect();
+                (got == want.as_bytes())
+                    .then_some(())
+                    .ok_or(format!("read {:?}", String::from_utf8_lossy(&got)))
+            },
+        );
+    }
+
+    // Read straight after it changed on the sharer's disk, before the index
+    // has its new version: the sharer refuses the version the index names,
+    // and the read goes on to the new one once it is here.
+    for n in 0..10 {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(src.join("log"))
+            .unwrap()
+            .write_all(format!("again{n}\n").as_bytes())
+            .unwrap();
+        let read = std::fs::read(mnt.join("log"))
+            .unwrap_or_else(|e| panic!("a read straight after change {n}: {e}"));
+        let disk = std::fs::read(src.join("log")).unwrap();
+        assert!(
+            disk.starts_with(&read),
+            "change {n}: the mount read bytes the file never held"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // Rewritten in place, same size: the open file reads the new bytes.
+    let page = std::fs::File::open(mnt.join("page")).unwrap();
+    let mut buf = [0u8; 9];
+    page.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"version 1");
+    std::fs::write(src.join("page"), b"version 2").unwrap();
+    until("a same-size rewrite, read through the open file", || {
+        let _ = std::fs::metadata(mnt.join("page"));
+        let mut buf = [0u8; 9];
+        page.read_exact_at(&mut buf, 0).map_err(|e| e.to_string())?;
+        (&buf == b"version 2")
+            .then_some(())
+            .ok_or(format!("read {:?}", String::from_utf8_lossy(&buf)))
+    });
+    let mut again = std::fs::File::open(mnt.join("log")).unwrap();
+    again.seek(SeekFrom::Start(0)).unwrap();
+    let mut whole = Vec::new();
+    again.read_to_end(&mut whole).unwrap();
+    assert_eq!(whole, std::fs::read(src.join("log")).unwrap());
+    drop((log, page, again));
+    mount.stop();
+    share.stop();
+}
+
 /// The names `ls` shows in a folder of the mount.
 fn listed(dir: &Path) -> Result<std::collections::BTreeSet<String>, String> {
     std::fs::read_dir(dir)

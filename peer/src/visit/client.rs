@@ -342,6 +342,11 @@ impl Client {
         self.status.borrow().clone()
     }
 
+    /// The epoch of the sharer's index (see [`linkfs_core::Visit::epoch`]).
+    pub fn epoch(&self) -> linkfs_proto::Epoch {
+        self.with_visit(|v| v.epoch())
+    }
+
     /// Whether the index holds every child of folder `dir` (the whole index
     /// is here, or the sharer said this folder is whole): a listing of it can
     /// be answered now.

@@ -17,7 +17,9 @@
 //!   names missing); a name already there answers at once. At ten million
 //!   entries the root lists in well under a second where the whole index
 //!   takes half a minute.
-//! - Inode numbers are entry ids + 1 (the root is 1): stable for the session.
+//! - Inode numbers are entry ids + 1 (the root is 1): stable for the session;
+//!   their generation is the sharer's epoch ([`LinkFs::inode_generation`]),
+//!   so a file held open reads its new versions (`tail -f` works).
 //! - read goes through a [`BlockCache`] of 1 MiB blocks keyed by (entry,
 //!   generation, block): a block is fetched once with the same verified,
 //!   pipelined reads the browser uses, and a sequential reader gets the next
@@ -30,7 +32,10 @@
 //!   one per file, and a reader that jumps around fetches nothing it did not
 //!   ask for. A block that cannot
 //!   be fetched makes the read fail with EIO (and a log line): never zeros,
-//!   never a short file.
+//!   never a short file. A read the sharer refuses because the file changed
+//!   on its disk since the version the index names waits for the new
+//!   version ([`CHANGED_WAIT`]) and reads that: a log read while it grows
+//!   (`tail -f`, a file opened straight after a write) gets its bytes.
 //! - No extended attributes: getxattr and listxattr are left unimplemented
 //!   (ENOSYS), so the kernel stops asking after the first time. Answering
 //!   "no such attribute" instead cost `ls -l` two round trips per file (it asks
@@ -57,8 +62,8 @@ use fuser::{
     KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
     ReplyEntry, ReplyOpen, ReplyStatfs, Request,
 };
-use linkfs_core::{EntryRef, Index};
-use linkfs_proto::{EntryId, EntryKind};
+use linkfs_core::{EntryRef, Index, ReadFailure};
+use linkfs_proto::{EntryId, EntryKind, ReadErrorCode};
 
 use super::{Client, ReadError};
 
@@ -101,6 +106,13 @@ pub const FILES_AHEAD: usize = 32;
 pub const FILES_AHEAD_BYTES: u64 = 8 << 20;
 /// How long a FUSE request waits for a block before it fails with EIO.
 pub const BLOCK_WAIT: Duration = Duration::from_secs(60);
+/// How long a read the sharer refused because the file changed waits for the
+/// file's new version to reach the index (the sharer sends it within its
+/// settle time, under a second) before it is tried again.
+pub const CHANGED_WAIT: Duration = Duration::from_secs(5);
+/// Versions a read goes on to when each changes under it (a file written
+/// without pause), before it fails with EIO.
+pub const CHANGED_RETRIES: u32 = 4;
 /// How long a listing or lookup waits for its folder to be whole (the
 /// sharer's walk to reach its end) before it fails with EIO: a cold walk of
 /// ten million entries took about two minutes here.
@@ -191,6 +203,19 @@ enum MountReadError {
     TimedOut,
     #[error("the data read does not match the file's size")]
     WrongSize,
+}
+
+impl MountReadError {
+    /// The sharer refused the read: the file changed since the version asked for.
+    fn is_changed(&self) -> bool {
+        matches!(
+            self,
+            MountReadError::Read(ReadError::Failed(ReadFailure::Refused(
+                _,
+                ReadErrorCode::Changed
+            )))
+        )
+    }
 }
 
 #[derive(Debug, Default)]
@@ -423,6 +448,34 @@ impl LinkFs {
         whole
     }
 
+    /// The generation the kernel keeps with every inode: the sharer's epoch.
+    /// Inode numbers are entry ids, which a sharer that starts over numbers
+    /// anew: an inode the kernel holds from before is then stale, and a
+    /// program holding it open gets EIO rather than another file's bytes. A
+    /// file's own generation (its versions) is not it: the kernel takes a
+    /// changed one for a reused inode number and fails every read of a file
+    /// held open once it changes (`tail -f` read nothing new).
+    fn inode_generation(&self) -> Generation {
+        Generation(self.client.epoch().0)
+    }
+
+    /// Waits (at most [`CHANGED_WAIT`]) until the index holds a version of
+    /// `entry` other than `generation`; whether it does.
+    fn newer_version(&self, entry: EntryId, generation: u32) -> bool {
+        let deadline = std::time::Instant::now() + CHANGED_WAIT;
+        loop {
+            let now = self
+                .client
+                .with_index(|ix| ix.get(entry).map(|e| e.generation.0));
+            match now {
+                Some(g) if g != generation => return true,
+                None => return false,
+                Some(_) if std::time::Instant::now() >= deadline => return false,
+                Some(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
     fn with_entry<R>(&self, ino: INodeNo, f: impl FnOnce(&Index, EntryRef<'_>) -> R) -> Option<R> {
         let id = id_of(ino)?;
         self.client.with_index(|ix| ix.get(id).map(|e| f(ix, e)))
@@ -571,7 +624,7 @@ impl Filesystem for LinkFs {
         let find = || {
             self.client.with_index(|ix| {
                 let id = ix.lookup_child(parent, name.as_bytes())?;
-                ix.get(id).map(|e| (self.attr(&e), e.generation.0))
+                ix.get(id).map(|e| self.attr(&e))
             })
         };
         let mut found = find();
@@ -583,9 +636,7 @@ impl Filesystem for LinkFs {
             found = find();
         }
         match found {
-            Some((attr, generation)) => {
-                reply.entry(&ATTR_TTL, &attr, Generation(u64::from(generation)))
-            }
+            Some(attr) => reply.entry(&ATTR_TTL, &attr, self.inode_generation()),
             None => reply.error(Errno::ENOENT),
         }
     }
@@ -628,40 +679,59 @@ impl Filesystem for LinkFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let Some((kind, generation, file_size, path)) = self.with_entry(ino, |ix, e| {
-            (
-                e.kind,
-                e.generation.0,
-                e.size,
-                ix.path_of(e.id).unwrap_or_default(),
-            )
-        }) else {
+        let Some(entry) = id_of(ino) else {
             return reply.error(Errno::ENOENT);
         };
-        if kind != EntryKind::File {
-            return reply.error(Errno::EISDIR);
-        }
-        let entry = id_of(ino).map_or(0, |id| id.0);
-        let next_files = if offset == 0 && file_size <= BLOCK {
-            let next = self
-                .client
-                .with_index(|ix| next_small_files(ix, EntryId(entry)));
-            self.cache.lock().small_file_read(entry, next)
-        } else {
-            Vec::new()
-        };
-        match self.read_range(entry, generation, file_size, offset, size, &next_files) {
-            Ok(data) => reply.data(&data),
-            Err(e) => {
-                tracing::error!(
-                    path = %String::from_utf8_lossy(&path),
-                    offset,
-                    size,
-                    error = %e,
-                    "a read from the mount failed (the program reading gets EIO)"
-                );
-                reply.error(Errno::EIO)
+        // Versions tried that the sharer said changed.
+        let mut changed = 0;
+        loop {
+            let Some((kind, generation, file_size, path)) = self.with_entry(ino, |ix, e| {
+                (
+                    e.kind,
+                    e.generation.0,
+                    e.size,
+                    ix.path_of(e.id).unwrap_or_default(),
+                )
+            }) else {
+                return reply.error(if changed > 0 {
+                    Errno::EIO
+                } else {
+                    Errno::ENOENT
+                });
+            };
+            if kind != EntryKind::File {
+                return reply.error(if changed > 0 {
+                    Errno::EIO
+                } else {
+                    Errno::EISDIR
+                });
             }
+            let next_files = if offset == 0 && file_size <= BLOCK {
+                let next = self.client.with_index(|ix| next_small_files(ix, entry));
+                self.cache.lock().small_file_read(entry.0, next)
+            } else {
+                Vec::new()
+            };
+            let e = match self.read_range(entry.0, generation, file_size, offset, size, &next_files)
+            {
+                Ok(data) => return reply.data(&data),
+                Err(e) => e,
+            };
+            // Changed on the sharer's disk since the index said: read the new
+            // version once it is here (a file held open follows a growing log).
+            if e.is_changed() && changed < CHANGED_RETRIES && self.newer_version(entry, generation)
+            {
+                changed += 1;
+                continue;
+            }
+            tracing::error!(
+                path = %String::from_utf8_lossy(&path),
+                offset,
+                size,
+                error = %e,
+                "a read from the mount failed (the program reading gets EIO)"
+            );
+            return reply.error(Errno::EIO);
         }
     }
 
@@ -757,6 +827,7 @@ impl Filesystem for LinkFs {
         if offset == 0 && !self.folder_whole(dir) {
             return reply.error(Errno::EIO);
         }
+        let generation = self.inode_generation();
         let done = self.client.with_index(|ix| {
             let e = ix.get(dir)?;
             if e.kind != EntryKind::Dir {
@@ -801,7 +872,7 @@ impl Filesystem for LinkFs {
                             OsStr::from_bytes(&c.name),
                             &ATTR_TTL,
                             &attr,
-                            Generation(u64::from(c.generation.0)),
+                            generation,
                         )
                     }
                 };
