@@ -675,3 +675,34 @@ async fn a_change_straight_after_a_folder_is_renamed_or_replaced_is_not_lost() {
 
     live.stop().await;
 }
+
+/// What broke: a file with two names (a hard link), written through one of
+/// them, stayed stale under the other for good (the watcher names only the
+/// path written), and every read of it was refused as changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hard_link_written_through_its_other_name_reads_its_new_bytes() {
+    let tmp = TempDir::new("hardlink");
+    let root = tmp.0.join("share");
+    fs::create_dir_all(root.join("elsewhere")).unwrap();
+    fs::write(root.join("h1"), b"first").unwrap();
+    fs::hard_link(root.join("h1"), root.join("elsewhere/h2")).unwrap();
+    let live = Live::start(&root).await;
+    live.converge("the first walk").await;
+
+    fs::write(root.join("h1"), b"second, longer").unwrap();
+    let started = Instant::now();
+    loop {
+        match live.read("elsewhere/h2").await {
+            Ok(bytes) if bytes == b"second, longer" => break,
+            other => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "the other name still reads {other:?} after 10 s"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    live.converge("both names of the file").await;
+    live.stop().await;
+}

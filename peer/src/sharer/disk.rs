@@ -42,9 +42,45 @@ pub struct ShareRoot {
     /// A link that selects paths: anything else beneath the root is treated
     /// as not there (not looked at, listed or read).
     selection: Option<std::sync::Arc<linkfs_core::Selection>>,
+    /// Paths a read found changed on disk that the index still holds as
+    /// they were: the watch thread compares them again ([`ShareRoot::take_stale`]).
+    stale: std::sync::Mutex<StalePaths>,
+}
+
+/// Stale paths waiting for the watch thread: at most this many, beyond
+/// which the whole folder is compared.
+pub const STALE_MAX: usize = 1024;
+
+#[derive(Debug, Default)]
+struct StalePaths {
+    paths: Vec<Vec<u8>>,
+    overflowed: bool,
 }
 
 impl ShareRoot {
+    /// Says a read found the file at `rel` changed on disk. A change the
+    /// watcher cannot see (another hard link of the same file written, a
+    /// file system that sends no events) is then found all the same.
+    pub fn found_stale(&self, rel: &[u8]) {
+        let mut s = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+        if s.paths.iter().any(|p| p == rel) {
+            return;
+        }
+        if s.paths.len() >= STALE_MAX {
+            s.overflowed = true;
+        } else {
+            s.paths.push(rel.to_vec());
+        }
+    }
+
+    /// The paths [`found_stale`](Self::found_stale) since the last call, and
+    /// whether some were dropped (compare everything then).
+    pub fn take_stale(&self) -> (Vec<Vec<u8>>, bool) {
+        let mut s = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = std::mem::take(&mut *s);
+        (taken.paths, taken.overflowed)
+    }
+
     pub fn open(path: &Path) -> io::Result<ShareRoot> {
         let dir = open(
             path,
@@ -56,6 +92,7 @@ impl ShareRoot {
             dir,
             path: path.to_owned(),
             selection: None,
+            stale: Default::default(),
         })
     }
 
@@ -335,6 +372,11 @@ impl OpenFiles {
     /// Reads exactly `io.len` bytes at `io.offset`, checking the file did not change.
     pub fn read(&mut self, root: &ShareRoot, io: &ReadIo) -> Result<Vec<u8>, IoFailure> {
         let result = self.read_inner(root, io);
+        if let Err(f) = &result
+            && f.code == ReadErrorCode::Changed
+        {
+            root.found_stale(&io.target.path);
+        }
         if result.is_err() || io.last {
             self.files.retain(|(id, _)| *id != io.entry);
         }

@@ -21,6 +21,10 @@
 //! - When the system's limit on watches is reached (`fs.inotify.max_user_watches`),
 //!   the user is told once, with the fix, and the whole folder is rescanned every
 //!   [`RESCAN_WITHOUT_WATCHES`] so that unwatched folders are still followed.
+//! - A read that finds a file changed on disk that the index holds as it was
+//!   (written through another hard link, on a file system that sends no
+//!   events) names its path here as an event would
+//!   ([`ShareRoot::found_stale`]): the reader then gets the new version.
 //! - Changes are applied only after the initial walk (or the comparison of a
 //!   saved index with the folder) is over: the walk numbers entries itself,
 //!   and events that came meanwhile settle and are applied then.
@@ -298,6 +302,14 @@ fn run(ctx: WatchContext) {
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Files a read found changed that no event named (see ShareRoot::found_stale).
+        let (stale, overflowed) = ctx.root.take_stale();
+        for p in stale {
+            settler.event(now(), &p);
+        }
+        if overflowed {
+            settler.overflow(now());
         }
         if !ctx.initial_done.load(Ordering::Acquire) {
             continue;
