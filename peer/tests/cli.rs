@@ -66,6 +66,24 @@ fn a_malformed_link_exits_4_and_says_so() {
     assert!(stderr(&o).contains("after '#'"), "{}", stderr(&o));
 }
 
+/// What broke: `linkfs mount` mounted over a folder that held files, hiding them.
+#[test]
+fn mount_refuses_a_folder_that_is_not_empty_and_says_why() {
+    let dir = std::env::temp_dir().join(format!("linkfs-cli-nonempty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("precious"), b"mine").unwrap();
+    let o = linkfs(&[
+        "mount",
+        "http://127.0.0.1:9/#aaaaaaaaaaaaaaaa.AAAAAAAAAAAAAAAAAAAAAA",
+        dir.to_str().unwrap(),
+    ]);
+    let kept = std::fs::read(dir.join("precious"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is not empty"), "{}", stderr(&o));
+    assert_eq!(kept.unwrap(), b"mine");
+}
+
 #[test]
 fn a_relay_that_cannot_be_reached_exits_5() {
     // Port 9 (discard) on loopback: nothing listens there.

@@ -432,7 +432,8 @@ pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
 /// root, else through `fusermount3 -u -z`.
 fn unmount(mountpoint: &std::path::Path) -> anyhow::Result<()> {
     match nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH) {
-        Ok(()) => Ok(()),
+        // EINVAL: not a mount point (any more): someone unmounted it first.
+        Ok(()) | Err(nix::errno::Errno::EINVAL) => Ok(()),
         Err(nix::errno::Errno::EPERM) => {
             let status = std::process::Command::new("fusermount3")
                 .arg("-u")
@@ -460,6 +461,17 @@ pub async fn mount(args: MountArgs) -> anyhow::Result<()> {
     if !meta.is_dir() {
         bail!(
             "{} is not a folder; give an empty folder to mount on",
+            args.mountpoint.display()
+        );
+    }
+    let holds_something = std::fs::read_dir(&args.mountpoint)
+        .with_context(|| format!("cannot read {}", args.mountpoint.display()))?
+        .next()
+        .is_some();
+    if holds_something {
+        bail!(
+            "{} is not empty: the share mounted there would hide what it holds until unmounted; give an empty folder (mkdir {}-share)",
+            args.mountpoint.display(),
             args.mountpoint.display()
         );
     }
