@@ -38,10 +38,10 @@ pub fn gather(paths: &[PathBuf], to: &str) -> (Vec<Outgoing>, Vec<String>) {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     for p in paths {
-        let name = p
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| p.to_string_lossy().into_owned());
+        let name = p.file_name().unwrap_or(p.as_os_str());
+        let Some(name) = utf8_name(p, name, &mut skipped) else {
+            continue;
+        };
         let remote = if to.is_empty() {
             name
         } else {
@@ -50,6 +50,22 @@ pub fn gather(paths: &[PathBuf], to: &str) -> (Vec<Outgoing>, Vec<String>) {
         add(p, &remote, &mut files, &mut skipped);
     }
     (files, skipped)
+}
+
+/// `name` (of `path`) as UTF-8, or None and the reason in `skipped`: the
+/// sharer refuses other names, and changing them here would land a file
+/// under a name nobody chose.
+fn utf8_name(path: &Path, name: &std::ffi::OsStr, skipped: &mut Vec<String>) -> Option<String> {
+    match name.to_str() {
+        Some(n) => Some(n.to_owned()),
+        None => {
+            skipped.push(format!(
+                "{}: its name is not UTF-8, which uploads do not take; rename it to send it",
+                path.display()
+            ));
+            None
+        }
+    }
 }
 
 fn add(local: &Path, remote: &str, files: &mut Vec<Outgoing>, skipped: &mut Vec<String>) {
@@ -82,8 +98,12 @@ fn add(local: &Path, remote: &str, files: &mut Vec<Outgoing>, skipped: &mut Vec<
             .collect();
         names.sort();
         for n in names {
-            let child = format!("{remote}/{}", n.to_string_lossy());
-            add(&local.join(&n), &child, files, skipped);
+            let path = local.join(&n);
+            let Some(name) = utf8_name(&path, &n, skipped) else {
+                continue;
+            };
+            let child = format!("{remote}/{name}");
+            add(&path, &child, files, skipped);
         }
     } else {
         skipped.push(format!(
@@ -294,5 +314,32 @@ async fn ended(client: &Client) -> linkfs_core::EndReason {
         if watch.changed().await.is_err() {
             return linkfs_core::EndReason::ClosedHere;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What broke: a name that is not UTF-8 was sent with U+FFFD in its place.
+    #[test]
+    fn a_name_that_is_not_utf8_is_skipped_and_said_not_renamed() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!("linkfs-put-utf8-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("up")).unwrap();
+        std::fs::write(dir.join("up/fine.txt"), b"1").unwrap();
+        let bad = dir
+            .join("up")
+            .join(std::ffi::OsStr::from_bytes(b"bad\xffname"));
+        std::fs::write(&bad, b"2").unwrap();
+        let (files, skipped) = gather(&[dir.join("up"), bad.clone()], "");
+        let _ = std::fs::remove_dir_all(&dir);
+        let remotes: Vec<&str> = files.iter().map(|f| f.remote.as_str()).collect();
+        assert_eq!(remotes, ["up/fine.txt"]);
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        assert!(
+            skipped.iter().all(|s| s.contains("not UTF-8")),
+            "{skipped:?}"
+        );
     }
 }
