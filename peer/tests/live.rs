@@ -434,7 +434,7 @@ async fn a_get_of_files_changed_after_they_were_listed_writes_their_new_versions
         get(
             &live.client,
             &GetOptions {
-                path: String::new(),
+                path: Vec::new(),
                 out: out.clone(),
                 parallel_files: 4,
             },

@@ -925,7 +925,7 @@ mod crafted {
         let summary = get(
             &client,
             &GetOptions {
-                path: String::new(),
+                path: Vec::new(),
                 out: out.clone(),
                 parallel_files: 4,
             },

@@ -33,7 +33,7 @@ fn control_characters_in_names_are_escaped_in_ls_output() {
     );
     upsert(&mut ix, 2, EntryKind::Symlink, b"link", b"\x1b[31mred\\x");
     let mut out = Vec::new();
-    list(&ix, "", ListOptions::default(), &mut out).unwrap();
+    list(&ix, b"", ListOptions::default(), &mut out).unwrap();
     assert!(
         !out.iter().any(|b| *b == 0x1b || *b == 0x07),
         "raw escape bytes reached the output: {:?}",

@@ -5,6 +5,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -81,8 +82,9 @@ pub struct LsArgs {
     connect: ConnectArgs,
     /// A folder or file in the share (default: the top).
     #[arg(default_value = "")]
-    path: String,
-    /// One JSON object per line: path, kind, size, mtime, mode (and target for symlinks).
+    path: std::ffi::OsString,
+    /// One JSON object per line: path, kind, size, mtime, mode (and target for
+    /// symlinks); a name that is not UTF-8 also as `path_hex` (`target_hex`).
     #[arg(long)]
     json: bool,
     /// Everything below PATH, by path.
@@ -123,7 +125,7 @@ pub struct GetArgs {
     connect: ConnectArgs,
     /// A folder or file in the share (default: all of it).
     #[arg(default_value = "")]
-    path: String,
+    path: std::ffi::OsString,
     /// Where to put it (created if missing). Nothing is ever written outside it.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
@@ -302,14 +304,17 @@ fn say_complete(client: &Client, started: std::time::Instant) {
 /// a folder, is whole (or the wait for one runs out): a listing of it is
 /// then as complete as after the whole index, and a name not there is
 /// really not there.
-async fn wait_for_path(client: &Client, path: &str) {
+async fn wait_for_path(client: &Client, path: &[u8]) {
     let mut dir = EntryId::ROOT;
-    for name in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+    for name in path
+        .split(|b| *b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+    {
         if !client.wait_folder_listed(dir, LISTING_WAIT).await {
             return;
         }
         let child = client.with_index(|ix| {
-            let id = ix.lookup_child(dir, name.as_bytes())?;
+            let id = ix.lookup_child(dir, name)?;
             ix.get(id).map(|e| (id, e.kind))
         });
         match child {
@@ -327,7 +332,7 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<()> {
         connect_and_index(&args.connect).await?
     } else {
         let (client, route) = connect_until(&args.connect, IndexWait::Root).await?;
-        wait_for_path(&client, &args.path).await;
+        wait_for_path(&client, args.path.as_bytes()).await;
         (client, route)
     };
     let options = ListOptions {
@@ -336,7 +341,7 @@ pub async fn ls(args: LsArgs) -> anyhow::Result<()> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let result = client.with_index(|ix| list(ix, &args.path, options, &mut out));
+    let result = client.with_index(|ix| list(ix, args.path.as_bytes(), options, &mut out));
     route.settle(Duration::from_secs(3)).await;
     client.shutdown().await;
     match result {
@@ -358,7 +363,7 @@ pub async fn get_cmd(args: GetArgs) -> anyhow::Result<()> {
     let (client, route) = connect_and_index(&args.connect).await?;
     let b = bar("{bytes}/{total_bytes} {wide_bar} {bytes_per_sec} eta {eta}");
     let options = GetOptions {
-        path: args.path.clone(),
+        path: args.path.as_bytes().to_vec(),
         out: args.out.clone(),
         parallel_files: args.parallel,
     };

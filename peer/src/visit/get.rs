@@ -96,8 +96,9 @@ pub const NEW_VERSION_WITHIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct GetOptions {
-    /// What to download: a path in the share ("" for all of it).
-    pub path: String,
+    /// What to download: a path in the share ("" for all of it), as bytes
+    /// (names need not be UTF-8).
+    pub path: Vec<u8>,
     /// Where to put it (created if missing).
     pub out: PathBuf,
     /// Files downloaded at once.
@@ -273,13 +274,14 @@ pub async fn get(
     options: &GetOptions,
     bar: &ProgressBar,
 ) -> Result<GetSummary, GetError> {
-    let trimmed = options.path.trim_matches('/');
-    let root_id = if trimmed.is_empty() || trimmed == "." {
+    let trimmed = super::listing::trim_slashes(&options.path);
+    let not_found = || GetError::NotFound(shown(&options.path));
+    let root_id = if trimmed.is_empty() || trimmed == b"." {
         EntryId(0)
     } else {
         client
-            .with_index(|ix| ix.lookup(trimmed.as_bytes()))
-            .ok_or_else(|| GetError::NotFound(options.path.clone()))?
+            .with_index(|ix| ix.lookup(trimmed))
+            .ok_or_else(not_found)?
     };
     std::fs::create_dir_all(&options.out).map_err(|source| GetError::Out {
         path: options.out.clone(),
@@ -311,7 +313,7 @@ pub async fn get(
     let mut folder_times: Vec<(Folder, i64, u32)> = Vec::new();
     let (root_kind, root_name) = client
         .with_index(|ix| ix.get(root_id).map(|e| (e.kind, e.name.to_vec())))
-        .ok_or_else(|| GetError::NotFound(options.path.clone()))?;
+        .ok_or_else(not_found)?;
     if root_kind != EntryKind::Dir {
         // One file (or symlink): into --out under its own name.
         let e = client.with_index(|ix| ix.get(root_id).map(|e| e.to_entry()));

@@ -75,6 +75,20 @@ pub fn utc_time(secs: i64) -> String {
     )
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A path as the command line took it: '/' at either end does not count.
+pub fn trim_slashes(path: &[u8]) -> &[u8] {
+    let start = path.iter().position(|b| *b != b'/').unwrap_or(path.len());
+    let end = path
+        .iter()
+        .rposition(|b| *b != b'/')
+        .map_or(start, |e| e + 1);
+    &path[start..end]
+}
+
 fn json_line(out: &mut impl Write, path: &[u8], e: &EntryRef<'_>) -> std::io::Result<()> {
     let mut obj = serde_json::json!({
         "path": String::from_utf8_lossy(path),
@@ -83,8 +97,16 @@ fn json_line(out: &mut impl Write, path: &[u8], e: &EntryRef<'_>) -> std::io::Re
         "mtime": e.mtime,
         "mode": e.mode,
     });
+    // JSON strings are Unicode: a name that is not UTF-8 also comes as its
+    // bytes in hex, so two such names never look the same.
+    if std::str::from_utf8(path).is_err() {
+        obj["path_hex"] = hex(path).into();
+    }
     if e.kind == EntryKind::Symlink {
         obj["target"] = String::from_utf8_lossy(e.target).into();
+        if std::str::from_utf8(e.target).is_err() {
+            obj["target_hex"] = hex(e.target).into();
+        }
     }
     serde_json::to_writer(&mut *out, &obj)?;
     out.write_all(b"\n")
@@ -110,21 +132,18 @@ fn text_line(out: &mut impl Write, path: &[u8], e: &EntryRef<'_>) -> std::io::Re
 /// Returns how many entries were written.
 pub fn list(
     index: &Index,
-    path: &str,
+    path: &[u8],
     options: ListOptions,
     out: &mut impl Write,
 ) -> Result<u64, ListError> {
-    let trimmed = path.trim_matches('/');
-    let id = if trimmed.is_empty() || trimmed == "." {
+    let trimmed = trim_slashes(path);
+    let not_found = || ListError::NotFound(crate::terminal::escaped_name(path));
+    let id = if trimmed.is_empty() || trimmed == b"." {
         EntryId(0)
     } else {
-        index
-            .lookup(trimmed.as_bytes())
-            .ok_or_else(|| ListError::NotFound(path.to_owned()))?
+        index.lookup(trimmed).ok_or_else(not_found)?
     };
-    let e = index
-        .get(id)
-        .ok_or_else(|| ListError::NotFound(path.to_owned()))?;
+    let e = index.get(id).ok_or_else(not_found)?;
     let line = |out: &mut _, p: &[u8], e: &EntryRef<'_>| {
         if options.json {
             json_line(out, p, e)
