@@ -69,3 +69,45 @@ pub fn escaped(text: &str) -> String {
     }
     out
 }
+
+/// An error and its causes in one line, `outer: inner: ...`, each cause said
+/// once: a cause whose words the line already holds (a library error that
+/// prints its source and gives it as its source too) is left out.
+pub fn causes_once<S: AsRef<str>>(causes: impl IntoIterator<Item = S>) -> String {
+    let mut line = String::new();
+    for cause in causes {
+        let cause = cause.as_ref();
+        if cause.is_empty() || line.contains(cause) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(cause);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::causes_once;
+
+    /// What broke: "...: IO error: Connection refused (os error 111): IO error:
+    /// Connection refused (os error 111): Connection refused (os error 111)".
+    #[test]
+    fn an_error_says_each_cause_once() {
+        let line = causes_once([
+            "could not reach the relay at ws://127.0.0.1:9/signal: IO error: Connection refused (os error 111)",
+            "IO error: Connection refused (os error 111)",
+            "Connection refused (os error 111)",
+        ]);
+        assert_eq!(
+            line,
+            "could not reach the relay at ws://127.0.0.1:9/signal: IO error: Connection refused (os error 111)"
+        );
+        assert_eq!(
+            causes_once(["cannot mount on /m", "Permission denied (os error 13)"]),
+            "cannot mount on /m: Permission denied (os error 13)"
+        );
+    }
+}

@@ -135,7 +135,9 @@ pub fn main() -> ExitCode {
             // Errors may carry a sharer's words (a goodbye, a refusal): escaped.
             eprintln!(
                 "linkfs: error: {}",
-                linkfs_peer::terminal::escaped(&format!("{e:#}"))
+                linkfs_peer::terminal::escaped(&linkfs_peer::terminal::causes_once(
+                    e.chain().map(ToString::to_string)
+                ))
             );
             ExitCode::from(exit_code(&e))
         }

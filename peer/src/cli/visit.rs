@@ -277,7 +277,17 @@ async fn connect_until(args: &ConnectArgs, wait: IndexWait) -> anyhow::Result<(C
             Ok((client, told))
         }
         Err(reason) => {
-            Err(anyhow::Error::new(VisitError::Ended(reason)).context("the index did not arrive"))
+            use linkfs_core::FailureKind;
+            let kind = reason.kind();
+            let e = anyhow::Error::new(VisitError::Ended(reason));
+            Err(match kind {
+                // The link itself was refused: that is the whole story, with the fix.
+                FailureKind::PasswordRefused => e.context(
+                    "the sharer refused the link's password; give the right one (typed when asked, or --password-file FILE)",
+                ),
+                FailureKind::InvalidLink | FailureKind::LinkEnded => e,
+                _ => e.context("the index did not arrive"),
+            })
         }
     }
 }
