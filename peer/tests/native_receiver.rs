@@ -779,6 +779,33 @@ fn get_of_1500_folders_works_under_a_limit_of_1024_open_files() {
     share.stop();
 }
 
+/// What broke: a folder where `get` puts a file failed with the system's
+/// "Is a directory (os error 21)" rather than saying what is in the way.
+#[test]
+#[ignore = "needs the network namespace: scripts/test runs it"]
+fn get_says_a_folder_is_in_the_way_and_a_second_run_after_it_is_moved_completes() {
+    let tmp = TempDir::new("inway");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("x"), b"the share's x").unwrap();
+    let out = tmp.0.join("out");
+    std::fs::create_dir_all(out.join("x")).unwrap();
+    std::fs::write(out.join("x/keep"), b"mine").unwrap();
+    let share = Share::start(&src);
+    let (ok, log) = get_with("true", &share.link, &out);
+    assert!(!ok, "get succeeded with a folder in the way:\n{log}");
+    assert!(
+        log.contains("x: a folder of that name is in the way"),
+        "{log}"
+    );
+    assert_eq!(std::fs::read(out.join("x/keep")).unwrap(), b"mine");
+    std::fs::rename(out.join("x"), tmp.0.join("moved")).unwrap();
+    let (ok, log) = get_with("true", &share.link, &out);
+    assert!(ok, "the second get failed:\n{log}");
+    assert_eq!(std::fs::read(out.join("x")).unwrap(), b"the share's x");
+    share.stop();
+}
+
 #[test]
 #[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
 fn when_the_sharer_stops_mid_read_the_reader_gets_an_error_and_the_mount_goes_away() {

@@ -593,6 +593,10 @@ enum FetchError {
     WrongLength { got: usize, want: u64 },
     #[error("a read task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error(
+        "a folder of that name is in the way; move it and run again (the file waits beside it, finished)"
+    )]
+    FolderInTheWay,
     #[error("it was removed from the share while it was being fetched")]
     Removed,
     #[error("it is no longer a file in the share")]
@@ -947,7 +951,10 @@ fn finish_group(out: &OwnedFd, group: Vec<Finished>) -> Vec<Outcome> {
                     dir,
                     std::ffi::OsStr::from_bytes(&f.name),
                 )
-                .map_err(local("move the finished file into place"))?;
+                .map_err(|e| match e {
+                    nix::errno::Errno::EISDIR => FetchError::FolderInTheWay,
+                    e => local("move the finished file into place")(e),
+                })?;
                 Ok(f.fetched)
             });
             (f.path, r)
