@@ -706,3 +706,192 @@ async fn a_hard_link_written_through_its_other_name_reads_its_new_bytes() {
     live.converge("both names of the file").await;
     live.stop().await;
 }
+
+/// A small deterministic generator for the change sequences below.
+struct Dice(u64);
+
+impl Dice {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// What is in the folder now: files and folders below `root`, relative.
+fn current(root: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut files, mut dirs) = (Vec::new(), Vec::new());
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(listing) = fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        for item in listing.flatten() {
+            let child = rel.join(item.file_name());
+            match item.file_type() {
+                Ok(t) if t.is_dir() => {
+                    stack.push(child.clone());
+                    dirs.push(child);
+                }
+                Ok(_) => files.push(child),
+                Err(_) => {}
+            }
+        }
+    }
+    files.sort();
+    dirs.sort();
+    (files, dirs)
+}
+
+/// Bursts of changes of every kind, made as fast as the disk takes them (no
+/// pause for the watcher): renames of folders with writes inside straight
+/// after, swaps, folders removed and made again, files replaced by folders,
+/// hard links written through. After each burst the receiver equals the disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_of_random_changes_without_pauses_end_equal_to_the_disk() {
+    let tmp = TempDir::new("bursts");
+    let root = tmp.0.join("share");
+    for d in ["a/b/c", "d/e", "f"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    for (n, d) in ["a", "a/b", "a/b/c", "d", "d/e", "f", ""]
+        .iter()
+        .enumerate()
+    {
+        for k in 0..3 {
+            fs::write(root.join(d).join(format!("file{n}-{k}")), format!("{n}{k}")).unwrap();
+        }
+    }
+    let live = Live::start(&root).await;
+    live.converge("the first walk").await;
+    // Another sequence: LINKFS_BURST_SEED=N (a failure names its seed).
+    let seed = std::env::var("LINKFS_BURST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    let mut dice = Dice(seed);
+    let mut made = 0u64;
+    for burst in 0..12 {
+        let mut done = Vec::new();
+        for _ in 0..40 {
+            let (files, dirs) = current(&root);
+            let any_dir = |dice: &mut Dice| -> PathBuf {
+                if dirs.is_empty() || dice.below(5) == 0 {
+                    PathBuf::new()
+                } else {
+                    dirs[dice.below(dirs.len())].clone()
+                }
+            };
+            made += 1;
+            let fresh = format!("n{made}");
+            let op = dice.below(11);
+            let result = match op {
+                0 | 1 => {
+                    let at = any_dir(&mut dice).join(&fresh);
+                    fs::write(root.join(&at), format!("new {made}"))
+                }
+                2 if !files.is_empty() => {
+                    let f = &files[dice.below(files.len())];
+                    fs::OpenOptions::new()
+                        .append(true)
+                        .open(root.join(f))
+                        .and_then(|mut h| h.write_all(b" more"))
+                }
+                3 => fs::create_dir(root.join(any_dir(&mut dice).join(&fresh))),
+                4 if !dirs.is_empty() => {
+                    // A folder renamed, and written in straight after.
+                    let from = dirs[dice.below(dirs.len())].clone();
+                    let to = from.with_file_name(&fresh);
+                    fs::rename(root.join(&from), root.join(&to))
+                        .and_then(|()| fs::write(root.join(&to).join("after"), b"after"))
+                }
+                5 if dirs.len() >= 2 => {
+                    let x = &dirs[dice.below(dirs.len())];
+                    let y = &dirs[dice.below(dirs.len())];
+                    if x.starts_with(y) || y.starts_with(x) {
+                        Ok(())
+                    } else {
+                        let r = nix::fcntl::renameat2(
+                            nix::fcntl::AT_FDCWD,
+                            &root.join(x),
+                            nix::fcntl::AT_FDCWD,
+                            &root.join(y),
+                            nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                        );
+                        r.map_err(std::io::Error::from)
+                    }
+                }
+                6 if !dirs.is_empty() => {
+                    // Removed and made again at once, with something inside.
+                    let d = dirs[dice.below(dirs.len())].clone();
+                    fs::remove_dir_all(root.join(&d))
+                        .and_then(|()| fs::create_dir_all(root.join(&d).join("again")))
+                        .and_then(|()| fs::write(root.join(&d).join("again/y"), b"y"))
+                }
+                7 if !files.is_empty() => {
+                    // A file replaced by a folder of the same name.
+                    let f = files[dice.below(files.len())].clone();
+                    fs::remove_file(root.join(&f))
+                        .and_then(|()| fs::create_dir(root.join(&f)))
+                        .and_then(|()| fs::write(root.join(&f).join("inside"), b"i"))
+                }
+                8 if !files.is_empty() => {
+                    // Another name for a file, then written through the first.
+                    let f = files[dice.below(files.len())].clone();
+                    let link = any_dir(&mut dice).join(&fresh);
+                    fs::hard_link(root.join(&f), root.join(&link)).and_then(|()| {
+                        fs::OpenOptions::new()
+                            .append(true)
+                            .open(root.join(&f))
+                            .and_then(|mut h| h.write_all(b" linked"))
+                    })
+                }
+                9 if !files.is_empty() => {
+                    fs::remove_file(root.join(&files[dice.below(files.len())]))
+                }
+                10 if !files.is_empty() => {
+                    // Moved into another folder.
+                    let f = files[dice.below(files.len())].clone();
+                    fs::rename(root.join(&f), root.join(any_dir(&mut dice).join(&fresh)))
+                }
+                _ => Ok(()),
+            };
+            done.push(format!(
+                "{op}: {}",
+                result.map_or_else(|e| e.to_string(), |()| "ok".into())
+            ));
+        }
+        // Hard links written through one name show under the other once read.
+        let (files, _) = current(&root);
+        for f in &files {
+            let path = f.to_string_lossy().into_owned();
+            let started = Instant::now();
+            loop {
+                let Some(id) = live.client.with_index(|ix| ix.lookup(path.as_bytes())) else {
+                    break;
+                };
+                let size = live
+                    .client
+                    .with_index(|ix| ix.get(id).map(|e| e.size))
+                    .unwrap_or(0);
+                match live.client.read(id, 0, size).await {
+                    Ok(_) => break,
+                    Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Err(e) => {
+                        panic!("seed {seed}, burst {burst}: {path} cannot be read after 10 s: {e}")
+                    }
+                }
+            }
+        }
+        live.converge(&format!("seed {seed}, burst {burst} ({done:?})"))
+            .await;
+    }
+    live.stop().await;
+}
