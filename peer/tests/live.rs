@@ -871,10 +871,7 @@ async fn bursts_of_random_changes_without_pauses_end_equal_to_the_disk() {
         for f in &files {
             let path = f.to_string_lossy().into_owned();
             let started = Instant::now();
-            loop {
-                let Some(id) = live.client.with_index(|ix| ix.lookup(path.as_bytes())) else {
-                    break;
-                };
+            while let Some(id) = live.client.with_index(|ix| ix.lookup(path.as_bytes())) {
                 let size = live
                     .client
                     .with_index(|ix| ix.get(id).map(|e| e.size))
