@@ -1113,3 +1113,58 @@ fn a_folder_of_over_ten_thousand_names_has_its_sub_folders_listed_in_the_order_f
         "the test's folders were found in display order"
     );
 }
+
+/// What broke: a tree deeper than the kernel takes in one path (PATH_MAX,
+/// 4,096 bytes) stopped about a thousand levels down ("File name too long"),
+/// its deepest files missing from the share without a word to visitors.
+#[test]
+fn a_tree_deeper_than_a_path_can_name_is_walked_and_read_to_its_leaf() {
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::{Mode, mkdirat};
+    let tmp = TempDir::new("deep");
+    let root = tmp.0.join("deep");
+    fs::create_dir(&root).unwrap();
+    const LEVELS: usize = 1500;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut fd = open(&root, flags, Mode::empty()).unwrap();
+    let mut rel = Vec::new();
+    for n in 0..LEVELS {
+        let name = format!("d{n:07}");
+        mkdirat(&fd, name.as_str(), Mode::from_bits_truncate(0o755)).unwrap();
+        fd = openat(&fd, name.as_str(), flags, Mode::empty()).unwrap();
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(name.as_bytes());
+    }
+    let leaf = openat(
+        &fd,
+        "leaf",
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    nix::unistd::write(&leaf, b"at the bottom").unwrap();
+    drop(leaf);
+    rel.extend_from_slice(b"/leaf");
+    assert!(rel.len() > 4096, "the test's path is {} bytes", rel.len());
+
+    let (entries, summary) = walk_all(&root, WalkOptions::default());
+    assert!(
+        summary.errors.is_empty(),
+        "{} problems, the first: {:?}",
+        summary.errors.len(),
+        summary.errors.first().map(|p| &p.reason)
+    );
+    assert_eq!(summary.entries, 1 + LEVELS as u64 + 1);
+    let leaf = entries
+        .iter()
+        .find(|e| e.name == b"leaf")
+        .expect("the leaf is in the walk");
+    assert_eq!(leaf.disk.size, 13);
+
+    // The sharer's own look at it (a change there, a read of it) reaches it too.
+    let share_root = linkfs_peer::sharer::ShareRoot::open(&root).unwrap();
+    let seen = share_root.lstat(&rel).unwrap().expect("the leaf is there");
+    assert_eq!(seen.size, 13);
+}

@@ -130,8 +130,9 @@ impl ShareRoot {
             .flags(flags)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
         match openat2(&self.dir, rel_os, how) {
-            Err(Errno::ENOSYS) => {
-                // Before Linux 5.6: one component at a time, none followed.
+            Err(Errno::ENOSYS | Errno::ENAMETOOLONG) => {
+                // Before Linux 5.6, or a path longer than the kernel takes in
+                // one call (PATH_MAX): one component at a time, none followed.
                 let mut fd = openat(&self.dir, ".", flags, Mode::empty())?;
                 for part in rel
                     .split(|b| *b == b'/')
@@ -258,6 +259,17 @@ impl ShareRoot {
         match openat2(&self.dir, rel, how) {
             Ok(fd) => Ok(File::from(fd)),
             Err(Errno::ENOSYS) => openat(&self.dir, rel, flags, Mode::empty()).map(File::from),
+            // Longer than PATH_MAX: its folder a component at a time, then the file.
+            Err(Errno::ENAMETOOLONG) => {
+                let bytes = rel.as_bytes();
+                let at = bytes
+                    .iter()
+                    .rposition(|b| *b == b'/')
+                    .ok_or(Errno::ENAMETOOLONG)?;
+                let dir = self.open_dir_beneath(&bytes[..at])?;
+                let name = OsStr::from_bytes(&bytes[at + 1..]);
+                openat2(&dir, name, how).map(File::from)
+            }
             Err(e) => Err(e),
         }
     }

@@ -9,6 +9,9 @@
 //! it) swapped for a symlink between being found and being listed (to `/`, to
 //! `/etc`) would otherwise be listed through the link, sharing names, sizes
 //! and modes from outside the share. Such a folder is reported, not listed.
+//!
+//! A folder whose path is longer than the kernel takes in one call (4,096
+//! bytes, about a thousand levels) is opened a part at a time ([`open_long`]).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -46,6 +49,42 @@ pub(super) struct Chunk {
     pub(super) last: bool,
 }
 
+/// Longest part of a path opened in one call when the whole is longer than
+/// the kernel takes (`PATH_MAX`, 4,096 bytes: a tree about a thousand levels deep).
+const PATH_PART: usize = 2048;
+
+/// Opens `path` with `flags`; a path longer than the kernel takes in one call
+/// is opened a part at a time (each part a folder, `O_PATH`, relative to the
+/// one before; cut at a '/'), as the kernel would resolve it whole.
+fn open_long(path: &std::path::Path, flags: OFlag) -> nix::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsFd;
+    match open(path, flags, Mode::empty()) {
+        Err(Errno::ENAMETOOLONG) => {}
+        other => return other,
+    }
+    let mut rest = path.as_os_str().as_bytes();
+    let mut held: Option<std::os::fd::OwnedFd> = None;
+    while rest.len() > PATH_PART {
+        let cut = rest[..PATH_PART]
+            .iter()
+            .rposition(|b| *b == b'/')
+            .ok_or(Errno::ENAMETOOLONG)?;
+        // An absolute path's first part is "/" itself.
+        let head = if cut == 0 { &b"/"[..] } else { &rest[..cut] };
+        let at = held.as_ref().map_or(nix::fcntl::AT_FDCWD, |h| h.as_fd());
+        let fd = nix::fcntl::openat(
+            at,
+            OsStr::from_bytes(head),
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        held = Some(fd);
+        rest = &rest[cut + 1..];
+    }
+    let at = held.as_ref().map_or(nix::fcntl::AT_FDCWD, |h| h.as_fd());
+    nix::fcntl::openat(at, OsStr::from_bytes(rest), flags, Mode::empty())
+}
+
 /// The numbering thread is gone (walk over or cancelled): stop.
 struct Stopped;
 
@@ -73,7 +112,7 @@ fn list_folder(shared: &Shared, job: FolderJob, tx: &SyncSender<Chunk>) -> Resul
     if job.id != EntryId::ROOT {
         flags |= OFlag::O_NOFOLLOW;
     }
-    let opened = open(&job.path, flags, Mode::empty()).and_then(|fd| {
+    let opened = open_long(&job.path, flags).and_then(|fd| {
         let st = fstat(&fd)?;
         Ok((fd, st))
     });
