@@ -734,7 +734,7 @@ fn compare_shared(
     let mut stats = ReconcileStats::default();
     for Recheck { dir, rel, deep } in start {
         let still_there = index
-            .write()
+            .read()
             .unwrap_or_else(|p| p.into_inner())
             .relative_path(dir)
             .is_some_and(|p| p == rel);
