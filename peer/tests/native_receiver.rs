@@ -495,6 +495,38 @@ fn fetched_bytes(stderr: &str) -> u64 {
         .unwrap_or_else(|| panic!("no 'fetched N bytes' in:\n{stderr}"))
 }
 
+/// What broke: `get` of a sparse file (a disk image, a database) wrote every
+/// zero, so a 64 MiB file holding 2 MiB of data took 64 MiB of disk.
+#[test]
+#[ignore = "needs the network namespace: scripts/test runs it"]
+fn get_keeps_a_sparse_files_holes() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let tmp = TempDir::new("sparse");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let f = std::fs::File::create(src.join("image")).unwrap();
+    f.set_len(64 << 20).unwrap();
+    let data = random_bytes(1 << 20, 5);
+    f.write_all_at(&data, 10 << 20).unwrap();
+    f.write_all_at(&data, (64 << 20) - (1 << 20)).unwrap();
+    drop(f);
+    let share = Share::start(&src);
+    let out = tmp.0.join("out");
+    let (ok, log) = get_with("true", &share.link, &out);
+    assert!(ok, "get failed:\n{log}");
+    assert_eq!(
+        std::fs::read(out.join("image")).unwrap(),
+        std::fs::read(src.join("image")).unwrap(),
+        "the bytes differ"
+    );
+    let allocated = std::fs::metadata(out.join("image")).unwrap().blocks() * 512;
+    assert!(
+        allocated <= 16 << 20,
+        "{allocated} bytes allocated for 2 MiB of data in 64 MiB"
+    );
+    share.stop();
+}
+
 #[test]
 #[ignore = "needs the network namespace: scripts/test runs it"]
 fn get_downloads_everything_and_an_interrupted_get_completes_when_run_again() {

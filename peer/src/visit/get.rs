@@ -858,10 +858,22 @@ async fn fetch_file(
                 want: len,
             });
         }
-        file.write_all(&data).map_err(local("write"))?;
+        if data.iter().all(|b| *b == 0) {
+            // A hole stays a hole: skipped here, the file's length set at the end.
+            file.seek(SeekFrom::Current(len as i64))
+                .map_err(local("seek in the part file"))?;
+        } else {
+            file.write_all(&data).map_err(local("write"))?;
+        }
         offset += len;
         bar.inc(len);
         *counted += len;
+    }
+    // Zeros at the end were skipped: the length says where the file ends.
+    let written = file.metadata().map_err(local("read the part file"))?.len();
+    if written != job.size {
+        file.set_len(job.size)
+            .map_err(local("set the file's length"))?;
     }
     let fetched = job.size - resumed;
     finish_part(file, job, part, umask, fetched)
