@@ -98,8 +98,15 @@ const BEYOND: u16 = u16::MAX;
 
 /// Each entry's device, as an index into the devices seen (a share spans one
 /// or a few); past 65,535 of them, the rest are kept per entry in a map.
+///
+/// While every entry is on the first device seen (a share without mount points
+/// below it: nearly all), no column is held at all; the 2 bytes per entry are
+/// spent only once a second device appears.
 #[derive(Debug, Default)]
 pub(super) struct Devices {
+    /// Entries held.
+    len: usize,
+    /// Each entry's slot in `table`, or empty while every slot is 0.
     index: Vec<u16>,
     table: Vec<u64>,
     lookup: HashMap<u64, u16>,
@@ -107,46 +114,48 @@ pub(super) struct Devices {
 }
 
 impl Devices {
-    pub(super) fn with_capacity(n: usize) -> Devices {
-        Devices {
-            index: Vec::with_capacity(n),
-            ..Devices::default()
-        }
-    }
-
     pub(super) fn push(&mut self, dev: u64) {
-        let i = self.index.len();
-        self.index.push(0);
+        let i = self.len;
+        self.len += 1;
+        if !self.index.is_empty() {
+            self.index.push(0);
+        }
         self.set(i, dev);
     }
 
+    fn slot(&self, i: usize) -> u16 {
+        self.index.get(i).copied().unwrap_or(0)
+    }
+
     pub(super) fn get(&self, i: usize) -> u64 {
-        match self.index[i] {
+        match self.slot(i) {
             BEYOND => self.beyond.get(&(i as u32)).copied().unwrap_or(0),
-            k => self.table[usize::from(k)],
+            k => self.table.get(usize::from(k)).copied().unwrap_or(0),
         }
     }
 
     pub(super) fn set(&mut self, i: usize, dev: u64) {
-        if self.index[i] == BEYOND {
+        if self.slot(i) == BEYOND {
             self.beyond.remove(&(i as u32));
         }
         let slot = match self.lookup.get(&dev) {
-            Some(&k) => Some(k),
+            Some(&k) => k,
             None if self.table.len() < usize::from(BEYOND) => {
                 let k = self.table.len() as u16;
                 self.table.push(dev);
                 self.lookup.insert(dev, k);
-                Some(k)
+                k
             }
-            None => None,
+            None => BEYOND,
         };
-        match slot {
-            Some(k) => self.index[i] = k,
-            None => {
-                self.index[i] = BEYOND;
-                self.beyond.insert(i as u32, dev);
-            }
+        if slot == BEYOND {
+            self.beyond.insert(i as u32, dev);
+        }
+        if slot != 0 && self.index.is_empty() {
+            self.index = vec![0; self.len];
+        }
+        if let Some(at) = self.index.get_mut(i) {
+            *at = slot;
         }
     }
 
@@ -236,5 +245,28 @@ mod tests {
         d.set(3, 5 << 40);
         assert_eq!(d.get(3), 5 << 40);
         assert_eq!(d.beyond.len(), 70_000 - usize::from(BEYOND));
+    }
+
+    #[test]
+    fn a_share_on_one_device_holds_no_device_column_until_a_second_appears() {
+        let mut d = Devices::default();
+        for _ in 0..10_000 {
+            d.push(42);
+        }
+        assert!(
+            d.heap_bytes() < 1_000,
+            "{} heap bytes for 10,000 entries on one device: a column per entry",
+            d.heap_bytes()
+        );
+        assert_eq!((d.get(0), d.get(9_999)), (42, 42));
+        // A mount point below the share: a second device, then more entries.
+        d.set(5_000, 7);
+        d.push(7);
+        d.push(42);
+        assert_eq!(d.index.len(), 10_002, "the column is made whole");
+        assert_eq!((d.get(4_999), d.get(5_000), d.get(5_001)), (42, 7, 42));
+        assert_eq!((d.get(10_000), d.get(10_001)), (7, 42));
+        d.set(5_000, 42);
+        assert_eq!(d.get(5_000), 42);
     }
 }

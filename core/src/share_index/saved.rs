@@ -579,7 +579,7 @@ impl<R: Read> Reader<R> {
         if (n as u64).saturating_mul(16) > self.left {
             return Err(SavedIndexError::Truncated);
         }
-        let (mut dev, mut ino) = (Devices::with_capacity(n), Narrow::with_capacity(n));
+        let (mut dev, mut ino) = (Devices::default(), Narrow::with_capacity(n));
         self.records(n, 16, |b| {
             dev.push(u64::from_le_bytes(arr(&b[..8])));
             ino.push(u64::from_le_bytes(arr(&b[8..])));
