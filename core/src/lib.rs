@@ -107,7 +107,9 @@ pub use signaling::{
     GuestAction, GuestFailure, GuestSignaling, HostAction, HostFailure, HostSignaling,
     IceCandidate, LinkEnd, LinkId, MAX_LINK_KEYS, Refusal, TooManyLinks,
 };
-pub use uploads_in::{MAX_UPLOADS, UploadIo, UploadResult, UploadViolation, UploadsIn};
+pub use uploads_in::{
+    MAX_CLOSING, MAX_UPLOADS, UploadIo, UploadResult, UploadViolation, UploadsIn,
+};
 pub use uploads_out::{UploadEvent, UploadNews, UploadsOut};
 pub use visit::{
     IndexChanges, LoadRequest, Output, SnapshotFigures, Storage, StoreJob, Visit, VisitConfig,

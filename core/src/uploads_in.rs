@@ -16,6 +16,15 @@
 //! not told keeps [`UPLOAD_WINDOW`] per upload, which is within it (at most
 //! [`MAX_UPLOADS`] uploads at once). A visitor that sends past the window, or
 //! the same bytes twice, ends its session.
+//!
+//! The shell answers every step it is handed, in order. An upload that was
+//! cancelled or refused here may still have steps at the shell (its part
+//! open there until the `Cancel` is carried out): it is *closing* until every
+//! one is answered. Its id cannot be begun again meanwhile (the shell's
+//! answers would be taken for the new one's, and the old part left open,
+//! uncounted), and at most [`MAX_CLOSING`] uploads close at once, so the
+//! parts a visitor holds open at the shell stay bounded by
+//! `MAX_UPLOADS + MAX_CLOSING` however fast it begins and cancels.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -28,6 +37,10 @@ use crate::upload_name::{NameRules, SafePath, safe_path_with};
 
 /// Most uploads one session has open at once.
 pub const MAX_UPLOADS: usize = 4;
+
+/// Most uploads of one session cancelled or refused here whose steps the
+/// shell has not all answered yet (see the module docs).
+pub const MAX_CLOSING: usize = 2 * MAX_UPLOADS;
 
 /// Most chunks of a session's uploads held here or handed to the shell and
 /// not yet written: the window bounds their bytes, this their number (a
@@ -118,6 +131,9 @@ pub struct UploadsIn {
     names: NameRules,
     uploads: BTreeMap<UploadId, Incoming>,
     io: VecDeque<UploadIo>,
+    /// Steps of each upload queued in `io` or handed to the shell and not
+    /// answered yet (an id without steps is absent).
+    steps: BTreeMap<UploadId, usize>,
     /// Uploads whose written bytes moved since the last ack (one ack frame
     /// each, however many writes: the control queue stays short).
     acks_due: std::collections::BTreeSet<UploadId>,
@@ -146,6 +162,15 @@ pub enum UploadViolation {
     PastWindow(UploadId),
     #[error("upload {}: more than {MAX_PIECES} pieces waiting to be written (chunks too small)", .0.0)]
     TooManyPieces(UploadId),
+}
+
+fn step_upload(io: &UploadIo) -> UploadId {
+    match io {
+        UploadIo::Begin { upload, .. }
+        | UploadIo::Write { upload, .. }
+        | UploadIo::Finish { upload }
+        | UploadIo::Cancel { upload } => *upload,
+    }
 }
 
 fn refused(upload: UploadId, code: UploadRefusal, message: impl Into<String>) -> Vec<u8> {
@@ -185,6 +210,25 @@ impl UploadsIn {
         }
         if self.uploads.contains_key(&b.upload) {
             return Err(UploadViolation::BegunTwice(b.upload));
+        }
+        if self.steps.contains_key(&b.upload) {
+            return Ok(vec![refused(
+                b.upload,
+                UploadRefusal::Busy,
+                format!(
+                    "upload {} is still being closed; begin it under a new id",
+                    b.upload.0
+                ),
+            )]);
+        }
+        if self.closing() >= MAX_CLOSING {
+            return Ok(vec![refused(
+                b.upload,
+                UploadRefusal::Busy,
+                format!(
+                    "{MAX_CLOSING} cancelled uploads are still being closed; send this one again in a moment"
+                ),
+            )]);
         }
         if self.uploads.len() >= MAX_UPLOADS {
             return Ok(vec![refused(
@@ -227,7 +271,7 @@ impl UploadsIn {
                 writing: 0,
             },
         );
-        self.io.push_back(UploadIo::Begin {
+        self.push_io(UploadIo::Begin {
             upload: b.upload,
             path,
             size: b.size,
@@ -282,9 +326,8 @@ impl UploadsIn {
         if upload_chunk_hash(&u.hash, c.offset, c.data) != c.hash {
             let upload = c.upload;
             self.uploads.remove(&upload);
-            self.io
-                .retain(|io| !matches!(io, UploadIo::Write { upload: u, .. } if *u == upload));
-            self.io.push_back(UploadIo::Cancel { upload });
+            self.unqueue(upload, false);
+            self.push_io(UploadIo::Cancel { upload });
             return Ok(vec![refused(
                 upload,
                 UploadRefusal::Corrupt,
@@ -310,25 +353,64 @@ impl UploadsIn {
             u.next = end;
         }
         u.writing += writes.len();
+        let finished = u.next == u.size;
+        if finished {
+            u.phase = Phase::Finishing;
+        }
         for (offset, data) in writes {
-            self.io.push_back(UploadIo::Write {
+            self.push_io(UploadIo::Write {
                 upload: c.upload,
                 offset,
                 data,
             });
         }
-        if u.next == u.size {
-            u.phase = Phase::Finishing;
-            self.io.push_back(UploadIo::Finish { upload: c.upload });
+        if finished {
+            self.push_io(UploadIo::Finish { upload: c.upload });
         }
         Ok(Vec::new())
     }
 
     pub fn cancel(&mut self, upload: UploadId) {
         if self.uploads.remove(&upload).is_some() {
-            self.io
-                .retain(|io| !matches!(io, UploadIo::Write { upload: u, .. } if *u == upload));
-            self.io.push_back(UploadIo::Cancel { upload });
+            self.unqueue(upload, false);
+            self.push_io(UploadIo::Cancel { upload });
+        }
+    }
+
+    /// Uploads cancelled or refused here with steps not yet answered.
+    fn closing(&self) -> usize {
+        self.steps
+            .keys()
+            .filter(|id| !self.uploads.contains_key(id))
+            .count()
+    }
+
+    fn push_io(&mut self, io: UploadIo) {
+        *self.steps.entry(step_upload(&io)).or_default() += 1;
+        self.io.push_back(io);
+    }
+
+    /// Takes `upload`'s writes (and its finish too, if `finish`) out of the
+    /// queue: the shell is never handed them.
+    fn unqueue(&mut self, upload: UploadId, finish: bool) {
+        let before = self.io.len();
+        self.io.retain(|io| match io {
+            UploadIo::Write { upload: u, .. } => *u != upload,
+            UploadIo::Finish { upload: u } => !finish || *u != upload,
+            _ => true,
+        });
+        for _ in self.io.len()..before {
+            self.answered(upload);
+        }
+    }
+
+    /// One of `upload`'s steps is done with.
+    fn answered(&mut self, upload: UploadId) {
+        if let Some(n) = self.steps.get_mut(&upload) {
+            *n -= 1;
+            if *n == 0 {
+                self.steps.remove(&upload);
+            }
         }
     }
 
@@ -355,6 +437,7 @@ impl UploadsIn {
 
     /// The shell's answer about `upload`: frames for the visitor.
     pub fn handle_io(&mut self, upload: UploadId, result: UploadResult) -> Vec<Vec<u8>> {
+        self.answered(upload);
         let Some(u) = self.uploads.get_mut(&upload) else {
             return Vec::new();
         };
@@ -374,7 +457,7 @@ impl UploadsIn {
                 if offset == u.size {
                     // Every byte was already there: land it.
                     u.phase = Phase::Finishing;
-                    self.io.push_back(UploadIo::Finish { upload });
+                    self.push_io(UploadIo::Finish { upload });
                 }
                 vec![ready]
             }
@@ -398,12 +481,7 @@ impl UploadsIn {
             }
             UploadResult::Refused { code, message } => {
                 self.uploads.remove(&upload);
-                self.io.retain(|io| match io {
-                    UploadIo::Write { upload: u, .. } | UploadIo::Finish { upload: u } => {
-                        *u != upload
-                    }
-                    _ => true,
-                });
+                self.unqueue(upload, true);
                 vec![refused(upload, code, message)]
             }
         }

@@ -378,3 +378,124 @@ fn tiny_chunks_held_ahead_end_the_session_before_they_pile_up() {
     assert!(err.to_string().contains("pieces"), "{err}");
     assert!(!s.is_open());
 }
+
+/// A shell as the sharer's upload worker is: it carries out steps in order
+/// and keeps a part open from `Begin` until `Finish` or `Cancel`.
+#[derive(Default)]
+struct ModelShell {
+    open: std::collections::BTreeSet<UploadId>,
+    most_open: usize,
+}
+
+impl ModelShell {
+    fn carry_out(&mut self, io: UploadIo) -> (UploadId, UploadResult) {
+        match io {
+            UploadIo::Begin { upload, .. } => {
+                self.open.insert(upload);
+                self.most_open = self.most_open.max(self.open.len());
+                (upload, UploadResult::Ready { offset: 0 })
+            }
+            UploadIo::Write { upload, .. } | UploadIo::Finish { upload } => (
+                upload,
+                UploadResult::Refused {
+                    code: UploadRefusal::Failed,
+                    message: "not in this test".into(),
+                },
+            ),
+            UploadIo::Cancel { upload } => {
+                self.open.remove(&upload);
+                (
+                    upload,
+                    UploadResult::Refused {
+                        code: UploadRefusal::Failed,
+                        message: "cancelled".into(),
+                    },
+                )
+            }
+        }
+    }
+}
+
+#[test]
+fn an_upload_begun_again_under_its_cancelled_id_leaves_no_part_open_uncounted() {
+    let (mut s, ix) = session(uploads());
+    sent(&mut s, &ix);
+    let cancel = |id: u32| {
+        ReceiverToSender::UploadCancel {
+            upload: UploadId(id),
+        }
+        .encode()
+    };
+    let mut shell = ModelShell::default();
+    let mut refused_busy = 0;
+    // A visitor begins, cancels and begins again, faster than the shell
+    // answers: the shell is handed the steps, then answers them all.
+    for round in 0..10u32 {
+        for k in 0..4u32 {
+            let id = round * 4 + k + 1;
+            begin(&mut s, &ix, id, &format!("f{id}"), b"some bytes");
+            s.handle_frame(Millis(0), &cancel(id), &ix).unwrap();
+            begin(&mut s, &ix, id, &format!("f{id}"), b"some bytes");
+        }
+        refused_busy += sent(&mut s, &ix)
+            .iter()
+            .filter(|f| {
+                matches!(SenderToReceiver::decode(f),
+                    Ok(SenderToReceiver::UploadRefused(r)) if r.code == UploadRefusal::Busy)
+            })
+            .count();
+        let mut answers = Vec::new();
+        while let Some(io) = s.poll_upload_io() {
+            answers.push(shell.carry_out(io));
+        }
+        for (upload, result) in answers {
+            s.handle_upload_io(upload, result);
+        }
+        sent(&mut s, &ix);
+    }
+    assert_eq!(
+        shell.open.len(),
+        0,
+        "parts left open at the shell that the session does not count: {:?}",
+        shell.open
+    );
+    assert!(
+        shell.most_open <= 2 * MAX_UPLOADS + MAX_UPLOADS,
+        "the shell held {} parts open at once",
+        shell.most_open
+    );
+    assert_eq!(refused_busy, 40, "each begin under a closing id is refused");
+    // Once every step is answered, a new id begins and is open as usual.
+    begin(&mut s, &ix, 1000, "later", b"some bytes");
+    assert!(matches!(s.poll_upload_io(), Some(UploadIo::Begin { .. })));
+}
+
+#[test]
+fn begins_and_cancels_faster_than_the_shell_answers_are_held_to_a_bound() {
+    let (mut s, ix) = session(uploads());
+    sent(&mut s, &ix);
+    let mut handed = 0;
+    for id in 1..=100u32 {
+        begin(&mut s, &ix, id, &format!("f{id}"), b"some bytes");
+        s.handle_frame(
+            Millis(0),
+            &ReceiverToSender::UploadCancel {
+                upload: UploadId(id),
+            }
+            .encode(),
+            &ix,
+        )
+        .unwrap();
+        while let Some(io) = s.poll_upload_io() {
+            handed += usize::from(matches!(io, UploadIo::Begin { .. }));
+        }
+    }
+    assert_eq!(
+        handed,
+        linkfs_core::MAX_CLOSING,
+        "parts the shell was asked to open while none was closed"
+    );
+    let (code, message) = refusal(&sent(&mut s, &ix)).expect("the rest refused");
+    assert_eq!(code, UploadRefusal::Busy);
+    assert!(message.contains("being closed"), "{message}");
+}
