@@ -26,6 +26,10 @@ use unicode_normalization::UnicodeNormalization;
 
 /// Longest name most Linux file systems take (bytes).
 pub const MAX_NAME_BYTES: usize = 255;
+
+/// The longest ending after a dot kept whole as an extension when a name is
+/// shortened or numbered; a longer one is part of the name.
+const MAX_EXTENSION_BYTES: usize = 16;
 /// Deepest path an upload may make (components).
 pub const MAX_DEPTH: usize = 64;
 /// Longest path an upload may name (bytes, as sent).
@@ -168,7 +172,7 @@ fn safe_name(part: &str) -> (String, Vec<&'static str>) {
 fn shortened(name: &str, max: usize) -> String {
     let ext = name
         .rfind('.')
-        .filter(|at| *at > 0 && name.len() - at <= 16)
+        .filter(|at| *at > 0 && name.len() - at <= MAX_EXTENSION_BYTES)
         .map_or("", |at| &name[at..]);
     let mut stem_end = max - ext.len();
     while !name.is_char_boundary(stem_end) {
@@ -195,8 +199,10 @@ pub fn numbered(name: &str, n: u32) -> String {
         }
         .map(|at| at + body_start)
     };
+    // A long "extension" is part of the name (`a.` and 250 letters), so the
+    // number always fits before it.
     let (stem, ext) = match ext_at {
-        Some(at) if at > 0 => name.split_at(at),
+        Some(at) if at > 0 && name.len() - at <= MAX_EXTENSION_BYTES => name.split_at(at),
         _ => (name, ""),
     };
     let whole = format!("{stem}{suffix}{ext}");
@@ -317,6 +323,27 @@ mod tests {
         let long = "x".repeat(MAX_NAME_BYTES - 4) + ".bin";
         let n = numbered(&long, 12);
         assert!(n.len() <= MAX_NAME_BYTES && n.ends_with(" (12).bin"), "{n}");
+    }
+
+    #[test]
+    fn a_taken_name_with_a_long_ending_after_its_dot_is_numbered_within_the_limit() {
+        // Taken twice over a drop link: this overflowed the length sum.
+        for name in [
+            format!("a.{}", "b".repeat(MAX_NAME_BYTES - 2)),
+            format!(".{}", "c".repeat(MAX_NAME_BYTES - 1)),
+            format!("x.{}.{}", "d".repeat(120), "e".repeat(130)),
+        ] {
+            for n in [2, 4_000_000_000] {
+                let numbered = numbered(&name, n);
+                assert!(
+                    numbered.len() <= MAX_NAME_BYTES,
+                    "{} bytes: {numbered}",
+                    numbered.len()
+                );
+                assert!(numbered.ends_with(&format!(" ({n})")), "{numbered}");
+                assert!(numbered.starts_with(&name[..3]), "{numbered}");
+            }
+        }
     }
 
     #[test]
