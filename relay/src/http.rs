@@ -13,6 +13,7 @@
 //! signaling socket) and wasm compilation, so the page cannot send the link's secret
 //! anywhere else.
 
+use crate::host_proofs::ProofRefused;
 use axum::Router;
 use axum::extract::rejection::PathRejection;
 use axum::extract::ws::WebSocketUpgrade;
@@ -73,15 +74,28 @@ async fn signal(
         state.metrics().rejected(Rejection::BadRequest);
         return Err(AppError::NoTabSharing);
     }
+    let client = client_address(peer.ip(), &headers, &state.config().trusted_proxies);
     if role == Role::Host {
         // Only the holder of the room's key may open it (see linkfs_proto::sharer_key).
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let proof = check_host_query(&room, query.as_deref().unwrap_or_default(), now);
-        let mut fresh = proof
-            .as_ref()
-            .is_ok_and(|sig| state.first_use_of_host_proof(sig, now));
+        let first_use = match &proof {
+            Ok(sig) => state.first_use_of_host_proof(sig, client, now),
+            Err(_) => Ok(()),
+        };
+        if first_use == Err(ProofRefused::TooManyFromAddress) {
+            state.metrics().rejected(Rejection::TooManyConnections);
+            return Err(AppError::TooManyFromAddress("new shares"));
+        }
+        if first_use == Err(ProofRefused::TooMany) {
+            state.metrics().rejected(Rejection::Unavailable);
+            return Err(AppError::Unavailable(
+                "the relay is taking too many new shares; try again in a few minutes".into(),
+            ));
+        }
+        let mut fresh = proof.is_ok() && first_use.is_ok();
         // With a fleet, the proof counts once across every relay.
         if let (true, Ok(sig), Some(fleet)) = (fresh, &proof, state.fleet()) {
             let window = std::time::Duration::from_secs(
@@ -103,7 +117,6 @@ async fn signal(
             }));
         }
     }
-    let client = client_address(peer.ip(), &headers, &state.config().trusted_proxies);
     let claim = state
         .claim_address(client, &room, role == Role::Host)
         .map_err(|what| {

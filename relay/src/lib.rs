@@ -80,6 +80,7 @@
 mod config;
 mod error;
 mod fleet;
+mod host_proofs;
 mod http;
 mod listener;
 mod metrics;

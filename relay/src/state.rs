@@ -38,7 +38,7 @@ struct Shared {
     next_conn: AtomicU64,
     web: WebApp,
     /// Host proofs seen within their window (signature -> expiry, unix seconds).
-    host_proofs: Mutex<HashMap<String, u64>>,
+    host_proofs: Mutex<crate::host_proofs::HostProofs>,
     /// Open connections and rooms per client address.
     per_address: Arc<Mutex<HashMap<IpAddr, AddressUse>>>,
 }
@@ -93,9 +93,6 @@ fn fleet_refusal(e: FleetError) -> JoinRefusal {
     }
 }
 
-/// Host proofs remembered at most (each is valid for a few minutes): 100,000.
-pub const HOST_PROOFS_REMEMBERED: usize = 100_000;
-
 impl RelayState {
     /// State for a relay with `config`, or why the config cannot work.
     pub fn new(config: RelayConfig) -> Result<Self, ConfigError> {
@@ -120,7 +117,7 @@ impl RelayState {
                 sessions: TaskTracker::new(),
                 next_conn: AtomicU64::new(1),
                 web,
-                host_proofs: Mutex::new(HashMap::new()),
+                host_proofs: Mutex::new(crate::host_proofs::HostProofs::default()),
                 per_address: Arc::new(Mutex::new(HashMap::new())),
                 config,
             }),
@@ -237,22 +234,21 @@ impl RelayState {
         &self.inner.sessions
     }
 
-    /// Records a host proof's signature; `false` if it was used already (or
-    /// too many are in flight to tell).
-    pub(crate) fn first_use_of_host_proof(&self, sig: &str, now_secs: u64) -> bool {
+    /// Records a host proof's signature from `from`, or says why it is not
+    /// taken (used before, or too many in flight: see `host_proofs`).
+    pub(crate) fn first_use_of_host_proof(
+        &self,
+        sig: &str,
+        from: IpAddr,
+        now_secs: u64,
+    ) -> Result<(), crate::host_proofs::ProofRefused> {
         let mut seen = self
             .inner
             .host_proofs
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if seen.len() >= HOST_PROOFS_REMEMBERED {
-            seen.retain(|_, expiry| *expiry > now_secs);
-            if seen.len() >= HOST_PROOFS_REMEMBERED {
-                return false;
-            }
-        }
-        let expiry = now_secs + 2 * linkfs_proto::sharer_key::HOST_PROOF_WINDOW_SECS;
-        seen.insert(sig.to_owned(), expiry).is_none()
+        let keep = 2 * linkfs_proto::sharer_key::HOST_PROOF_WINDOW_SECS;
+        seen.first_use(sig, from, now_secs, keep)
     }
 
     /// Counts one more connection from `ip` (a host's, opening a room, or a
