@@ -5,7 +5,11 @@
 //
 //   node_modules/.bin/tsx tests-e2e/image-facts-check.ts
 
-import { FIRST_HEAD_BYTES, headNeeds, imageFacts } from '../web/src/wasm/image-facts.ts';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FIRST_HEAD_BYTES, MAX_HEAD_BYTES, headNeeds, imageFacts } from '../web/src/wasm/image-facts.ts';
 import { withExif } from './lib/photos.ts';
 import { base64 } from '../web/src/thumb-store.ts';
 
@@ -81,6 +85,48 @@ new DataView(png.buffer).setUint32(20, 1080);
 const p = imageFacts(png);
 check(p.width === 1920 && p.height === 1080, `a PNG's size read as ${p.width}x${p.height}`);
 
+// Every format the grid makes thumbnails of says its size in its head, made by Debian's
+// ffmpeg (a picture whose size is not known is not decoded: a few bytes can claim a
+// gigabyte of pixels). 37x23: odd sides, so a swapped or off-by-one read shows.
+const made = mkdtempSync(join(tmpdir(), 'linkfs-image-facts-'));
+try {
+  const formats: [string, string[]][] = [
+    ['a.gif', []],
+    ['a.bmp', []],
+    ['lossy.webp', ['-c:v', 'libwebp', '-lossless', '0']],
+    ['lossless.webp', ['-c:v', 'libwebp', '-lossless', '1']],
+    ['alpha.webp', ['-c:v', 'libwebp', '-pix_fmt', 'yuva420p']],
+    ['a.avif', ['-c:v', 'libaom-av1', '-still-picture', '1', '-cpu-used', '8']],
+    ['big-exif-less.jpg', []],
+  ];
+  for (const [name, codec] of formats) {
+    const out = join(made, name);
+    execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=size=37x23:rate=1', '-frames:v', '1', ...codec, out]);
+    const f = imageFacts(new Uint8Array(readFileSync(out).subarray(0, FIRST_HEAD_BYTES)));
+    check(f.width === 37 && f.height === 23, `${name}: size read as ${f.width}x${f.height}, not 37x23`);
+  }
+} finally {
+  rmSync(made, { recursive: true, force: true });
+}
+// A JPEG whose frame header comes after 40 KiB of comment: past the first read, so the
+// head is read on to it; past MAX_HEAD_BYTES, never (and then its size is not known).
+const late = jpeg(30000, 30000, 40_000);
+const lateNeeds = headNeeds(late.subarray(0, FIRST_HEAD_BYTES));
+check(lateNeeds !== null && lateNeeds > 40_000 && lateNeeds <= 40_000 + 4096, `headNeeds said ${lateNeeds} for a frame header at 40 KB`);
+const lateFacts = imageFacts(late.subarray(0, lateNeeds ?? 0));
+check(lateFacts.width === 30000 && lateFacts.height === 30000, `a late frame header read as ${lateFacts.width}x${lateFacts.height}`);
+const segments = Array.from({ length: 20 }, () => Array.from(jpeg(1, 1, 65_000).subarray(2, 2 + 4 + 65_000)));
+const far = new Uint8Array([0xff, 0xd8, ...segments.flat(), ...jpeg(30000, 30000).subarray(2)]);
+let reads = 0;
+for (let head = far.subarray(0, FIRST_HEAD_BYTES); ; reads += 1) {
+  const n = headNeeds(head);
+  if (n === null) break;
+  check(n <= MAX_HEAD_BYTES, `headNeeds asked for ${n} bytes`);
+  head = far.subarray(0, n);
+  if (reads > 100) break;
+}
+check(reads < 100, 'headNeeds never stopped asking');
+
 // The cache's base64 for data: URLs (Node has no Uint8Array#toBase64: the table is what runs here).
 for (const n of [0, 1, 2, 3, 4, 5, 6, 7, 100, 10_000, 10_001, 10_002]) {
   const bytes = Uint8Array.from({ length: n }, (_, i) => (i * 7919 + n) & 255);
@@ -91,4 +137,4 @@ if (failures > 0) {
   console.log(`image facts: ${failures} failed`);
   process.exit(1);
 }
-console.log('image facts: all checks passed (a photo, previews, a long EXIF block, every truncation, 20,000 corruptions, PNG, base64 for the cache)');
+console.log('image facts: all checks passed (a photo, previews, a long EXIF block, every truncation, 20,000 corruptions, PNG, GIF, BMP, WebP, AVIF and a late JPEG frame header sized, base64 for the cache)');

@@ -25,33 +25,95 @@ export const FIRST_HEAD_BYTES = 32 * 1024;
 /** An embedded preview smaller than this many pixels on its short side is not used. */
 const MIN_EMBEDDED_SIDE = 96;
 
+/** The most of an image's head read to find its pixel size (a JPEG's frame header after long ICC, XMP or comment segments). */
+export const MAX_HEAD_BYTES = 1024 * 1024;
+
 export function imageFacts(head: Uint8Array): ImageFacts {
   if (head.length >= 3 && head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return jpegFacts(head);
-  if (head.length >= 24 && head[0] === 0x89 && head[1] === 0x50 && head[2] === 0x4e && head[3] === 0x47) {
-    const view = new DataView(head.buffer, head.byteOffset, head.byteLength);
-    return { width: view.getUint32(16), height: view.getUint32(20), orientation: 1, embedded: null };
+  const view = new DataView(head.buffer, head.byteOffset, head.byteLength);
+  const sized = (width: number, height: number): ImageFacts => ({ width, height, orientation: 1, embedded: null });
+  const ascii = (at: number, text: string): boolean =>
+    at + text.length <= head.length && [...text].every((c, i) => head[at + i] === c.charCodeAt(0));
+  if (head.length >= 24 && head[0] === 0x89 && ascii(1, 'PNG')) return sized(view.getUint32(16), view.getUint32(20));
+  if (head.length >= 10 && (ascii(0, 'GIF87a') || ascii(0, 'GIF89a'))) return sized(view.getUint16(6, true), view.getUint16(8, true));
+  if (ascii(0, 'RIFF') && ascii(8, 'WEBP')) return webpFacts(head, view);
+  if (head.length >= 26 && ascii(0, 'BM')) {
+    // BITMAPCOREHEADER (12 bytes): 16-bit sides; the later headers: 32-bit, height negative when stored top-down.
+    if (view.getUint32(14, true) === 12) return sized(view.getUint16(18, true), view.getUint16(20, true));
+    return sized(Math.abs(view.getInt32(18, true)), Math.abs(view.getInt32(22, true)));
   }
+  if (ascii(4, 'ftyp')) return isobmffFacts(head, view);
   return { width: null, height: null, orientation: 1, embedded: null };
 }
 
+/** A WebP's canvas size, from its first chunk (lossy, lossless or extended). */
+function webpFacts(head: Uint8Array, view: DataView): ImageFacts {
+  const facts: ImageFacts = { width: null, height: null, orientation: 1, embedded: null };
+  const chunk = String.fromCharCode(...head.subarray(12, 16));
+  if (chunk === 'VP8 ' && head.length >= 30) {
+    facts.width = view.getUint16(26, true) & 0x3fff;
+    facts.height = view.getUint16(28, true) & 0x3fff;
+  } else if (chunk === 'VP8L' && head.length >= 25 && head[20] === 0x2f) {
+    const bits = view.getUint32(21, true);
+    facts.width = (bits & 0x3fff) + 1;
+    facts.height = ((bits >>> 14) & 0x3fff) + 1;
+  } else if (chunk === 'VP8X' && head.length >= 30) {
+    facts.width = (view.getUint32(24, true) & 0xffffff) + 1;
+    facts.height = (view.getUint32(27, true) & 0xffffff) + 1;
+  }
+  return facts;
+}
+
 /**
- * How many bytes from the start hold a JPEG's EXIF block whole (and 2 KiB beyond, for
- * the frame header), when that is more than `head` holds; else null.
+ * An AVIF's (or HEIF's) pixel size: the largest of its image spatial extent ('ispe')
+ * properties in the head (a grid's whole picture has the largest).
+ */
+function isobmffFacts(head: Uint8Array, view: DataView): ImageFacts {
+  const facts: ImageFacts = { width: null, height: null, orientation: 1, embedded: null };
+  for (let at = 4; at + 16 <= head.length; at += 1) {
+    if (head[at] !== 0x69 || head[at + 1] !== 0x73 || head[at + 2] !== 0x70 || head[at + 3] !== 0x65) continue;
+    const width = view.getUint32(at + 8);
+    const height = view.getUint32(at + 12);
+    if (facts.width === null || facts.height === null || width * height > facts.width * facts.height) {
+      facts.width = width;
+      facts.height = height;
+    }
+  }
+  return facts;
+}
+
+/**
+ * How many bytes from the start a JPEG needs read for its EXIF block whole and its
+ * frame header (the pixel size), when that is more than `head` holds and at most
+ * [`MAX_HEAD_BYTES`]; else null (all is there, or it is not a JPEG, or too far in).
  */
 export function headNeeds(head: Uint8Array): number | null {
   if (!(head.length >= 4 && head[0] === 0xff && head[1] === 0xd8)) return null;
   const view = new DataView(head.buffer, head.byteOffset, head.byteLength);
   let at = 2;
-  // The EXIF block comes among the first few segments (after JFIF, perhaps).
-  for (let segments = 0; segments < 4 && at + 4 <= head.length; segments += 1) {
+  for (;;) {
+    if (at + 4 > head.length) break;
     if (head[at] !== 0xff) return null;
     const marker = head[at + 1]!;
-    const end = at + 2 + view.getUint16(at + 2);
-    if (marker === 0xe1 && isExif(head, at + 4)) return end > head.length ? end + 2048 : null;
-    if (marker < 0xe0 || marker > 0xef) return null;
-    at = end;
+    if (marker === 0xff) {
+      at += 1;
+      continue;
+    }
+    if (marker === 0xd8 || (marker >= 0xd0 && marker <= 0xd7) || marker === 0x01) {
+      at += 2;
+      continue;
+    }
+    // The frame header (or the scan, or the end): what the thumbnail needs is here.
+    if ((marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) || marker === 0xda || marker === 0xd9) {
+      return at + 12 > head.length ? Math.min(at + 2048, MAX_HEAD_BYTES) : null;
+    }
+    const length = view.getUint16(at + 2);
+    if (length < 2) return null;
+    at += 2 + length;
   }
-  return null;
+  // The head ends inside or after a segment: read past it, and a little on for the frame header.
+  const needs = at + 2048;
+  return needs > MAX_HEAD_BYTES || needs <= head.length ? null : needs;
 }
 
 /** Whether orientation `o` swaps width and height (a quarter turn). */

@@ -26,6 +26,15 @@ import { FIRST_HEAD_BYTES, headNeeds, imageFacts, turnsSideways } from './image-
 export const THUMB_SOURCE_LIMIT = 64 * 1024 * 1024;
 /** Images of more pixels than this are not decoded (a small file can claim a huge picture). */
 const MAX_PIXELS = 120_000_000;
+/**
+ * Most pixels of a picture that is not a JPEG (PNG, WebP, GIF, BMP, AVIF): browsers
+ * decode those whole before scaling, 4 bytes a pixel, so 50 megapixels is 200 MB.
+ */
+const MAX_PIXELS_DECODED_WHOLE = 50_000_000;
+/** Pictures of more pixels than this decode one at a time, like big files. */
+const BIG_PIXELS = 16_000_000;
+/** Reads after the first to reach a picture's size (EXIF block, then frame header). */
+const HEAD_READS_MORE = 3;
 /** Whole images bigger than this are read and decoded one at a time (memory stays bounded). */
 const BIG_SOURCE = 8 * 1024 * 1024;
 
@@ -85,25 +94,33 @@ export class ThumbnailMaker {
 
   private async fromSource(ask: ThumbAsk, reader: RangeReader, signal: AbortSignal): Promise<ThumbMade> {
     let head = await readBytes(reader, ask.entry, 0, Math.min(ask.size, FIRST_HEAD_BYTES), signal);
-    // An EXIF block longer than the first read: read on to its end (one more round trip).
-    const needs = headNeeds(head);
-    if (needs !== null && head.length < ask.size) {
-      const more = await readBytes(reader, ask.entry, head.length, Math.min(ask.size, needs) - head.length, signal);
-      const joined = new Uint8Array(head.length + more.length);
+    // An EXIF block longer than the first read, or a frame header after long segments:
+    // read on to it (a round trip each, a few at most, within MAX_HEAD_BYTES).
+    for (let more = 0; more < HEAD_READS_MORE && head.length < ask.size; more += 1) {
+      const needs = headNeeds(head);
+      if (needs === null) break;
+      const rest = await readBytes(reader, ask.entry, head.length, Math.min(ask.size, needs) - head.length, signal);
+      const joined = new Uint8Array(head.length + rest.length);
       joined.set(head);
-      joined.set(more, head.length);
+      joined.set(rest, head.length);
       head = joined;
     }
-    let bytesRead = head.length;
+    const bytesRead = head.length;
     const facts = imageFacts(head);
     if (facts.embedded) {
       const bitmap = await createImageBitmap(new Blob([facts.embedded as BlobPart], { type: 'image/jpeg' }));
       return { blob: await draw(bitmap, ask.px, facts.orientation, 'image/jpeg'), bytesRead, from: 'embedded' };
     }
     if (ask.size > THUMB_SOURCE_LIMIT) return { blob: null, bytesRead, from: 'none' };
-    if (facts.width !== null && facts.height !== null && facts.width * facts.height > MAX_PIXELS) return { blob: null, bytesRead, from: 'none' };
-    // Big ones wait for each other: four 64 MiB photos at once would be 256 MiB here.
-    const release = ask.size > BIG_SOURCE ? await this.bigTurn() : () => undefined;
+    // A picture whose size its head does not say is not decoded: a few bytes can say
+    // 16383x16383 (a gigabyte decoded) where nothing checks it.
+    if (facts.width === null || facts.height === null || facts.width <= 0 || facts.height <= 0) return { blob: null, bytesRead, from: 'none' };
+    const pixels = facts.width * facts.height;
+    const jpeg = head[0] === 0xff && head[1] === 0xd8;
+    if (pixels > (jpeg ? MAX_PIXELS : MAX_PIXELS_DECODED_WHOLE)) return { blob: null, bytesRead, from: 'none' };
+    // Big ones wait for each other: four 64 MiB photos at once would be 256 MiB here,
+    // four 50-megapixel PNGs 800 MiB decoded.
+    const release = ask.size > BIG_SOURCE || pixels > BIG_PIXELS ? await this.bigTurn() : () => undefined;
     try {
       return await this.decodeWhole(ask, reader, signal, head, bytesRead, facts);
     } finally {
@@ -135,15 +152,10 @@ export class ThumbnailMaker {
       whole.set(rest, head.length);
     }
     const blob = new Blob([whole as BlobPart]);
-    let bitmap: ImageBitmap;
-    if (facts.width !== null && facts.height !== null && facts.width > 0 && facts.height > 0) {
-      const [w, h] = turnsSideways(facts.orientation) ? [facts.height, facts.width] : [facts.width, facts.height];
-      const size = fitted(w, h, ask.px);
-      // Decoded at about the size shown; the browser applies the orientation.
-      bitmap = await createImageBitmap(blob, { resizeWidth: size.w, resizeHeight: size.h, resizeQuality: 'medium' });
-    } else {
-      bitmap = await createImageBitmap(blob);
-    }
+    const [w, h] = turnsSideways(facts.orientation) ? [facts.height ?? 1, facts.width ?? 1] : [facts.width ?? 1, facts.height ?? 1];
+    const size = fitted(w, h, ask.px);
+    // Decoded at about the size shown; the browser applies the orientation.
+    const bitmap = await createImageBitmap(blob, { resizeWidth: size.w, resizeHeight: size.h, resizeQuality: 'medium' });
     return { blob: await draw(bitmap, ask.px, 1, type), bytesRead, from: 'decoded' };
   }
 
