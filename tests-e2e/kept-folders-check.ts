@@ -16,6 +16,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import type { EntryId, EntryRow, IndexProgress, ListPage } from '../web/src/api.ts';
 import { storageTag } from '../web/src/storage-tag.ts';
+import { formatFullTime, formatTime } from '../web/src/ui/format.ts';
 import { FOLDERS, KeptFolders, parseKept, parsePictures, PICTURE_CHARS, PICTURE_SHARES, PICTURES, ROWS, SHARES } from '../web/src/kept-folders.ts';
 
 /** A stand-in for the browser's localStorage (Node has none). */
@@ -263,6 +264,19 @@ for (const [key, purpose, bytes] of [['room.secret', '', 32], ['ROOM-ü.sëcret�
   const want = createHash('sha256').update(`${purpose}${key}`, 'utf8').digest('hex').slice(0, bytes * 2);
   check(storageTag(key, purpose, bytes) === want, `storageTag(${JSON.stringify(key)}, ${JSON.stringify(purpose)}, ${bytes}) is ${storageTag(key, purpose, bytes)}, not the SHA-256 ${want}`);
 }
+
+// A kept row (or one from the sharer) with a time past what a Date holds: the listing
+// formats it as unknown; before, formatting threw and the folder drew nothing.
+for (const seconds of [9e12, 1e300, Number.MAX_SAFE_INTEGER, 2 ** 63, -1, 0, Number.NaN]) {
+  let shown = '';
+  try {
+    shown = `${formatTime(seconds)} / ${formatFullTime(seconds)}`;
+  } catch (error) {
+    shown = `threw ${String(error)}`;
+  }
+  check(shown === '— / unknown', `a time of ${seconds} s formats as ${shown}`);
+}
+check(formatTime(1_700_000_000) !== '—', 'a time of 2023 formats as unknown');
 
 console.log(JSON.stringify({ truncations, corruptions: corrupted, failures }));
 if (failures > 0) process.exit(1);

@@ -101,7 +101,29 @@ class FileRangeReader implements RangeReader {
   }
 }
 
+/** A share whose own name climbs (the sharer names its root): no member leaves the folder it unpacks into. */
+function aClimbingRootNameStaysInside(): void {
+  for (const rootName of ['../../../.config/autostart', '..', '.', '/etc', 'a/../../b', 'x\0y']) {
+    const rows: EntryRow[] = [
+      { id: 0 as EntryId, parent: 0 as EntryId, name: rootName, kind: 'dir', size: 0, mtime: 9e15, mode: 0o755, children: 1 },
+      { id: 1 as EntryId, parent: 0 as EntryId, name: 'x.desktop', kind: 'file', size: 0, mtime: 1, mode: 0o644 },
+    ];
+    const list = (dir: EntryId, start: number, count: number) =>
+      dir === 0 ? { total: 1, rows: [rows[1]!].slice(start, start + count) } : { total: 0, rows: [] };
+    const { members } = planZip([rows[0]!], list, 'share');
+    for (const m of members) {
+      const parts = m.path.split('/').filter((p, i, all) => i < all.length - 1 || p !== '');
+      assert.ok(
+        !m.path.startsWith('/') && parts.every((p) => p !== '..' && p !== '.' && p !== '' && !p.includes('\0')),
+        `a member of a share named ${JSON.stringify(rootName)} is ${JSON.stringify(m.path)}`,
+      );
+    }
+    assert.equal(members.length, 2, 'the folder and its file');
+  }
+}
+
 async function main(): Promise<void> {
+  aClimbingRootNameStaysInside();
   const keep = process.argv.includes('--keep');
   const base = await mkdtemp(path.join(tmpdir(), 'linkfs-zip-check-'));
   try {

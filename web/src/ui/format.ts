@@ -32,14 +32,27 @@ export function formatRate(bytesPerSecond: number): string {
 
 /** Seconds since the Unix epoch -> local date and time, e.g. "Nov 21, 2026, 10:19 PM". */
 export function formatTime(unixSeconds: number): string {
-  if (!Number.isFinite(unixSeconds) || unixSeconds <= 0) return '—';
-  return timeFormat.format(new Date(unixSeconds * 1000));
+  const date = dateOf(unixSeconds);
+  return date ? timeFormat.format(date) : '—';
 }
 
 /** The same time spelled out in full, for tooltips. */
 export function formatFullTime(unixSeconds: number): string {
-  if (!Number.isFinite(unixSeconds) || unixSeconds <= 0) return 'unknown';
-  return fullTimeFormat.format(new Date(unixSeconds * 1000));
+  const date = dateOf(unixSeconds);
+  return date ? fullTimeFormat.format(date) : 'unknown';
+}
+
+/** The latest time a JavaScript Date holds: 8.64e15 ms, in seconds. */
+const LATEST_DATE_SECONDS = 8.64e12;
+
+/**
+ * A time the sharer sent as a Date, or null when there is none to show: unknown (0
+ * or before), or past what a Date holds (a sharer can send any 64-bit number, and
+ * formatting an invalid Date throws, which would stop a whole listing drawing).
+ */
+function dateOf(unixSeconds: number): Date | null {
+  if (!Number.isFinite(unixSeconds) || unixSeconds <= 0 || unixSeconds > LATEST_DATE_SECONDS) return null;
+  return new Date(unixSeconds * 1000);
 }
 
 /** "1 item", "12,000 items". */

@@ -74,6 +74,13 @@ export function planZip(roots: EntryRow[], list: ListChildren, rootName: string)
   const unique = (folder: string, name: string, shown: string): string => {
     let safe = name.replace(/\\/g, '_');
     if (safe !== name) note(`${shown}: "\\" replaced by "_" (Windows reads it as a folder separator)`);
+    // The index refuses these in every name but the share's own (the root's), which
+    // the sharer chooses too: a member never climbs out of the folder it unpacks into.
+    const unclimbing = safe.replace(/[/\0]/g, '_');
+    if (unclimbing !== safe || unclimbing === '.' || unclimbing === '..' || unclimbing === '') {
+      safe = unclimbing === '.' || unclimbing === '..' || unclimbing === '' ? '_' : unclimbing;
+      note(`${shown}: saved as "${safe}" ("/", "..", "." and empty names would name another folder)`);
+    }
     if (safe.includes('\uFFFD')) note(`${shown}: the name is not valid UTF-8 on the sharer's side; saved with U+FFFD in place of the invalid bytes`);
     let path = `${folder}${safe}`;
     if (taken.has(path.toLowerCase())) {
@@ -157,7 +164,8 @@ export function zipSource(reader: RangeReader, plan: ZipFacts, members: PlanMemb
       async function* inputs() {
         for (let i = 0; i < members.length; i++) {
           const m = members[i]!;
-          const lastModified = new Date(m.mtime * 1000);
+          // A time past what a Date holds (a sharer can send any number) is left out as 1980's.
+          const lastModified = new Date(Number.isFinite(m.mtime) && Math.abs(m.mtime) <= 8.64e12 ? m.mtime * 1000 : 315532800000);
           prefetch(i);
           if (m.dir) {
             yield { name: m.path, lastModified, mode: m.mode };
