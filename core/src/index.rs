@@ -172,7 +172,10 @@ impl EntryRef<'_> {
     }
 }
 
-/// One column of fixed-size values, in pages of [`PAGE`].
+/// One column of fixed-size values, in pages of [`PAGE`]. A page no value was
+/// set in holds nothing (an empty box): ids a sharer skipped (removed before
+/// this receiver came, or a hostile sharer's far ids) cost a pointer per page,
+/// not [`PAGE`] values.
 #[derive(Debug, Default)]
 struct Column<T> {
     pages: Vec<Box<[T]>>,
@@ -182,19 +185,32 @@ impl<T: Copy + Default> Column<T> {
     fn get(&self, i: usize) -> T {
         self.pages
             .get(i / PAGE)
-            .map_or_else(T::default, |p| p[i % PAGE])
+            .and_then(|p| p.get(i % PAGE).copied())
+            .unwrap_or_default()
     }
 
     fn set(&mut self, i: usize, v: T) {
         let page = i / PAGE;
         while self.pages.len() <= page {
-            self.pages.push(vec![T::default(); PAGE].into_boxed_slice());
+            self.pages.push(Box::default());
         }
-        self.pages[page][i % PAGE] = v;
+        let p = &mut self.pages[page];
+        if p.is_empty() {
+            *p = vec![T::default(); PAGE].into_boxed_slice();
+        }
+        p[i % PAGE] = v;
+    }
+
+    /// Page `page`'s values, or none if no value was ever set in it.
+    fn page(&self, page: usize) -> Option<&[T]> {
+        self.pages
+            .get(page)
+            .filter(|p| !p.is_empty())
+            .map(|p| &p[..])
     }
 
     fn heap_bytes(&self) -> usize {
-        self.pages.len() * PAGE * std::mem::size_of::<T>()
+        self.pages.iter().map(|p| p.len()).sum::<usize>() * std::mem::size_of::<T>()
             + self.pages.capacity() * std::mem::size_of::<Box<[T]>>()
     }
 }
@@ -502,11 +518,10 @@ impl Index {
         while i < to {
             let page = i / PAGE;
             let page_end = ((page + 1) * PAGE).min(to);
-            if page >= self.name_len.pages.len() {
+            let Some(lens) = self.name_len.page(page) else {
                 i = page_end;
                 continue;
-            }
-            let lens = &self.name_len.pages[page];
+            };
             for j in i..page_end {
                 let k = j % PAGE;
                 if self.meta.get(j) & PRESENT == 0 {
@@ -726,7 +741,10 @@ impl Index {
             return;
         }
         self.names_learned = true;
-        let present: Vec<usize> = (0..self.end)
+        // Pages no name was set in hold no entry: skipped whole.
+        let present: Vec<usize> = (0..self.end.div_ceil(PAGE))
+            .filter(|page| self.name_len.page(*page).is_some())
+            .flat_map(|page| page * PAGE..((page + 1) * PAGE).min(self.end))
             .filter(|i| self.meta_of(*i) & PRESENT != 0)
             .collect();
         // Long names are never coded: they would only teach the table their runs.

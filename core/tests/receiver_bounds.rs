@@ -197,6 +197,43 @@ fn an_entry_id_far_beyond_the_log_is_refused_without_allocating_the_id_space() {
 }
 
 #[test]
+fn a_chain_of_empty_batches_then_a_far_id_does_not_allocate_the_skipped_ids() {
+    // Each batch skips as many positions as receivers accept; together they
+    // reach ids the sharer never made, and one entry is put far out.
+    let mut ix = Index::new();
+    ix.apply_batch(&batch_of(0, &[dir_view(0, 0, b"root")], None))
+        .unwrap();
+    let skip = linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
+    let mut at = 1;
+    for _ in 0..1_000 {
+        ix.apply_batch(&batch_of(at, &[], Some(skip))).unwrap();
+        at += skip;
+    }
+    let before = ix.heap_bytes();
+    let far = (at - 10) as u32;
+    let (_, refused) = ix
+        .apply_batch(&batch_of(at, &[dir_view(far, 0, b"far")], None))
+        .unwrap();
+    assert!(refused.is_empty(), "{refused:?}");
+    assert_eq!(
+        ix.get(EntryId(far)).map(|e| e.name.to_vec()),
+        Some(b"far".to_vec())
+    );
+    let grew = ix.heap_bytes() - before;
+    // 65 million ids skipped: 5 bytes each were 328 MB.
+    assert!(
+        grew < 8 << 20,
+        "the index grew by {grew} bytes for one entry"
+    );
+    let mut found = 0;
+    ix.scan_names(0, u32::MAX, |_, _| {
+        found += 1;
+        true
+    });
+    assert_eq!(found, 2, "the root and the far entry");
+}
+
+#[test]
 fn a_sender_never_skips_more_positions_in_one_batch_than_receivers_accept() {
     // One file rewritten 200,000 times: 200,000 superseded positions to skip.
     let mut ix = share();

@@ -846,10 +846,17 @@ impl SnapshotRestorer {
 }
 
 /// Appends one page to a column from up to [`PAGE`] values (the rest default).
-fn push_page<T: Copy + Default>(column: &mut Column<T>, values: impl Iterator<Item = T>) {
+fn push_page<T: Copy + Default + PartialEq>(
+    column: &mut Column<T>,
+    values: impl Iterator<Item = T>,
+) {
     let mut page = vec![T::default(); PAGE].into_boxed_slice();
     for (slot, v) in page.iter_mut().zip(values) {
         *slot = v;
+    }
+    // A page of defaults only reads the same held as nothing (ids skipped).
+    if page.iter().all(|v| *v == T::default()) {
+        page = Box::default();
     }
     column.pages.push(page);
 }
