@@ -224,6 +224,11 @@ struct Dir {
     dirs: usize,
     /// Bumped on every change of the children (or of a child's sort fields).
     version: u32,
+    /// Sorted children that left during this batch, taken out of `children`
+    /// all at once when it settles ([`Index::compact`]): removing them one
+    /// at a time moved the rest of a big folder's list each time (100,000
+    /// removals from a folder of a million took 13.6 s).
+    gone: Vec<u32>,
 }
 
 #[derive(Debug)]
@@ -257,6 +262,8 @@ pub struct Index {
     dirs: HashMap<u32, Dir>,
     /// Directories with children not merged in yet.
     unsettled: Vec<u32>,
+    /// Directories with sorted children gone and not yet taken out.
+    uncompacted: Vec<u32>,
     /// One past the highest id ever present.
     end: usize,
     live: usize,
@@ -858,31 +865,61 @@ impl Index {
         let name = self.name_at(i);
         let key = (self.is_dir_at(i), &*name);
         let sorted = &d.children[..d.sorted];
-        let p = sorted.partition_point(|c| self.key_cmp_with(*c, key) == Ordering::Less);
-        // Equal keys (a sharer sent a name twice) sit side by side.
-        sorted[p..]
-            .iter()
-            .take_while(|c| self.key_cmp_with(**c, key) == Ordering::Equal)
-            .position(|c| *c == child)
-            .map(|q| p + q)
+        // Equal keys (a sharer sent a name twice) sit side by side, by id: the
+        // search takes the id too, so a run of one name costs nothing.
+        let p = sorted
+            .partition_point(|c| self.key_cmp_with(*c, key).then(c.cmp(&child)) == Ordering::Less);
+        (sorted.get(p) == Some(&child))
+            .then_some(p)
             .or_else(|| sorted.iter().position(|c| *c == child))
     }
 
+    /// Takes `child` out of `dir`'s children: at once from the new ones not
+    /// merged in yet; from the sorted ones when the batch settles, every one
+    /// gone from the folder in one pass ([`Dir::gone`]). Until then the sorted
+    /// list still names it, and nothing reads that list but [`Index::settle_all`]
+    /// (and [`Index::remove_descendants`], which checks each child's parent).
     fn unlink_child(&mut self, dir: u32, child: u32) {
-        let Some(d) = self.dirs.get(&dir) else { return };
-        let Some(pos) = self.position_in(d, child) else {
+        let Some(d) = self.dirs.get_mut(&dir) else {
             return;
         };
-        let is_dir = self.is_dir_at(child as usize);
-        if let Some(d) = self.dirs.get_mut(&dir) {
-            d.children.remove(pos);
-            if pos < d.sorted {
-                d.sorted -= 1;
-                if is_dir {
-                    d.dirs = d.dirs.saturating_sub(1);
+        d.version = d.version.wrapping_add(1);
+        if let Some(p) = d.children[d.sorted..].iter().position(|c| *c == child) {
+            d.children.remove(d.sorted + p);
+            return;
+        }
+        if d.gone.is_empty() {
+            self.uncompacted.push(dir);
+        }
+        d.gone.push(child);
+    }
+
+    /// Takes the sorted children gone during this batch out of their folders'
+    /// lists, one pass per folder.
+    fn compact(&mut self) {
+        for dir in std::mem::take(&mut self.uncompacted) {
+            let Some(d) = self.dirs.get_mut(&dir) else {
+                continue;
+            };
+            let mut gone = std::mem::take(&mut d.gone);
+            gone.sort_unstable();
+            let sorted = d.sorted;
+            let mut kept = 0;
+            for r in 0..sorted {
+                let c = d.children[r];
+                if gone.binary_search(&c).is_err() {
+                    d.children[kept] = c;
+                    kept += 1;
                 }
             }
-            d.version = d.version.wrapping_add(1);
+            d.children.drain(kept..sorted);
+            d.sorted = kept;
+            let children = std::mem::take(&mut d.children);
+            let dirs = children[..kept].partition_point(|c| self.is_dir_at(*c as usize));
+            if let Some(d) = self.dirs.get_mut(&dir) {
+                d.children = children;
+                d.dirs = dirs;
+            }
         }
     }
 
@@ -901,20 +938,24 @@ impl Index {
 
     /// Removes everything below `dir` (not `dir` itself).
     fn remove_descendants(&mut self, dir: EntryId) {
-        let mut stack = match self.dirs.get_mut(&dir.0) {
+        let mut stack: Vec<(u32, u32)> = match self.dirs.get_mut(&dir.0) {
             Some(d) => {
                 d.sorted = 0;
                 d.dirs = 0;
+                d.gone.clear();
                 d.version = d.version.wrapping_add(1);
-                std::mem::take(&mut d.children)
+                let children = std::mem::take(&mut d.children);
+                children.into_iter().map(|c| (c, dir.0)).collect()
             }
             None => return,
         };
-        while let Some(c) = stack.pop() {
+        while let Some((c, listed_in)) = stack.pop() {
             let i = c as usize;
-            if self.meta_of(i) & PRESENT != 0 {
+            // A child that moved out during this batch is still listed here
+            // until the batch settles: it lives on where it went.
+            if self.meta_of(i) & PRESENT != 0 && self.parent.get(i) == listed_in {
                 if let Some(d) = self.dirs.remove(&c) {
-                    stack.extend(d.children);
+                    stack.extend(d.children.into_iter().map(|g| (g, c)));
                 }
                 self.kill(i);
             }
@@ -963,6 +1004,8 @@ impl Index {
     }
 
     fn settle_all(&mut self) {
+        // Gone children out first: settling compares with the sorted ones.
+        self.compact();
         let dirs = std::mem::take(&mut self.unsettled);
         for d in dirs {
             self.settle(d);
