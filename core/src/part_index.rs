@@ -189,7 +189,7 @@ impl PartIndex {
     /// The whole index removed `id` (and what it held).
     fn removed(&mut self, id: EntryId) {
         if Some(id) == self.root {
-            let children: Vec<u32> = self.index.children(EntryId::ROOT).to_vec();
+            let children: Vec<u32> = self.index.children(EntryId::ROOT).collect();
             for c in children {
                 let _ = self.index.remove(EntryId(c));
             }
@@ -299,7 +299,7 @@ impl PartIndex {
             let Some(&pd) = self.to_part.get(&d.0) else {
                 continue;
             };
-            for &c in whole.children(d) {
+            for c in whole.children(d) {
                 let c = EntryId(c);
                 if self.to_part.contains_key(&c.0) {
                     continue;

@@ -210,7 +210,7 @@ const MAX_ENTRIES: usize = (1 << 31) - 1;
 /// The children of one directory.
 #[derive(Debug, Default)]
 struct DirList {
-    ids: Vec<u32>,
+    ids: Children,
     /// `ids` is sorted by name bytes (for lookups).
     sorted: bool,
     /// [`ShareIndex::folder_changes`] when a child last came or went: an order
@@ -587,7 +587,7 @@ impl ShareIndex {
         let mut stack: Vec<u32> = self
             .dirs
             .get_mut(&dir.0)
-            .map(|d| std::mem::take(&mut d.ids))
+            .map(|d| std::mem::take(&mut d.ids).to_vec())
             .unwrap_or_default();
         while let Some(c) = stack.pop() {
             let i = c as usize;
@@ -595,7 +595,7 @@ impl ShareIndex {
                 continue;
             }
             if let Some(d) = self.dirs.remove(&c) {
-                stack.extend(d.ids);
+                stack.extend(d.ids.iter());
             }
             self.kill(i);
         }
@@ -742,27 +742,43 @@ impl ShareIndex {
             // A folder that was looked up stays sorted: entries added one by one
             // (a burst of new files, each looked up first) would otherwise sort
             // the whole folder again for every one of them.
-            let at = d.ids.partition_point(|c| name_of(*c) < name_of(child));
-            d.ids.insert(at, child);
+            d.ids.insert_sorted(child, |c| name_of(c) < name_of(child));
         } else {
             d.ids.push(child);
         }
     }
 
     fn unlink_child(&mut self, dir: u32, child: u32) {
-        if let Some(d) = self.dirs.get_mut(&dir)
-            && let Some(at) = d.ids.iter().rposition(|c| *c == child)
-        {
-            // Order is kept, so a sorted list stays sorted.
-            d.ids.remove(at);
+        let (names, name_off, name_len) = (&self.names, &self.name_off, &self.name_len);
+        let name_of = |i: u32| {
+            let i = i as usize;
+            let off = name_off[i] as usize;
+            &names[off..off + usize::from(name_len[i])]
+        };
+        let Some(d) = self.dirs.get_mut(&dir) else {
+            return;
+        };
+        // Order is kept, so a sorted list stays sorted.
+        let gone = if d.sorted {
+            d.ids
+                .remove_sorted(child, |c| name_of(c).cmp(name_of(child)))
+        } else {
+            d.ids.remove_any(child)
+        };
+        if gone {
             self.folder_changes += 1;
             d.changed_at = self.folder_changes;
         }
     }
 
     /// The live children of a directory, in no particular order.
-    pub fn children(&self, dir: EntryId) -> &[u32] {
-        self.dirs.get(&dir.0).map_or(&[], |d| &d.ids)
+    pub fn children(&self, dir: EntryId) -> impl Iterator<Item = u32> + '_ {
+        self.dirs.get(&dir.0).into_iter().flat_map(|d| d.ids.iter())
+    }
+
+    /// How many live children a directory has.
+    pub fn child_count(&self, dir: EntryId) -> usize {
+        self.dirs.get(&dir.0).map_or(0, |d| d.ids.len())
     }
 
     /// The child of `dir` named `name`, if any.
@@ -770,14 +786,13 @@ impl ShareIndex {
         let mut list = self.dirs.remove(&dir.0)?;
         if !list.sorted {
             list.ids
-                .sort_unstable_by(|a, b| self.name(*a as usize).cmp(self.name(*b as usize)));
+                .sort_unstable_by(|a, b| self.name(a as usize).cmp(self.name(b as usize)));
             list.sorted = true;
         }
         let found = list
             .ids
-            .binary_search_by(|c| self.name(*c as usize).cmp(name))
-            .ok()
-            .map(|at| EntryId(list.ids[at]));
+            .binary_search_by(|c| self.name(c as usize).cmp(name))
+            .map(EntryId);
         self.dirs.insert(dir.0, list);
         found
     }
@@ -791,7 +806,7 @@ impl ShareIndex {
         };
         if !list.sorted {
             list.ids
-                .sort_unstable_by(|a, b| self.name(*a as usize).cmp(self.name(*b as usize)));
+                .sort_unstable_by(|a, b| self.name(a as usize).cmp(self.name(b as usize)));
             list.sorted = true;
         }
         // Each a search of the whole list: searches over the same range share
@@ -801,9 +816,8 @@ impl ShareIndex {
             .iter()
             .map(|name| {
                 list.ids
-                    .binary_search_by(|c| self.name(*c as usize).cmp(name))
-                    .ok()
-                    .map(|at| EntryId(list.ids[at]))
+                    .binary_search_by(|c| self.name(c as usize).cmp(name))
+                    .map(EntryId)
             })
             .collect();
         self.dirs.insert(dir.0, list);
@@ -827,7 +841,7 @@ impl ShareIndex {
     /// write lock: see [`FolderSort`]. None if the folder is gone or sorted.
     pub fn start_folder_sort(&self, dir: EntryId) -> Option<FolderSort> {
         let d = self.dirs.get(&dir.0).filter(|d| !d.sorted)?;
-        Some(FolderSort::new(dir.0, d.changed_at, d.ids.clone()))
+        Some(FolderSort::new(dir.0, d.changed_at, d.ids.to_vec()))
     }
 
     /// Takes a finished [`FolderSort`]'s order if no child came or went since
@@ -839,7 +853,7 @@ impl ShareIndex {
         };
         match self.dirs.get_mut(&dir) {
             Some(d) if !d.sorted && d.changed_at == changed_at && d.ids.len() == ids.len() => {
-                d.ids = ids;
+                d.ids = Children::from_vec(ids);
                 d.sorted = true;
                 true
             }
@@ -977,7 +991,7 @@ impl ShareIndex {
             + self
                 .dirs
                 .values()
-                .map(|d| d.ids.capacity() * 4 + 48)
+                .map(|d| d.ids.heap_bytes() + 48)
                 .sum::<usize>()
             + self.targets.values().map(|t| t.len() + 32).sum::<usize>()
             + self.listed.capacity() * 16
@@ -1009,11 +1023,13 @@ fn check_lengths(e: &NewEntry<'_>, id: EntryId) -> Result<(), ShareIndexError> {
     Ok(())
 }
 
+mod children;
 mod folder_sort;
 mod log_runs;
 mod narrow;
 mod saved;
 
+use children::Children;
 pub use log_runs::LogOp;
 use log_runs::LogRuns;
 use narrow::{Devices, Narrow, Positions};

@@ -49,7 +49,7 @@ fn check_listed(share: &ShareIndex, visitor: &Visitor) -> usize {
         {
             continue;
         }
-        let mut want: Vec<u32> = share.children(id).to_vec();
+        let mut want: Vec<u32> = share.children(id).collect();
         let mut have: Vec<u32> = got.children(id).to_vec();
         want.sort_unstable();
         have.sort_unstable();

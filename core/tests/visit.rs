@@ -733,7 +733,7 @@ fn changes_after_the_index_is_complete_name_the_folders_to_list_again() {
     assert!(shell.changes.is_empty(), "the first fill is not a change");
     let dir = |shell: &Shell, name: &str| shell.sharer.index.clone_lookup(name);
     let (d1, d2) = (dir(&shell, "dir 0001"), dir(&shell, "dir 0002"));
-    let moved = EntryId(shell.sharer.index.children(d1)[0]);
+    let moved = EntryId(shell.sharer.index.children(d1).next().unwrap());
     let v = shell.sharer.index.view(moved).expect("a file");
     let (name, kind, size, mtime, mode) = (v.name.to_vec(), v.kind, v.size, v.mtime, v.mode);
     let e = NewEntry {

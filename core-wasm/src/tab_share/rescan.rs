@@ -31,10 +31,9 @@ pub fn reconcile(index: &mut ShareIndex, fresh: &ShareIndex) -> (Vec<(u32, u32)>
     while let Some((f_dir, dir)) = stack.pop() {
         let mut have: HashMap<Vec<u8>, EntryId> = index
             .children(dir)
-            .iter()
-            .filter_map(|c| index.view(EntryId(*c)).map(|v| (v.name.to_vec(), v.id)))
+            .filter_map(|c| index.view(EntryId(c)).map(|v| (v.name.to_vec(), v.id)))
             .collect();
-        for &c in fresh.children(f_dir) {
+        for c in fresh.children(f_dir) {
             let f_id = EntryId(c);
             let Some(f) = fresh.view(f_id) else { continue };
             let found = have.remove(f.name);
@@ -89,7 +88,7 @@ fn copy(
         };
         changed.added += 1;
         if f.kind == EntryKind::Dir {
-            stack.extend(fresh.children(f_id).iter().map(|c| (EntryId(*c), id)));
+            stack.extend(fresh.children(f_id).map(|c| (EntryId(c), id)));
         } else {
             pairs.push((f_id.0, id.0));
         }

@@ -57,9 +57,8 @@ fn find(part: &PartIndex, path: &str) -> EntryId {
     let mut at = EntryId::ROOT;
     for name in path.split('/') {
         at = EntryId(
-            *ix.children(at)
-                .iter()
-                .find(|c| ix.view(EntryId(**c)).unwrap().name == name.as_bytes())
+            ix.children(at)
+                .find(|c| ix.view(EntryId(*c)).unwrap().name == name.as_bytes())
                 .unwrap_or_else(|| panic!("no {path} in the part")),
         );
     }
@@ -72,7 +71,7 @@ fn paths(part: &PartIndex) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![EntryId::ROOT];
     while let Some(d) = stack.pop() {
-        for &c in ix.children(d) {
+        for c in ix.children(d) {
             let c = EntryId(c);
             let v = ix.view(c).unwrap();
             let mut p = String::from_utf8(ix.relative_path(c).unwrap()).unwrap();

@@ -28,8 +28,8 @@ use linkfs_proto::batch::{MAX_NAME_LEN, MAX_TARGET_LEN};
 use linkfs_proto::{EntryKind, Epoch};
 
 use super::{
-    CTIME_UNKNOWN, Devices, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES, META_KIND_SHIFT,
-    Narrow, Positions, REMOVED, ShareIndex, change_stamp, meta_of,
+    CTIME_UNKNOWN, Children, Devices, DirList, KIND_MASK, LogOp, LogRuns, MAX_ENTRIES,
+    META_KIND_SHIFT, Narrow, Positions, REMOVED, ShareIndex, change_stamp, meta_of,
 };
 
 const MAGIC: &[u8; 8] = b"lfsindex";
@@ -328,6 +328,7 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
         return Err(SavedIndexError::Inconsistent("the root"));
     }
     let mut dirs: HashMap<u32, DirList> = HashMap::new();
+    let mut kids: HashMap<u32, Vec<u32>> = HashMap::new();
     let mut live_count = 0u64;
     for i in (0..n).filter(|i| live(*i)) {
         live_count += 1;
@@ -345,7 +346,7 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
         if p >= n || p == i || !live(p) || kind(p) != EntryKind::Dir as u8 {
             return Err(SavedIndexError::Inconsistent("a parent"));
         }
-        dirs.entry(p as u32).or_default().ids.push(i as u32);
+        kids.entry(p as u32).or_default().push(i as u32);
     }
     check_acyclic(&parent, &meta)?;
     // Names as a folder listing could hold them: safe, and unique per folder.
@@ -363,11 +364,9 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
     }
     // Each folder's children sorted by name: the check for two of one name, and
     // the order lookups by name need (so no folder sorts on a first lookup).
-    for list in dirs.values_mut() {
-        list.ids
-            .sort_unstable_by(|a, b| name_at(*a as usize).cmp(name_at(*b as usize)));
-        if list
-            .ids
+    for (dir, mut ids) in kids {
+        ids.sort_unstable_by(|a, b| name_at(*a as usize).cmp(name_at(*b as usize)));
+        if ids
             .windows(2)
             .any(|w| name_at(w[0] as usize) == name_at(w[1] as usize))
         {
@@ -375,6 +374,8 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
                 "two entries of one name in a folder",
             ));
         }
+        let list = dirs.entry(dir).or_default();
+        list.ids = Children::from_vec(ids);
         list.sorted = true;
     }
     // Every folder is listed once its own operation and its children's
@@ -385,7 +386,7 @@ fn read_body(r: &mut Reader<impl Read>, version: u32) -> Result<ShareIndex, Save
             let at = list
                 .ids
                 .iter()
-                .filter_map(|&c| last.get(c as usize))
+                .filter_map(|c| last.get(c as usize))
                 .fold(last.get(dir as usize).unwrap_or(0), u64::max);
             (at.saturating_add(1), dir)
         })

@@ -301,7 +301,7 @@ fn lookups_follow_renames() {
     assert_eq!(ix.lookup(b"renamed/b.txt"), Some(EntryId(2)));
     assert_eq!(ix.lookup(b"a/b.txt"), None);
     assert_eq!(ix.lookup(b""), Some(EntryId::ROOT));
-    let mut kids: Vec<u32> = ix.children(EntryId::ROOT).to_vec();
+    let mut kids: Vec<u32> = ix.children(EntryId::ROOT).collect();
     kids.sort_unstable();
     assert_eq!(kids, [1, 3]);
 }
@@ -620,8 +620,7 @@ fn a_sorted_folder_stays_sorted_as_entries_are_added_one_by_one() {
     assert_eq!(ix.lookup(b"f0"), None);
     let listed: Vec<Vec<u8>> = ix
         .children(EntryId::ROOT)
-        .iter()
-        .map(|c| ix.view(EntryId(*c)).unwrap().name.to_vec())
+        .map(|c| ix.view(EntryId(c)).unwrap().name.to_vec())
         .collect();
     let mut sorted = listed.clone();
     sorted.sort();
@@ -642,8 +641,7 @@ fn big_folder(n: u32) -> ShareIndex {
 
 fn names_in_order(ix: &ShareIndex, dir: EntryId) -> Vec<Vec<u8>> {
     ix.children(dir)
-        .iter()
-        .map(|c| ix.view(EntryId(*c)).unwrap().name.to_vec())
+        .map(|c| ix.view(EntryId(c)).unwrap().name.to_vec())
         .collect()
 }
 

@@ -257,10 +257,10 @@ impl<W: FolderWatches> Reconciler<'_, W> {
         let mut stack = vec![(id, rel.to_vec())];
         while let Some((dir, rel)) = stack.pop() {
             for c in self.index.children(dir) {
-                if let Some(v) = self.index.view(EntryId(*c))
+                if let Some(v) = self.index.view(EntryId(c))
                     && v.kind == EntryKind::Dir
                 {
-                    stack.push((EntryId(*c), join(&rel, v.name)));
+                    stack.push((EntryId(c), join(&rel, v.name)));
                 }
             }
             out.push(rel);
@@ -444,7 +444,7 @@ impl<W: FolderWatches> Reconciler<'_, W> {
         if !self.is_folder(dir) {
             return None;
         }
-        let mut before = self.index.children(dir).to_vec();
+        let mut before = self.index.children(dir).collect::<Vec<u32>>();
         before.sort_unstable();
         let seen = vec![false; before.len()];
         Some(FolderPass {
