@@ -811,6 +811,60 @@ fn get_of_1500_folders_works_under_a_limit_of_1024_open_files() {
     share.stop();
 }
 
+/// What broke: `get` held every folder's whole path (each component a
+/// separate buffer), so a tree `d` folders deep cost memory growing as `d * d`:
+/// a sharer's chain of 20,000 folders made it ask for about 11 GB.
+#[test]
+#[ignore = "needs the network namespace: scripts/test runs it"]
+fn get_of_a_chain_of_3000_folders_holds_memory_for_the_folders_not_their_depth_squared() {
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::{Mode, mkdirat};
+    const LEVELS: usize = 3000;
+    let tmp = TempDir::new("chain");
+    let src = tmp.0.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut fd = open(&src, flags, Mode::empty()).unwrap();
+    for n in 0..LEVELS {
+        let name = format!("d{n:07}");
+        mkdirat(&fd, name.as_str(), Mode::from_bits_truncate(0o755)).unwrap();
+        fd = openat(&fd, name.as_str(), flags, Mode::empty()).unwrap();
+    }
+    let leaf = openat(
+        &fd,
+        "leaf",
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    nix::unistd::write(&leaf, b"at the bottom").unwrap();
+    drop((leaf, fd));
+    let share = Share::start(&src);
+    let out = tmp.0.join("out");
+    let (ok, log) = get_with("true", &share.link, &out);
+    share.stop();
+    assert!(ok, "get failed:\n{log}");
+    // The largest child waited for: the get (the share is still running).
+    let peak_kib = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .unwrap()
+        .max_rss();
+    // The leaf, reached a part at a time (its path is longer than PATH_MAX).
+    let bytes = sh(&format!(
+        "cd '{}' && for d in $(seq 0 {}); do cd \"$(printf 'd%07d' $d)\"; done && cat leaf",
+        out.display(),
+        LEVELS - 1
+    ));
+    assert_eq!(bytes, "at the bottom");
+    eprintln!("get peaked at {} MB for {LEVELS} folders", peak_kib / 1024);
+    // 267 MB before (3000 * 3000 / 2 components of 56 bytes, and the
+    // paths beside them), 22 MB since.
+    assert!(
+        peak_kib < 150 * 1024,
+        "get peaked at {} MB for {LEVELS} folders",
+        peak_kib / 1024
+    );
+}
+
 /// What broke: a folder where `get` puts a file failed with the system's
 /// "Is a directory (os error 21)" rather than saying what is in the way.
 #[test]

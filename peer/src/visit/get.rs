@@ -143,20 +143,94 @@ pub fn safe_name(name: &[u8]) -> bool {
     !name.is_empty() && name != b"." && name != b".." && !name.contains(&b'/') && !name.contains(&0)
 }
 
+/// The most of a path a message shows: its last bytes, after "…" (a sharer's
+/// tree can be thousands of folders deep).
+const SHOWN_PATH_BYTES: usize = 1024;
+
 fn shown(path: &[u8]) -> String {
-    crate::terminal::escaped_name(path)
+    match path.len().checked_sub(SHOWN_PATH_BYTES) {
+        Some(cut) if cut > 0 => format!("…{}", crate::terminal::escaped_name(&path[cut..])),
+        _ => crate::terminal::escaped_name(path),
+    }
+}
+
+/// A folder beneath `--out`: its name and the folder it is in. Held as a chain,
+/// so each folder costs its own name however deep it is (a list of every
+/// component per folder made a sharer's chain of 20,000 folders cost
+/// gigabytes: the square of the depth).
+struct FolderNode {
+    name: Vec<u8>,
+    up: Option<Folder>,
+}
+
+type Folder = Arc<FolderNode>;
+
+impl FolderNode {
+    /// `--out` itself.
+    fn top() -> Folder {
+        Arc::new(FolderNode {
+            name: Vec::new(),
+            up: None,
+        })
+    }
+
+    fn child(self: &Arc<Self>, name: Vec<u8>) -> Folder {
+        Arc::new(FolderNode {
+            name,
+            up: Some(self.clone()),
+        })
+    }
+
+    /// Its path components below `--out`, from the top.
+    fn components(&self) -> Vec<&[u8]> {
+        let mut parts = Vec::new();
+        let mut at = Some(self);
+        while let Some(f) = at {
+            if f.up.is_some() {
+                parts.push(&f.name[..]);
+            }
+            at = f.up.as_deref();
+        }
+        parts.reverse();
+        parts
+    }
+
+    /// The path of `name` in it, below `--out` (for messages).
+    fn path_of(&self, name: &[u8]) -> Vec<u8> {
+        let mut path = self.components().join(&b'/');
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(name);
+        path
+    }
+
+    /// Its own path below `--out` (for messages).
+    fn path(&self) -> Vec<u8> {
+        self.components().join(&b'/')
+    }
+}
+
+impl Drop for FolderNode {
+    /// Lets go of the chain a folder at a time (dropping it whole would
+    /// recurse once per folder).
+    fn drop(&mut self) {
+        let mut up = self.up.take();
+        while let Some(f) = up {
+            up = match Arc::try_unwrap(f) {
+                Ok(mut node) => node.up.take(),
+                Err(_) => None,
+            };
+        }
+    }
 }
 
 /// One file to fetch.
-/// A folder beneath `--out`, as its path components.
-type Folder = Arc<Vec<Vec<u8>>>;
-
 #[derive(Clone)]
 struct FileJob {
     /// The folder the file goes into.
     dir: Folder,
     name: Vec<u8>,
-    path: Vec<u8>,
     entry: EntryId,
     /// Its folder in the share (a new version must still be there).
     parent: EntryId,
@@ -207,12 +281,18 @@ pub fn folder_mode(sharer_mode: u32, umask: u32) -> u32 {
     file_mode(sharer_mode, umask) | 0o700
 }
 
-/// Opens the folder at `components` beneath `out`, one component at a time,
-/// never through a symlink.
-fn open_folder(out: &impl AsFd, components: &[Vec<u8>]) -> std::io::Result<OwnedFd> {
+impl FileJob {
+    /// Its path below `--out` (for messages).
+    fn path(&self) -> Vec<u8> {
+        self.dir.path_of(&self.name)
+    }
+}
+
+/// Opens `folder` beneath `out`, one component at a time, never through a symlink.
+fn open_folder(out: &impl AsFd, folder: &FolderNode) -> std::io::Result<OwnedFd> {
     let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
     let mut fd = openat(out, ".", flags, Mode::empty()).map_err(io_err)?;
-    for c in components {
+    for c in folder.components() {
         fd = openat(&fd, std::ffi::OsStr::from_bytes(c), flags, Mode::empty()).map_err(|e| {
             match e {
                 Errno::ELOOP | Errno::ENOTDIR => std::io::Error::other(
@@ -342,9 +422,8 @@ pub async fn get(
                 );
             } else {
                 let job = FileJob {
-                    dir: Arc::new(Vec::new()),
-                    name: root_name.clone(),
-                    path: root_name,
+                    dir: FolderNode::top(),
+                    name: root_name,
                     entry: root_id,
                     parent,
                     size,
@@ -356,19 +435,21 @@ pub async fn get(
             }
         }
     } else {
-        let top = Arc::new(Vec::new());
+        let top = FolderNode::top();
         if let Some((mtime, mode)) =
             client.with_index(|ix| ix.get(root_id).map(|e| (e.mtime, e.mode)))
         {
             folder_times.push((top.clone(), mtime, mode));
         }
         // Depth first; only the folder being listed is open.
-        let mut stack: Vec<(EntryId, Folder, Vec<u8>)> = vec![(root_id, top, Vec::new())];
-        while let Some((dir, components, prefix)) = stack.pop() {
-            let fd = match open_folder(&*out_fd, &components) {
+        let mut stack: Vec<(EntryId, Folder)> = vec![(root_id, top)];
+        while let Some((dir, folder)) = stack.pop() {
+            let fd = match open_folder(&*out_fd, &folder) {
                 Ok(fd) => fd,
                 Err(e) => {
-                    summary.failed.push(format!("{}: {e}", shown(&prefix)));
+                    summary
+                        .failed
+                        .push(format!("{}: {e}", shown(&folder.path())));
                     continue;
                 }
             };
@@ -392,15 +473,10 @@ pub async fn get(
                     target,
                     ..
                 } = child;
-                let mut path = prefix.clone();
-                if !path.is_empty() {
-                    path.push(b'/');
-                }
-                path.extend_from_slice(&name);
                 if !safe_name(&name) {
                     summary.refused.push(format!(
                         "{}: the sharer sent a name that could escape the output folder; skipped",
-                        shown(&path)
+                        shown(&folder.path_of(&name))
                     ));
                     continue;
                 }
@@ -408,20 +484,24 @@ pub async fn get(
                     EntryKind::Dir => match enter_dir(&fd, &name) {
                         Ok(_closed) => {
                             summary.folders += 1;
-                            let mut sub = (*components).clone();
-                            sub.push(name);
-                            subdirs.push((id, Arc::new(sub), path, mtime, mode));
+                            subdirs.push((id, folder.child(name), mtime, mode));
                         }
-                        Err(e) => summary.failed.push(format!("{}: {e}", shown(&path))),
+                        Err(e) => summary
+                            .failed
+                            .push(format!("{}: {e}", shown(&folder.path_of(&name)))),
                     },
-                    EntryKind::Symlink => {
-                        make_symlink(&fd, &name, &target, mtime, &path, &mut summary)
-                    }
+                    EntryKind::Symlink => make_symlink(
+                        &fd,
+                        &name,
+                        &target,
+                        mtime,
+                        &folder.path_of(&name),
+                        &mut summary,
+                    ),
                     _ => {
                         let job = FileJob {
-                            dir: components.clone(),
+                            dir: folder.clone(),
                             name,
-                            path,
                             entry: id,
                             parent: dir,
                             size,
@@ -434,9 +514,9 @@ pub async fn get(
                 }
             }
             drop(fd);
-            for (id, sub, path, mtime, mode) in subdirs.into_iter().rev() {
+            for (id, sub, mtime, mode) in subdirs.into_iter().rev() {
                 folder_times.push((sub.clone(), mtime, mode));
-                stack.push((id, sub, path));
+                stack.push((id, sub));
             }
         }
     }
@@ -479,7 +559,7 @@ pub async fn get(
             let big = (job.size > PIECE).then(|| BigFile::start(&big_running));
             running.spawn(async move {
                 let _big = big;
-                let path = job.path.clone();
+                let path = job.path();
                 (
                     path,
                     fetch_latest(&client, &out, job, umask, &bar, &budget).await,
@@ -521,8 +601,8 @@ pub async fn get(
         }
     }
     // Deepest first, so that setting a folder's time does not disturb its parent's.
-    for (components, mtime, mode) in folder_times.iter().rev() {
-        let Ok(fd) = open_folder(&*out_fd, components) else {
+    for (folder, mtime, mode) in folder_times.iter().rev() {
+        let Ok(fd) = open_folder(&*out_fd, folder) else {
             continue;
         };
         let mode = Mode::from_bits_truncate(folder_mode(*mode, umask) as nix::libc::mode_t);
@@ -653,7 +733,7 @@ async fn fetch_latest(
             Err(error) if error.is_changed() => error,
             done => return done,
         };
-        tracing::info!(path = %shown(&job.path), %error, "the file changed while it was fetched");
+        tracing::info!(path = %shown(&job.path()), %error, "the file changed while it was fetched");
         drop_part(out, &job);
         // The old version leaves the progress bar: its length and what was counted of it.
         bar.dec(counted);
@@ -895,11 +975,12 @@ fn finish_part(
         .map_err(local("set the mode"))?;
     let dev =
         std::os::unix::fs::MetadataExt::dev(&file.metadata().map_err(local("read the part file"))?);
+    let path = job.path();
     Ok(Finished {
         dir: job.dir,
         part,
         name: job.name,
-        path: job.path,
+        path,
         dev,
         fetched,
     })
@@ -947,10 +1028,7 @@ fn finish_group(out: &OwnedFd, group: Vec<Finished>) -> Vec<Outcome> {
                 .find(|(dev, _)| *dev == f.dev)
                 .map_or(Ok(()), |(_, r)| *r);
             let r = sync.map_err(local("write it to disk")).and_then(|()| {
-                if !folder
-                    .as_ref()
-                    .is_some_and(|(d, _)| Arc::ptr_eq(d, &f.dir) || **d == *f.dir)
-                {
+                if !folder.as_ref().is_some_and(|(d, _)| Arc::ptr_eq(d, &f.dir)) {
                     folder = Some((
                         f.dir.clone(),
                         open_folder(out, &f.dir).map_err(local("open its folder"))?,
