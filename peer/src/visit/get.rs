@@ -385,7 +385,8 @@ pub async fn get(
             summary.already_complete += 1;
             summary.files += 1;
         } else {
-            total += job.size;
+            // Sizes are the sharer's word: summed so that no two can overflow.
+            total = total.saturating_add(job.size);
             todo.push_back(job);
         }
     };

@@ -80,6 +80,11 @@ pub use kept::{ChangeFollower, KeptListings, follow_changes};
 /// about 25 ms a folder; `find` gains from the many small folders (the
 /// generated 10M tree: 455 names a folder on average).
 pub const KEPT_LISTING_MAX: usize = 1_000;
+/// The longest name the mount shows (the kernel's NAME_MAX, as `statfs` says):
+/// a sharer whose system allows longer ones (macOS and Windows names of up to
+/// 255 UTF-16 units are up to 765 bytes) has them left out of listings and
+/// refused by name (ENAMETOOLONG), as programs reading a listing expect.
+pub const NAME_MAX: usize = 255;
 /// How long the kernel may keep attributes and names.
 pub const ATTR_TTL: Duration = Duration::from_secs(1);
 /// Entries in the answer to a folder's first listing call ("." and ".."
@@ -487,10 +492,11 @@ impl LinkFs {
             Some(Slot::Loading | Slot::Ready { .. }) => return,
             Some(Slot::Failed(_)) | None => {}
         }
-        let offset = key.block * BLOCK;
-        if offset >= size {
+        // A block past the end of what u64 holds (read-ahead near the end of a
+        // file a sharer says is 2^64 bytes) is past the end of the file too.
+        let Some(offset) = key.block.checked_mul(BLOCK).filter(|o| *o < size) else {
             return;
-        }
+        };
         let len = BLOCK.min(size - offset);
         s.blocks.insert(key, Slot::Loading);
         let read = self
@@ -621,6 +627,9 @@ impl Filesystem for LinkFs {
         let Some(parent) = id_of(parent) else {
             return reply.error(Errno::ENOENT);
         };
+        if name.len() > NAME_MAX {
+            return reply.error(Errno::ENAMETOOLONG);
+        }
         let find = || {
             self.client.with_index(|ix| {
                 let id = ix.lookup_child(parent, name.as_bytes())?;
@@ -787,7 +796,8 @@ impl Filesystem for LinkFs {
                     1 => reply.add(parent, 2, FileType::Directory, ".."),
                     _ => {
                         let child = children[(at - 2) as usize];
-                        let Some(c) = ix.get(EntryId(child)) else {
+                        let Some(c) = ix.get(EntryId(child)).filter(|c| c.name.len() <= NAME_MAX)
+                        else {
                             at += 1;
                             continue;
                         };
@@ -861,7 +871,8 @@ impl Filesystem for LinkFs {
                     ),
                     _ => {
                         let child = children[(at - 2) as usize];
-                        let Some(c) = ix.get(EntryId(child)) else {
+                        let Some(c) = ix.get(EntryId(child)).filter(|c| c.name.len() <= NAME_MAX)
+                        else {
                             at += 1;
                             continue;
                         };
@@ -894,7 +905,16 @@ impl Filesystem for LinkFs {
         let (files, bytes) = self
             .client
             .with_index(|ix| (ix.len() as u64, file_bytes(ix)));
-        reply.statfs(bytes.div_ceil(4096), 0, 0, files, 0, 4096, 255, 4096);
+        reply.statfs(
+            bytes.div_ceil(4096),
+            0,
+            0,
+            files,
+            0,
+            4096,
+            NAME_MAX as u32,
+            4096,
+        );
     }
 }
 
