@@ -7,7 +7,9 @@
 //! U+2066-U+2069), which can make a name read as another. In bytes (names,
 //! which need not be UTF-8) they become `\xNN` (C1 and bidi as their UTF-8
 //! bytes) and a backslash becomes `\\`, so the form is unambiguous; in strings
-//! they become `\u{NN}`.
+//! they become `\u{NN}`, and in `ls --json` `\uXXXX` ([`TerminalSafeJson`]). A
+//! lone byte 0x80-0x9f that is not UTF-8 is escaped too (an 8-bit terminal
+//! takes it for a C1 control).
 
 /// Whether `c` must not reach a terminal as it is.
 fn is_hostile(c: char) -> bool {
@@ -44,11 +46,43 @@ pub fn escape_bytes(raw: &[u8]) -> Vec<u8> {
         }
         let at = valid.len();
         // Bytes that are not UTF-8 are passed on as they are: a terminal shows
-        // them as replacement characters, and they are part of the name.
-        out.extend_from_slice(&rest[at..at + bad]);
+        // them as replacement characters, and they are part of the name. But
+        // not 0x80-0x9f alone: an 8-bit terminal takes them for C1 controls
+        // (0x9b is a CSI).
+        for b in &rest[at..at + bad] {
+            if (0x80..=0x9f).contains(b) {
+                out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+            } else {
+                out.push(*b);
+            }
+        }
         rest = &rest[at + bad..];
     }
     out
+}
+
+/// serde_json's compact form with every character that must not reach a
+/// terminal written as `\uXXXX` (serde_json itself escapes only C0 controls,
+/// and `ls --json` is read on terminals too). The JSON means the same.
+pub struct TerminalSafeJson;
+
+impl serde_json::ser::Formatter for TerminalSafeJson {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if is_hostile(c) {
+                writer.write_all(&fragment.as_bytes()[start..i])?;
+                // Every such character is in the Basic Multilingual Plane.
+                write!(writer, "\\u{:04x}", u32::from(c))?;
+                start = i + c.len_utf8();
+            }
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
 }
 
 /// `raw` escaped (see [`escape_bytes`]) and shown as text (bytes that are not

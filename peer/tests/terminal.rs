@@ -59,3 +59,57 @@ fn escaping_covers_c1_controls_and_bidi_overrides_and_keeps_the_rest() {
     assert_eq!(escaped("bye\u{1b}[2Jnow\n"), r"bye\u{1b}[2Jnow\u{a}");
     assert_eq!(escaped("plain words"), "plain words");
 }
+
+/// What broke: `ls --json` wrote DEL, C1 controls (U+009B is a CSI) and bidi
+/// overrides raw (serde_json escapes only C0), and text `ls` a lone 0x9b byte.
+#[test]
+fn ls_json_and_text_write_no_c1_control_or_bidi_override_raw() {
+    let mut ix = Index::new();
+    upsert(&mut ix, 0, EntryKind::Dir, b"root", b"");
+    let hostile = "clear\u{9b}2J title\u{9d}0;pwned\u{9c} gpj\u{202e}.exe del\u{7f}";
+    upsert(&mut ix, 1, EntryKind::File, hostile.as_bytes(), b"");
+    upsert(
+        &mut ix,
+        2,
+        EntryKind::Symlink,
+        b"link",
+        "\u{2066}x".as_bytes(),
+    );
+    upsert(&mut ix, 3, EntryKind::File, b"lone\x9b2J", b"");
+    let raw = |out: &[u8]| {
+        let text = String::from_utf8_lossy(out);
+        text.chars()
+            .filter(|c| c.is_control() && *c != '\n' || ('\u{202a}'..='\u{2069}').contains(c))
+            .count()
+            + out.iter().filter(|b| **b == 0x9b).count()
+    };
+    let mut out = Vec::new();
+    list(
+        &ix,
+        b"",
+        ListOptions {
+            json: true,
+            recursive: false,
+        },
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(raw(&out), 0, "{}", String::from_utf8_lossy(&out));
+    let names: Vec<String> = String::from_utf8_lossy(&out)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["path"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        names.contains(&hostile.to_owned()),
+        "the JSON still means the name: {names:?}"
+    );
+    let mut text = Vec::new();
+    list(&ix, b"", ListOptions::default(), &mut text).unwrap();
+    assert_eq!(raw(&text), 0, "{}", String::from_utf8_lossy(&text));
+    assert!(String::from_utf8_lossy(&text).contains(r"lone\x9b2J"));
+}

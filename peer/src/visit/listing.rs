@@ -17,7 +17,7 @@ use std::io::Write;
 use linkfs_core::{EntryRef, Index};
 use linkfs_proto::{EntryId, EntryKind};
 
-use crate::terminal::escape_bytes;
+use crate::terminal::{TerminalSafeJson, escape_bytes};
 
 /// How to print.
 #[derive(Debug, Clone, Copy, Default)]
@@ -108,7 +108,8 @@ fn json_line(out: &mut impl Write, path: &[u8], e: &EntryRef<'_>) -> std::io::Re
             obj["target_hex"] = hex(e.target).into();
         }
     }
-    serde_json::to_writer(&mut *out, &obj)?;
+    let mut json = serde_json::Serializer::with_formatter(&mut *out, TerminalSafeJson);
+    serde::Serialize::serialize(&obj, &mut json).map_err(std::io::Error::other)?;
     out.write_all(b"\n")
 }
 
