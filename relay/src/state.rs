@@ -117,7 +117,9 @@ impl RelayState {
                 sessions: TaskTracker::new(),
                 next_conn: AtomicU64::new(1),
                 web,
-                host_proofs: Mutex::new(crate::host_proofs::HostProofs::default()),
+                host_proofs: Mutex::new(crate::host_proofs::HostProofs::new(
+                    crate::host_proofs::per_address(config.limits.max_rooms_per_address),
+                )),
                 per_address: Arc::new(Mutex::new(HashMap::new())),
                 config,
             }),
