@@ -41,16 +41,24 @@
 //! bulk read's queue. Sending alternates between read chunks and index batches
 //! when both are ready.
 //!
-//! Memory per session is bounded by `window_bytes` (unacknowledged batches)
-//! + `max_pending_io` + [`SHORT_READ_EXTRA_IO`] chunks + `MAX_CONTROL_FRAMES` small frames
-//! + the "folders listed" frames of one batch (5 bytes per folder it makes whole).
+//! Memory per session is bounded by the sum of:
+//! - `window_bytes` (unacknowledged batches);
+//! - `max_pending_io` + [`SHORT_READ_EXTRA_IO`] chunks, `MAX_CONTROL_FRAMES` small frames;
+//! - the "folders listed" frames of one batch (5 bytes per folder it makes whole);
+//! - [`MAX_SENT_AHEAD`] entries sent ahead of their place, and 16 bytes per
+//!   folder the walk finished not yet said whole (until the index is complete).
 //!
 //! Folders listed: while the receiver is not complete, each batch is followed
 //! by the folders it makes whole ([`ShareIndex::listed_between`] its range;
 //! [`linkfs_proto::listed`]), so a mount answers a listing of such a folder
-//! before the rest of the index is there.
+//! before the rest of the index is there. A folder is said whole only when
+//! the receiver holds every child it has now: a child that changed after the
+//! walk listed the folder has its latest state later in the log, and is sent
+//! ahead of its place first (at most [`LATE_CHILDREN_AHEAD`] of a folder;
+//! with more, the folder is said whole once the stream has passed them).
+//! One rule, in [`SenderSession::whole_after`].
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use linkfs_proto::batch::MAX_SKIPPED_POSITIONS;
 use linkfs_proto::frame::{ReadChunk, encode_chunk_into};
@@ -105,6 +113,16 @@ pub fn target_leaves_root(depth: usize, target: &[u8]) -> bool {
     }
     false
 }
+
+/// Most children of one folder sent ahead of their place so that the folder
+/// can be said whole (they changed after the walk listed it); a folder with
+/// more is said whole once the stream has passed the last of them.
+pub const LATE_CHILDREN_AHEAD: usize = 4096;
+
+/// Most entries a session holds as sent ahead of their place at once (8 bytes
+/// each, about 1.5 MiB at most with the map's slack); past it, folders wait
+/// for the stream to reach their late children.
+pub const MAX_SENT_AHEAD: usize = 65_536;
 
 /// Most small frames (welcome, read errors, goodbye) queued at once; a peer that
 /// makes more than this many errors without reading them is disconnected.
@@ -295,6 +313,12 @@ pub struct SenderSession {
     control: VecDeque<Vec<u8>>,
     /// "Folders listed" frames for the batch just cut, sent right after it.
     listed_out: VecDeque<Vec<u8>>,
+    /// Folders the walk finished that cannot be said whole yet, with the
+    /// position from which to check again ([`SenderSession::whole_after`]).
+    listed_held: BTreeSet<(u64, u32)>,
+    /// Folders whose late children did not fit in the batch just cut: they
+    /// go first in the next one.
+    listed_next: Vec<EntryId>,
     reads: VecDeque<ActiveRead>,
     io_in_flight: usize,
     chunks: VecDeque<Vec<u8>>,
@@ -309,6 +333,16 @@ pub struct SenderSession {
     stats: SenderStats,
     end_reason: Option<SessionError>,
     uploads: crate::UploadsIn,
+}
+
+/// [`SenderSession::whole_after`]: a folder the walk finished, at a batch's end.
+enum Whole {
+    /// The receiver holds it whole with this batch.
+    Now,
+    /// Not yet: check again with the batch that ends at or after this.
+    From(Seq),
+    /// No longer a folder: nothing to say.
+    Gone,
 }
 
 impl SenderSession {
@@ -331,6 +365,8 @@ impl SenderSession {
             pending_since: None,
             control: VecDeque::new(),
             listed_out: VecDeque::new(),
+            listed_held: BTreeSet::new(),
+            listed_next: Vec::new(),
             reads: VecDeque::new(),
             io_in_flight: 0,
             chunks: VecDeque::new(),
@@ -824,6 +860,19 @@ impl SenderSession {
         // the log if every current operation up to it was taken.
         let mut end = index.log_end();
         let mut ops = 0u64;
+        // Folders whose late children did not fit before go first: with them
+        // ahead, the receiver holds them whole at this batch's end.
+        let mut whole = Vec::new();
+        for dir in std::mem::take(&mut self.listed_next) {
+            match self.whole_after(index, dir, self.cursor, &mut enc, &mut ops) {
+                Whole::Now => whole.push(dir),
+                Whole::From(at) if at == self.cursor => self.listed_next.push(dir),
+                Whole::From(at) => {
+                    self.listed_held.insert((at.0, dir.0));
+                }
+                Whole::Gone => {}
+            }
+        }
         'ops: for (seq, op) in index.ops_from(self.cursor) {
             // Never skip more than MAX_SKIPPED_POSITIONS superseded positions in
             // one batch (receivers refuse that): cut before them; every position
@@ -872,20 +921,43 @@ impl SenderSession {
         // Trailing superseded positions count against the limit too.
         end = Seq(end.0.min(self.cursor.0 + ops + MAX_SKIPPED_POSITIONS));
         let complete = index.walk_done() && end == index.log_end();
+        if !complete && !self.complete_sent {
+            // The folders this batch makes whole at the receiver, so a mount
+            // can list them before the whole index is there.
+            let due: Vec<(u64, u32)> = self
+                .listed_held
+                .range(..=(end.0, u32::MAX))
+                .copied()
+                .collect();
+            let fresh: Vec<EntryId> = index.listed_between(self.cursor, end).collect();
+            let candidates = due.iter().map(|(_, id)| EntryId(*id)).chain(fresh);
+            let mut held = Vec::new();
+            for dir in candidates.collect::<Vec<_>>() {
+                match self.whole_after(index, dir, end, &mut enc, &mut ops) {
+                    Whole::Now => whole.push(dir),
+                    Whole::From(at) if at == end => self.listed_next.push(dir),
+                    Whole::From(at) => held.push((at.0, dir.0)),
+                    Whole::Gone => {}
+                }
+            }
+            for key in due {
+                self.listed_held.remove(&key);
+            }
+            self.listed_held.extend(held);
+        }
         let span = end.0 - self.cursor.0;
         let frame = enc.finish_span(index.entries(), complete, span);
         self.stats.batches_sent += 1;
         self.stats.batch_bytes_sent += frame.len() as u64;
         self.stats.ops_sent += ops;
-        if !complete && !self.complete_sent {
-            // The folders this batch makes whole at the receiver, so a mount
-            // can list them before the whole index is there.
-            let folders: Vec<EntryId> = index.listed_between(self.cursor, end).collect();
-            self.listed_out
-                .extend(linkfs_proto::encode_folders_listed(end, &folders));
-        }
         if complete {
+            // Every folder is whole at the receiver now: nothing more to say.
             self.complete_sent = true;
+            self.listed_held.clear();
+            self.listed_next.clear();
+        } else if !self.complete_sent && !whole.is_empty() {
+            self.listed_out
+                .extend(linkfs_proto::encode_folders_listed(end, &whole));
         }
         if self.unacked.is_empty() {
             self.oldest_sent_at = now;
@@ -898,6 +970,69 @@ impl SenderSession {
             frame: frame.clone(),
         });
         frame
+    }
+
+    /// Whether the receiver holds every current child of `dir` once it has
+    /// applied the log up to `end` (and `enc`). The walk marked the folder
+    /// listed after the last child it found, but a child that changed since
+    /// has its latest state later in the log; a receiver that has not had it
+    /// yet (one that came after the change) would list the folder without
+    /// it. Such children (at most [`LATE_CHILDREN_AHEAD`], and their
+    /// ancestors the receiver lacks) go into `enc` now, ahead of their place,
+    /// as ancestors do. With more, the folder waits for the stream to pass
+    /// the last of them (`From` after it); with no room left in `enc`, for
+    /// the next batch (`From(end)`), where it goes first.
+    fn whole_after(
+        &mut self,
+        index: &ShareIndex,
+        dir: EntryId,
+        end: Seq,
+        enc: &mut BatchEncoder,
+        ops: &mut u64,
+    ) -> Whole {
+        if index.view(dir).map(|v| v.kind) != Some(EntryKind::Dir) {
+            return Whole::Gone;
+        }
+        let late = |c: u32| {
+            let last = index.last_seq(EntryId(c))?;
+            (last >= end && self.early.get(&c) != Some(&last.0)).then_some(last)
+        };
+        let (count, last) = index
+            .children(dir)
+            .filter_map(late)
+            .fold((0usize, end), |(n, m), s| (n + 1, m.max(s)));
+        if count == 0 {
+            return Whole::Now;
+        }
+        if count > LATE_CHILDREN_AHEAD || self.early.len() + count > MAX_SENT_AHEAD {
+            return Whole::From(Seq(last.0 + 1));
+        }
+        let ahead: Vec<(u32, Seq)> = index
+            .children(dir)
+            .filter_map(|c| late(c).map(|s| (c, s)))
+            .collect();
+        for (c, last) in ahead {
+            let id = EntryId(c);
+            for a in self.unsent_ancestors(index, id, end) {
+                let (Some(view), Some(at)) = (index.view(a), index.last_seq(a)) else {
+                    continue;
+                };
+                if !enc.push_upsert(&view) {
+                    return Whole::From(end);
+                }
+                self.early.insert(a.0, at.0);
+                *ops += 1;
+            }
+            let Some(view) = index.view(id) else {
+                continue;
+            };
+            if !enc.push_upsert(&self.confined(index, view)) {
+                return Whole::From(end);
+            }
+            self.early.insert(c, last.0);
+            *ops += 1;
+        }
+        Whole::Now
     }
 
     /// `view`, with its symlink target blanked if it leads out of the

@@ -82,6 +82,15 @@ fn run_checking(
         progress(net, sharer, visitor, step_ms);
         net.now = net.now.max(start + step_ms);
         let whole = check_listed(&sharer.index, visitor);
+        if std::env::var("DEBUG_LISTED").is_ok() {
+            eprintln!(
+                "{} whole {whole} root {} four {} progress {:?}",
+                net.now,
+                visitor.receiver.folder_listed(EntryId(0)),
+                visitor.receiver.folder_listed(EntryId(4)),
+                visitor.receiver.progress()
+            );
+        }
         if visitor.receiver.progress().complete {
             break;
         }
@@ -221,4 +230,91 @@ fn a_receiver_drops_what_a_sharer_says_of_entries_that_are_not_folders() {
     }
     assert_eq!(visitor.receiver.folders_listed(), 0);
     assert!(!visitor.receiver.folder_listed(EntryId(3)));
+}
+
+/// `e` again with another size and mtime: a change found after the walk
+/// (it moves the entry's latest operation to the end of the log).
+fn change(ix: &mut ShareIndex, (id, parent, kind, name): &(u32, u32, EntryKind, String)) {
+    let changed = ix
+        .update(
+            EntryId(*id),
+            &NewEntry {
+                id: EntryId(*id),
+                parent: EntryId(*parent),
+                kind: *kind,
+                name: name.as_bytes(),
+                size: if *kind == EntryKind::Dir { 0 } else { 7 },
+                mtime: 1_800_000_000,
+                mtime_nsec: 0,
+                mode: if *kind == EntryKind::Dir {
+                    0o755
+                } else {
+                    0o644
+                },
+                target: b"",
+                dev: 1,
+                ino: u64::from(*id),
+                ctime_ns: 1,
+            },
+        )
+        .expect("a valid change");
+    assert!(changed, "{name} changed");
+}
+
+/// A later visitor (or one while the walk runs) got a folder said whole
+/// before a child of it that changed after the walk listed it: the child's
+/// latest state is at the end of the log, past the position the walk gave
+/// the folder. A mount listed the folder without it: `find` over a second
+/// mount of a 10M share missed a folder of 100,000 names whose mtime had
+/// changed, and everything in it.
+#[test]
+fn a_folder_is_not_said_whole_before_a_child_that_changed_since_the_walk_listed_it() {
+    for (seed, model) in [(7, LinkModel::PERFECT), (8, LinkModel::BAD)] {
+        for walk_over in [true, false] {
+            let mut ix = ShareIndex::new(Epoch(9));
+            let entries = walk_entries(3000);
+            for e in &entries[..5] {
+                push(&mut ix, e);
+            }
+            ix.mark_listed(EntryId::ROOT);
+            ix.mark_listed(EntryId(4));
+            for e in &entries[5..] {
+                push(&mut ix, e);
+            }
+            ix.mark_listed(EntryId(1));
+            if walk_over {
+                ix.mark_snapshot_complete();
+            }
+            // A folder of the root ("b") and a file early in "a" change.
+            change(&mut ix, &entries[2]);
+            change(&mut ix, &entries[5]);
+            let config = SenderConfig {
+                window_bytes: 4096,
+                batch_cap: linkfs_proto::batch::MIN_BATCH_CAP,
+                ..SenderConfig::default()
+            };
+            let mut sharer = Sharer::new(ix, Files::new(), config);
+            let mut visitor = Visitor::new(Rebuilt::default(), ReceiverConfig::default(), false);
+            // A slow link, so the index comes in many steps.
+            let model = LinkModel {
+                bytes_per_ms: 200,
+                ..model
+            };
+            let mut net = Net::new(seed, model);
+            let most = run_checking(&mut net, &mut sharer, &mut visitor, 2_000, 5);
+            if !walk_over {
+                sharer.index.mark_snapshot_complete();
+                run_checking(&mut net, &mut sharer, &mut visitor, 12_000, 5);
+            }
+            assert!(
+                visitor.receiver.progress().complete,
+                "seed {seed}: the index arrives"
+            );
+            assert!(
+                most >= 2,
+                "seed {seed}, walk over {walk_over}: folders were said whole before the index was complete ({most})"
+            );
+            assert_same_index(&sharer.index, visitor.receiver.index());
+        }
+    }
 }

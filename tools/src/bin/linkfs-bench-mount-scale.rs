@@ -25,7 +25,9 @@
 //! - the first byte of files in each (where the tree's files have bytes);
 //! - a live change: a file made on disk in each, until the mount shows it
 //!   (p50, p99);
-//! - the mount's and the sharer's peak memory, per entry.
+//! - the mount's and the sharer's peak memory, per entry;
+//! - then a later visitor: a second mount of the same share once its walk is
+//!   done (the first mount ended), ready and `find` over it.
 //!
 //! The tree is only read; the live changes' files are removed at the end.
 
@@ -327,6 +329,26 @@ fn main() -> Result<()> {
     let mount_peak = peak_rss(mount.pid())?;
     let share_peak = peak_rss(share.pid())?;
     drop(mount);
+
+    // A later visitor: a second mount of the same share, its walk long done
+    // (most mounts come after the sharer has walked; the first one above came
+    // with the link). Nothing of the first mount is kept: it ended above.
+    let mnt_later = args.work.join("mnt-later");
+    std::fs::create_dir_all(&mnt_later)?;
+    let mnt_later = mnt_later.canonicalize()?;
+    let later_started = Instant::now();
+    let (later, _) = start_mount(&link, &mnt_later)?;
+    std::fs::read_dir(&mnt_later)?.next().transpose()?;
+    let later_ready_s = later_started.elapsed().as_secs_f64();
+    let (find_later, later_entries) = find(&mnt_later)?;
+    let later_complete_s = mount_index_complete_s(&mnt_later, Duration::from_secs(600))?;
+    if later_entries != disk_entries {
+        bail!("find listed {later_entries} entries in the later mount, {disk_entries} on disk");
+    }
+    eprintln!(
+        "bench-mount-scale: a later mount ready in {later_ready_s:.2} s; find over it {find_later:.2} s; its index complete at {later_complete_s:.2} s"
+    );
+    drop(later);
     drop(share);
 
     let ratio = |a: &[f64], b: &[f64], p: f64| {
@@ -353,6 +375,10 @@ fn main() -> Result<()> {
         "find_mount_s": round(find_mount, 3),
         "find_mount_again_s": round(find_mount_again, 3),
         "find_mount_vs_disk": round(find_mount / find_disk, 2),
+        "later_mount_ready_s": round(later_ready_s, 3),
+        "later_mount_index_complete_s": round(later_complete_s, 3),
+        "find_later_mount_s": round(find_later, 3),
+        "find_later_mount_vs_disk": round(find_later / find_disk, 2),
         "ls_f_biggest_disk_warm_s": round(ls_disk, 3),
         "ls_f_biggest_mount_warm_s": round(ls_mount_warm, 3),
         "ls_f_biggest_mount_cold_s": round(ls_mount_cold, 3),
