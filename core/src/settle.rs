@@ -24,6 +24,14 @@
 //! settler stops tracking paths and asks for a rescan of everything once the
 //! stream has been quiet for `debounce_ms`: nothing is lost, it is found by
 //! comparing the folder with the index.
+//!
+//! Nothing waits for quiet longer than `max_wait_ms` (about 2 s): a path that
+//! keeps changing (a log written every 100 ms, a long download) is handed out
+//! at least that often, and a pending rescan runs that long after it was
+//! asked for even while something somewhere keeps changing. Waiting for
+//! quiet alone kept a growing log's receivers at its first size, and after
+//! lost events stopped the share following any change for as long as one
+//! file anywhere was written.
 
 use std::collections::HashMap;
 
@@ -47,6 +55,8 @@ pub struct SettleConfig {
     pub debounce_ms: u64,
     pub tick_ms: u64,
     pub max_paths: usize,
+    /// The longest a path (or a pending rescan) waits for quiet.
+    pub max_wait_ms: u64,
 }
 
 impl Default for SettleConfig {
@@ -55,16 +65,26 @@ impl Default for SettleConfig {
             debounce_ms: 200,
             tick_ms: 100,
             max_paths: 65_536,
+            max_wait_ms: 2_000,
         }
     }
+}
+
+/// One path settling.
+#[derive(Debug, Clone, Copy)]
+struct Settling {
+    first: Millis,
+    latest: Millis,
+    written: bool,
 }
 
 /// See the module docs.
 #[derive(Debug)]
 pub struct Settler {
     config: SettleConfig,
-    /// Path -> time of its latest event, and whether it was closed after writing.
-    settling: HashMap<Vec<u8>, (Millis, bool)>,
+    /// Path -> its first and latest event's times, and whether it was closed
+    /// after writing.
+    settling: HashMap<Vec<u8>, Settling>,
     /// Events were lost or too many paths changed: rescan once quiet.
     rescan_since: Option<Millis>,
     /// The latest event of any path while a rescan is pending.
@@ -115,16 +135,23 @@ impl Settler {
         if self.rescan_since.is_some() {
             return;
         }
-        if let Some((t, w)) = self.settling.get_mut(path) {
-            *t = now;
-            *w |= written;
+        if let Some(p) = self.settling.get_mut(path) {
+            p.latest = now;
+            p.written |= written;
             return;
         }
         if self.settling.len() >= self.config.max_paths {
             self.overflow(now);
             return;
         }
-        self.settling.insert(path.to_vec(), (now, written));
+        self.settling.insert(
+            path.to_vec(),
+            Settling {
+                first: now,
+                latest: now,
+                written,
+            },
+        );
     }
 
     /// The watcher lost events (or too much changed): compare everything once
@@ -147,10 +174,13 @@ impl Settler {
         if now < tick {
             return None;
         }
-        let debounce = self.config.debounce_ms;
-        let quiet = |t: Millis| t.0.saturating_add(debounce) <= now.0;
-        let ready = if self.rescan_since.is_some() {
-            if quiet(self.last_event) {
+        let (debounce, max_wait) = (self.config.debounce_ms, self.config.max_wait_ms);
+        // Quiet since `latest`, or waited long enough since `first`.
+        let due = |first: Millis, latest: Millis| {
+            latest.0.saturating_add(debounce) <= now.0 || first.0.saturating_add(max_wait) <= now.0
+        };
+        let ready = if let Some(since) = self.rescan_since {
+            if due(since, self.last_event) {
                 self.rescan_since = None;
                 Some(Ready::Rescan)
             } else {
@@ -159,9 +189,9 @@ impl Settler {
         } else {
             let mut paths: Vec<Vec<u8>> = Vec::new();
             let mut written: Vec<Vec<u8>> = Vec::new();
-            self.settling.retain(|p, (t, w)| {
-                if quiet(*t) {
-                    if *w {
+            self.settling.retain(|p, s| {
+                if due(s.first, s.latest) {
+                    if s.written {
                         written.push(p.clone());
                     }
                     paths.push(p.clone());
@@ -189,6 +219,7 @@ mod tests {
             debounce_ms: 200,
             tick_ms: 100,
             max_paths: 4,
+            max_wait_ms: 2_000,
         })
     }
 
@@ -291,5 +322,43 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].1, Ready::Rescan);
         assert!(out[0].0 >= 350);
+    }
+
+    #[test]
+    fn a_path_that_never_goes_quiet_is_handed_out_every_max_wait() {
+        let mut s = settler();
+        // A log written every 100 ms for 5 s.
+        let mut out = Vec::new();
+        for t in (0..=5_000).step_by(100) {
+            s.event(Millis(t), b"app.log");
+            if let Some(r) = s.poll_ready(Millis(t)) {
+                out.push((t, r));
+            }
+        }
+        assert_eq!(
+            out.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+            vec![2_000, 4_100],
+            "{out:?}"
+        );
+        assert!(out.iter().all(|(_, r)| *r == paths(&[b"app.log"])));
+    }
+
+    #[test]
+    fn a_pending_rescan_runs_within_max_wait_while_a_file_keeps_changing() {
+        let mut s = settler();
+        s.overflow(Millis(0));
+        let mut rescans = Vec::new();
+        for t in (0..=5_000).step_by(100) {
+            s.event(Millis(t), b"app.log");
+            if let Some(Ready::Rescan) = s.poll_ready(Millis(t)) {
+                rescans.push(t);
+            }
+        }
+        assert_eq!(
+            rescans,
+            vec![2_000],
+            "one rescan, 2 s after the lost events"
+        );
+        assert!(!s.rescan_pending());
     }
 }

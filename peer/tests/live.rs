@@ -115,13 +115,17 @@ impl Live {
     }
 
     async fn start_from(root: &Path, start: IndexStart) -> Live {
-        let (progress_tx, progress) = watch::channel(WalkProgress::default());
-        let (report_tx, reports) = mpsc::channel(16);
         let settle = SettleConfig {
             debounce_ms: 50,
             tick_ms: 25,
             ..SettleConfig::default()
         };
+        Live::start_settled(root, start, settle).await
+    }
+
+    async fn start_settled(root: &Path, start: IndexStart, settle: SettleConfig) -> Live {
+        let (progress_tx, progress) = watch::channel(WalkProgress::default());
+        let (report_tx, reports) = mpsc::channel(16);
         let live = LiveIndex::start(root, start, true, settle, progress_tx, report_tx).unwrap();
         let ctx = ServeContext {
             index: live.index.clone(),
@@ -890,5 +894,35 @@ async fn bursts_of_random_changes_without_pauses_end_equal_to_the_disk() {
         live.converge(&format!("seed {seed}, burst {burst} ({done:?})"))
             .await;
     }
+    live.stop().await;
+}
+
+/// After lost events (here: more paths changing at once than the settler
+/// tracks), the rescan matched a folder deleted and made again under its
+/// name to its old entry and did not watch it: files made in it later never
+/// reached receivers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_made_again_while_events_were_lost_is_watched_after_the_rescan() {
+    let tmp = TempDir::new("remade");
+    let root = tmp.0.join("share");
+    fs::create_dir_all(root.join("d/sub")).unwrap();
+    fs::write(root.join("d/sub/old.txt"), b"old").unwrap();
+    let settle = SettleConfig {
+        debounce_ms: 50,
+        tick_ms: 25,
+        max_paths: 4,
+        ..SettleConfig::default()
+    };
+    let live = Live::start_settled(&root, IndexStart::Walk(Epoch(12)), settle).await;
+    live.converge("the first walk").await;
+    fs::remove_dir_all(root.join("d")).unwrap();
+    fs::create_dir_all(root.join("d/sub")).unwrap();
+    for n in 0..20 {
+        fs::write(root.join(format!("burst-{n}")), b"x").unwrap();
+    }
+    live.converge("the burst, rescanned").await;
+    fs::write(root.join("d/new.txt"), b"new").unwrap();
+    fs::write(root.join("d/sub/new.txt"), b"new").unwrap();
+    live.converge("files made in the folders made again").await;
     live.stop().await;
 }

@@ -77,6 +77,10 @@ pub struct FolderWatch {
     _held: Option<std::os::fd::OwnedFd>,
     limit_reached: AtomicBool,
     unwatched: AtomicU64,
+    /// Set when an event could not be queued (the queue was full): the watch
+    /// thread looks at it on every turn, so events lost at the end of a burst
+    /// are not left waiting for a next event that may never come.
+    lost: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for FolderWatch {
@@ -114,8 +118,9 @@ impl FolderWatch {
             .filter(|p| p.is_dir());
         let watch_root = through_fd.unwrap_or_else(|| root.to_path_buf());
         let handler_root = watch_root.clone();
+        let handler_lost = lost.clone();
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            forward(&handler_root, &tx, &lost, res);
+            forward(&handler_root, &tx, &handler_lost, res);
         })?;
         Ok((
             Arc::new(FolderWatch {
@@ -125,9 +130,15 @@ impl FolderWatch {
                 _held: held,
                 limit_reached: AtomicBool::new(false),
                 unwatched: AtomicU64::new(0),
+                lost,
             }),
             rx,
         ))
+    }
+
+    /// Whether events were lost (the queue was full) since the last call.
+    pub fn take_lost(&self) -> bool {
+        self.lost.swap(false, Ordering::Relaxed)
     }
 
     /// Watches one folder (not its subfolders) by its full path as the walk
@@ -303,6 +314,9 @@ fn run(ctx: WatchContext) {
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
+        if ctx.watch.take_lost() {
+            settler.overflow(now());
+        }
         // Files a read found changed that no event named (see ShareRoot::found_stale).
         let (stale, overflowed) = ctx.root.take_stale();
         for p in stale {
@@ -322,12 +336,19 @@ fn run(ctx: WatchContext) {
                 RESCAN_WITHOUT_WATCHES.as_secs()
             )));
         }
-        let ready = settler.poll_ready(now()).or_else(|| {
-            (ctx.watch.unwatched() > 0 && last_full_rescan.elapsed() >= RESCAN_WITHOUT_WATCHES)
-                .then_some(Ready::Rescan)
-        });
-        let Some(ready) = ready else {
-            continue;
+        // A rescan after lost events watches every folder again: a folder
+        // deleted and made again under its name meanwhile is matched to its
+        // entry, and only a watch added now follows what happens in it. The
+        // periodic one (for folders the system would not let be watched)
+        // leaves the watches as they are.
+        let (ready, after_loss) = match settler.poll_ready(now()) {
+            Some(ready) => (ready, true),
+            None if ctx.watch.unwatched() > 0
+                && last_full_rescan.elapsed() >= RESCAN_WITHOUT_WATCHES =>
+            {
+                (Ready::Rescan, false)
+            }
+            None => continue,
         };
         let stats = match &ready {
             Ready::Paths { paths, written } => {
@@ -338,7 +359,7 @@ fn run(ctx: WatchContext) {
             Ready::Rescan => {
                 last_full_rescan = Instant::now();
                 let options = RescanOptions {
-                    install_watches: false,
+                    install_watches: after_loss,
                 };
                 rescan_shared(&ctx.index, &ctx.root, &*ctx.watch, options, || {
                     ctx.changed.send_modify(|n| *n += 1);
