@@ -176,6 +176,17 @@ fn walk(root: &Path, options: WalkOptions) -> Result<WalkHandle, WalkError> {
             path: root.to_path_buf(),
         });
     }
+    if options
+        .root_identity
+        .is_some_and(|id| id != (md.dev(), md.ino()))
+    {
+        return Err(root_error(
+            root,
+            io::Error::other(
+                "the folder was replaced while sharing started (by a symlink or another folder); share it again",
+            ),
+        ));
+    }
     // Refuse an unlistable root now, rather than share an empty folder.
     drop(std::fs::read_dir(root).map_err(|e| root_error(root, e))?);
 

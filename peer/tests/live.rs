@@ -926,3 +926,63 @@ async fn a_folder_made_again_while_events_were_lost_is_watched_after_the_rescan(
     live.converge("files made in the folders made again").await;
     live.stop().await;
 }
+
+/// A link scoped to a folder of the share checked that folder by its path
+/// and then opened the path again, following symlinks: someone who can
+/// write in the share and swaps the folder for a symlink (to their home, to
+/// /etc) between the two made the view serve the symlink's target. The
+/// view now names the folder it must be (reached from the share's held
+/// folder through no symlink), and opening anything else is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scoped_folder_swapped_for_a_symlink_after_its_check_is_not_shared() {
+    let tmp = TempDir::new("swapped");
+    let root = tmp.0.join("share");
+    fs::create_dir_all(root.join("team")).unwrap();
+    fs::write(tmp.0.join("outside/secret.txt"), b"secret").unwrap();
+    let share = linkfs_peer::sharer::ShareRoot::open(&root).unwrap();
+    let expected = share.identity_beneath(b"team").unwrap();
+    // The swap, after the check.
+    fs::rename(root.join("team"), root.join("team-away")).unwrap();
+    symlink(tmp.0.join("outside"), root.join("team")).unwrap();
+    let (progress_tx, _progress) = watch::channel(WalkProgress::default());
+    let (report_tx, _reports) = mpsc::channel(16);
+    let started = LiveIndex::start_selected(
+        &root.join("team"),
+        None,
+        Some(expected),
+        IndexStart::Walk(Epoch(13)),
+        true,
+        SettleConfig::default(),
+        progress_tx,
+        report_tx,
+    );
+    let err = match started {
+        Ok(_) => panic!("a view of the symlink's target was started"),
+        // As the user sees it: the error and what caused it.
+        Err(e) => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            text
+        }
+    };
+    assert!(err.contains("replaced"), "the error says why: {err}");
+    // The folder itself, not swapped, starts.
+    let (progress_tx, _progress) = watch::channel(WalkProgress::default());
+    let (report_tx, _reports) = mpsc::channel(16);
+    let live = LiveIndex::start_selected(
+        &root.join("team-away"),
+        None,
+        Some(expected),
+        IndexStart::Walk(Epoch(14)),
+        true,
+        SettleConfig::default(),
+        progress_tx,
+        report_tx,
+    )
+    .expect("the folder that was checked starts");
+    live.stop().await;
+}

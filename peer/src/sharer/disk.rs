@@ -81,6 +81,26 @@ impl ShareRoot {
         (taken.paths, taken.overflowed)
     }
 
+    /// The shared folder's device and inode, from the descriptor held.
+    pub fn identity(&self) -> io::Result<(u64, u64)> {
+        let st = nix::sys::stat::fstat(&self.dir).map_err(io::Error::from)?;
+        Ok((st.st_dev as u64, st.st_ino as u64))
+    }
+
+    /// The device and inode of the folder `rel` below the shared folder,
+    /// reached from the descriptor held and through no symlink: what a path
+    /// opened by name later must turn out to be.
+    pub fn identity_beneath(&self, rel: &[u8]) -> io::Result<(u64, u64)> {
+        let fd = self.open_dir_beneath(rel).map_err(io::Error::from)?;
+        let st = nix::sys::stat::fstat(&fd).map_err(io::Error::from)?;
+        Ok((st.st_dev as u64, st.st_ino as u64))
+    }
+
+    /// A second descriptor of the shared folder (for what writes into it).
+    pub fn dir_clone(&self) -> io::Result<OwnedFd> {
+        self.dir.try_clone()
+    }
+
     pub fn open(path: &Path) -> io::Result<ShareRoot> {
         let dir = open(
             path,

@@ -169,6 +169,11 @@ impl Dock {
             OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
             Mode::empty(),
         )?;
+        Dock::open_in(root)
+    }
+
+    /// The dock of the shared folder held open as `root`.
+    pub fn open_in(root: OwnedFd) -> io::Result<Dock> {
         match mkdirat(&root, STAGING, Mode::from_bits_truncate(0o700)) {
             Ok(()) | Err(Errno::EEXIST) => {}
             Err(e) => return Err(e.into()),

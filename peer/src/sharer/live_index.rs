@@ -56,14 +56,28 @@ impl LiveIndex {
         walk_progress: watch::Sender<WalkProgress>,
         report: mpsc::Sender<ShareEvent>,
     ) -> Result<LiveIndex, ShareError> {
-        Self::start_selected(folder, None, start, watch, settle, walk_progress, report)
+        Self::start_selected(
+            folder,
+            None,
+            None,
+            start,
+            watch,
+            settle,
+            walk_progress,
+            report,
+        )
     }
 
     /// [`LiveIndex::start`] for what `selection` shows of the folder (if
     /// given): nothing else is walked, looked at, watched or read.
+    /// With `expected` (device, inode), the folder opened must be that one:
+    /// see [`ShareRoot::open_expecting`]. The walk starts from the folder
+    /// opened, whatever its path leads to by then.
+    #[allow(clippy::too_many_arguments)]
     pub fn start_selected(
         folder: &Path,
         selection: Option<Arc<Selection>>,
+        expected: Option<(u64, u64)>,
         start: IndexStart,
         watch: bool,
         settle: SettleConfig,
@@ -74,10 +88,18 @@ impl LiveIndex {
             Some(s) => ShareRoot::open_selected(folder, s.clone()),
             None => ShareRoot::open(folder),
         };
-        let root = Arc::new(opened.map_err(|source| ShareError::Root {
+        let root_error = |source| ShareError::Root {
             path: folder.to_path_buf(),
             source,
-        })?);
+        };
+        let root = Arc::new(opened.map_err(root_error)?);
+        let identity = root.identity().map_err(root_error)?;
+        if expected.is_some_and(|e| e != identity) {
+            return Err(root_error(std::io::Error::other(format!(
+                "{} was replaced while it was being opened (by a symlink or another folder); share it again",
+                folder.display()
+            ))));
+        }
         let watching = if watch {
             Some(FolderWatch::start(folder)?)
         } else {
@@ -96,6 +118,7 @@ impl LiveIndex {
                     WalkOptions {
                         before_listing,
                         selection,
+                        root_identity: Some(identity),
                         ..WalkOptions::default()
                     },
                 )?;

@@ -135,11 +135,26 @@ impl Views {
                 (self.scoping.root.clone(), Some(Arc::new(selection)))
             }
         };
+        // What the folder must be when it is opened by its path below: the
+        // one reached from the whole share's held folder through no symlink
+        // (a folder of the share swapped for a symlink between the check
+        // above and the opening would make this view another folder).
+        let rel = match shown {
+            Shown::Folder(scope) => scope.as_bytes(),
+            _ => &b""[..],
+        };
+        let expected = self.base.root.identity_beneath(rel).map_err(|e| {
+            ViewError::Start(Box::new(ShareError::Root {
+                path: folder.clone(),
+                source: e,
+            }))
+        })?;
         let epoch = Epoch(u64::from_le_bytes(crate::random::random_bytes()?));
         let (progress, _) = watch::channel(Default::default());
         let live = LiveIndex::start_selected(
             &folder,
             selection.clone(),
+            Some(expected),
             IndexStart::Walk(epoch),
             self.scoping.watch,
             self.scoping.settle,
@@ -266,7 +281,9 @@ impl Views {
             })
             .clone();
         if self.dock.is_none() {
-            match Dock::open(&self.scoping.root) {
+            // The shared folder as held since sharing started, not its path
+            // opened again: a path can lead elsewhere by now.
+            match self.base.root.dir_clone().and_then(Dock::open_in) {
                 Ok(dock) => {
                     // Parts left by uploads cut off are bounded (age, bytes, count).
                     let _ = dock.trim(std::time::SystemTime::now());

@@ -104,6 +104,10 @@ pub struct WalkOptions {
     /// Walk only what this selection shows (a link that selects paths):
     /// nothing beside it is listed or even looked at twice.
     pub selection: Option<Arc<linkfs_core::Selection>>,
+    /// The root's device and inode as the caller opened it: the walk refuses
+    /// to start if its path leads elsewhere by now (a symlink put in its
+    /// place), so it never lists a folder the share does not read from.
+    pub root_identity: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for WalkOptions {
@@ -115,6 +119,7 @@ impl std::fmt::Debug for WalkOptions {
             .field("max_problems", &self.max_problems)
             .field("before_listing", &self.before_listing.is_some())
             .field("selection", &self.selection)
+            .field("root_identity", &self.root_identity)
             .finish()
     }
 }
@@ -128,6 +133,7 @@ impl Default for WalkOptions {
             max_problems: 16,
             before_listing: None,
             selection: None,
+            root_identity: None,
         }
     }
 }
