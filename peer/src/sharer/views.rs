@@ -140,15 +140,23 @@ impl Views {
         // (a folder of the share swapped for a symlink between the check
         // above and the opening would make this view another folder).
         let rel = match shown {
-            Shown::Folder(scope) => scope.as_bytes(),
-            _ => &b""[..],
+            Shown::Folder(scope) => scope
+                .split('/')
+                .filter(|p| !p.is_empty())
+                .collect::<Vec<_>>()
+                .join("/"),
+            _ => String::new(),
         };
-        let expected = self.base.root.identity_beneath(rel).map_err(|e| {
-            ViewError::Start(Box::new(ShareError::Root {
-                path: folder.clone(),
-                source: e,
-            }))
-        })?;
+        let expected = self
+            .base
+            .root
+            .identity_beneath(rel.as_bytes())
+            .map_err(|e| {
+                ViewError::Start(Box::new(ShareError::Root {
+                    path: folder.clone(),
+                    source: e,
+                }))
+            })?;
         let epoch = Epoch(u64::from_le_bytes(crate::random::random_bytes()?));
         let (progress, _) = watch::channel(Default::default());
         let live = LiveIndex::start_selected(
