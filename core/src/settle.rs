@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! watcher event (now, path) --> event()        a path is "settling" until no event
-//! closed after writing      --> written()      came for it for `debounce_ms`
+//! closed after writing      --> written()
+//! renamed (from or to)       --> moved()      came for it for `debounce_ms`
 //! the watcher lost events   --> overflow()
 //! timer <---------------------- poll_timeout()
 //! every `tick_ms` <------------ poll_ready(now) -> Ready::Paths | Ready::Rescan
@@ -41,10 +42,12 @@ use crate::Millis;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ready {
     /// These paths (as the watcher named them, sorted) settled: look at each.
-    /// `written` (sorted, a subset of `paths`) were closed after writing.
+    /// `written` (sorted, a subset of `paths`) were closed after writing;
+    /// `moved` (sorted, a subset) were renamed from or to.
     Paths {
         paths: Vec<Vec<u8>>,
         written: Vec<Vec<u8>>,
+        moved: Vec<Vec<u8>>,
     },
     /// Too much changed, or events were lost: compare the whole folder.
     Rescan,
@@ -76,6 +79,7 @@ struct Settling {
     first: Millis,
     latest: Millis,
     written: bool,
+    moved: bool,
 }
 
 /// See the module docs.
@@ -129,6 +133,15 @@ impl Settler {
         self.note(now, path, true);
     }
 
+    /// Something was renamed from or to `path`: a folder there may be one
+    /// that went away and came back, its sub-folders' watches dropped.
+    pub fn moved(&mut self, now: Millis, path: &[u8]) {
+        self.note(now, path, false);
+        if let Some(p) = self.settling.get_mut(path) {
+            p.moved = true;
+        }
+    }
+
     fn note(&mut self, now: Millis, path: &[u8], written: bool) {
         self.last_event = self.last_event.max(now);
         self.arm_tick(now);
@@ -150,6 +163,7 @@ impl Settler {
                 first: now,
                 latest: now,
                 written,
+                moved: false,
             },
         );
     }
@@ -189,10 +203,14 @@ impl Settler {
         } else {
             let mut paths: Vec<Vec<u8>> = Vec::new();
             let mut written: Vec<Vec<u8>> = Vec::new();
+            let mut moved: Vec<Vec<u8>> = Vec::new();
             self.settling.retain(|p, s| {
                 if due(s.first, s.latest) {
                     if s.written {
                         written.push(p.clone());
+                    }
+                    if s.moved {
+                        moved.push(p.clone());
                     }
                     paths.push(p.clone());
                     false
@@ -202,7 +220,12 @@ impl Settler {
             });
             paths.sort_unstable();
             written.sort_unstable();
-            (!paths.is_empty()).then_some(Ready::Paths { paths, written })
+            moved.sort_unstable();
+            (!paths.is_empty()).then_some(Ready::Paths {
+                paths,
+                written,
+                moved,
+            })
         };
         self.next_tick = (!self.settling.is_empty() || self.rescan_since.is_some())
             .then_some(Millis(now.0 + self.config.tick_ms));
@@ -227,6 +250,7 @@ mod tests {
         Ready::Paths {
             paths: p.iter().map(|p| p.to_vec()).collect(),
             written: Vec::new(),
+            moved: Vec::new(),
         }
     }
 
@@ -245,6 +269,7 @@ mod tests {
                 Ready::Paths {
                     paths: vec![b"a".to_vec(), b"b".to_vec()],
                     written: vec![b"a".to_vec()],
+                    moved: Vec::new(),
                 }
             )]
         );

@@ -986,3 +986,25 @@ async fn a_scoped_folder_swapped_for_a_symlink_after_its_check_is_not_shared() {
     .expect("the folder that was checked starts");
     live.stop().await;
 }
+
+/// notify drops the watches of a folder that moves away and of every folder
+/// below it. A folder renamed and renamed back within the settle window is at
+/// its path again with its inode, so it looked unchanged: only it was
+/// watched again, and changes in its sub-folders never reached receivers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_renamed_and_back_at_once_keeps_its_sub_folders_followed() {
+    let tmp = TempDir::new("round-trip");
+    let root = tmp.0.join("share");
+    fs::create_dir_all(root.join("a/sub/deeper")).unwrap();
+    fs::write(root.join("a/sub/old.txt"), b"old").unwrap();
+    let live = Live::start(&root).await;
+    live.converge("the first walk").await;
+    fs::rename(root.join("a"), root.join("b")).unwrap();
+    fs::rename(root.join("b"), root.join("a")).unwrap();
+    live.converge("renamed and back").await;
+    fs::write(root.join("a/sub/new.txt"), b"new").unwrap();
+    fs::write(root.join("a/sub/deeper/new.txt"), b"new").unwrap();
+    fs::remove_file(root.join("a/sub/old.txt")).unwrap();
+    live.converge("changes in its sub-folders").await;
+    live.stop().await;
+}

@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, watch};
 use super::disk::ShareRoot;
 use super::event::ShareEvent;
 use super::reconcile::{
-    FolderWatches, ReconcileStats, RescanOptions, reconcile_paths_shared, rescan_shared,
+    FolderWatches, Named, ReconcileStats, RescanOptions, reconcile_paths_shared, rescan_shared,
 };
 
 /// Raw events waiting for the watch thread: 16,384.
@@ -61,6 +61,8 @@ pub enum RawEvent {
     /// These files were closed after writing: their contents changed, whatever
     /// their size and times say.
     Written(Vec<Vec<u8>>),
+    /// Something was renamed from or to these paths.
+    Moved(Vec<Vec<u8>>),
     /// Events were lost.
     Lost,
 }
@@ -235,6 +237,11 @@ fn forward(
                 ))
             {
                 RawEvent::Written(paths)
+            } else if matches!(
+                ev.kind,
+                EventKind::Modify(notify::event::ModifyKind::Name(_))
+            ) {
+                RawEvent::Moved(paths)
             } else {
                 RawEvent::Paths(paths)
             }
@@ -306,6 +313,11 @@ fn run(ctx: WatchContext) {
                                 settler.written(now(), &p);
                             }
                         }
+                        RawEvent::Moved(paths) => {
+                            for p in paths {
+                                settler.moved(now(), &p);
+                            }
+                        }
                         RawEvent::Lost => settler.overflow(now()),
                     }
                     next = ctx.events.try_recv().ok();
@@ -351,11 +363,23 @@ fn run(ctx: WatchContext) {
             None => continue,
         };
         let stats = match &ready {
-            Ready::Paths { paths, written } => {
-                reconcile_paths_shared(&ctx.index, &ctx.root, &*ctx.watch, paths, written, || {
+            Ready::Paths {
+                paths,
+                written,
+                moved,
+            } => reconcile_paths_shared(
+                &ctx.index,
+                &ctx.root,
+                &*ctx.watch,
+                Named {
+                    paths,
+                    written,
+                    moved,
+                },
+                || {
                     ctx.changed.send_modify(|n| *n += 1);
-                })
-            }
+                },
+            ),
             Ready::Rescan => {
                 last_full_rescan = Instant::now();
                 let options = RescanOptions {
@@ -375,9 +399,16 @@ fn run(ctx: WatchContext) {
 
 fn log_changes(ready: &Ready, stats: &ReconcileStats) {
     let what = match ready {
-        Ready::Paths { paths, written } => {
-            format!("{} changed paths ({} written)", paths.len(), written.len())
-        }
+        Ready::Paths {
+            paths,
+            written,
+            moved,
+        } => format!(
+            "{} changed paths ({} written, {} renamed)",
+            paths.len(),
+            written.len(),
+            moved.len()
+        ),
         Ready::Rescan => "a rescan of everything".to_owned(),
     };
     tracing::debug!(

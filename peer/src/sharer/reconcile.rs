@@ -280,7 +280,12 @@ impl<W: FolderWatches> Reconciler<'_, W> {
         }
     }
 
-    fn paths(&mut self, paths: &[Vec<u8>], written: &[Vec<u8>]) {
+    fn paths(&mut self, named_paths: Named<'_>) {
+        let Named {
+            paths,
+            written,
+            moved,
+        } = named_paths;
         // A folder's own mtime changes with what is added, removed or renamed in
         // it, and the watcher names only the child: look at the parents too.
         let mut all: Vec<Vec<u8>> = Vec::with_capacity(paths.len() * 2);
@@ -335,12 +340,17 @@ impl<W: FolderWatches> Reconciler<'_, W> {
                             .disk_identity(id)
                             .is_some_and(|(dev, ino, _)| (dev, ino) != (d.dev, d.ino));
                         self.update_as(id, v.1, name, &d, was_written);
+                        // A folder renamed away and back (or into a place
+                        // and out) keeps its inode, but notify dropped the
+                        // watches below it when it moved: compared deep, so
+                        // they are made again and what changed meanwhile found.
+                        let went_and_came = moved.binary_search(rel).is_ok();
                         if d.kind == EntryKind::Dir && (replaced || named.contains(rel.as_slice()))
                         {
                             self.recheck.push(Recheck {
                                 dir: id,
                                 rel: rel.clone(),
-                                deep: replaced,
+                                deep: replaced || went_and_came,
                             });
                         }
                     } else {
@@ -525,6 +535,16 @@ impl<W: FolderWatches> Reconciler<'_, W> {
     }
 }
 
+/// The paths a settled group of events named (relative to the root, sorted).
+#[derive(Debug, Clone, Copy)]
+pub struct Named<'a> {
+    pub paths: &'a [Vec<u8>],
+    /// Those the watcher saw closed after writing.
+    pub written: &'a [Vec<u8>],
+    /// Those something was renamed from or to.
+    pub moved: &'a [Vec<u8>],
+}
+
 /// Brings the index in line with the disk for `paths` (relative to the root,
 /// as the watcher named them), then compares the folders that asks for
 /// ([`Recheck`]); `written` (sorted) are those of them the watcher saw closed
@@ -544,7 +564,11 @@ pub fn reconcile_paths(
         stats: ReconcileStats::default(),
         recheck: Vec::new(),
     };
-    r.paths(paths, written);
+    r.paths(Named {
+        paths,
+        written,
+        moved: &[],
+    });
     let recheck = std::mem::take(&mut r.recheck);
     compare(&mut r, recheck, true);
     r.stats
@@ -557,8 +581,7 @@ pub fn reconcile_paths_shared(
     index: &RwLock<ShareIndex>,
     root: &ShareRoot,
     watches: &impl FolderWatches,
-    paths: &[Vec<u8>],
-    written: &[Vec<u8>],
+    named: Named<'_>,
     mut changed: impl FnMut(),
 ) -> ReconcileStats {
     let (mut stats, recheck) = {
@@ -570,7 +593,7 @@ pub fn reconcile_paths_shared(
             stats: ReconcileStats::default(),
             recheck: Vec::new(),
         };
-        r.paths(paths, written);
+        r.paths(named);
         (r.stats, r.recheck)
     };
     if stats.changes() > 0 {
