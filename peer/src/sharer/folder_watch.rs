@@ -168,6 +168,10 @@ impl FolderWatch {
                 }
                 // Gone already: its removal will be seen.
                 notify::ErrorKind::PathNotFound => {}
+                // Gone (or no longer a folder) between the watch and notify's
+                // own look at it: its removal will be seen too. Counting it
+                // would compare the whole share every 30 s for good.
+                _ if !path.is_dir() => {}
                 _ => {
                     tracing::info!(path = %path.display(), error = %e, "cannot watch a folder");
                     self.unwatched.fetch_add(1, Ordering::Relaxed);
@@ -341,12 +345,13 @@ fn run(ctx: WatchContext) {
             continue;
         }
         if ctx.watch.limit_reached() && !warned_limit {
-            warned_limit = true;
-            let _ = ctx.report.try_send(ShareEvent::Warning(format!(
+            // Said once; tried again on the next turn if the queue was full.
+            warned_limit = ctx.report.try_send(ShareEvent::Warning(format!(
                 "{} folders cannot be watched: the system's limit on inotify watches is reached. Changes there are still found, by comparing the whole folder every {} s. To watch everything, raise the limit: sudo sysctl fs.inotify.max_user_watches=1048576",
                 ctx.watch.unwatched(),
                 RESCAN_WITHOUT_WATCHES.as_secs()
-            )));
+            )))
+            .is_ok();
         }
         // A rescan after lost events watches every folder again: a folder
         // deleted and made again under its name meanwhile is matched to its
