@@ -862,17 +862,26 @@ impl SenderSession {
         let mut ops = 0u64;
         // Folders whose late children did not fit before go first: with them
         // ahead, the receiver holds them whole at this batch's end.
+        // They take at most half the batch, so the log's own operations
+        // still move it on, and once one does not fit the rest wait unlooked
+        // at (a folder of a million children is not scanned again for each).
         let mut whole = Vec::new();
-        for dir in std::mem::take(&mut self.listed_next) {
-            match self.whole_after(index, dir, self.cursor, &mut enc, &mut ops) {
+        let mut next = std::mem::take(&mut self.listed_next).into_iter();
+        let half = self.config.batch_cap / 2;
+        for dir in next.by_ref() {
+            match self.whole_after(index, dir, self.cursor, &mut enc, half, &mut ops) {
                 Whole::Now => whole.push(dir),
-                Whole::From(at) if at == self.cursor => self.listed_next.push(dir),
+                Whole::From(at) if at == self.cursor => {
+                    self.listed_next.push(dir);
+                    break;
+                }
                 Whole::From(at) => {
                     self.listed_held.insert((at.0, dir.0));
                 }
                 Whole::Gone => {}
             }
         }
+        self.listed_next.extend(next);
         'ops: for (seq, op) in index.ops_from(self.cursor) {
             // Never skip more than MAX_SKIPPED_POSITIONS superseded positions in
             // one batch (receivers refuse that): cut before them; every position
@@ -933,7 +942,7 @@ impl SenderSession {
             let candidates = due.iter().map(|(_, id)| EntryId(*id)).chain(fresh);
             let mut held = Vec::new();
             for dir in candidates.collect::<Vec<_>>() {
-                match self.whole_after(index, dir, end, &mut enc, &mut ops) {
+                match self.whole_after(index, dir, end, &mut enc, usize::MAX, &mut ops) {
                     Whole::Now => whole.push(dir),
                     Whole::From(at) if at == end => self.listed_next.push(dir),
                     Whole::From(at) => held.push((at.0, dir.0)),
@@ -979,15 +988,20 @@ impl SenderSession {
     /// yet (one that came after the change) would list the folder without
     /// it. Such children (at most [`LATE_CHILDREN_AHEAD`], and their
     /// ancestors the receiver lacks) go into `enc` now, ahead of their place,
-    /// as ancestors do. With more, the folder waits for the stream to pass
-    /// the last of them (`From` after it); with no room left in `enc`, for
-    /// the next batch (`From(end)`), where it goes first.
+    /// as ancestors do. With more, or one made after `end` (or moved into a
+    /// folder made after it: receivers refuse ids past a batch's positions),
+    /// the folder waits for the stream to pass the last of them (`From` after
+    /// it); with `enc` at `fill_limit` or full, for the next batch
+    /// (`From(end)`), where it goes first. Children gone since are not sent
+    /// ahead: the folder can be said whole with a name removed since, which
+    /// goes when its removal comes, as any change does.
     fn whole_after(
         &mut self,
         index: &ShareIndex,
         dir: EntryId,
         end: Seq,
         enc: &mut BatchEncoder,
+        fill_limit: usize,
         ops: &mut u64,
     ) -> Whole {
         if index.view(dir).map(|v| v.kind) != Some(EntryKind::Dir) {
@@ -995,41 +1009,50 @@ impl SenderSession {
         }
         let late = |c: u32| {
             let last = index.last_seq(EntryId(c))?;
-            (last >= end && self.early.get(&c) != Some(&last.0)).then_some(last)
+            (last >= end && self.early.get(&c) != Some(&last.0)).then_some((c, last))
         };
-        let (count, last) = index
+        // How many, the latest, and whether one was made after `end`: a
+        // receiver refuses an entry whose id is past the batch's positions
+        // (ids never exceed the position that made them), so that one cannot
+        // go ahead.
+        let (count, last, made_after) = index
             .children(dir)
             .filter_map(late)
-            .fold((0usize, end), |(n, m), s| (n + 1, m.max(s)));
+            .fold((0usize, end, false), |(n, m, a), (c, s)| {
+                (n + 1, m.max(s), a || u64::from(c) >= end.0)
+            });
         if count == 0 {
             return Whole::Now;
         }
-        if count > LATE_CHILDREN_AHEAD || self.early.len() + count > MAX_SENT_AHEAD {
-            return Whole::From(Seq(last.0 + 1));
+        let wait_for_them = Whole::From(Seq(last.0 + 1));
+        if made_after || count > LATE_CHILDREN_AHEAD || self.early.len() + count > MAX_SENT_AHEAD {
+            return wait_for_them;
         }
-        let ahead: Vec<(u32, Seq)> = index
-            .children(dir)
-            .filter_map(|c| late(c).map(|s| (c, s)))
-            .collect();
-        for (c, last) in ahead {
+        let ahead: Vec<(u32, Seq)> = index.children(dir).filter_map(late).collect();
+        for (c, at) in ahead {
             let id = EntryId(c);
-            for a in self.unsent_ancestors(index, id, end) {
-                let (Some(view), Some(at)) = (index.view(a), index.last_seq(a)) else {
+            let chain = self.unsent_ancestors(index, id, end);
+            // A folder it moved into since, made after `end`: not yet.
+            if chain.iter().any(|a| u64::from(a.0) >= end.0) {
+                return wait_for_them;
+            }
+            for a in chain {
+                let (Some(view), Some(a_at)) = (index.view(a), index.last_seq(a)) else {
                     continue;
                 };
-                if !enc.push_upsert(&view) {
+                if enc.len_bound() >= fill_limit || !enc.push_upsert(&view) {
                     return Whole::From(end);
                 }
-                self.early.insert(a.0, at.0);
+                self.early.insert(a.0, a_at.0);
                 *ops += 1;
             }
             let Some(view) = index.view(id) else {
                 continue;
             };
-            if !enc.push_upsert(&self.confined(index, view)) {
+            if enc.len_bound() >= fill_limit || !enc.push_upsert(&self.confined(index, view)) {
                 return Whole::From(end);
             }
-            self.early.insert(c, last.0);
+            self.early.insert(c, at.0);
             *ops += 1;
         }
         Whole::Now

@@ -26,13 +26,13 @@
 //! stream has been quiet for `debounce_ms`: nothing is lost, it is found by
 //! comparing the folder with the index.
 //!
-//! Nothing waits for quiet longer than `max_wait_ms` (about 2 s): a path that
-//! keeps changing (a log written every 100 ms, a long download) is handed out
-//! at least that often, and a pending rescan runs that long after it was
-//! asked for even while something somewhere keeps changing. Waiting for
-//! quiet alone kept a growing log's receivers at its first size, and after
-//! lost events stopped the share following any change for as long as one
-//! file anywhere was written.
+//! A pending rescan waits for quiet at most `rescan_max_wait_ms` (10 s): it
+//! waited for the whole share to be quiet, so after lost events one file
+//! written without pause anywhere (a log, a download) kept the share from
+//! following any change for as long as it was written. Not less: events lost
+//! again during a rescan of a big share ask for another, and each compares
+//! everything. A path alone still waits for its own quiet, however long: a
+//! file being written is not shown half-done.
 
 use std::collections::HashMap;
 
@@ -58,8 +58,8 @@ pub struct SettleConfig {
     pub debounce_ms: u64,
     pub tick_ms: u64,
     pub max_paths: usize,
-    /// The longest a path (or a pending rescan) waits for quiet.
-    pub max_wait_ms: u64,
+    /// The longest a pending rescan waits for quiet.
+    pub rescan_max_wait_ms: u64,
 }
 
 impl Default for SettleConfig {
@@ -68,7 +68,7 @@ impl Default for SettleConfig {
             debounce_ms: 200,
             tick_ms: 100,
             max_paths: 65_536,
-            max_wait_ms: 2_000,
+            rescan_max_wait_ms: 10_000,
         }
     }
 }
@@ -76,7 +76,6 @@ impl Default for SettleConfig {
 /// One path settling.
 #[derive(Debug, Clone, Copy)]
 struct Settling {
-    first: Millis,
     latest: Millis,
     written: bool,
     moved: bool,
@@ -86,8 +85,8 @@ struct Settling {
 #[derive(Debug)]
 pub struct Settler {
     config: SettleConfig,
-    /// Path -> its first and latest event's times, and whether it was closed
-    /// after writing.
+    /// Path -> its latest event's time, and whether it was closed after
+    /// writing or renamed.
     settling: HashMap<Vec<u8>, Settling>,
     /// Events were lost or too many paths changed: rescan once quiet.
     rescan_since: Option<Millis>,
@@ -160,7 +159,6 @@ impl Settler {
         self.settling.insert(
             path.to_vec(),
             Settling {
-                first: now,
                 latest: now,
                 written,
                 moved: false,
@@ -188,13 +186,12 @@ impl Settler {
         if now < tick {
             return None;
         }
-        let (debounce, max_wait) = (self.config.debounce_ms, self.config.max_wait_ms);
-        // Quiet since `latest`, or waited long enough since `first`.
-        let due = |first: Millis, latest: Millis| {
-            latest.0.saturating_add(debounce) <= now.0 || first.0.saturating_add(max_wait) <= now.0
-        };
+        let debounce = self.config.debounce_ms;
+        let quiet = |t: Millis| t.0.saturating_add(debounce) <= now.0;
         let ready = if let Some(since) = self.rescan_since {
-            if due(since, self.last_event) {
+            if quiet(self.last_event)
+                || since.0.saturating_add(self.config.rescan_max_wait_ms) <= now.0
+            {
                 self.rescan_since = None;
                 Some(Ready::Rescan)
             } else {
@@ -205,7 +202,7 @@ impl Settler {
             let mut written: Vec<Vec<u8>> = Vec::new();
             let mut moved: Vec<Vec<u8>> = Vec::new();
             self.settling.retain(|p, s| {
-                if due(s.first, s.latest) {
+                if quiet(s.latest) {
                     if s.written {
                         written.push(p.clone());
                     }
@@ -242,7 +239,7 @@ mod tests {
             debounce_ms: 200,
             tick_ms: 100,
             max_paths: 4,
-            max_wait_ms: 2_000,
+            rescan_max_wait_ms: 10_000,
         })
     }
 
@@ -350,30 +347,12 @@ mod tests {
     }
 
     #[test]
-    fn a_path_that_never_goes_quiet_is_handed_out_every_max_wait() {
-        let mut s = settler();
-        // A log written every 100 ms for 5 s.
-        let mut out = Vec::new();
-        for t in (0..=5_000).step_by(100) {
-            s.event(Millis(t), b"app.log");
-            if let Some(r) = s.poll_ready(Millis(t)) {
-                out.push((t, r));
-            }
-        }
-        assert_eq!(
-            out.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
-            vec![2_000, 4_100],
-            "{out:?}"
-        );
-        assert!(out.iter().all(|(_, r)| *r == paths(&[b"app.log"])));
-    }
-
-    #[test]
-    fn a_pending_rescan_runs_within_max_wait_while_a_file_keeps_changing() {
+    fn a_pending_rescan_runs_within_its_max_wait_while_a_file_keeps_changing() {
         let mut s = settler();
         s.overflow(Millis(0));
         let mut rescans = Vec::new();
-        for t in (0..=5_000).step_by(100) {
+        // A log written every 100 ms for 15 s.
+        for t in (0..=15_000).step_by(100) {
             s.event(Millis(t), b"app.log");
             if let Some(Ready::Rescan) = s.poll_ready(Millis(t)) {
                 rescans.push(t);
@@ -381,9 +360,21 @@ mod tests {
         }
         assert_eq!(
             rescans,
-            vec![2_000],
-            "one rescan, 2 s after the lost events"
+            vec![10_000],
+            "one rescan, 10 s after the lost events"
         );
         assert!(!s.rescan_pending());
+    }
+
+    #[test]
+    fn a_path_that_never_goes_quiet_is_not_handed_out_half_written() {
+        let mut s = settler();
+        for t in (0..=5_000).step_by(100) {
+            s.event(Millis(t), b"download.iso");
+            assert_eq!(s.poll_ready(Millis(t)), None, "at {t} ms");
+        }
+        let out = run(&mut s, 5_000, 10_000);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].0 >= 5_200, "once quiet: {}", out[0].0);
     }
 }

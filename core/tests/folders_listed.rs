@@ -279,9 +279,40 @@ fn a_folder_is_not_said_whole_before_a_child_that_changed_since_the_walk_listed_
             if walk_over {
                 ix.mark_snapshot_complete();
             }
-            // A folder of the root ("b") and a file early in "a" change.
+            // A folder of the root ("b") and a file early in "a" change, and
+            // a file and a folder with a file in it are made in the root
+            // (ids past the positions of the first batches: a receiver
+            // refuses those ahead of their place).
             change(&mut ix, &entries[2]);
             change(&mut ix, &entries[5]);
+            let made = |ix: &mut ShareIndex, parent: u32, kind: EntryKind, name: &str| {
+                let id = ix.next_id().0;
+                push(ix, &entry(id, parent, kind, name));
+                id
+            };
+            made(&mut ix, 0, EntryKind::File, "made later.txt");
+            let folder = made(&mut ix, 0, EntryKind::Dir, "made later");
+            made(&mut ix, folder, EntryKind::File, "inside.txt");
+            // And a file of "a" moved into that new folder.
+            let moved = &entries[6];
+            ix.update(
+                EntryId(moved.0),
+                &NewEntry {
+                    id: EntryId(moved.0),
+                    parent: EntryId(folder),
+                    kind: moved.2,
+                    name: moved.3.as_bytes(),
+                    size: 0,
+                    mtime: 1_700_000_000 + i64::from(moved.0),
+                    mtime_nsec: 0,
+                    mode: 0o644,
+                    target: b"",
+                    dev: 1,
+                    ino: u64::from(moved.0),
+                    ctime_ns: 0,
+                },
+            )
+            .expect("a move");
             let config = SenderConfig {
                 window_bytes: 4096,
                 batch_cap: linkfs_proto::batch::MIN_BATCH_CAP,
@@ -304,10 +335,13 @@ fn a_folder_is_not_said_whole_before_a_child_that_changed_since_the_walk_listed_
                 visitor.receiver.progress().complete,
                 "seed {seed}: the index arrives"
             );
+            // The root waits for what was made in it, at the end of the log;
+            // "empty" has nothing late.
             assert!(
-                most >= 2,
+                most >= 1,
                 "seed {seed}, walk over {walk_over}: folders were said whole before the index was complete ({most})"
             );
+            // Nothing sent ahead was refused and then skipped.
             assert_same_index(&sharer.index, visitor.receiver.index());
         }
     }
