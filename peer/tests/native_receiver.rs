@@ -185,9 +185,18 @@ struct Mount {
 
 impl Mount {
     fn start(link: &str, mnt: &Path) -> Mount {
+        Mount::start_logging(link, mnt, None)
+    }
+
+    /// With `LINKFS_LOG` set to `log` (its stderr is [`Mount::log`]).
+    fn start_logging(link: &str, mnt: &Path, log: Option<&str>) -> Mount {
         std::fs::create_dir_all(mnt).unwrap();
         let stderr = mnt.with_extension("stderr");
-        let mut child = Command::new(LINKFS)
+        let mut command = Command::new(LINKFS);
+        if let Some(log) = log {
+            command.env("LINKFS_LOG", log);
+        }
+        let mut child = command
             .args(["mount", link])
             .arg(mnt)
             .stdout(Stdio::null())
@@ -418,6 +427,87 @@ fn listing_a_big_folder_by_name_does_not_make_an_inode_per_name() {
     assert!(
         made < NAMES / 10,
         "listing {NAMES} names made {made} kernel inodes: every listing call came with attributes"
+    );
+    mount.stop();
+    share.stop();
+}
+
+/// `find` over many small folders: the kernel asks each folder's first
+/// listing call with attributes and makes an inode for each name answered
+/// so. Sixteen names a folder made that 40% of the first `find` over a 10M
+/// mount (each inode a walk of the kernel's inode hash); now one.
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn find_over_small_folders_makes_about_one_kernel_inode_per_folder() {
+    const FOLDERS: u64 = 150;
+    const FILES: u64 = 30;
+    let tmp = TempDir::new("find-inodes");
+    let src = tmp.0.join("src");
+    for f in 0..FOLDERS {
+        let folder = src.join(format!("folder {f:03}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        for i in 0..FILES {
+            std::fs::File::create(folder.join(format!("file {i:02}"))).unwrap();
+        }
+    }
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    std::fs::read_dir(&mount.mnt).unwrap().next();
+    let before = fuse_inodes();
+    let listed = sh(&format!("find '{}' | wc -l", mount.mnt.display()));
+    let made = fuse_inodes().saturating_sub(before);
+    assert_eq!(
+        listed.trim().parse::<u64>().unwrap(),
+        1 + FOLDERS * (1 + FILES),
+        "find lists every name"
+    );
+    // Each folder's own inode (find opens it) and one for the name its first
+    // listing call carried with attributes.
+    assert!(
+        made <= 3 * FOLDERS,
+        "find over {FOLDERS} folders of {FILES} files made {made} kernel inodes: \
+         the first listing call of each carried many names with attributes"
+    );
+    mount.stop();
+    share.stop();
+}
+
+/// `ls -l` still gets attributes with the listing, not by a lookup per name:
+/// the one name a folder's first call carries with attributes is what tells
+/// the kernel (when `ls` looks at it) to ask the next calls with attributes.
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn ls_l_of_a_folder_gets_attributes_with_the_listing_not_a_lookup_per_name() {
+    const NAMES: usize = 500;
+    let tmp = TempDir::new("ls-l");
+    let folder = tmp.0.join("src").join("folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    for i in 0..NAMES {
+        std::fs::write(folder.join(format!("file {i:03}")), format!("{i}")).unwrap();
+    }
+    let share = Share::start(&tmp.0.join("src"));
+    // fuser logs each request it gets at debug.
+    let mount = Mount::start_logging(
+        &share.link,
+        &tmp.0.join("mnt"),
+        Some("warn,linkfs=info,fuser=debug"),
+    );
+    std::fs::symlink_metadata(mount.mnt.join("folder")).unwrap();
+    let lookups = || mount.log().matches("LOOKUP name").count();
+    let before = lookups();
+    let listed = sh(&format!(
+        "ls -l '{}' | wc -l",
+        mount.mnt.join("folder").display()
+    ));
+    let asked = lookups() - before;
+    assert_eq!(
+        listed.trim(),
+        (NAMES + 1).to_string(),
+        "ls -l lists every name"
+    );
+    assert!(
+        asked < NAMES / 10,
+        "ls -l of {NAMES} names asked the mount {asked} lookups: the listing came without attributes"
     );
     mount.stop();
     share.stop();
