@@ -1145,6 +1145,29 @@ impl Index {
         self.dirs.get(&dir.0).map_or(&[], |d| &d.children[..])
     }
 
+    /// Calls `visit(position, child, kind, name)` for `dir`'s children from
+    /// `position` `from` of [`children`](Self::children)`(dir)` on, in that
+    /// order, until it answers `false`: what a listing needs, without
+    /// [`get`](Self::get)'s other columns and tables (a mount's listing
+    /// call of 600 names made 600 of those).
+    pub fn children_named(
+        &self,
+        dir: EntryId,
+        from: usize,
+        mut visit: impl FnMut(usize, u32, EntryKind, &[u8]) -> bool,
+    ) {
+        let children = self.children(dir);
+        let mut buf: NameBuf = [0; _];
+        for (at, &child) in children.iter().enumerate().skip(from) {
+            let Some(i) = self.present(EntryId(child)) else {
+                continue;
+            };
+            if !visit(at, child, self.kind_at(i), self.name_with(i, &mut buf)) {
+                return;
+            }
+        }
+    }
+
     /// Where `id` sits in [`children`](Self::children)`(dir)` (a binary
     /// search by name, not a scan of a big folder).
     pub fn child_position(&self, dir: EntryId, id: EntryId) -> Option<usize> {

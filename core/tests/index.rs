@@ -73,6 +73,25 @@ fn check(index: &mut Index, model: &HashMap<u32, ModelEntry>) {
             continue;
         }
         let want = expected_children(model, *id);
+        // The listing's names and kinds, from a position on, are get's.
+        let from = want.len() / 3;
+        let mut named = Vec::new();
+        index.children_named(EntryId(*id), from, |at, child, kind, name| {
+            named.push((at, child, kind, name.to_vec()));
+            true
+        });
+        let named_want: Vec<_> = index.children(EntryId(*id))[from..]
+            .iter()
+            .enumerate()
+            .map(|(k, &c)| {
+                let e = &model[&c];
+                (from + k, c, e.kind, e.name.clone())
+            })
+            .collect();
+        assert_eq!(
+            named, named_want,
+            "names and kinds of {id}'s children from {from}"
+        );
         let asc: Vec<u32> = index
             .list(EntryId(*id), SortKey::Name, false, 0, usize::MAX)
             .iter()

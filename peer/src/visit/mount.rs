@@ -787,33 +787,24 @@ impl Filesystem for LinkFs {
             }
             self.kept.listing(ino.0, ix);
             let parent = if dir.0 == 0 { ino } else { ino_of(e.parent.0) };
-            let children = ix.children(dir);
-            let total = children.len() as u64 + 2;
-            let mut at = offset;
-            while at < total {
-                let full = match at {
-                    0 => reply.add(ino, 1, FileType::Directory, "."),
-                    1 => reply.add(parent, 2, FileType::Directory, ".."),
-                    _ => {
-                        let child = children[(at - 2) as usize];
-                        let Some(c) = ix.get(EntryId(child)).filter(|c| c.name.len() <= NAME_MAX)
-                        else {
-                            at += 1;
-                            continue;
-                        };
-                        reply.add(
-                            ino_of(child),
-                            at + 1,
-                            kind_of(c.kind),
-                            OsStr::from_bytes(&c.name),
-                        )
-                    }
-                };
-                if full {
-                    break;
-                }
-                at += 1;
+            // Offsets: "." 0, ".." 1, the child at position p p + 2; each
+            // entry carries the offset after it.
+            if offset == 0 && reply.add(ino, 1, FileType::Directory, ".") {
+                return Some(Ok(()));
             }
+            if offset <= 1 && reply.add(parent, 2, FileType::Directory, "..") {
+                return Some(Ok(()));
+            }
+            let from = offset.saturating_sub(2) as usize;
+            ix.children_named(dir, from, |at, child, kind, name| {
+                name.len() > NAME_MAX
+                    || !reply.add(
+                        ino_of(child),
+                        at as u64 + 3,
+                        kind_of(kind),
+                        OsStr::from_bytes(name),
+                    )
+            });
             Some(Ok(()))
         });
         match done {
