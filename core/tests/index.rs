@@ -80,7 +80,10 @@ fn check(index: &mut Index, model: &HashMap<u32, ModelEntry>) {
             named.push((at, child, kind, name.to_vec()));
             true
         });
-        let named_want: Vec<_> = index.children(EntryId(*id))[from..]
+        let named_want: Vec<_> = index
+            .children(EntryId(*id))
+            .get(from..)
+            .unwrap_or_default()
             .iter()
             .enumerate()
             .map(|(k, &c)| {
