@@ -476,6 +476,88 @@ fn ls_l_of_a_folder_gets_attributes_with_the_listing_not_a_lookup_per_name() {
 
 #[test]
 #[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn find_over_the_mount_asks_no_opendir_per_folder() {
+    // Two round trips per folder (opendir, releasedir) where the kernel can
+    // open folders itself: `find` over 10M entries asked 47,000 of them.
+    const FOLDERS: usize = 60;
+    let tmp = TempDir::new("no-opendir");
+    let src = tmp.0.join("src");
+    for f in 0..FOLDERS {
+        let dir = src.join(format!("d{f}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("file"), b"x").unwrap();
+    }
+    let share = Share::start(&src);
+    let mount = Mount::start_logging(
+        &share.link,
+        &tmp.0.join("mnt"),
+        Some("warn,linkfs=info,fuser=debug"),
+    );
+    let found = sh(&format!("find '{}' | wc -l", mount.mnt.display()));
+    assert_eq!(
+        found.trim(),
+        (1 + 2 * FOLDERS).to_string(),
+        "find lists every entry"
+    );
+    let again = sh(&format!("find '{}' | wc -l", mount.mnt.display()));
+    assert_eq!(again.trim(), found.trim(), "and again");
+    let log = mount.log();
+    let opendirs = log.matches(" OPENDIR ").count();
+    let releasedirs = log.matches(" RELEASEDIR ").count();
+    assert!(
+        opendirs <= 2 && releasedirs <= 2,
+        "find twice over {FOLDERS} folders asked {opendirs} opendir and {releasedirs} releasedir"
+    );
+    mount.stop();
+    share.stop();
+}
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn ls_l_again_of_a_folder_too_big_to_keep_gets_attributes_with_the_listing() {
+    // The kernel keeps every listing when it opens folders itself; a kept
+    // listing brings no attributes, so once they expire `ls -l` would look up
+    // each name of a big folder on its own.
+    const NAMES: usize = linkfs_peer::visit::mount::KEPT_LISTING_MAX + 500;
+    let tmp = TempDir::new("ls-l-again");
+    let folder = tmp.0.join("src").join("folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    for i in 0..NAMES {
+        std::fs::write(folder.join(format!("file {i:04}")), format!("{i}")).unwrap();
+    }
+    let share = Share::start(&tmp.0.join("src"));
+    let mount = Mount::start_logging(
+        &share.link,
+        &tmp.0.join("mnt"),
+        Some("warn,linkfs=info,fuser=debug"),
+    );
+    let ls_l = || {
+        sh(&format!(
+            "ls -l '{}' | wc -l",
+            mount.mnt.join("folder").display()
+        ))
+    };
+    assert_eq!(
+        ls_l().trim(),
+        (NAMES + 1).to_string(),
+        "ls -l lists every name"
+    );
+    // Past the attributes' time to live.
+    std::thread::sleep(linkfs_peer::visit::mount::ATTR_TTL + Duration::from_millis(500));
+    let lookups = || mount.log().matches("LOOKUP name").count();
+    let before = lookups();
+    assert_eq!(ls_l().trim(), (NAMES + 1).to_string(), "and again");
+    let asked = lookups() - before;
+    assert!(
+        asked < NAMES / 10,
+        "ls -l again of {NAMES} names asked the mount {asked} lookups: the kernel kept the listing, without attributes"
+    );
+    mount.stop();
+    share.stop();
+}
+
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
 fn the_mount_equals_the_source_for_find_ls_sha256sum_tar_and_diff() {
     let tmp = TempDir::new("mount");
     let src = tmp.0.join("src");

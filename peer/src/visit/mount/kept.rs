@@ -3,8 +3,13 @@
 //!
 //! A folder opened with `FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE` has its listing
 //! kept by the kernel: listing it again asks the mount nothing until the
-//! mount lets it go (`inval_inode`). Two rules keep what the kernel shows
-//! true:
+//! mount lets it go (`inval_inode`). Where the kernel opens folders without
+//! asking (no opendir, see the mount's docs), every folder is opened so: a
+//! listing from its start (offset 0) counts as its opening here, and a folder
+//! of more than [`super::KEPT_LISTING_MAX`] names is let go once no listing call
+//! came for it for [`TOO_BIG_QUIET`] ([`KeptListings::too_big`]): served from
+//! the kernel, a listing brings no attributes, so `ls -l` a second time would
+//! look each name up on its own. Two rules keep what the kernel shows true:
 //!
 //! - **After the index is complete**, every change is recorded, and
 //!   [`follow_changes`] lets go of the folders each change touched.
@@ -26,9 +31,10 @@
 //!                                   -> let go; the rest stay; early emptied
 //!  a recorded change            --> its folders let go (now and ATTR_TTL later)
 //!  changes lost, session ended  --> every kept folder let go
+//!  a listing call, folder too big --> too_big(ino) = now; let go when quiet
 //! ```
 //!
-//! Bounds: one entry per folder of the index in each of the two sets.
+//! Bounds: one entry per folder of the index in each of the three sets.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -38,6 +44,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use fuser::INodeNo;
 use linkfs_core::Index;
@@ -45,6 +52,11 @@ use linkfs_proto::EntryId;
 
 use super::{ATTR_TTL, ino_of};
 use crate::visit::{Client, IndexChanges, Status};
+
+/// A folder too big to keep is let go once no listing call came for it for
+/// this long: by then the kernel has taken the listing's end (and marked it
+/// kept), and a listing still read keeps coming to the mount.
+pub const TOO_BIG_QUIET: Duration = Duration::from_millis(50);
 
 /// What a mount follows of its client's changes: taken before the mount is
 /// up, so that no change falls between the two unseen.
@@ -97,6 +109,8 @@ pub async fn follow_changes(
     } = follower;
     let mut got = 0u64;
     let mut was_complete = status.borrow().complete;
+    // When the folders too big to keep are next looked at, while any wait.
+    let mut too_big_due: Option<tokio::time::Instant> = None;
     // Folders to invalidate again, and when (in the order they were changed).
     let mut again: std::collections::VecDeque<(tokio::time::Instant, Vec<u64>)> =
         std::collections::VecDeque::new();
@@ -136,6 +150,22 @@ pub async fn follow_changes(
                 }
                 got = applied - queued;
                 IndexChanges { changes: Vec::new(), overflowed: true }
+            }
+            () = kept.too_big_listed.notified(), if too_big_due.is_none() => {
+                too_big_due = Some(tokio::time::Instant::now() + TOO_BIG_QUIET);
+                continue;
+            }
+            () = tokio::time::sleep_until(too_big_due.unwrap_or_else(tokio::time::Instant::now)), if too_big_due.is_some() => {
+                let (quiet, waiting) = kept.take_quiet_too_big(Instant::now());
+                too_big_due = waiting.then(|| tokio::time::Instant::now() + TOO_BIG_QUIET);
+                let notifier = notifier.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    for ino in quiet {
+                        let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
+                    }
+                })
+                .await;
+                continue;
             }
             () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
                 if let Some((_, folders)) = again.pop_front() {
@@ -218,6 +248,11 @@ pub struct KeptListings {
     early: Mutex<HashMap<u64, Early>>,
     /// Nothing follows the changes any more: no listing may be kept.
     stopped: AtomicBool,
+    /// Folders too big to keep, listed (with the kernel keeping listings
+    /// without opendir), and when they were last.
+    too_big: Mutex<HashMap<u64, Instant>>,
+    /// Wakes [`follow_changes`] for them.
+    too_big_listed: tokio::sync::Notify,
 }
 
 impl KeptListings {
@@ -230,6 +265,33 @@ impl KeptListings {
         if !complete && let Ok(mut e) = self.early.lock() {
             e.entry(ino).or_insert(Early::Unlisted);
         }
+    }
+
+    /// A listing call for a folder too big to keep, which the kernel keeps
+    /// anyway (no opendir): let go once no call came for [`TOO_BIG_QUIET`].
+    pub(super) fn too_big(&self, ino: u64) {
+        if let Ok(mut t) = self.too_big.lock() {
+            t.insert(ino, Instant::now());
+        }
+        self.too_big_listed.notify_one();
+    }
+
+    /// The folders too big to keep that no listing call came for since
+    /// [`TOO_BIG_QUIET`] before `now`, forgotten here (the caller lets them
+    /// go), and whether others still wait.
+    fn take_quiet_too_big(&self, now: Instant) -> (Vec<u64>, bool) {
+        let Ok(mut t) = self.too_big.lock() else {
+            return (Vec::new(), false);
+        };
+        let quiet: Vec<u64> = t
+            .iter()
+            .filter(|(_, at)| now.saturating_duration_since(**at) >= TOO_BIG_QUIET)
+            .map(|(ino, _)| *ino)
+            .collect();
+        for ino in &quiet {
+            t.remove(ino);
+        }
+        (quiet, !t.is_empty())
     }
 
     /// Whether a folder opened now may have its listing kept.
@@ -263,10 +325,15 @@ impl KeptListings {
         if let Ok(mut e) = self.early.lock() {
             e.clear();
         }
-        self.folders
+        let mut all: Vec<u64> = self
+            .folders
             .lock()
             .map(|mut s| s.drain().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if let Ok(mut t) = self.too_big.lock() {
+            all.extend(t.drain().map(|(ino, _)| ino));
+        }
+        all
     }
 
     /// Once the index is complete: the folders opened before whose listing
