@@ -201,6 +201,10 @@ fn live_changes(tree: &Path, mnt: &Path, rel: &Path, n: usize, tag: &str) -> Res
                 break;
             }
             if t.elapsed() > Duration::from_secs(30) {
+                // Not left in the tree: the next run would count it.
+                for m in &made {
+                    let _ = std::fs::remove_file(m);
+                }
                 bail!("{name} made on disk was not in the mount after 30 s");
             }
             std::thread::sleep(Duration::from_millis(5));

@@ -24,7 +24,8 @@
 //!   2.6x the disk's `find` against 1.2x).
 //!
 //! ```text
-//!  opendir, index not complete --> early(ino) = unlisted   (kept by the kernel)
+//!  opendir (or, without opendir, a listing call at offset 0),
+//!    index not complete         --> early(ino) = unlisted   (kept by the kernel)
 //!  a listing call               --> early(ino) = listed(f), or changed if f differs
 //!                                   from the calls before (or it holds too many names)
 //!  index complete               --> for each early: unlisted, changed, or f != now
@@ -94,8 +95,9 @@ impl ChangeFollower {
 /// listing the kernel keeps is let go, and the attribute TTL of 1 s bounds
 /// how long it may show old attributes. When the index becomes complete, the
 /// folders opened before whose listings may be stale are let go
-/// ([`stale_early`]). Runs until the client's session ends; then nothing is
-/// kept any more.
+/// ([`stale_early`]). Runs until the client's session ends; then no folder
+/// is opened with its listing kept any more (where the kernel opens folders
+/// without opendir it still keeps them: `linkfs mount` unmounts then).
 pub async fn follow_changes(
     follower: ChangeFollower,
     notifier: fuser::Notifier,
