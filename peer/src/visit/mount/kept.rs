@@ -382,20 +382,18 @@ fn stale_early(ix: &Index, early: &[(u64, Early)]) -> Vec<u64> {
 }
 
 /// The names and ids of folder `dir`'s listing, in order, hashed: what the
-/// kernel keeps of a listing (attributes are not kept with it).
+/// kernel keeps of a listing (attributes are not kept with it). Read as a
+/// listing call reads them (names and kinds only): every listing call of a
+/// folder opened before the index is complete makes one.
 fn fingerprint(ix: &Index, dir: EntryId) -> u64 {
     let mut h = DefaultHasher::new();
-    for &child in ix.children(dir) {
+    ix.children_named(dir, 0, |_, child, kind, name| {
         h.write_u32(child);
-        match ix.get(EntryId(child)) {
-            Some(c) => {
-                h.write_u8(c.kind as u8);
-                h.write_usize(c.name.len());
-                h.write(&c.name);
-            }
-            None => h.write_u8(0xff),
-        }
-    }
+        h.write_u8(kind as u8);
+        h.write_usize(name.len());
+        h.write(name);
+        true
+    });
     h.finish()
 }
 
