@@ -432,6 +432,23 @@ fn listing_a_big_folder_by_name_does_not_make_an_inode_per_name() {
     share.stop();
 }
 
+/// fuser logs each request it gets at debug: a mount's log then counts them.
+const REQUESTS_LOGGED: &str = "warn,linkfs=info,fuser=debug";
+
+/// A share of one folder, `folder`, of `names` small files, mounted with its
+/// requests logged.
+fn mounted_folder_of(names: usize, tag: &str) -> (TempDir, Share, Mount) {
+    let tmp = TempDir::new(tag);
+    let folder = tmp.0.join("src").join("folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    for i in 0..names {
+        std::fs::write(folder.join(format!("file {i:04}")), format!("{i}")).unwrap();
+    }
+    let share = Share::start(&tmp.0.join("src"));
+    let mount = Mount::start_logging(&share.link, &tmp.0.join("mnt"), Some(REQUESTS_LOGGED));
+    (tmp, share, mount)
+}
+
 /// `ls -l` still gets attributes with the listing, not by a lookup per name:
 /// the names a folder's first call carries with attributes are what tell the
 /// kernel (when `ls` looks at them) to ask the next calls with attributes
@@ -440,19 +457,7 @@ fn listing_a_big_folder_by_name_does_not_make_an_inode_per_name() {
 #[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
 fn ls_l_of_a_folder_gets_attributes_with_the_listing_not_a_lookup_per_name() {
     const NAMES: usize = 500;
-    let tmp = TempDir::new("ls-l");
-    let folder = tmp.0.join("src").join("folder");
-    std::fs::create_dir_all(&folder).unwrap();
-    for i in 0..NAMES {
-        std::fs::write(folder.join(format!("file {i:03}")), format!("{i}")).unwrap();
-    }
-    let share = Share::start(&tmp.0.join("src"));
-    // fuser logs each request it gets at debug.
-    let mount = Mount::start_logging(
-        &share.link,
-        &tmp.0.join("mnt"),
-        Some("warn,linkfs=info,fuser=debug"),
-    );
+    let (_tmp, share, mount) = mounted_folder_of(NAMES, "ls-l");
     std::fs::symlink_metadata(mount.mnt.join("folder")).unwrap();
     let lookups = || mount.log().matches("LOOKUP name").count();
     let before = lookups();
@@ -488,11 +493,7 @@ fn find_over_the_mount_asks_no_opendir_per_folder() {
         std::fs::write(dir.join("file"), b"x").unwrap();
     }
     let share = Share::start(&src);
-    let mount = Mount::start_logging(
-        &share.link,
-        &tmp.0.join("mnt"),
-        Some("warn,linkfs=info,fuser=debug"),
-    );
+    let mount = Mount::start_logging(&share.link, &tmp.0.join("mnt"), Some(REQUESTS_LOGGED));
     let found = sh(&format!("find '{}' | wc -l", mount.mnt.display()));
     assert_eq!(
         found.trim(),
@@ -519,18 +520,7 @@ fn ls_l_again_of_a_folder_too_big_to_keep_gets_attributes_with_the_listing() {
     // listing brings no attributes, so once they expire `ls -l` would look up
     // each name of a big folder on its own.
     const NAMES: usize = linkfs_peer::visit::mount::KEPT_LISTING_MAX + 500;
-    let tmp = TempDir::new("ls-l-again");
-    let folder = tmp.0.join("src").join("folder");
-    std::fs::create_dir_all(&folder).unwrap();
-    for i in 0..NAMES {
-        std::fs::write(folder.join(format!("file {i:04}")), format!("{i}")).unwrap();
-    }
-    let share = Share::start(&tmp.0.join("src"));
-    let mount = Mount::start_logging(
-        &share.link,
-        &tmp.0.join("mnt"),
-        Some("warn,linkfs=info,fuser=debug"),
-    );
+    let (_tmp, share, mount) = mounted_folder_of(NAMES, "ls-l-again");
     let ls_l = || {
         sh(&format!(
             "ls -l '{}' | wc -l",

@@ -160,24 +160,12 @@ pub async fn follow_changes(
             () = tokio::time::sleep_until(too_big_due.unwrap_or_else(tokio::time::Instant::now)), if too_big_due.is_some() => {
                 let (quiet, waiting) = kept.take_quiet_too_big(Instant::now());
                 too_big_due = waiting.then(|| tokio::time::Instant::now() + TOO_BIG_QUIET);
-                let notifier = notifier.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    for ino in quiet {
-                        let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
-                    }
-                })
-                .await;
+                let_go(&notifier, quiet).await;
                 continue;
             }
             () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
                 if let Some((_, folders)) = again.pop_front() {
-                    let notifier = notifier.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        for ino in folders {
-                            let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
-                        }
-                    })
-                    .await;
+                    let_go(&notifier, folders).await;
                 }
                 continue;
             }
@@ -198,8 +186,18 @@ pub async fn follow_changes(
     }
     // Nobody follows the changes any more: nothing may stay kept.
     kept.stopped.store(true, Ordering::Release);
+    let_go(&notifier, kept.take()).await;
+}
+
+/// Lets the kernel's kept listings of `folders` go, off the runtime's threads:
+/// the kernel may call back into the filesystem while it invalidates.
+async fn let_go(notifier: &fuser::Notifier, folders: Vec<u64>) {
+    if folders.is_empty() {
+        return;
+    }
+    let notifier = notifier.clone();
     let _ = tokio::task::spawn_blocking(move || {
-        for ino in kept.take() {
+        for ino in folders {
             let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
         }
     })
