@@ -323,24 +323,6 @@ impl BlockCache {
     }
 }
 
-/// Bytes of all files in the index (a walk over it; `df` asks rarely).
-fn file_bytes(ix: &Index) -> u64 {
-    let mut total = 0u64;
-    let mut stack = vec![EntryId(0)];
-    while let Some(dir) = stack.pop() {
-        for &c in ix.children(dir) {
-            if let Some(e) = ix.get(EntryId(c)) {
-                match e.kind {
-                    EntryKind::Dir => stack.push(e.id),
-                    EntryKind::File => total = total.saturating_add(e.size),
-                    _ => {}
-                }
-            }
-        }
-    }
-    total
-}
-
 /// A small file to fetch ahead (block 0 holds all of it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct NextFile {
@@ -942,7 +924,7 @@ impl Filesystem for LinkFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let (files, bytes) = self
             .client
-            .with_index(|ix| (ix.len() as u64, file_bytes(ix)));
+            .with_index(|ix| (ix.len() as u64, ix.file_bytes()));
         reply.statfs(
             bytes.div_ceil(4096),
             0,
