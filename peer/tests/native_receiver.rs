@@ -513,6 +513,49 @@ fn find_over_the_mount_asks_no_opendir_per_folder() {
     share.stop();
 }
 
+/// `df` over the mount says the share's files' bytes and its entries, and
+/// follows a file that grows (the mount keeps the sum as entries change;
+/// before, each `statfs` walked every entry for it: about a second at 10M).
+#[test]
+#[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
+fn df_over_the_mount_says_the_shares_bytes_and_entries_and_follows_a_file_that_grows() {
+    let tmp = TempDir::new("df");
+    let src = tmp.0.join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("a"), vec![1u8; 10_000]).unwrap();
+    std::fs::write(src.join("sub").join("b"), vec![2u8; 3 << 20]).unwrap();
+    std::os::unix::fs::symlink("a", src.join("link")).unwrap();
+    let share = Share::start(&src);
+    let mount = Mount::start(&share.link, &tmp.0.join("mnt"));
+    // Blocks of 4096, entries counting the root: a, sub, sub/b, link.
+    let df = || sh(&format!("stat -f -c '%S %b %c' '{}'", mount.mnt.display()));
+    let bytes: u64 = 10_000 + (3 << 20);
+    assert_eq!(
+        df().trim(),
+        format!("4096 {} 5", bytes.div_ceil(4096)),
+        "df over the mount: block size, blocks of the files' bytes, entries"
+    );
+    let grown = 10_000 + (5 << 20);
+    std::fs::write(src.join("a"), vec![1u8; grown]).unwrap();
+    let seen = mount.mnt.join("a");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&seen).map(|m| m.len()).unwrap_or(0) != grown as u64 {
+        assert!(
+            Instant::now() < deadline,
+            "the mount did not see a grow within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let bytes = grown as u64 + (3 << 20);
+    assert_eq!(
+        df().trim(),
+        format!("4096 {} 5", bytes.div_ceil(4096)),
+        "df after a file grew"
+    );
+    mount.stop();
+    share.stop();
+}
+
 #[test]
 #[ignore = "needs root, /dev/fuse and the network namespace: scripts/test runs it"]
 fn ls_l_again_of_a_folder_too_big_to_keep_gets_attributes_with_the_listing() {
