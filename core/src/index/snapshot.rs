@@ -841,6 +841,9 @@ impl SnapshotRestorer {
                 what: "some folders are not under the root",
             });
         }
+        // The parts hold the columns, not the sum kept beside them.
+        let mut ix = ix;
+        ix.file_bytes = (0..ix.end).map(|i| ix.file_bytes_at(i)).sum();
         Ok(ix)
     }
 }

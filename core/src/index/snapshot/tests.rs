@@ -108,6 +108,7 @@ fn awkward_index_from(mut ix: Index, n: u32, seed: u64) -> Index {
 fn assert_same(a: &mut Index, b: &mut Index) {
     assert_eq!(a.len(), b.len(), "entry count");
     assert_eq!(a.id_bound(), b.id_bound(), "id bound");
+    assert_eq!(a.file_bytes(), b.file_bytes(), "the files' bytes");
     for id in 0..a.id_bound() {
         let (ea, eb) = (a.get(EntryId(id)), b.get(EntryId(id)));
         assert_eq!(ea, eb, "entry {id}");
