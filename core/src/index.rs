@@ -421,7 +421,8 @@ impl Index {
     }
 
     /// The bytes of every file present (what a whole copy would fetch), at
-    /// most `u64::MAX`; kept as entries change, so O(1).
+    /// most `u64::MAX`; kept as entries change, so O(1). An index still being
+    /// restored from a snapshot reads 0 here until its restore finishes.
     pub fn file_bytes(&self) -> u64 {
         u64::try_from(self.file_bytes).unwrap_or(u64::MAX)
     }
