@@ -27,7 +27,9 @@
 //!   (p50, p99);
 //! - the mount's and the sharer's peak memory, per entry;
 //! - then a later visitor: a second mount of the same share once its walk is
-//!   done (the first mount ended), ready and `find` over it.
+//!   done (the first mount ended), ready and `find` over it at once;
+//! - then a third, whose `find` starts once its index is complete;
+//! - the virtual machine's idle polling, where there is one.
 //!
 //! The tree is only read; the live changes' files are removed at the end.
 
@@ -93,6 +95,17 @@ fn find(dir: &Path) -> Result<(f64, u64)> {
         bail!("find {} failed: {status}", dir.display());
     }
     Ok((t.elapsed().as_secs_f64(), lines))
+}
+
+/// A virtual machine's idle polling (Linux's `haltpoll` driver): how long an
+/// idle core polls before it halts. At 0 each halted core costs the host a
+/// wake-up, and every FUSE round trip wakes one (`docs/benchmarks.md`). `null`
+/// where the driver is not loaded (bare metal, other hypervisors' guests).
+fn guest_halt_poll_ns() -> serde_json::Value {
+    std::fs::read_to_string("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(serde_json::Value::Null, Into::into)
 }
 
 /// Every folder of `root` and how many entries it holds.
@@ -353,6 +366,19 @@ fn main() -> Result<()> {
         "bench-mount-scale: a later mount ready in {later_ready_s:.2} s; find over it {find_later:.2} s; its index complete at {later_complete_s:.2} s"
     );
     drop(later);
+
+    // A third visitor, who lists only once its index is complete: the mount
+    // alone, without the index arriving beside `find` on the same cores.
+    let (settled, _) = start_mount(&link, &mnt_later)?;
+    let settled_complete_s = mount_index_complete_s(&mnt_later, Duration::from_secs(600))?;
+    let (find_settled, settled_entries) = find(&mnt_later)?;
+    if settled_entries != disk_entries {
+        bail!("find listed {settled_entries} entries in the third mount, {disk_entries} on disk");
+    }
+    eprintln!(
+        "bench-mount-scale: a third mount's index complete at {settled_complete_s:.2} s; find over it then {find_settled:.2} s"
+    );
+    drop(settled);
     drop(share);
 
     let ratio = |a: &[f64], b: &[f64], p: f64| {
@@ -383,6 +409,10 @@ fn main() -> Result<()> {
         "later_mount_index_complete_s": round(later_complete_s, 3),
         "find_later_mount_s": round(find_later, 3),
         "find_later_mount_vs_disk": round(find_later / find_disk, 2),
+        "third_mount": { "index_complete_s": round(settled_complete_s, 3),
+                         "find_once_complete_s": round(find_settled, 3),
+                         "find_once_complete_vs_disk": round(find_settled / find_disk, 2) },
+        "guest_halt_poll_ns": guest_halt_poll_ns(),
         "ls_f_biggest_disk_warm_s": round(ls_disk, 3),
         "ls_f_biggest_mount_warm_s": round(ls_mount_warm, 3),
         "ls_f_biggest_mount_cold_s": round(ls_mount_cold, 3),
