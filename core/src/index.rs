@@ -285,9 +285,23 @@ pub struct Index {
 #[derive(Clone, Copy)]
 struct ChildKey {
     is_dir: bool,
+    /// The name's first 8 bytes case folded, big-endian, zero padded: most
+    /// comparisons end here ([`folded_prefix`]).
+    prefix: u64,
     at: u32,
     len: u16,
     id: u32,
+}
+
+/// `name`'s first 8 bytes, ASCII case folded, as a big-endian number padded
+/// with zeros. No name holds a zero byte, so two prefixes that differ order
+/// their names as [`display_cmp`] does; equal ones say nothing.
+fn folded_prefix(name: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    for (o, c) in b.iter_mut().zip(name) {
+        *o = c.to_ascii_lowercase();
+    }
+    u64::from_be_bytes(b)
 }
 
 /// The sort keys of a directory's new children, their names decoded once
@@ -303,6 +317,7 @@ impl ChildKeys {
         let name = ix.name_with(id as usize, buf);
         self.keys.push(ChildKey {
             is_dir: ix.is_dir_at(id as usize),
+            prefix: folded_prefix(name),
             at: self.names.len() as u32,
             len: name.len() as u16,
             id,
@@ -317,6 +332,7 @@ impl ChildKeys {
     fn cmp(&self, a: &ChildKey, b: &ChildKey) -> Ordering {
         b.is_dir
             .cmp(&a.is_dir)
+            .then(a.prefix.cmp(&b.prefix))
             .then_with(|| display_cmp(self.name(a), self.name(b)))
             .then_with(|| a.id.cmp(&b.id))
     }
@@ -354,11 +370,22 @@ fn name_is_safe(name: &[u8]) -> bool {
 /// Display order of names (the page's and the mount's listings): ASCII case
 /// folded first, then the raw bytes.
 pub fn display_cmp(a: &[u8], b: &[u8]) -> Ordering {
-    let fold = |x: &u8| x.to_ascii_lowercase();
-    a.iter()
-        .map(fold)
-        .cmp(b.iter().map(fold))
-        .then_with(|| a.cmp(b))
+    // Equal bytes fold equal: only where they differ is case folded, and
+    // equal runs of 8 are skipped whole.
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n && a[i..i + 8] == b[i..i + 8] {
+        i += 8;
+    }
+    for (x, y) in a[i..n].iter().zip(&b[i..n]) {
+        if x != y {
+            let (fx, fy) = (x.to_ascii_lowercase(), y.to_ascii_lowercase());
+            if fx != fy {
+                return fx.cmp(&fy);
+            }
+        }
+    }
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 impl Index {

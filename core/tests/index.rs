@@ -188,7 +188,7 @@ enum Step {
     Flush,
 }
 
-fn arb_name() -> impl Strategy<Value = Vec<u8>> {
+fn arb_short_name() -> impl Strategy<Value = Vec<u8>> {
     // A small alphabet with case variants, so names collide and fold together.
     proptest::collection::vec(
         prop_oneof![
@@ -202,6 +202,19 @@ fn arb_name() -> impl Strategy<Value = Vec<u8>> {
         ],
         1..5,
     )
+}
+
+fn arb_name() -> impl Strategy<Value = Vec<u8>> {
+    // Some names share a long start, in two cases, so that comparisons go
+    // past the first 8 bytes (where sorting compares a prefix first).
+    prop_oneof![
+        3 => arb_short_name(),
+        1 => (
+            prop_oneof![Just(&b"Holiday Ph"[..]), Just(&b"holiday pH"[..]), Just(&b"holiday"[..])],
+            arb_short_name(),
+        )
+            .prop_map(|(start, end)| [start, &end[..]].concat()),
+    ]
 }
 
 fn arb_step() -> impl Strategy<Value = Step> {
@@ -225,6 +238,14 @@ fn is_under(model: &HashMap<u32, ModelEntry>, mut id: u32, ancestor: u32) -> boo
             return false;
         }
         id = model[&id].parent;
+    }
+}
+
+proptest! {
+    #[test]
+    fn display_order_is_case_folded_then_the_bytes(a in arb_name(), b in arb_name()) {
+        prop_assert_eq!(linkfs_core::display_cmp(&a, &b), display_cmp(&a, &b), "{:?} {:?}", a, b);
+        prop_assert_eq!(linkfs_core::display_cmp(&a, &a), Ordering::Equal);
     }
 }
 
