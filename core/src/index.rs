@@ -367,6 +367,15 @@ fn name_is_safe(name: &[u8]) -> bool {
     !name.is_empty() && name != b"." && name != b".." && !name.iter().any(|b| *b == b'/' || *b == 0)
 }
 
+/// Drops `key` from a side table of the few entries with an odd value. Most
+/// tables are empty for a whole tree, and a removal hashes the key even
+/// then: five hashes an entry, for nothing, at every entry of a fill.
+fn forget<V>(table: &mut HashMap<u32, V>, key: u32) {
+    if !table.is_empty() {
+        table.remove(&key);
+    }
+}
+
 /// Display order of names (the page's and the mount's listings): ASCII case
 /// folded first, then the raw bytes.
 pub fn display_cmp(a: &[u8], b: &[u8]) -> Ordering {
@@ -765,7 +774,7 @@ impl Index {
         match stored {
             Stored::Short(len) => {
                 self.name_len.set(i, len);
-                self.long_names.remove(&(i as u32));
+                forget(&mut self.long_names, i as u32);
             }
             Stored::Long(len) => {
                 self.name_len.set(i, NAME_LEN_BIG);
@@ -849,7 +858,7 @@ impl Index {
         let mode = e.mode & 0o7777;
         let mode_ix = match self.mode_slot(mode) {
             Some(ix) => {
-                self.odd_modes.remove(&key);
+                forget(&mut self.odd_modes, key);
                 ix
             }
             None => {
@@ -862,7 +871,7 @@ impl Index {
         match u32::try_from(e.size) {
             Ok(s) if s != U32_BIG => {
                 self.size.set(i, s);
-                self.big_sizes.remove(&key);
+                forget(&mut self.big_sizes, key);
             }
             _ => {
                 self.size.set(i, U32_BIG);
@@ -872,7 +881,7 @@ impl Index {
         match u32::try_from(e.mtime) {
             Ok(t) if t != U32_BIG => {
                 self.mtime.set(i, t);
-                self.odd_mtimes.remove(&key);
+                forget(&mut self.odd_mtimes, key);
             }
             _ => {
                 self.mtime.set(i, U32_BIG);
@@ -882,12 +891,12 @@ impl Index {
         if e.generation.0 != 0 {
             self.generation.insert(key, e.generation.0);
         } else {
-            self.generation.remove(&key);
+            forget(&mut self.generation, key);
         }
         if e.kind == EntryKind::Symlink {
             self.targets.insert(key, e.target.into());
         } else {
-            self.targets.remove(&key);
+            forget(&mut self.targets, key);
         }
         if e.kind == EntryKind::Dir {
             self.dirs.entry(key).or_default();
@@ -1018,12 +1027,12 @@ impl Index {
         self.names.dead += self.stored_name_at(i).len();
         self.meta.set(i, 0);
         let key = i as u32;
-        self.targets.remove(&key);
-        self.generation.remove(&key);
-        self.big_sizes.remove(&key);
-        self.odd_mtimes.remove(&key);
-        self.odd_modes.remove(&key);
-        self.long_names.remove(&key);
+        forget(&mut self.targets, key);
+        forget(&mut self.generation, key);
+        forget(&mut self.big_sizes, key);
+        forget(&mut self.odd_mtimes, key);
+        forget(&mut self.odd_modes, key);
+        forget(&mut self.long_names, key);
         self.live -= 1;
     }
 
